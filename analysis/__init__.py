@@ -1,0 +1,1 @@
+"""Result-file readers, tables and plots (installed as mpiec.analysis)."""

@@ -1,0 +1,1 @@
+"""Numba kernels (installed as mpiec.kernels): pure functions on arrays, no MPI, no I/O."""

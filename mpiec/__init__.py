@@ -1,0 +1,3 @@
+"""mpiec: MPI benchmark suite for fault-tolerant DLRM training."""
+
+__version__ = "0.1.0"
