@@ -1,0 +1,24 @@
+"""Fault-tolerance strategies, one module each, behind ``strategies.base.Strategy``.
+
+``STRATEGIES`` is the registry: adding a strategy means adding its module and
+one line here; ``mpiec bench`` then runs it automatically.
+"""
+
+from __future__ import annotations
+
+from mpiec.errors import ConfigError
+from mpiec.strategies.base import Strategy
+from mpiec.strategies.none import NoProtection
+
+STRATEGIES: dict[str, type[Strategy]] = {cls.name: cls for cls in (NoProtection,)}
+
+
+def get_strategy_class(name: str) -> type[Strategy]:
+    try:
+        return STRATEGIES[name]
+    except KeyError:
+        raise ConfigError(f"unknown strategy '{name}' (available: {', '.join(STRATEGIES)})") from None
+
+
+def available() -> list[str]:
+    return list(STRATEGIES)

@@ -1,0 +1,70 @@
+"""Loading sets of result files.
+
+Owns how paths and directories are turned into a list of runs. Invariants:
+directories are searched recursively for ``*.h5`` (hidden temporary files of
+an unfinished writer never match); each file is read once; the order is
+deterministic (creation time, then path); a bad file raises
+``ResultFileError`` naming it, or with ``skip_bad=True`` is reported on stderr
+and skipped — never skipped silently.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterable
+from pathlib import Path
+from typing import TextIO
+
+from mpiec.errors import ResultFileError
+from mpiec.results import RunResult, read_result
+
+__all__ = ["find_result_files", "load_results"]
+
+
+def find_result_files(paths_or_dirs: str | Path | Iterable[str | Path]) -> list[Path]:
+    """Files named directly, plus ``*.h5`` found recursively under directories.
+
+    Raises ``ResultFileError`` for a path that does not exist.
+    """
+    if isinstance(paths_or_dirs, str | Path):
+        paths_or_dirs = [paths_or_dirs]
+    found: list[Path] = []
+    seen: set[Path] = set()
+    for item in paths_or_dirs:
+        p = Path(item)
+        if p.is_dir():
+            candidates = sorted(q for q in p.rglob("*.h5") if q.is_file())
+        elif p.exists():
+            candidates = [p]
+        else:
+            raise ResultFileError(f"result path {p}: does not exist")
+        for q in candidates:
+            key = q.resolve()
+            if key not in seen:
+                seen.add(key)
+                found.append(q)
+    return found
+
+
+def load_results(
+    paths_or_dirs: str | Path | Iterable[str | Path],
+    *,
+    skip_bad: bool = False,
+    stream: TextIO | None = None,
+) -> list[RunResult]:
+    """Read every result file, sorted by ``created`` then path.
+
+    ``skip_bad=True`` reports each unreadable file as one line on ``stream``
+    (stderr by default) instead of raising. An empty list is returned when no
+    file is found (callers decide whether that is an error).
+    """
+    out: list[RunResult] = []
+    for path in find_result_files(paths_or_dirs):
+        try:
+            out.append(read_result(path))
+        except ResultFileError as exc:
+            if not skip_bad:
+                raise
+            print(f"mpiec: warning: skipping {exc}", file=stream or sys.stderr)
+    out.sort(key=lambda r: (r.created, str(r.path)))
+    return out

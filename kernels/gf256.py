@@ -1,0 +1,414 @@
+"""GF(2^8) arithmetic and bulk multiply-accumulate kernels.
+
+Owns: the field (polynomial 0x11D, generator 2 -- ISA-L's field), its tables,
+ISA-L's systematic Cauchy generator (``gf_gen_cauchy1_matrix``), small-matrix
+inversion, and the bulk kernels every GF code is built from:
+``dst ^= c * src`` over byte arrays, whole or row-sparse.
+
+Invariants:
+
+* every bulk kernel is exact and byte-wise: the result depends only on the
+  bytes, never on what they encode (float32 weights, optimizer state, ...);
+* ``gf_mac`` with ``c == 0`` is a no-op and with ``c == 1`` a plain XOR, so the
+  ``xor`` code costs no multiplications;
+* two interchangeable implementations of ``c * src``: a portable one
+  (byte lanes, shift/mask/xor, auto-vectorised by LLVM) and, where the CPU has
+  GFNI, one ``vgf2p8affineqb`` per 32 bytes (multiplication by a constant is a
+  GF(2)-linear map, i.e. an 8x8 bit matrix -- what ISA-L does on GFNI CPUs).
+  Both give identical bytes (tested); set ``MPIEC_NO_GFNI=1`` before import to
+  force the portable path.
+"""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+from llvmlite import binding as _llvm
+from llvmlite import ir
+from numba import njit, types
+from numba.core import cgutils
+from numba.extending import intrinsic
+
+POLY = 0x11D
+GENERATOR = 2
+
+
+def _build_tables() -> tuple[np.ndarray, np.ndarray]:
+    exp = np.zeros(512, dtype=np.uint8)
+    log = np.zeros(256, dtype=np.int32)
+    x = 1
+    for i in range(255):
+        exp[i] = x
+        log[x] = i
+        x <<= 1
+        if x & 0x100:
+            x ^= POLY
+    # doubled so exp[log a + log b] never needs a modulo
+    exp[255:510] = exp[0:255]
+    return exp, log
+
+
+GF_EXP, GF_LOG = _build_tables()
+
+
+def _build_mul() -> np.ndarray:
+    a = np.arange(256)
+    s = GF_LOG[a][:, None] + GF_LOG[a][None, :]
+    t = GF_EXP[s].astype(np.uint8)
+    t[0, :] = 0
+    t[:, 0] = 0
+    return t
+
+
+GF_MUL = _build_mul()  # GF_MUL[a, b] = a * b
+GF_INV = np.zeros(256, dtype=np.uint8)
+GF_INV[1:] = GF_EXP[(255 - GF_LOG[1:]) % 255]
+
+
+def _build_masks() -> np.ndarray:
+    # MASKS[c, b] = 0xFF if bit b of c is set: branch-free selection in the portable kernel
+    c = np.arange(256)[:, None]
+    b = np.arange(8)[None, :]
+    return np.where((c >> b) & 1, 0xFF, 0).astype(np.uint8)
+
+
+GF_MASKS = _build_masks()
+
+
+def _build_affine() -> np.ndarray:
+    # vgf2p8affineqb computes bit i of y as parity(A.byte[7 - i] & x); bit j of
+    # that byte is bit i of c * x^j (column j of the multiply-by-c matrix).
+    out = np.zeros(256, dtype=np.uint64)
+    for c in range(256):
+        q = 0
+        for i in range(8):
+            row = 0
+            for j in range(8):
+                if (int(GF_MUL[c, 1 << j]) >> i) & 1:
+                    row |= 1 << j
+            q |= row << (8 * (7 - i))
+        out[c] = q
+    return out
+
+
+GF_AFFINE = _build_affine()
+
+
+def _detect_gfni() -> bool:
+    if os.environ.get("MPIEC_NO_GFNI", "") not in ("", "0"):
+        return False
+    try:
+        feats = _llvm.get_host_cpu_features()
+    except Exception:  # noqa: BLE001 - any failure means: do not use it
+        return False
+    from numba.core import config
+
+    # numba compiling for a generic CPU must not see the intrinsic
+    if config.CPU_NAME not in (None, "host"):
+        return False
+    return bool(feats.get("gfni", False)) and bool(feats.get("avx", False))
+
+
+HAVE_GFNI: bool = _detect_gfni()
+_USE_GFNI = HAVE_GFNI  # frozen into the compiled kernels as a constant
+
+
+# ---------------------------------------------------------------------------
+# scalar and small-matrix arithmetic
+
+
+@njit(cache=True)
+def gf_mul(a, b):
+    """a * b in GF(2^8)."""
+    return GF_MUL[a, b]
+
+
+@njit(cache=True)
+def gf_inv(a):
+    """Multiplicative inverse; a must be non-zero."""
+    if a == 0:
+        raise ZeroDivisionError("0 has no inverse in GF(2^8)")
+    return GF_INV[a]
+
+
+@njit(cache=True)
+def gf_matmul(a, b):
+    """Matrix product over GF(2^8) of uint8 matrices (small: generator-sized)."""
+    n, m = a.shape
+    p = b.shape[1]
+    out = np.zeros((n, p), dtype=np.uint8)
+    for i in range(n):
+        for t in range(m):
+            c = a[i, t]
+            if c != 0:
+                for j in range(p):
+                    out[i, j] ^= GF_MUL[c, b[t, j]]
+    return out
+
+
+@njit(cache=True)
+def gf_mat_inv(m):
+    """Inverse of a square uint8 matrix over GF(2^8) (Gauss-Jordan).
+
+    Raises ValueError if the matrix is singular.
+    """
+    n = m.shape[0]
+    a = m.copy()
+    inv = np.zeros((n, n), dtype=np.uint8)
+    for i in range(n):
+        inv[i, i] = 1
+    for col in range(n):
+        piv = -1
+        for row in range(col, n):
+            if a[row, col] != 0:
+                piv = row
+                break
+        if piv < 0:
+            raise ValueError("singular matrix over GF(2^8)")
+        if piv != col:
+            for j in range(n):
+                t = a[col, j]
+                a[col, j] = a[piv, j]
+                a[piv, j] = t
+                t = inv[col, j]
+                inv[col, j] = inv[piv, j]
+                inv[piv, j] = t
+        s = GF_INV[a[col, col]]
+        for j in range(n):
+            a[col, j] = GF_MUL[s, a[col, j]]
+            inv[col, j] = GF_MUL[s, inv[col, j]]
+        for row in range(n):
+            if row != col:
+                f = a[row, col]
+                if f != 0:
+                    for j in range(n):
+                        a[row, j] ^= GF_MUL[f, a[col, j]]
+                        inv[row, j] ^= GF_MUL[f, inv[col, j]]
+    return inv
+
+
+@njit(cache=True)
+def cauchy_matrix(k, r):
+    """ISA-L's Cauchy parity rows: (r, k) with entry [i, j] = 1 / ((k + i) ^ j)."""
+    if k < 1 or r < 0 or k + r > 256:
+        raise ValueError("need 1 <= k and k + r <= 256")
+    out = np.empty((r, k), dtype=np.uint8)
+    for i in range(r):
+        for j in range(k):
+            out[i, j] = GF_INV[(k + i) ^ j]
+    return out
+
+
+@njit(cache=True)
+def systematic_generator(parity_rows):
+    """(k + r, k) generator [I_k; parity_rows]."""
+    r, k = parity_rows.shape
+    g = np.zeros((k + r, k), dtype=np.uint8)
+    for j in range(k):
+        g[j, j] = 1
+    g[k:, :] = parity_rows
+    return g
+
+
+# ---------------------------------------------------------------------------
+# bulk kernels
+
+
+def _gfni_codegen(n_src):
+    # dst[off:off+32] ^= M * (xor of the n_src sources at off); M is the 8x8 bit
+    # matrix of "multiply by c", broadcast to the four qwords of a ymm register.
+    def codegen(context, builder, signature, args):
+        o, m = args[-2], args[-1]
+        vt = ir.VectorType(ir.IntType(8), 32)
+        vp = vt.as_pointer()
+
+        def ptr(ty, val):
+            base = context.make_array(ty)(context, builder, value=val).data
+            return builder.bitcast(builder.gep(base, [o]), vp)
+
+        dp = ptr(signature.args[0], args[0])
+        x = builder.load(ptr(signature.args[1], args[1]), align=1)
+        for s in range(1, n_src):
+            x = builder.xor(x, builder.load(ptr(signature.args[1 + s], args[1 + s]), align=1))
+        q = ir.Constant(ir.VectorType(ir.IntType(64), 4), None)
+        for i in range(4):
+            q = builder.insert_element(q, m, ir.Constant(ir.IntType(32), i))
+        fnty = ir.FunctionType(vt, [vt, vt, ir.IntType(8)])
+        fn = cgutils.get_or_insert_function(builder.module, fnty, "llvm.x86.vgf2p8affineqb.256")
+        y = builder.call(fn, [x, builder.bitcast(q, vt), ir.Constant(ir.IntType(8), 0)])
+        builder.store(builder.xor(builder.load(dp, align=1), y), dp, align=1)
+        return context.get_dummy_value()
+
+    return codegen
+
+
+@intrinsic
+def _gfni_mac32(typingctx, dst, src, off, mat):
+    """dst[off:off+32] ^= c * src[off:off+32], c given as its GFNI bit matrix."""
+    return types.void(dst, src, types.intp, types.uint64), _gfni_codegen(1)
+
+
+@intrinsic
+def _gfni_mac32x(typingctx, dst, a, b, off, mat):
+    """dst[off:off+32] ^= c * (a ^ b)[off:off+32]."""
+    return types.void(dst, a, b, types.intp, types.uint64), _gfni_codegen(2)
+
+
+@njit(cache=True)
+def _mac_portable(dst, src, c, start):
+    # c * v = xor of (x^b * v) over the set bits b of c; x * v is a shift plus a
+    # conditional 0x1D -- all in byte lanes, so LLVM vectorises the loop.
+    m = GF_MASKS[c]
+    m0, m1, m2, m3 = m[0], m[1], m[2], m[3]
+    m4, m5, m6, m7 = m[4], m[5], m[6], m[7]
+    for i in range(start, dst.size):
+        v = src[i]
+        acc = v & m0
+        v = np.uint8((v << 1) ^ ((0 - (v >> 7)) & 0x1D))
+        acc ^= v & m1
+        v = np.uint8((v << 1) ^ ((0 - (v >> 7)) & 0x1D))
+        acc ^= v & m2
+        v = np.uint8((v << 1) ^ ((0 - (v >> 7)) & 0x1D))
+        acc ^= v & m3
+        v = np.uint8((v << 1) ^ ((0 - (v >> 7)) & 0x1D))
+        acc ^= v & m4
+        v = np.uint8((v << 1) ^ ((0 - (v >> 7)) & 0x1D))
+        acc ^= v & m5
+        v = np.uint8((v << 1) ^ ((0 - (v >> 7)) & 0x1D))
+        acc ^= v & m6
+        v = np.uint8((v << 1) ^ ((0 - (v >> 7)) & 0x1D))
+        acc ^= v & m7
+        dst[i] ^= acc
+
+
+@njit(cache=True)
+def _mac2_portable(dst, a, b, c, start):
+    # dst ^= c * (a ^ b), same scheme as _mac_portable
+    m = GF_MASKS[c]
+    m0, m1, m2, m3 = m[0], m[1], m[2], m[3]
+    m4, m5, m6, m7 = m[4], m[5], m[6], m[7]
+    for i in range(start, dst.size):
+        v = a[i] ^ b[i]
+        acc = v & m0
+        v = np.uint8((v << 1) ^ ((0 - (v >> 7)) & 0x1D))
+        acc ^= v & m1
+        v = np.uint8((v << 1) ^ ((0 - (v >> 7)) & 0x1D))
+        acc ^= v & m2
+        v = np.uint8((v << 1) ^ ((0 - (v >> 7)) & 0x1D))
+        acc ^= v & m3
+        v = np.uint8((v << 1) ^ ((0 - (v >> 7)) & 0x1D))
+        acc ^= v & m4
+        v = np.uint8((v << 1) ^ ((0 - (v >> 7)) & 0x1D))
+        acc ^= v & m5
+        v = np.uint8((v << 1) ^ ((0 - (v >> 7)) & 0x1D))
+        acc ^= v & m6
+        v = np.uint8((v << 1) ^ ((0 - (v >> 7)) & 0x1D))
+        acc ^= v & m7
+        dst[i] ^= acc
+
+
+@njit(cache=True)
+def xor_into(dst, src):
+    """dst ^= src (1-D uint8, same size)."""
+    for i in range(dst.size):
+        dst[i] ^= src[i]
+
+
+@njit(cache=True)
+def xor2_into(dst, a, b):
+    """dst ^= a ^ b (1-D uint8, same size)."""
+    for i in range(dst.size):
+        dst[i] ^= a[i] ^ b[i]
+
+
+@njit(cache=True)
+def gf_mac(dst, src, c):
+    """dst ^= c * src over 1-D contiguous uint8 arrays of equal size."""
+    if c == 0:
+        return
+    if c == 1:
+        xor_into(dst, src)
+        return
+    start = 0
+    if _USE_GFNI:
+        mat = GF_AFFINE[c]
+        n32 = dst.size - dst.size % 32
+        while start < n32:
+            _gfni_mac32(dst, src, start, mat)
+            start += 32
+    _mac_portable(dst, src, c, start)
+
+
+@njit(cache=True)
+def gf_mac2(dst, a, b, c):
+    """dst ^= c * (a ^ b): a parity update straight from old and new bytes."""
+    if c == 0:
+        return
+    if c == 1:
+        xor2_into(dst, a, b)
+        return
+    start = 0
+    if _USE_GFNI:
+        mat = GF_AFFINE[c]
+        n32 = dst.size - dst.size % 32
+        while start < n32:
+            _gfni_mac32x(dst, a, b, start, mat)
+            start += 32
+    _mac2_portable(dst, a, b, c, start)
+
+
+@njit(cache=True)
+def gf_mac_portable(dst, src, c):
+    """Portable-only dst ^= c * src (reference for the GFNI path; benchmarks)."""
+    if c != 0:
+        _mac_portable(dst, src, c, 0)
+
+
+@njit(cache=True)
+def gf_mac_rows(parity, rows, delta, c):
+    """parity[rows[t]] ^= c * delta[t] for every t (2-D uint8, C-contiguous rows)."""
+    for t in range(rows.size):
+        gf_mac(parity[rows[t]], delta[t], c)
+
+
+@njit(cache=True)
+def gf_mac_rows2(parity, rows, old, new, c):
+    """parity[rows[t]] ^= c * (old[t] ^ new[t]) for every t."""
+    for t in range(rows.size):
+        gf_mac2(parity[rows[t]], old[t], new[t], c)
+
+
+_BLOCK = 8192  # bytes per block: m accumulators of this size stay in L1/L2
+
+
+@njit(cache=True)
+def gf_combine(coef, srcs, dsts):
+    """dsts[i] = sum_j coef[i, j] * srcs[j] over whole 1-D arrays.
+
+    srcs and dsts are typed lists of equally sized 1-D uint8 arrays. Blocked so
+    that each source byte is read from memory once and each output written once
+    (encode and decode are the same operation with different matrices).
+    """
+    m, k = coef.shape
+    n = srcs[0].size
+    for a in range(0, n, _BLOCK):
+        b = min(n, a + _BLOCK)
+        for i in range(m):
+            d = dsts[i][a:b]
+            d[:] = 0
+            for j in range(k):
+                gf_mac(d, srcs[j][a:b], coef[i, j])
+
+
+@njit(cache=True)
+def gf_combine_rows(coef, srcs, rows, dsts):
+    """dsts[i][t] = sum_j coef[i, j] * srcs[j][rows[t]] (2-D arrays; degraded reads)."""
+    m, k = coef.shape
+    for t in range(rows.size):
+        row = rows[t]
+        for i in range(m):
+            d = dsts[i][t]
+            d[:] = 0
+            for j in range(k):
+                gf_mac(d, srcs[j][row], coef[i, j])

@@ -1,0 +1,171 @@
+"""Communicators and failure handling (ULFM), the only module that talks ULFM.
+
+Owns: detecting ULFM at start-up, the communicators of a run (``world`` with
+every rank, ``data`` with trainers and servers ordered by role slot,
+``trainers`` with the trainers ordered by index), turning an MPI error into a
+``PeerFailure`` and the revoke → shrink → agree sequence.
+
+Invariants:
+
+* every communicator uses ``MPI.ERRORS_RETURN``: a dead peer surfaces as an
+  exception in the rank that waits for it, never as an abort of the job;
+* the first rank to see a failure revokes ``world`` (and the derived
+  communicators), so every survivor, wherever it is blocked, leaves its
+  operation with ``MPI_ERR_REVOKED`` and joins the recovery;
+* members of ``data`` and ``trainers`` are ordered by their role slot, so
+  reductions run in the same order before and after a spare takes a slot over
+  (that is what keeps recovered runs bit-identical);
+* without ULFM, mpi4py silently turns ``Shrink`` into a dup and ``Agree`` into
+  an allreduce; ``ulfm_available()`` is therefore decided from the library and
+  its run-time switch, and recovery refuses to run without it.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+from mpi4py import MPI
+
+from mpiec.layout import PARITY, SERVER, TRAINER, Slot
+
+_FAILURE_CLASSES: set[int] = set()
+for _name in ("ERR_PROC_FAILED", "ERR_PROC_FAILED_PENDING", "ERR_REVOKED"):
+    if hasattr(MPI, _name):
+        _FAILURE_CLASSES.add(getattr(MPI, _name))
+
+
+class PeerFailure(Exception):
+    """A peer died (or another rank revoked the communicator after seeing one)."""
+
+    def __init__(self, error_class: int, where: str) -> None:
+        super().__init__(f"peer failure (MPI error class {error_class}) during {where}")
+        self.error_class = error_class
+        self.where = where
+
+
+def mpi_library() -> tuple[str, str]:
+    """(library name, full version string) of the MPI in use."""
+    version = MPI.Get_library_version().strip().splitlines()[0]
+    if "Open MPI" in version:
+        name = "Open MPI"
+    elif "MPICH" in version:
+        name = "MPICH"
+    elif "Intel" in version:
+        name = "Intel MPI"
+    else:
+        name = version.split(",")[0]
+    return name, version
+
+
+def ulfm_available() -> bool:
+    """True when failures can be survived: Open MPI with ``--with-ft ulfm`` active."""
+    name, _ = mpi_library()
+    if not all(hasattr(MPI.Comm, f) for f in ("Revoke", "Shrink", "Agree")):
+        return False
+    if name != "Open MPI":
+        return False  # mpi4py's MPICH wheel has no usable ULFM
+    return os.environ.get("OMPI_MCA_mpi_ft_enable", "").lower() in ("1", "true", "yes", "on")
+
+
+def failure_class(exc: BaseException) -> int | None:
+    """The MPI error class if ``exc`` reports a failed or revoked peer."""
+    if isinstance(exc, MPI.Exception):
+        cls = exc.Get_error_class()
+        if cls in _FAILURE_CLASSES:
+            return cls
+    return None
+
+
+def returning(comm: MPI.Intracomm) -> MPI.Intracomm:
+    comm.Set_errhandler(MPI.ERRORS_RETURN)
+    return comm
+
+
+@dataclass
+class Comms:
+    """The communicators of one rank, rebuilt after every recovery."""
+
+    world: MPI.Intracomm
+    data: MPI.Intracomm | None  # trainers + servers (+ parity ranks); None elsewhere
+    trainers: MPI.Intracomm | None  # trainers only
+
+    def free(self) -> None:
+        for c in (self.trainers, self.data):
+            if c is not None and c != MPI.COMM_NULL:
+                try:
+                    c.Free()
+                except MPI.Exception:
+                    pass
+
+    def revoke(self, ulfm: bool) -> None:
+        """Interrupt every rank blocked on any of our communicators (ULFM only)."""
+        if not ulfm:
+            return
+        for c in (self.world, self.data, self.trainers):
+            if c is not None and c != MPI.COMM_NULL:
+                try:
+                    c.Revoke()
+                except MPI.Exception:
+                    pass
+
+
+_ROLE_ORDER = {TRAINER: 0, SERVER: 1, PARITY: 2}
+
+
+def build_comms(world: MPI.Intracomm, slot: Slot, n_trainers: int, n_servers: int) -> Comms:
+    """Split ``world`` into the data and trainer communicators, ordered by slot."""
+    in_data = slot.role in _ROLE_ORDER
+    key = _ROLE_ORDER.get(slot.role, 0) * 1_000_000 + slot.index
+    data = world.Split(0 if in_data else MPI.UNDEFINED, key)
+    trainers = world.Split(0 if slot.role == TRAINER else MPI.UNDEFINED, slot.index)
+    data = returning(data) if data != MPI.COMM_NULL else None
+    trainers = returning(trainers) if trainers != MPI.COMM_NULL else None
+    return Comms(world=world, data=data, trainers=trainers)
+
+
+def wait(req: MPI.Request, where: str) -> None:
+    """``req.Wait()`` that turns a failed or revoked peer into ``PeerFailure``."""
+    try:
+        req.Wait()
+    except MPI.Exception as exc:
+        cls = failure_class(exc)
+        if cls is None:
+            raise
+        raise PeerFailure(cls, where) from None
+
+
+def waitall(reqs: list[MPI.Request], where: str) -> None:
+    try:
+        MPI.Request.Waitall(reqs)
+    except MPI.Exception as exc:
+        cls = failure_class(exc)
+        if cls is None:
+            raise
+        raise PeerFailure(cls, where) from None
+
+
+def shrink(world: MPI.Intracomm) -> tuple[MPI.Intracomm, list[int]]:
+    """Survivors' new world and the *old* world ranks that died (ULFM only)."""
+    new = returning(world.Shrink())
+    old_group, new_group = world.Get_group(), new.Get_group()
+    survivors = set(MPI.Group.Translate_ranks(new_group, list(range(new.Get_size())), old_group))
+    dead = sorted(set(range(world.Get_size())) - survivors)
+    old_group.Free()
+    new_group.Free()
+    return new, dead
+
+
+def agree_min(comm: MPI.Intracomm, value: int, bits: int = 31) -> int:
+    """Fault-tolerant agreement on the minimum of non-negative ints ``< 2**bits``.
+
+    ``MPI_Comm_agree`` only computes a bitwise AND of flags, so the minimum is
+    found bit by bit from the top: it is ``>= candidate`` iff every rank's value
+    is. One Agree per bit; used once per recovery, not per step.
+    """
+    result = 0
+    for bit in range(bits - 1, -1, -1):
+        candidate = result | (1 << bit)
+        if comm.Agree(1 if value >= candidate else 0):
+            result = candidate
+    return result

@@ -1,0 +1,340 @@
+"""Typed run configuration: presets, config files and ``--set`` overrides.
+
+Owns the ``Config`` dataclass tree, its TOML presets (``mpiec/presets/*.toml``)
+and validation. Invariants:
+
+* a config is resolved and validated on the launching process, before any rank
+  starts; an unknown key or an invalid value raises ``ConfigError`` with one
+  line naming the key (``training.steps must be >= 1, got 0``);
+* precedence, lowest first: built-in defaults < preset < ``--config FILE`` <
+  command-line shortcuts (``--strategy``, ``--kill``, ``--steps``) < ``--set``;
+* the resolved config round-trips through JSON (``to_json``/``from_json``), which
+  is how the launcher hands it to every rank and how result files record it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import tomllib
+import types
+import typing
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from mpiec.errors import ConfigError
+
+PRESETS = ("tiny", "laptop", "criteo-kaggle")
+DEFAULT_PRESET = "laptop"
+
+
+@dataclass
+class ModelConfig:
+    dim: int = 16
+    bottom: list[int] = field(default_factory=lambda: [64, 32])
+    top: list[int] = field(default_factory=lambda: [64, 32])
+
+
+@dataclass
+class DataConfig:
+    source: str = "synthetic"  # synthetic | criteo-tsv | criteo-npz
+    path: str = ""
+    cardinalities: list[int] = field(default_factory=lambda: [1000] * 26)
+    zipf_exponent: float = 1.05
+    cat_mapping: str = "mod"  # mod | hash
+    eval_samples: int = 20000
+    eval_fraction: float = 0.1  # file sources only: the tail held out
+
+
+@dataclass
+class LayoutConfig:
+    trainers: int = 2
+    servers: int = 2
+    spares: int = 0
+    parity_ranks: int = 0  # dedicated parity holders (ecrm); 0 = rotated parity on servers
+    replacement: str = "spare"  # spare | spawn
+
+
+@dataclass
+class TrainingConfig:
+    seed: int = 1
+    steps: int = 1000
+    batch_size: int = 256  # per trainer
+    optimizer: str = "adagrad"  # embeddings: sgd | adagrad (row-wise)
+    lr: float = 0.05
+    dense_optimizer: str = "adagrad"  # sgd | adagrad
+    dense_lr: float = 0.05
+    eps: float = 1e-8
+    eval_every: int = 0  # steps between evaluations; 0 = only at the end
+    eval_batch: int = 4096
+    log_every: int = 50
+
+
+@dataclass
+class StrategyConfig:
+    name: str = "none"
+    params: dict[str, Any] = field(default_factory=dict)  # validated by the strategy plug-in
+
+
+@dataclass
+class FailuresConfig:
+    kill: list[str] = field(default_factory=list)
+    mtbf_s: float = 0.0  # expected mean time between failures (for checkpoint intervals)
+    timeout_s: float = 0.0  # whole-run wall-clock bound; 0 = derived from steps
+    mode: str = "auto"  # auto | ulfm | emulated
+
+
+@dataclass
+class OutputConfig:
+    dir: str = "results"
+    name: str = ""  # file stem; empty = <preset>-<strategy>-<seed>-<timestamp>
+    progress: bool = True
+
+
+@dataclass
+class Config:
+    preset: str = DEFAULT_PRESET
+    model: ModelConfig = field(default_factory=ModelConfig)
+    data: DataConfig = field(default_factory=DataConfig)
+    layout: LayoutConfig = field(default_factory=LayoutConfig)
+    training: TrainingConfig = field(default_factory=TrainingConfig)
+    strategy: StrategyConfig = field(default_factory=StrategyConfig)
+    failures: FailuresConfig = field(default_factory=FailuresConfig)
+    output: OutputConfig = field(default_factory=OutputConfig)
+
+    # -- derived quantities ------------------------------------------------
+    @property
+    def n_ranks(self) -> int:
+        """monitor + trainers + servers + parity ranks + spares."""
+        lay = self.layout
+        return 1 + lay.trainers + lay.servers + lay.parity_ranks + lay.spares
+
+    @property
+    def global_batch(self) -> int:
+        return self.training.batch_size * self.layout.trainers
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), sort_keys=True)
+
+    @classmethod
+    def from_json(cls, text: str) -> Config:
+        try:
+            raw = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise ConfigError(f"config JSON is malformed: {exc}") from None
+        cfg = cls()
+        _merge(cfg, raw, "")
+        validate(cfg)
+        return cfg
+
+
+# -- loading and merging -----------------------------------------------------
+
+def _hints(cls: type) -> dict[str, Any]:
+    return typing.get_type_hints(cls)
+
+
+def _coerce(value: Any, hint: Any, key: str) -> Any:
+    """Check ``value`` against a field type; ints are accepted for floats."""
+    origin = typing.get_origin(hint)
+    if hint is bool:
+        if isinstance(value, bool):
+            return value
+        raise ConfigError(f"{key} must be true or false, got {value!r}")
+    if hint is int:
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+        raise ConfigError(f"{key} must be an integer, got {value!r}")
+    if hint is float:
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return float(value)
+        raise ConfigError(f"{key} must be a number, got {value!r}")
+    if hint is str:
+        if isinstance(value, str):
+            return value
+        raise ConfigError(f"{key} must be a string, got {value!r}")
+    if origin is list:
+        (item,) = typing.get_args(hint)
+        if not isinstance(value, list):
+            raise ConfigError(f"{key} must be a list, got {value!r}")
+        return [_coerce(v, item, f"{key}[{i}]") for i, v in enumerate(value)]
+    if origin is dict:
+        if not isinstance(value, dict):
+            raise ConfigError(f"{key} must be a table, got {value!r}")
+        return dict(value)
+    if isinstance(hint, types.UnionType):  # pragma: no cover - no such fields yet
+        return value
+    raise ConfigError(f"{key}: unsupported type {hint!r}")  # pragma: no cover
+
+
+def _merge(obj: Any, raw: dict[str, Any], prefix: str) -> None:
+    """Merge a nested dict into a dataclass tree, rejecting unknown keys."""
+    hints = _hints(type(obj))
+    for key, value in raw.items():
+        full = f"{prefix}{key}"
+        if key not in hints:
+            raise ConfigError(f"unknown config key '{full}'{_suggest(key, hints)}")
+        current = getattr(obj, key)
+        if dataclasses.is_dataclass(current):
+            if not isinstance(value, dict):
+                raise ConfigError(f"'{full}' is a section; set its keys, e.g. {full}.<key>=...")
+            _merge(current, value, f"{full}.")
+        elif typing.get_origin(hints[key]) is dict:
+            merged = dict(current)
+            merged.update(_coerce(value, hints[key], full))
+            setattr(obj, key, merged)
+        else:
+            setattr(obj, key, _coerce(value, hints[key], full))
+
+
+def _suggest(key: str, names: Any) -> str:
+    import difflib
+
+    close = difflib.get_close_matches(key, list(names), n=1)
+    return f" (did you mean '{close[0]}'?)" if close else ""
+
+
+def _parse_value(text: str) -> Any:
+    """A ``--set`` value is a TOML literal; a bare word is taken as a string."""
+    try:
+        return tomllib.loads(f"v = {text}")["v"]
+    except tomllib.TOMLDecodeError:
+        return text
+
+
+def set_to_dict(assignment: str) -> dict[str, Any]:
+    """``'training.steps=10'`` -> ``{'training': {'steps': 10}}``."""
+    if "=" not in assignment:
+        raise ConfigError(f"--set expects key=value, got '{assignment}'")
+    key, _, text = assignment.partition("=")
+    key = key.strip()
+    if not key or any(not part for part in key.split(".")):
+        raise ConfigError(f"--set has an empty key in '{assignment}'")
+    parts = key.split(".")
+    if parts[0] == "strategy" and len(parts) > 2 and parts[1] != "params":
+        # strategy.k=4 style: strategy-specific keys live under strategy.params
+        parts = ["strategy", "params", *parts[1:]]
+    elif parts[0] == "strategy" and len(parts) == 2 and parts[1] not in ("name", "params"):
+        parts = ["strategy", "params", parts[1]]
+    out: dict[str, Any] = {}
+    node = out
+    for part in parts[:-1]:
+        node = node.setdefault(part, {})
+    node[parts[-1]] = _parse_value(text.strip())
+    return out
+
+
+def read_toml(path: str | Path) -> dict[str, Any]:
+    p = Path(path)
+    if not p.is_file():
+        raise ConfigError(f"config file '{p}' does not exist")
+    try:
+        return tomllib.loads(p.read_text())
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"config file '{p}' is not valid TOML: {exc}") from None
+
+
+def preset_dict(name: str) -> dict[str, Any]:
+    if name not in PRESETS:
+        raise ConfigError(f"unknown preset '{name}' (choose from {', '.join(PRESETS)})")
+    text = resources.files("mpiec").joinpath("presets", f"{name}.toml").read_text()
+    return tomllib.loads(text)
+
+
+def _normalise_strategy(raw: dict[str, Any]) -> dict[str, Any]:
+    """Allow ``[strategy] name="ecrm" k=4`` in files: extra keys go to params."""
+    strat = raw.get("strategy")
+    if isinstance(strat, dict):
+        params = dict(strat.get("params", {}))
+        for key in [k for k in strat if k not in ("name", "params")]:
+            params[key] = strat.pop(key)
+        if params:
+            strat["params"] = params
+    return raw
+
+
+def load_config(
+    preset: str | None = None,
+    config_file: str | Path | None = None,
+    sets: list[str] | None = None,
+    strategy: str | None = None,
+    kill: list[str] | None = None,
+    steps: int | None = None,
+) -> Config:
+    """Resolve a config from its layers and validate it (raises ``ConfigError``)."""
+    cfg = Config()
+    name = preset or DEFAULT_PRESET
+    _merge(cfg, _normalise_strategy(preset_dict(name)), "")
+    cfg.preset = name
+    if config_file:
+        _merge(cfg, _normalise_strategy(read_toml(config_file)), "")
+    if strategy is not None:
+        cfg.strategy.name = strategy
+    if kill:
+        cfg.failures.kill = list(cfg.failures.kill) + list(kill)
+    if steps is not None:
+        cfg.training.steps = steps
+    for assignment in sets or []:
+        _merge(cfg, set_to_dict(assignment), "")
+    validate(cfg)
+    return cfg
+
+
+# -- validation ---------------------------------------------------------------
+
+def _need(cond: bool, message: str) -> None:
+    if not cond:
+        raise ConfigError(message)
+
+
+def validate(cfg: Config) -> None:
+    """Check ranges and cross-field rules; raise ``ConfigError`` on the first problem."""
+    m, d, lay, t, f = cfg.model, cfg.data, cfg.layout, cfg.training, cfg.failures
+    _need(m.dim >= 1, f"model.dim must be >= 1, got {m.dim}")
+    _need(all(w >= 1 for w in m.bottom), f"model.bottom widths must be >= 1, got {m.bottom}")
+    _need(all(w >= 1 for w in m.top), f"model.top widths must be >= 1, got {m.top}")
+    _need(d.source in ("synthetic", "criteo-tsv", "criteo-npz"),
+          f"data.source must be synthetic, criteo-tsv or criteo-npz, got '{d.source}'")
+    _need(len(d.cardinalities) >= 1, "data.cardinalities must list at least one table")
+    _need(all(c >= 1 for c in d.cardinalities),
+          f"data.cardinalities must all be >= 1, got {d.cardinalities}")
+    _need(d.zipf_exponent > 0, f"data.zipf_exponent must be > 0, got {d.zipf_exponent}")
+    _need(d.cat_mapping in ("mod", "hash"), f"data.cat_mapping must be mod or hash, got '{d.cat_mapping}'")
+    _need(d.eval_samples >= 2, f"data.eval_samples must be >= 2, got {d.eval_samples}")
+    _need(0 < d.eval_fraction < 1, f"data.eval_fraction must be in (0, 1), got {d.eval_fraction}")
+    if d.source != "synthetic":
+        _need(bool(d.path), f"data.path must name a file when data.source = '{d.source}'")
+        _need(Path(d.path).is_file(), f"data.path '{d.path}' does not exist")
+    _need(lay.trainers >= 1, f"layout.trainers must be >= 1, got {lay.trainers}")
+    _need(lay.servers >= 1, f"layout.servers must be >= 1, got {lay.servers}")
+    _need(lay.spares >= 0, f"layout.spares must be >= 0, got {lay.spares}")
+    _need(lay.parity_ranks >= 0, f"layout.parity_ranks must be >= 0, got {lay.parity_ranks}")
+    _need(lay.replacement in ("spare", "spawn"),
+          f"layout.replacement must be spare or spawn, got '{lay.replacement}'")
+    _need(t.steps >= 1, f"training.steps must be >= 1, got {t.steps}")
+    _need(t.batch_size >= 1, f"training.batch_size must be >= 1, got {t.batch_size}")
+    _need(t.optimizer in ("sgd", "adagrad"), f"training.optimizer must be sgd or adagrad, got '{t.optimizer}'")
+    _need(t.dense_optimizer in ("sgd", "adagrad"),
+          f"training.dense_optimizer must be sgd or adagrad, got '{t.dense_optimizer}'")
+    _need(t.lr > 0, f"training.lr must be > 0, got {t.lr}")
+    _need(t.dense_lr > 0, f"training.dense_lr must be > 0, got {t.dense_lr}")
+    _need(t.eps > 0, f"training.eps must be > 0, got {t.eps}")
+    _need(t.eval_every >= 0, f"training.eval_every must be >= 0, got {t.eval_every}")
+    _need(t.eval_batch >= 1, f"training.eval_batch must be >= 1, got {t.eval_batch}")
+    _need(t.log_every >= 1, f"training.log_every must be >= 1, got {t.log_every}")
+    _need(0 <= t.seed < 2**63, f"training.seed must be in [0, 2^63), got {t.seed}")
+    _need(f.mtbf_s >= 0, f"failures.mtbf_s must be >= 0, got {f.mtbf_s}")
+    _need(f.timeout_s >= 0, f"failures.timeout_s must be >= 0, got {f.timeout_s}")
+    _need(f.mode in ("auto", "ulfm", "emulated"), f"failures.mode must be auto, ulfm or emulated, got '{f.mode}'")
+
+    from mpiec.faults import parse_kill_plans  # local: faults imports config types
+    from mpiec.strategies import get_strategy_class
+
+    strategy_cls = get_strategy_class(cfg.strategy.name)  # raises ConfigError
+    strategy_cls.validate_params(cfg)
+    parse_kill_plans(f.kill, cfg)  # raises KillPlanError, a ConfigError's sibling

@@ -1,0 +1,345 @@
+"""Synthetic Criteo-like data: power-law categorical ids, log-scale dense features, teacher labels.
+
+Owns ``SyntheticCriteo`` and ``TeacherParams``. Every sample is a pure function of
+``(seed, global sample index)`` (see ``rng.py``): no state, no stored tables, so any
+trainer can generate any range and the generator scales to the Kaggle cardinalities.
+
+Sample ``g`` (all random numbers are hashes of ``(seed, stream, key)``):
+
+* **ids** — for table ``t`` a *rank* is drawn from a continuous power law
+  ``p(x) ~ x^-s`` on ``[1, card_t + 1)`` by inverse CDF (``rank = floor(x) - 1``,
+  ``s = zipf_exponent``; rank 0 is the most frequent). The rank is then scattered
+  over ``[0, card_t)`` by a bijection (multiply by an odd constant, add, xor-shift,
+  multiply modulo ``2^k >= card_t``, cycle-walking until the value is below
+  ``card_t``), so hot rows are spread over the id space — and over the servers that
+  own id ranges — as hashed Criteo ids are. ``ids`` are the scattered values.
+* **dense** — 13 features ``max(0, mu_j + sigma_j * n)`` with ``n`` approximately
+  standard normal (Irwin–Hall sum of four 16-bit uniforms from one hash),
+  ``mu_j in [0.5, 3]``, ``sigma_j in [1, 2]``: the scale and the mass at zero of
+  ``log(x + 1)`` of Criteo's counts.
+* **labels** — ``Bernoulli(sigmoid(z))`` with the noise uniform hashed from
+  ``(seed, g)`` and the hidden teacher logit
+
+  ``z = bias + scale * (c_d * lin(dense) + c_e * sum_t a(rank_t) e_t(id_t) / sqrt(T)
+  + c_p * sum_(t,u) a(rank_t) a(rank_u) <v_t(id_t), v_u(id_u)> / sqrt(P * 4/9))``
+
+  with ``e_t(id)`` ~ N(0, 1) and ``v_t(id)`` in ``[-1, 1)^4`` hashed per (table, id),
+  ``P`` pairs of tables chosen from the seed, ``lin`` a hashed unit-variance linear
+  form of the standardized dense features and ``a(rank) = (1 + rank/head)^-decay``
+  concentrating the effects on the frequent ids (so the Zipf tail, which no model
+  can learn from a few million samples, does not dominate). ``(c_d, c_e, c_p)`` are
+  the square roots of the variance shares, so the logit's spread — and the teacher
+  AUC — barely depends on the cardinalities.
+
+Invariants: ``batch(s, n)`` rows equal ``batch(s + i, 1)`` rows bit for bit (the
+kernel is a scalar per-sample loop, no SIMD math libraries); ``eval_batch`` draws
+from indices starting at ``EVAL_START = 2**40``, disjoint from any training range.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numba as nb
+import numpy as np
+
+from mpiec.data.rng import _mix64_int, hash_nb, hash_u64, stream_base, uniform_nb
+from mpiec.data.source import Batch
+
+__all__ = ["TeacherParams", "SyntheticCriteo", "EVAL_START", "PRESET_DATA", "preset_source"]
+
+EVAL_START = 1 << 40
+
+# stream numbers (see rng.py)
+_S_IDS, _S_DENSE, _S_LABEL, _S_EFFECT, _S_VEC, _S_SETUP = 1, 2, 3, 4, 5, 6
+
+
+@dataclass(frozen=True)
+class TeacherParams:
+    """The hidden teacher that draws the labels (see the module docstring)."""
+
+    bias: float = -1.6  # CTR about 0.25 at the default scale
+    scale: float = 2.3  # std of the logit before the bias (approximately)
+    dense_share: float = 0.25  # variance shares of the three parts (normalized)
+    id_share: float = 0.5
+    pair_share: float = 0.25
+    n_pairs: int = 8  # table pairs with a dot-product interaction (4-dim vectors)
+    head: float = 100.0  # ranks beyond ``head`` have shrinking effects ...
+    decay: float = 0.5  # ... a(rank) = (1 + rank/head)^-decay
+
+    def __post_init__(self) -> None:
+        if min(self.dense_share, self.id_share, self.pair_share) < 0 or (
+            self.dense_share + self.id_share + self.pair_share <= 0
+        ):
+            raise ValueError("TeacherParams: shares must be >= 0 and not all zero")
+        if self.head <= 0 or self.decay < 0 or self.n_pairs < 0:
+            raise ValueError("TeacherParams: need head > 0, decay >= 0, n_pairs >= 0")
+
+
+@nb.njit(cache=True)
+def _irwin_hall(h: np.uint64) -> float:  # pragma: no cover - jitted
+    """Approximately N(0, 1) from one hash: sum of four 16-bit uniforms, standardized."""
+    m = np.uint64(0xFFFF)
+    s = (
+        float(h & m)
+        + float((h >> np.uint64(16)) & m)
+        + float((h >> np.uint64(32)) & m)
+        + float(h >> np.uint64(48))
+    )
+    # mean 4 * 32767.5, variance 4 * (65536^2 - 1) / 12
+    return (s - 131070.0) * (1.7320508075688772 / 65536.0)
+
+
+@nb.njit(cache=True)
+def _generate(
+    start, count, bases, card, kbits, mult1, mult2, addc, zA, zinv, zlog,
+    dmu, dsig, dw, pairs, tconst, dense, ids, labels, probs, want_prob,
+):  # pragma: no cover - jitted
+    n_tables = card.shape[0]
+    n_dense = dmu.shape[0]
+    n_pairs = pairs.shape[0]
+    b_ids, b_dense, b_label, b_eff, b_vec = bases[0], bases[1], bases[2], bases[3], bases[4]
+    bias, c_d, c_e, c_p, head, decay = tconst[0], tconst[1], tconst[2], tconst[3], tconst[4], tconst[5]
+    T = np.uint64(n_tables)
+    D = np.uint64(n_dense)
+    amp = np.empty(n_tables)
+    vech = np.empty(n_tables, dtype=np.uint64)
+    m16 = np.uint64(0xFFFF)
+    for i in range(count):
+        g = np.uint64(start + i)
+        # dense features and the linear teacher part
+        lin = 0.0
+        for j in range(n_dense):
+            nrm = _irwin_hall(hash_nb(b_dense, g * D + np.uint64(j)))
+            x = dmu[j] + dsig[j] * nrm
+            if x < 0.0:
+                x = 0.0
+            dense[i, j] = x
+            lin += dw[j] * x
+        # ids and per-id effects
+        eff = 0.0
+        for t in range(n_tables):
+            u = uniform_nb(hash_nb(b_ids, g * T + np.uint64(t)))
+            if zlog[t] != 0.0:  # exponent 1: x = (N+1)^u
+                xr = math.exp(u * zlog[t])
+            else:
+                xr = math.pow(1.0 + u * zA[t], zinv[t])
+            r = np.int64(xr) - 1
+            if r < 0:
+                r = 0
+            if r >= card[t]:
+                r = card[t] - 1
+            # scatter: a bijection of [0, 2^k), cycle-walked into [0, card)
+            mask = (np.uint64(1) << np.uint64(kbits[t])) - np.uint64(1)
+            sh = np.uint64(kbits[t] // 2 + 1)
+            y = np.uint64(r)
+            while True:
+                y = (y * mult1[t] + addc[t]) & mask
+                y = y ^ (y >> sh)
+                y = (y * mult2[t]) & mask
+                if y < np.uint64(card[t]):
+                    break
+            ids[i, t] = np.int64(y)
+            if decay == 0.0:
+                a = 1.0
+            elif decay == 0.5:
+                a = 1.0 / math.sqrt(1.0 + r / head)
+            elif decay == 1.0:
+                a = 1.0 / (1.0 + r / head)
+            else:
+                a = math.pow(1.0 + r / head, -decay)
+            amp[t] = a
+            key = y * T + np.uint64(t)
+            eff += a * _irwin_hall(hash_nb(b_eff, key))
+            vech[t] = hash_nb(b_vec, key)
+        # pairwise interactions of 4-dim vectors (16 bits per coordinate)
+        pr = 0.0
+        for p in range(n_pairs):
+            ta = pairs[p, 0]
+            tb = pairs[p, 1]
+            ha = vech[ta]
+            hb = vech[tb]
+            dot = 0.0
+            for c in range(4):
+                s = np.uint64(16 * c)
+                va = float((ha >> s) & m16) * (1.0 / 32768.0) - 1.0
+                vb = float((hb >> s) & m16) * (1.0 / 32768.0) - 1.0
+                dot += va * vb
+            pr += amp[ta] * amp[tb] * dot
+        z = bias + c_d * lin + c_e * eff + c_p * pr
+        pz = 1.0 / (1.0 + math.exp(-z))
+        if want_prob:
+            probs[i] = pz
+        lu = uniform_nb(hash_nb(b_label, g))
+        labels[i] = 1.0 if lu < pz else 0.0
+
+
+class SyntheticCriteo:
+    """A Criteo-like synthetic data source with a known optimum (the teacher).
+
+    See the module docstring for the distribution. ``batch``/``eval_batch`` return
+    ``Batch`` (``float32`` dense, ``int64`` ids, ``float32`` labels).
+    """
+
+    def __init__(
+        self,
+        seed: int,
+        cardinalities: Sequence[int],
+        zipf_exponent: float = 1.05,
+        n_dense: int = 13,
+        teacher: TeacherParams | None = None,
+    ) -> None:
+        card = np.asarray(list(cardinalities), dtype=np.int64)
+        if card.ndim != 1 or card.size == 0 or (card < 1).any():
+            raise ValueError("cardinalities must be a non-empty list of positive integers")
+        if zipf_exponent <= 0:
+            raise ValueError(f"zipf_exponent must be > 0, got {zipf_exponent}")
+        if n_dense < 0:
+            raise ValueError("n_dense must be >= 0")
+        self.seed = int(seed)
+        self.cardinalities = tuple(int(c) for c in card)
+        self.zipf_exponent = float(zipf_exponent)
+        self.n_dense = int(n_dense)
+        self.n_tables = int(card.size)
+        self.teacher = teacher if teacher is not None else TeacherParams()
+        tp = self.teacher
+        T = self.n_tables
+
+        self._card = card
+        self._kbits = np.array([max(1, int(c - 1).bit_length()) for c in card], dtype=np.int64)
+        setup = hash_u64(seed, _S_SETUP, np.arange(4 * T + 3 * max(n_dense, 1) + 2 * 64))
+        self._mult1 = setup[:T] | np.uint64(1)
+        self._mult2 = setup[T : 2 * T] | np.uint64(1)
+        self._addc = setup[2 * T : 3 * T].copy()
+        s = self.zipf_exponent
+        n1 = card.astype(np.float64) + 1.0
+        if abs(1.0 - s) < 1e-9:
+            self._zlog = np.log(n1)
+            self._zA = np.zeros(T)
+            self._zinv = np.zeros(T)
+        else:
+            self._zlog = np.zeros(T)
+            self._zA = n1 ** (1.0 - s) - 1.0
+            self._zinv = np.full(T, 1.0 / (1.0 - s))
+        # dense feature distribution and the teacher's linear form on standardized features
+        o = 4 * T
+        u = (setup[o : o + 3 * max(n_dense, 1)] >> np.uint64(11)).astype(np.float64) * 2.0**-53
+        self._dmu = (0.5 + 2.5 * u[:n_dense]).astype(np.float64)
+        self._dsig = (1.0 + u[n_dense : 2 * n_dense]).astype(np.float64)
+        w = 2.0 * u[2 * n_dense : 3 * n_dense] - 1.0
+        # linear form of (x - mean) / std, unit variance for independent features;
+        # clamping at 0 changes the moments: use the exact moments of max(0, N(mu, sig))
+        mean, std = _clamped_normal_moments(self._dmu, self._dsig)
+        wn = w / np.sqrt(max(float(np.sum(w**2)), 1e-300))
+        self._dw = (wn / std).astype(np.float64)
+        lin_offset = float(np.sum(self._dw * mean))
+        # pairs of distinct tables
+        self._pairs = _choose_pairs(setup[o + 3 * max(n_dense, 1) :], T, tp.n_pairs)
+        tot = tp.dense_share + tp.id_share + tp.pair_share
+        c_d = tp.scale * math.sqrt(tp.dense_share / tot) if n_dense else 0.0
+        c_e = tp.scale * math.sqrt(tp.id_share / tot) / math.sqrt(T)
+        npairs = self._pairs.shape[0]
+        c_p = tp.scale * math.sqrt(tp.pair_share / tot) / math.sqrt(npairs * 4.0 / 9.0) if npairs else 0.0
+        self._tconst = np.array(
+            [tp.bias - c_d * lin_offset, c_d, c_e, c_p, float(tp.head), float(tp.decay)]
+        )
+        self._bases = np.array(
+            [stream_base(seed, s) for s in (_S_IDS, _S_DENSE, _S_LABEL, _S_EFFECT, _S_VEC)],
+            dtype=np.uint64,
+        )
+
+    def _run(self, start: int, count: int, want_prob: bool) -> tuple[Batch, np.ndarray]:
+        if start < 0 or count < 0:
+            raise ValueError("start and count must be non-negative")
+        if start + count > (1 << 58) // max(self.n_tables, self.n_dense, 1):
+            raise ValueError("sample index out of range")
+        dense = np.empty((count, self.n_dense), dtype=np.float32)
+        ids = np.empty((count, self.n_tables), dtype=np.int64)
+        labels = np.empty(count, dtype=np.float32)
+        probs = np.empty(count if want_prob else 0, dtype=np.float64)
+        _generate(
+            start, count, self._bases, self._card, self._kbits, self._mult1, self._mult2,
+            self._addc, self._zA, self._zinv, self._zlog, self._dmu, self._dsig, self._dw,
+            self._pairs, self._tconst, dense, ids, labels, probs, want_prob,
+        )  # fmt: skip
+        return Batch(dense, ids, labels), probs
+
+    def batch(self, start: int, count: int) -> Batch:
+        """Training samples ``start .. start + count - 1`` (a pure function of the indices)."""
+        return self._run(int(start), int(count), False)[0]
+
+    def eval_batch(self, count: int) -> Batch:
+        """``count`` held-out samples, from indices ``EVAL_START ..`` (disjoint from training)."""
+        return self._run(EVAL_START, int(count), False)[0]
+
+    def teacher_probs(self, start: int, count: int) -> tuple[Batch, np.ndarray]:
+        """Samples and the teacher's probabilities ``sigmoid(z)`` (float64) for them."""
+        return self._run(int(start), int(count), True)
+
+    def teacher_auc(self, count: int) -> float:
+        """The teacher's own AUC on ``eval_batch(count)`` (the best any model can expect)."""
+        from mpiec.model.metrics import auc
+
+        b, p = self._run(EVAL_START, int(count), True)
+        return auc(b.labels, p)
+
+
+def _clamped_normal_moments(mu: np.ndarray, sig: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Mean and std of ``max(0, N(mu, sig^2))``."""
+    a = mu / sig
+    pdf = np.exp(-0.5 * a * a) / math.sqrt(2 * math.pi)
+    cdf = 0.5 * (1.0 + np.array([math.erf(v / math.sqrt(2)) for v in a]))
+    m1 = mu * cdf + sig * pdf
+    m2 = (mu * mu + sig * sig) * cdf + mu * sig * pdf
+    return m1, np.sqrt(np.maximum(m2 - m1 * m1, 1e-12))
+
+
+def _choose_pairs(h: np.ndarray, n_tables: int, n_pairs: int) -> np.ndarray:
+    """``n_pairs`` distinct unordered pairs of distinct tables, chosen by the hashes ``h``."""
+    all_pairs = [(a, b) for a in range(n_tables) for b in range(a)]
+    n = min(n_pairs, len(all_pairs))
+    keys = np.array([_mix64_int(int(h[k % len(h)]) + k) for k in range(len(all_pairs))])
+    order = np.argsort(keys, kind="stable")[:n]
+    return np.array([all_pairs[k] for k in sorted(order)], dtype=np.int64).reshape(n, 2)
+
+
+# Cardinalities and data parameters of the shipped presets (model/training
+# hyper-parameters are the runtime's; see scripts/tune_teacher.py).
+KAGGLE_CARDINALITIES = (
+    1460, 583, 10131227, 2202608, 305, 24, 12517, 633, 3, 93145, 5683, 8351593, 3194,
+    27, 14992, 5461306, 10, 5652, 2173, 4, 7046547, 18, 15, 286181, 105, 142572,
+)  # fmt: skip
+
+PRESET_DATA: dict[str, dict] = {
+    "tiny": {
+        "cardinalities": (
+            50, 80, 2000, 1500, 60, 24, 500, 300, 3, 1000, 700, 1800, 400,
+            27, 900, 1200, 10, 600, 450, 4, 1600, 18, 15, 1100, 105, 1300,
+        ),
+        "zipf_exponent": 1.05,
+        "teacher": TeacherParams(),
+    },
+    "laptop": {
+        "cardinalities": (
+            1460, 583, 100000, 50000, 305, 24, 12517, 633, 3, 30000, 5683, 80000, 3194,
+            27, 14992, 60000, 10, 5652, 2173, 4, 70000, 18, 15, 40000, 105, 20000,
+        ),
+        "zipf_exponent": 1.05,
+        "teacher": TeacherParams(),
+    },
+    "criteo-kaggle": {
+        "cardinalities": KAGGLE_CARDINALITIES,
+        "zipf_exponent": 1.05,
+        "teacher": TeacherParams(),
+    },
+}  # fmt: skip
+
+
+def preset_source(name: str, seed: int) -> SyntheticCriteo:
+    """The synthetic source of a shipped preset (``tiny``, ``laptop``, ``criteo-kaggle``)."""
+    if name not in PRESET_DATA:
+        raise KeyError(f"unknown data preset {name!r} (known: {', '.join(PRESET_DATA)})")
+    p = PRESET_DATA[name]
+    return SyntheticCriteo(seed, p["cardinalities"], p["zipf_exponent"], teacher=p["teacher"])

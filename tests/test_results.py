@@ -1,0 +1,284 @@
+"""Unit tests of the result-file writer and validating reader (no MPI)."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+
+import h5py
+import numpy as np
+import pytest
+
+from mpiec.errors import MpiecError, ResultFileError
+from mpiec.results import (
+    CHECKPOINTS_DTYPE,
+    EVAL_DTYPE,
+    EVENTS_DTYPE,
+    RANKS_DTYPE,
+    SCHEMA_VERSION,
+    SUMMARY_FIELDS,
+    TIMELINE_DTYPE,
+    ResultExistsError,
+    ResultWriter,
+    decode,
+    read_result,
+)
+
+ATTRS = {
+    "config": {"model": {"dim": 16}, "strategy": {"name": "ecrm", "k": 2}},
+    "strategy": "ecrm",
+    "seed": 7,
+    "failure_mode": "ulfm",
+    "ulfm": True,
+    "mpi_library": "Open MPI",
+    "mpi_version": "5.0.8",
+    "hosts": ["n1", "n2"],
+    "detector": {"timeout_s": 1.0},
+}
+
+
+def steps(start: int, n: int, samples: int = 64) -> np.ndarray:
+    rec = np.zeros(n, TIMELINE_DTYPE)
+    rec["step"] = np.arange(start, start + n)
+    rec["dt"] = 0.5
+    rec["t_end"] = (rec["step"] + 1) * 0.5
+    rec["samples"] = samples
+    rec["loss"] = 0.69
+    rec["t_compute"] = 0.3
+    return rec
+
+
+def test_dtype_fields_are_the_schema():
+    assert TIMELINE_DTYPE.names == (
+        "step", "t_end", "dt", "samples", "loss", "t_data", "t_compute", "t_comm",
+        "t_wait", "t_server", "t_strategy",
+    )
+    assert TIMELINE_DTYPE["loss"] == np.float32
+    assert EVENTS_DTYPE["kind"].itemsize == 16 and EVENTS_DTYPE["detail"].itemsize == 256
+    assert EVENTS_DTYPE["role"].itemsize == 8 and EVENTS_DTYPE["rank"] == np.int32
+    assert EVAL_DTYPE.names == ("step", "samples_seen", "auc", "logloss", "accuracy")
+    assert CHECKPOINTS_DTYPE.names == ("step", "kind", "bytes", "seconds", "bits")
+    assert RANKS_DTYPE["host"].itemsize == 64
+    assert SCHEMA_VERSION == 1
+
+
+def test_roundtrip(tmp_path):
+    path = tmp_path / "run.h5"
+    w = ResultWriter(path, ATTRS)
+    w.add_steps(steps(0, 10))
+    w.add_steps(steps(10, 5)[0])  # a single record is accepted
+    w.add_event(3, 1.25, "kill", rank=4, role="server", role_index=1, detail={"plan": "x"})
+    w.add_event(4, 1.75, "detect")
+    w.add_eval(10, 640, 0.75, 0.5, 0.8)
+    w.add_checkpoint(5, "diff", 1234, 0.01, bits=4)
+    ranks = np.zeros(2, RANKS_DTYPE)
+    ranks["rank"] = [0, 1]
+    ranks["role"] = [b"monitor", b"trainer"]
+    ranks["host"] = b"n1"
+    w.set_ranks(ranks)
+    assert not path.exists()  # nothing before close / flush
+    w.close({"throughput_sps": 123.5, "param_checksum": "abc", "lost": False,
+             "parity_bytes": 99, "note": "extra"})
+
+    r = read_result(path)
+    assert r.attrs["config"] == ATTRS["config"]
+    assert r.attrs["hosts"] == ["n1", "n2"] and r.attrs["detector"] == {"timeout_s": 1.0}
+    assert r.attrs["schema_version"] == 1 and r.attrs["ulfm"] is True
+    assert r.strategy == "ecrm" and r.seed == 7
+    assert len(r.timeline) == 11 and r.timeline["step"][-1] == 10
+    assert r.timeline.dtype == TIMELINE_DTYPE
+    ev = r.event_list()
+    assert ev[0]["kind"] == "kill" and ev[0]["rank"] == 4 and ev[0]["role"] == "server"
+    assert json.loads(ev[0]["detail"]) == {"plan": "x"}
+    assert ev[1]["rank"] == -1 and ev[1]["role_index"] == -1
+    assert r.eval["auc"][0] == 0.75
+    assert decode(r.checkpoints["kind"][0]) == "diff" and r.checkpoints["bits"][0] == 4
+    assert decode(r.ranks["role"][1]) == "trainer"
+    s = r.summary
+    assert s["throughput_sps"] == 123.5 and s["param_checksum"] == "abc"
+    assert s["parity_bytes"] == 99 and s["note"] == "extra"
+    assert s["complete"] is True and s["lost"] is False
+    # derived values for what the caller did not give, listed as defaulted
+    assert s["steps_completed"] == 11 and s["samples_completed"] == 11 * 64
+    assert s["final_auc"] == 0.75 and s["checkpoint_bytes"] == 1234
+    assert math.isnan(s["recovery_latency_s"])
+    assert "final_auc" in s["defaulted"] and "throughput_sps" not in s["defaulted"]
+    assert set(SUMMARY_FIELDS) <= set(s)
+    # units are stored with each dataset
+    with h5py.File(path) as f:
+        assert json.loads(f["timeline"].attrs["units"])["dt"] == "s"
+
+
+def test_refuses_overwrite_and_overwrite_flag(tmp_path):
+    path = tmp_path / "run.h5"
+    path.write_bytes(b"precious")
+    with pytest.raises(ResultExistsError, match="already exists"):
+        ResultWriter(path, ATTRS)
+    assert isinstance(ResultExistsError("x"), ResultFileError | FileExistsError)
+    w = ResultWriter(path, ATTRS, overwrite=True)
+    w.close({})
+    assert read_result(path).summary["complete"]
+
+
+def test_interrupted_write_leaves_existing_file_and_no_temp(tmp_path, monkeypatch):
+    path = tmp_path / "run.h5"
+    path.write_bytes(b"precious")
+    w = ResultWriter(path, ATTRS, overwrite=True)
+    w.add_steps(steps(0, 3))
+
+    def boom(*a, **k):
+        raise OSError("disk full")
+
+    monkeypatch.setattr(h5py.Group, "create_group", boom)
+    with pytest.raises(OSError, match="disk full"):
+        w.close({})
+    assert path.read_bytes() == b"precious"
+    assert os.listdir(tmp_path) == ["run.h5"]  # temp file cleaned up
+
+
+def test_close_is_idempotent_and_locks_writer(tmp_path):
+    path = tmp_path / "run.h5"
+    w = ResultWriter(path, ATTRS)
+    w.close({"lost": True})
+    mtime = path.stat().st_mtime_ns
+    w.close({"lost": False})  # no-op
+    assert path.stat().st_mtime_ns == mtime
+    assert read_result(path).summary["lost"] is True
+    with pytest.raises(RuntimeError, match="closed"):
+        w.add_steps(steps(0, 1))
+
+
+def test_flush_partial_leaves_readable_incomplete_file(tmp_path):
+    path = tmp_path / "run.h5"
+    w = ResultWriter(path, ATTRS)
+    w.add_steps(steps(0, 4))
+    w.flush_partial()
+    r = read_result(path)
+    assert r.summary["complete"] is False and len(r.timeline) == 4
+    w.add_steps(steps(4, 4))
+    w.flush_partial()  # re-flush over its own file is allowed
+    assert len(read_result(path).timeline) == 8
+    w.close({})
+    assert read_result(path).summary["complete"] is True
+
+
+def test_autoflush(tmp_path):
+    path = tmp_path / "run.h5"
+    w = ResultWriter(path, ATTRS, autoflush_s=0.0)
+    w.add_steps(steps(0, 2))
+    assert len(read_result(path).timeline) == 2
+
+
+def test_context_manager_marks_lost_on_exception(tmp_path):
+    path = tmp_path / "run.h5"
+    with pytest.raises(ZeroDivisionError), ResultWriter(path, ATTRS) as w:
+        w.add_steps(steps(0, 2))
+        1 / 0  # noqa: B018
+    assert read_result(path).summary["lost"] is True
+
+
+def test_emulated_and_lost_derived_from_events(tmp_path):
+    path = tmp_path / "run.h5"
+    w = ResultWriter(path, {**ATTRS, "failure_mode": "emulated", "ulfm": False})
+    w.add_event(1, 0.1, "kill", rank=2)
+    w.add_event(2, 0.2, "abort")
+    w.close({})
+    s = read_result(path).summary
+    assert s["emulated"] is True and s["lost"] is True
+
+
+def test_writer_rejects_bad_input(tmp_path):
+    with pytest.raises(ValueError, match="strategy"):
+        ResultWriter(tmp_path / "a.h5", {k: v for k, v in ATTRS.items() if k != "strategy"})
+    with pytest.raises(ValueError, match="failure_mode"):
+        ResultWriter(tmp_path / "a.h5", {**ATTRS, "failure_mode": "maybe"})
+    with pytest.raises(ResultFileError, match="directory does not exist"):
+        ResultWriter(tmp_path / "nope" / "a.h5", ATTRS)
+    w = ResultWriter(tmp_path / "a.h5", ATTRS)
+    with pytest.raises(ValueError, match="TIMELINE_DTYPE"):
+        w.add_steps(np.zeros(3, EVAL_DTYPE))
+    with pytest.raises(ValueError, match="longer than 16"):
+        w.add_event(0, 0.0, "x" * 17)
+    w.add_event(0, 0.0, "kill", detail="d" * 1000)  # long detail is truncated, not fatal
+    w.close({})
+    detail = decode(read_result(tmp_path / "a.h5").events["detail"][0])
+    assert len(detail) == 256 and detail.endswith("...")
+
+
+# -- reader validation -------------------------------------------------------
+
+def good_file(tmp_path):
+    path = tmp_path / "good.h5"
+    w = ResultWriter(path, ATTRS)
+    w.add_steps(steps(0, 3))
+    w.close({})
+    return path
+
+
+def test_missing_file(tmp_path):
+    with pytest.raises(ResultFileError, match=r"nope\.h5: does not exist"):
+        read_result(tmp_path / "nope.h5")
+
+
+def test_not_hdf5(tmp_path):
+    p = tmp_path / "x.h5"
+    p.write_text("hello")
+    with pytest.raises(ResultFileError, match=r"x\.h5: not an HDF5 file"):
+        read_result(p)
+
+
+def test_truncated_file(tmp_path):
+    p = good_file(tmp_path)
+    data = p.read_bytes()
+    p.write_bytes(data[: len(data) // 2])
+    with pytest.raises(ResultFileError, match=r"good\.h5") as ei:
+        read_result(p)
+    assert "\n" not in str(ei.value)
+
+
+def test_not_mpiec(tmp_path):
+    p = tmp_path / "other.h5"
+    with h5py.File(p, "w") as f:
+        f["x"] = [1, 2]
+    with pytest.raises(ResultFileError, match="no schema_version"):
+        read_result(p)
+
+
+@pytest.mark.parametrize("version", [2, 0])
+def test_unsupported_version(tmp_path, version):
+    p = good_file(tmp_path)
+    with h5py.File(p, "a") as f:
+        f.attrs["schema_version"] = version
+    with pytest.raises(ResultFileError, match=f"unsupported schema_version {version}"):
+        read_result(p)
+
+
+@pytest.mark.parametrize(
+    "mutate, message",
+    [
+        (lambda f: f.__delitem__("eval"), "missing dataset.* eval"),
+        (lambda f: f.__delitem__("summary"), "missing summary group"),
+        (lambda f: f["summary"].attrs.__delitem__("final_auc"),
+         "missing summary attribute.* final_auc"),
+        (lambda f: f.attrs.__delitem__("strategy"), "missing root attribute.* strategy"),
+        (lambda f: f.attrs.__setitem__("config", "{not json"), "not valid JSON"),
+    ],
+)
+def test_incomplete_files(tmp_path, mutate, message):
+    p = good_file(tmp_path)
+    with h5py.File(p, "a") as f:
+        mutate(f)
+    with pytest.raises(ResultFileError, match=message) as ei:
+        read_result(p)
+    assert str(p) in str(ei.value) and "\n" not in str(ei.value)
+    assert isinstance(ei.value, MpiecError)
+
+
+def test_missing_column(tmp_path):
+    p = good_file(tmp_path)
+    with h5py.File(p, "a") as f:
+        del f["eval"]
+        f["eval"] = np.zeros(2, np.dtype([("step", np.int64), ("auc", np.float64)]))
+    with pytest.raises(ResultFileError, match="dataset eval lacks column.* samples_seen"):
+        read_result(p)
