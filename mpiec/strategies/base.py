@@ -91,6 +91,11 @@ class Strategy:
         """Decide, identically on every survivor, what a failure means."""
         return Decision.ABORT
 
+    def recover(self, ctx: Any, role: Any, failure: Failure) -> Any:
+        """After ``on_failure`` returned CONTINUE: rebuild state, return the role to run."""
+        raise NotImplementedError(f"strategy {self.name} continues after failures but "
+                                  "does not implement recover()")
+
     def summary(self) -> dict[str, Any]:
         """Strategy figures for the result file's ``summary`` group."""
         return {}

@@ -1,0 +1,5 @@
+import sys
+
+from mpiec.cli import main
+
+sys.exit(main())

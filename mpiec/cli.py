@@ -1,0 +1,175 @@
+"""The ``mpiec`` command: run, bench, config, report, kernels.
+
+Owns argument parsing and exit codes. Invariants: a user error (bad config,
+kill plan, data file, result file) prints one line ``mpiec: error: ...`` and
+exits 2 with no traceback, before any rank starts; ``run`` exits 0 when the
+run completed, 1 when it was lost, 3 when it crashed or timed out.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+from mpiec import __version__
+from mpiec.config import DEFAULT_PRESET, PRESETS, Config, load_config
+from mpiec.errors import MpiecError
+
+EPILOG_RUN = """kill plans (repeatable): server:2@step=300, trainer:0@time=12.5,
+parity:1@step=40, random:mtbf=60s,seed=7
+examples:
+  mpiec run --preset tiny --out results/
+  mpiec run --strategy none --kill server:1@step=10 --set training.steps=50
+"""
+
+
+def add_config_args(p: argparse.ArgumentParser, strategy: bool = True) -> None:
+    p.add_argument("--preset", choices=PRESETS, default=None,
+                   help=f"configuration preset (default: {DEFAULT_PRESET})")
+    p.add_argument("--config", metavar="FILE", help="TOML file overriding the preset")
+    if strategy:
+        p.add_argument("--strategy", help="fault-tolerance strategy (see 'mpiec strategies')")
+    p.add_argument("--kill", action="append", default=[], metavar="PLAN",
+                   help="kill plan, repeatable (e.g. server:1@step=10)")
+    p.add_argument("--steps", type=int, help="training steps (shortcut for --set training.steps=N)")
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", dest="sets",
+                   help="override one config key, repeatable (e.g. layout.servers=4)")
+
+
+def config_from(args: argparse.Namespace, strategy: str | None = None) -> Config:
+    return load_config(preset=args.preset, config_file=args.config, sets=args.sets,
+                       strategy=strategy if strategy is not None else getattr(args, "strategy", None),
+                       kill=args.kill, steps=args.steps)
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from mpiec.launcher import launch
+
+    cfg = config_from(args)
+    out = Path(args.out or cfg.output.dir)
+    outcome = launch(cfg, out, timeout=args.timeout)
+    if outcome.message:
+        print(f"mpiec: {outcome.message}", file=sys.stderr)
+    if outcome.path:
+        print(f"result file: {outcome.path}")
+    return outcome.code
+
+
+def cmd_bench(args: argparse.Namespace) -> int:
+    from mpiec.analysis.tables import comparison_table
+    from mpiec.launcher import EXIT_CRASH, launch
+    from mpiec.results import read_result
+    from mpiec.strategies import available
+
+    names = args.strategies.split(",") if args.strategies else available()
+    cfgs = [config_from(args, strategy=name.strip()) for name in names]  # validate all first
+    out = Path(args.out or Path(cfgs[0].output.dir) / f"bench-{time.strftime('%Y%m%d-%H%M%S')}")
+    results, worst = [], 0
+    for cfg in cfgs:
+        cfg.output.name = f"{cfg.preset}-{cfg.strategy.name}-s{cfg.training.seed}"
+        print(f"[mpiec bench] strategy {cfg.strategy.name} ...", flush=True)
+        outcome = launch(cfg, out, timeout=args.timeout, quiet=not args.verbose)
+        if outcome.message:
+            print(f"[mpiec bench] {cfg.strategy.name}: {outcome.message}", flush=True)
+        if outcome.path:
+            results.append(read_result(outcome.path))
+        if outcome.code == EXIT_CRASH:
+            worst = EXIT_CRASH
+    if results:
+        print()
+        print(comparison_table(results))
+        print(f"\nresult files in {out}")
+    return worst
+
+
+def cmd_config(args: argparse.Namespace) -> int:
+    cfg = config_from(args)
+    if args.ranks:
+        print(cfg.n_ranks)
+        return 0
+    text = cfg.to_json()
+    if args.write:
+        Path(args.write).write_text(text + "\n")
+        print(f"wrote {args.write} ({cfg.n_ranks} ranks)", file=sys.stderr)
+    else:
+        import json
+
+        print(json.dumps(cfg.to_dict(), indent=2, sort_keys=True))
+    return 0
+
+
+def cmd_strategies(args: argparse.Namespace) -> int:
+    from mpiec.strategies import STRATEGIES
+
+    for name, cls in STRATEGIES.items():
+        print(f"{name:10s} {cls.description}")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="mpiec", description="MPI benchmark suite for fault-tolerant DLRM training.")
+    parser.add_argument("--version", action="version", version=f"mpiec {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    run = sub.add_parser("run", help="train once with one strategy, print and save the result",
+                         epilog=EPILOG_RUN, formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_config_args(run)
+    run.add_argument("--out", metavar="DIR", help="directory for the result file (default: output.dir)")
+    run.add_argument("--timeout", type=float, help="kill the run after this many seconds")
+    run.set_defaults(func=cmd_run)
+
+    bench = sub.add_parser("bench", help="run every strategy on the same preset and kill plan, compare")
+    add_config_args(bench, strategy=False)
+    bench.add_argument("--strategies", metavar="A,B,...", help="strategies to run (default: all)")
+    bench.add_argument("--out", metavar="DIR", help="directory for the result files")
+    bench.add_argument("--timeout", type=float, help="per-run time limit in seconds")
+    bench.add_argument("--verbose", action="store_true", help="show each run's progress")
+    bench.set_defaults(func=cmd_bench)
+
+    config = sub.add_parser("config", help="print or write the resolved config (for job scripts)")
+    add_config_args(config)
+    config.add_argument("--write", metavar="FILE.json", help="write the resolved config here")
+    config.add_argument("--ranks", action="store_true", help="print the number of MPI ranks it needs")
+    config.set_defaults(func=cmd_config)
+
+    strategies = sub.add_parser("strategies", help="list the available strategies")
+    strategies.set_defaults(func=cmd_strategies)
+
+    report = sub.add_parser("report", help="tables (and plots) from a directory of result files",
+                            add_help=False)
+    report.set_defaults(func=None, passthrough="report")
+    kernels = sub.add_parser("kernels", help="micro-benchmark the numba kernels", add_help=False)
+    kernels.set_defaults(func=None, passthrough="kernels")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    try:
+        if argv and argv[0] == "report":
+            from mpiec.analysis.report import main as report_main
+
+            return report_main(argv[1:])
+        if argv and argv[0] == "kernels":
+            from mpiec.kernels.bench import main as kernels_main
+
+            return kernels_main(argv[1:])
+        parser = build_parser()
+        args = parser.parse_args(argv)
+        if not getattr(args, "func", None):
+            parser.print_help()
+            return 2
+        return args.func(args)
+    except MpiecError as exc:
+        print(f"mpiec: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("mpiec: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

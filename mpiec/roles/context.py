@@ -1,0 +1,138 @@
+"""What every rank knows: the ``RankContext`` built once at start-up.
+
+Owns the per-rank view of the run: config, slot table (which world rank holds
+which role slot), communicators, row placement, strategy instance, kill
+switch, the local event log and the step counters. Invariant: everything
+here except ``comms``, the event log and the counters is a pure function of
+the config and the slot table, so every rank computes the same values.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from mpiec.comm import Comms
+from mpiec.config import Config
+from mpiec.faults import Kill, KillSwitch, parse_kill_plans
+from mpiec.layout import MONITOR, SERVER, TRAINER, RowPlacement, Slot, table_offsets
+from mpiec.strategies import get_strategy_class
+from mpiec.strategies.base import Strategy
+
+# Message tags between ranks and the monitor.
+TAG_STEPS, TAG_EVAL, TAG_DONE, TAG_CONTROL, TAG_FAILURE = 11, 12, 13, 14, 15
+
+
+@dataclass
+class RankContext:
+    cfg: Config
+    slots: list[Slot]  # slot of every current world rank, indexed by world rank
+    comms: Comms
+    ulfm: bool
+    t0_wall: float  # common wall-clock origin (monitor's, broadcast at start)
+    out_path: Path
+    strategy: Strategy = field(init=False)
+    placement: RowPlacement = field(init=False)
+    offsets: np.ndarray = field(init=False)
+    kills: list[Kill] = field(init=False)
+    events: list[tuple[Any, ...]] = field(default_factory=list)
+    completed: int = -1  # last step this rank fully completed
+    current_step: int = 0  # the step (or evaluation after it) in progress
+    dead: bool = False  # emulated mode: this rank is the victim and only plays dead
+
+    def __post_init__(self) -> None:
+        self.strategy = get_strategy_class(self.cfg.strategy.name)(self.cfg)
+        k, r = type(self.strategy).stripe_shape(self.cfg)
+        self.offsets = table_offsets(self.cfg.data.cardinalities)
+        self.placement = RowPlacement(int(self.offsets[-1]), self.cfg.layout.servers, k, r,
+                                      dedicated_parity=self.cfg.layout.parity_ranks > 0)
+        self.kills = parse_kill_plans(self.cfg.failures.kill, self.cfg)
+
+    # -- identity -----------------------------------------------------------
+    @property
+    def rank(self) -> int:
+        return self.comms.world.Get_rank()
+
+    @property
+    def slot(self) -> Slot:
+        return self.slots[self.rank]
+
+    def world_rank_of(self, role: str, index: int) -> int:
+        return self.slots.index(Slot(role, index))
+
+    @property
+    def monitor_rank(self) -> int:
+        return self.world_rank_of(MONITOR, 0)
+
+    @property
+    def trainer0_rank(self) -> int:
+        return self.world_rank_of(TRAINER, 0)
+
+    def data_rank_of_server(self, server: int) -> int:
+        return self.cfg.layout.trainers + server
+
+    # -- time and events ----------------------------------------------------
+    def now(self) -> float:
+        """Seconds since the common start (wall clock, comparable across hosts)."""
+        return time.time() - self.t0_wall
+
+    def event(self, kind: str, step: int, rank: int = -1, slot: Slot | None = None,
+              detail: str = "") -> None:
+        s = slot or (self.slots[rank] if 0 <= rank < len(self.slots) else Slot("", -1))
+        self.events.append((step, self.now(), kind, rank, s.role, s.index, detail))
+
+    def kill_switch(self) -> KillSwitch:
+        t0_mono = time.monotonic() - self.now()
+        return KillSwitch(self.kills, self.slot.role, self.slot.index, real=self.ulfm, t0=t0_mono)
+
+    def record_own_death(self, kill: Kill, step: int) -> None:
+        """Leave the kill's timestamp where the monitor finds it (the victim cannot send)."""
+        d = self.out_path.parent / f".{self.out_path.stem}.kills"
+        d.mkdir(parents=True, exist_ok=True)
+        rec = {"step": step, "time": self.now(), "rank": self.rank, "role": self.slot.role,
+               "index": self.slot.index, "plan": str(kill)}
+        (d / f"{self.rank}.json").write_text(json.dumps(rec))
+
+    def rank_info(self) -> dict[str, Any]:
+        return {"rank": self.rank, "role": self.slot.role, "role_index": self.slot.index,
+                "host": socket.gethostname(), "pid": os.getpid(), "peak_rss_mb": peak_rss_mb()}
+
+
+def peak_rss_mb() -> float:
+    import resource
+
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+
+
+def make_source(cfg: Config) -> Any:
+    """The sample source of the config: synthetic, or a Criteo file held in memory."""
+    d = cfg.data
+    if d.source == "synthetic":
+        from mpiec.data.synthetic import SyntheticCriteo
+
+        return SyntheticCriteo(cfg.training.seed, d.cardinalities, zipf_exponent=d.zipf_exponent)
+    from mpiec.data.criteo import load_criteo_npz, load_criteo_tsv
+    from mpiec.data.source import ArraySource
+
+    loader = load_criteo_tsv if d.source == "criteo-tsv" else load_criteo_npz
+    return ArraySource(loader(d.path, d.cardinalities, cat_mapping=d.cat_mapping),
+                       eval_fraction=d.eval_fraction)
+
+
+def server_rows(ctx: RankContext, server: int) -> np.ndarray:
+    """Global row id of each local slot of a server (-1 for stripe padding)."""
+    rows = ctx.placement.rows_of(server)
+    n = ctx.placement.n_local(server)
+    out = np.full(n, -1, dtype=np.int64)
+    out[: rows.size] = rows
+    return out
+
+
+__all__ = ["RankContext", "make_source", "server_rows", "SERVER"]

@@ -1,0 +1,70 @@
+"""The nonblocking all-to-all exchanges of a step, shared by trainers and servers.
+
+Owns the wire format between trainers and servers on the ``data``
+communicator. Every step posts, in this order on every member:
+
+1. ``Ialltoall`` of a header per destination: ``[count, status, info]``
+   (count of row ids sent; ``status`` 1 = "I am dying" in emulated mode;
+   ``info`` = the sender's last server-apply time in microseconds, so trainer 0
+   learns the servers' cost without an extra message);
+2. ``Ialltoallv`` of int64 local slots, trainer → server;
+3. ``Ialltoallv`` of float32 rows, server → trainer (same counts, times dim);
+4. ``Ialltoallv`` of float32 row gradients, trainer → server.
+
+Invariant: receive buffers are laid out by source rank, and ``data`` ranks are
+ordered by role slot, so a server sees the trainers' contributions in trainer
+order — the fixed summation order that makes training deterministic.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from mpi4py import MPI
+
+from mpiec.comm import PeerFailure, wait
+
+HEADER = 3
+STATUS_OK, STATUS_DYING = 0, 1
+
+
+class EmulatedFailure(Exception):
+    """A peer announced its (emulated) death in the step header."""
+
+    def __init__(self, data_ranks: list[int]) -> None:
+        super().__init__(f"emulated failure of data ranks {data_ranks}")
+        self.data_ranks = data_ranks
+
+
+def displacements(counts: np.ndarray) -> np.ndarray:
+    d = np.zeros_like(counts)
+    np.cumsum(counts[:-1], out=d[1:])
+    return d
+
+
+def exchange_headers(comm: MPI.Intracomm, counts: np.ndarray, status: int, info: int,
+                     where: str) -> np.ndarray:
+    """Post and complete the header all-to-all; returns the received [size, 3] headers."""
+    size = comm.Get_size()
+    send = np.empty((size, HEADER), dtype=np.int64)
+    send[:, 0] = counts
+    send[:, 1] = status
+    send[:, 2] = info
+    recv = np.empty((size, HEADER), dtype=np.int64)
+    wait(comm.Ialltoall([send, HEADER, MPI.INT64_T], [recv, HEADER, MPI.INT64_T]), where)
+    dying = [int(r) for r in np.flatnonzero(recv[:, 1] == STATUS_DYING)]
+    if dying:
+        raise EmulatedFailure(dying)
+    return recv
+
+
+def ialltoallv(comm: MPI.Intracomm, send: np.ndarray, scounts: np.ndarray, recv: np.ndarray,
+               rcounts: np.ndarray, width: int = 1) -> MPI.Request:
+    """Post an ``Ialltoallv`` of rows of ``width`` elements; counts are in rows."""
+    mpitype = MPI.INT64_T if send.dtype == np.int64 else MPI.FLOAT
+    sc, rc = scounts * width, rcounts * width
+    return comm.Ialltoallv([send, (sc, displacements(sc)), mpitype],
+                           [recv, (rc, displacements(rc)), mpitype])
+
+
+__all__ = ["EmulatedFailure", "PeerFailure", "exchange_headers", "ialltoallv", "displacements",
+           "STATUS_OK", "STATUS_DYING"]

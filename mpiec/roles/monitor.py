@@ -1,0 +1,213 @@
+"""Monitor role (world rank 0): progress, metrics and the result file.
+
+Owns the run's HDF5 result file and the progress lines users see. During
+training it only listens to trainer 0 (one ordered stream: timeline chunks,
+evaluations, done), so it costs the step loop nothing; at the end every
+surviving rank hands it a final report through one gather.
+
+Invariants: the monitor is never a kill target; it writes the result file
+exactly once, whatever happened (normal end, lost run, emulated failure); the
+parameter checksum is computed only when every shard and the dense replica
+reported (otherwise it is empty and ``lost`` is true).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from mpi4py import MPI
+
+from mpiec import __version__
+from mpiec.comm import PeerFailure, failure_class, mpi_library
+from mpiec.results import RANKS_DTYPE, TIMELINE_DTYPE, ResultWriter
+from mpiec.roles.context import (
+    TAG_CONTROL,
+    TAG_DONE,
+    TAG_EVAL,
+    TAG_FAILURE,
+    TAG_STEPS,
+    RankContext,
+    make_source,
+)
+from mpiec.roles.exchange import EmulatedFailure
+
+WARMUP_STEPS = 5
+
+
+def git_commit() -> str:
+    import subprocess
+
+    try:
+        out = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5,
+                             cwd=Path(__file__).resolve().parent)
+        return out.stdout.strip() if out.returncode == 0 else ""
+    except (OSError, subprocess.SubprocessError):
+        return ""
+
+
+def say(text: str) -> None:
+    print(f"[mpiec] {text}", flush=True)
+
+
+def throughput(tl: np.ndarray) -> float:
+    """Samples/s over the timeline, excluding the first steps (warm-up)."""
+    if len(tl) <= WARMUP_STEPS + 1:
+        if len(tl) == 0:
+            return math.nan
+        return float(tl["samples"].sum() / max(tl["dt"].sum(), 1e-12))
+    part = tl[WARMUP_STEPS:]
+    span = float(part["t_end"][-1] - tl["t_end"][WARMUP_STEPS - 1])
+    return float(part["samples"].sum() / span) if span > 0 else math.nan
+
+
+class Monitor:
+    def __init__(self, ctx: RankContext) -> None:
+        self.ctx = ctx
+        cfg = ctx.cfg
+        lib, version = mpi_library()
+        import h5py
+        import numba
+
+        attrs = {
+            "config": cfg.to_json(), "strategy": cfg.strategy.name, "seed": cfg.training.seed,
+            "preset": cfg.preset, "mpi_library": lib, "mpi_version": version,
+            "ulfm": ctx.ulfm, "failure_mode": "ulfm" if ctx.ulfm else "emulated",
+            "detector": json.dumps({"mechanism": "ULFM MPI_ERR_PROC_FAILED" if ctx.ulfm
+                                    else "emulated: victim announces its death in the step header"}),
+            "mpiec_version": __version__, "git_commit": git_commit(),
+            "numba_version": numba.__version__, "h5py_version": h5py.__version__,
+            "n_ranks": ctx.comms.world.Get_size(),
+        }
+        self.writer = ResultWriter(ctx.out_path, attrs)
+        self.steps_seen = 0
+        self.timeline: list[np.ndarray] = []
+        self.evals: list[tuple] = []
+        self.source = make_source(cfg)
+        self.teacher_auc = float(self.source.teacher_auc(cfg.data.eval_samples))
+        say(f"{cfg.preset} preset, strategy {cfg.strategy.name}, {ctx.comms.world.Get_size()} ranks "
+            f"({cfg.layout.trainers} trainers, {cfg.layout.servers} servers, {cfg.layout.spares} spares), "
+            f"{cfg.training.steps} steps of {cfg.global_batch} samples; failures "
+            f"{'ULFM' if ctx.ulfm else 'EMULATED (no ULFM)'}; teacher AUC {self.teacher_auc:.4f}")
+
+    def run(self) -> None:
+        ctx, cfg = self.ctx, self.ctx.cfg
+        src = ctx.trainer0_rank
+        status = MPI.Status()
+        while True:
+            try:
+                msg = ctx.comms.world.recv(source=src, tag=MPI.ANY_TAG, status=status)
+            except MPI.Exception as exc:
+                cls = failure_class(exc)
+                if cls is None:
+                    raise
+                raise PeerFailure(cls, "monitor receive") from None
+            tag = status.Get_tag()
+            if tag == TAG_STEPS:
+                self.timeline.append(msg)
+                last = msg[-1]
+                rate = float(msg["samples"].sum() / max(msg["dt"].sum(), 1e-12))
+                say(f"step {int(last['step']) + 1:>7}/{cfg.training.steps}  {rate:>10,.0f} samples/s  "
+                    f"loss {float(msg['loss'].mean()):.4f}  t={float(last['t_end']):.1f}s")
+            elif tag == TAG_EVAL:
+                self.evals.append(msg)
+                say(f"eval after step {msg[0] + 1}: AUC {msg[2]:.4f} (teacher {self.teacher_auc:.4f})  "
+                    f"logloss {msg[3]:.4f}  accuracy {msg[4]:.4f}")
+            elif tag == TAG_FAILURE:
+                self.notify_spares(("failure", msg))
+                raise EmulatedFailure(msg)
+            elif tag == TAG_DONE:
+                self.notify_spares(("stop", None))
+                return
+
+    def notify_spares(self, msg: Any) -> None:
+        for r, slot in enumerate(self.ctx.slots):
+            if slot.role == "spare":
+                self.ctx.comms.world.send(msg, dest=r, tag=TAG_CONTROL)
+
+    def final_report(self) -> dict[str, Any]:
+        return {}
+
+    # -- the result file -----------------------------------------------------
+    def write_result(self, reports: list[dict[str, Any]], outcome: str) -> Path:
+        ctx, cfg = self.ctx, self.ctx.cfg
+        w = self.writer
+        by_role = {(r["info"]["role"], r["info"]["role_index"]): r for r in reports if not r.get("dead")}
+        t0 = by_role.get(("trainer", 0))
+        if t0 is not None:
+            tl, evals = t0["role"]["timeline"], [tuple(e) for e in t0["role"]["eval"]]
+        else:  # trainer 0 died: keep what it streamed
+            tl = np.concatenate(self.timeline) if self.timeline else np.zeros(0, TIMELINE_DTYPE)
+            evals = self.evals
+        w.add_steps(tl)
+        for e in evals:
+            w.add_eval(*e)
+        events = sorted((ev for r in reports for ev in r["events"]), key=lambda e: e[1])
+        events = self.kill_events(events) + events
+        for ev in sorted(events, key=lambda e: e[1]):
+            w.add_event(*ev)
+        ranks = np.zeros(len(reports), dtype=RANKS_DTYPE)
+        for i, r in enumerate(reports):
+            info = r["info"]
+            ranks[i] = (info["rank"], info["role"], info["role_index"], info["host"][:64],
+                        info["pid"], info["peak_rss_mb"])
+        w.set_ranks(ranks)
+
+        lost = outcome != "done"
+        servers = [by_role.get(("server", i)) for i in range(cfg.layout.servers)]
+        trainers = [by_role.get(("trainer", i)) for i in range(cfg.layout.trainers)]
+        dense = {t["role"]["dense_digest"] for t in trainers if t is not None}
+        checksum = ""
+        if not lost and all(s is not None for s in servers) and t0 is not None:
+            h = hashlib.sha256(t0["role"]["dense_digest"].encode())
+            for s in servers:
+                h.update(s["role"]["shard_digest"].encode())
+            checksum = h.hexdigest()
+        summary: dict[str, Any] = {
+            "throughput_sps": throughput(tl),
+            "teacher_auc": self.teacher_auc,
+            "param_checksum": checksum,
+            "steps_completed": len(tl),
+            "samples_completed": int(tl["samples"].sum()) if len(tl) else 0,
+            "lost": lost,
+            "emulated": not ctx.ulfm and any(e[2] in ("kill", "emulated_kill") for e in events),
+            "dense_replicas_consistent": len(dense) <= 1,
+        }
+        if lost:
+            summary["lost_samples"] = (cfg.training.steps - len(tl)) * cfg.global_batch
+        for r in reports:
+            for key, value in r.get("strategy", {}).items():
+                summary[key] = summary.get(key, 0) + value if isinstance(value, (int, float)) else value
+        path = w.close(summary)
+        self.print_summary(summary, path)
+        return path
+
+    def kill_events(self, events: list[tuple]) -> list[tuple]:
+        """Kill events from the victims' notes (a victim cannot send before dying)."""
+        d = self.ctx.out_path.parent / f".{self.ctx.out_path.stem}.kills"
+        out = []
+        if d.is_dir():
+            for f in sorted(d.glob("*.json")):
+                try:
+                    k = json.loads(f.read_text())
+                    out.append((k["step"], k["time"], "kill", k["rank"], k["role"], k["index"], k["plan"]))
+                finally:
+                    f.unlink(missing_ok=True)
+            d.rmdir()
+        return out
+
+    def print_summary(self, s: dict[str, Any], path: Path) -> None:
+        say(f"result: {path}")
+        fields = [("throughput", f"{s['throughput_sps']:,.0f} samples/s"),
+                  ("steps", f"{s['steps_completed']}/{self.ctx.cfg.training.steps}"),
+                  ("final AUC", f"{self.evals[-1][2]:.4f}" if self.evals else "n/a"),
+                  ("teacher AUC", f"{s['teacher_auc']:.4f}"),
+                  ("lost", "yes" if s["lost"] else "no"),
+                  ("checksum", s["param_checksum"][:16] or "n/a")]
+        say("summary: " + ", ".join(f"{k} {v}" for k, v in fields))
+        sys.stdout.flush()

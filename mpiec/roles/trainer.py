@@ -1,0 +1,245 @@
+"""Trainer role: a data-parallel replica of the dense MLP.
+
+Owns the trainer's step: read the batch for (step, trainer), pull the unique
+embedding rows from their owners, run DLRM forward/backward, push row
+gradients to the owners and all-reduce the dense gradient among trainers, then
+apply the dense optimizer. Trainer 0 also keeps the run's timeline and eval
+records and streams them to the monitor.
+
+Invariants:
+
+* the samples of (step, trainer ``i``) are ``[(step·T + i)·B, +B)`` of the
+  source: a pure function of the seed, so a replacement recomputes them;
+* gradients are of the *global* mean loss (scale = global batch), so summing
+  over trainers gives the exact full-batch gradient;
+* the dense reduction runs on the ``trainers`` communicator ordered by trainer
+  index, so every replica applies bit-identical updates.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from typing import Any
+
+import numpy as np
+from mpi4py import MPI
+
+from mpiec.comm import wait, waitall
+from mpiec.faults import die_now
+from mpiec.kernels.embedding import scatter_add_rows, unique_inverse
+from mpiec.model.dlrm import DLRMShape, forward_backward, init_params, predict
+from mpiec.model.metrics import accuracy, auc, logloss
+from mpiec.results import EVAL_DTYPE, TIMELINE_DTYPE
+from mpiec.roles.context import TAG_DONE, TAG_EVAL, TAG_FAILURE, TAG_STEPS, RankContext, make_source
+from mpiec.roles.exchange import STATUS_DYING, STATUS_OK, EmulatedFailure, exchange_headers, ialltoallv
+
+_EMPTY_I64 = np.empty(0, dtype=np.int64)
+_EMPTY_F32 = np.empty(0, dtype=np.float32)
+
+
+def model_shape(cfg: Any) -> DLRMShape:
+    return DLRMShape(n_dense=13, n_tables=len(cfg.data.cardinalities), dim=cfg.model.dim,
+                     bottom=tuple(cfg.model.bottom), top=tuple(cfg.model.top))
+
+
+def eval_due(cfg: Any, step: int) -> bool:
+    """Evaluate after ``step`` (every ``eval_every`` steps and after the last)."""
+    t = cfg.training
+    return step + 1 == t.steps or (t.eval_every > 0 and (step + 1) % t.eval_every == 0)
+
+
+def eval_rounds(cfg: Any) -> int:
+    """Pull rounds of one evaluation: the same on every trainer and server."""
+    per_trainer = -(-cfg.data.eval_samples // cfg.layout.trainers)
+    return -(-per_trainer // cfg.training.eval_batch)
+
+
+class Trainer:
+    def __init__(self, ctx: RankContext) -> None:
+        self.ctx = ctx
+        cfg = ctx.cfg
+        self.index = ctx.slot.index
+        self.n_trainers = cfg.layout.trainers
+        self.B = cfg.training.batch_size
+        self.dim = cfg.model.dim
+        self.shape = model_shape(cfg)
+        self.params = init_params(self.shape, cfg.training.seed)
+        self.dense_state = np.zeros_like(self.params)  # Adagrad accumulator
+        self.P = self.params.size
+        self.dense_buf = np.zeros(self.P + 1, dtype=np.float32)  # grads + loss sum
+        self.source = make_source(cfg)
+        ev = self.source.eval_batch(cfg.data.eval_samples)
+        part = np.array_split(np.arange(cfg.data.eval_samples), self.n_trainers)[self.index]
+        self.eval_dense, self.eval_ids = ev.dense[part], ev.ids[part]
+        self.eval_labels_all = ev.labels if self.index == 0 else None
+        self.timeline: list[np.ndarray] = []
+        self.evals: list[tuple] = []
+        self.sent_upto = 0
+        self.switch = ctx.kill_switch()
+        self._next: tuple[int, Any] | None = None
+
+    # -- helpers ------------------------------------------------------------
+    def batch(self, step: int) -> Any:
+        if self._next is not None and self._next[0] == step:
+            return self._next[1]
+        return self.source.batch((step * self.n_trainers + self.index) * self.B, self.B)
+
+    def route(self, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Unique rows of a batch, grouped by owner: (local slots, send counts, inverse)."""
+        ctx = self.ctx
+        gids = (ids + ctx.offsets[:-1]).ravel()
+        uniq, inv = unique_inverse(gids)
+        owner = ctx.placement.owner(uniq)
+        order = np.argsort(owner, kind="stable")
+        pos = np.empty_like(order)
+        pos[order] = np.arange(order.size)
+        counts = np.zeros(ctx.comms.data.Get_size(), dtype=np.int64)
+        base = ctx.cfg.layout.trainers
+        counts[base:base + ctx.cfg.layout.servers] = np.bincount(owner, minlength=ctx.cfg.layout.servers)
+        return ctx.placement.local_slot(uniq[order]), counts, pos[inv]
+
+    def pull(self, ids: np.ndarray, status: int, where: str) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """Pull a batch's rows: returns (emb [B,T,dim], counts, inverse, server headers)."""
+        data = self.ctx.comms.data
+        slots, counts, inv = self.route(ids)
+        zeros = np.zeros_like(counts)
+        headers = exchange_headers(data, counts, status, 0, where)
+        rows = np.empty((slots.size, self.dim), dtype=np.float32)
+        r1 = ialltoallv(data, slots, counts, _EMPTY_I64, zeros)
+        r2 = ialltoallv(data, _EMPTY_F32, zeros, rows, counts, width=self.dim)
+        waitall([r1, r2], where)
+        emb = rows[inv].reshape(ids.shape[0], ids.shape[1], self.dim)
+        return emb, counts, inv, headers
+
+    def kill_check(self, step: int) -> int:
+        kill = self.switch.due(step, time.monotonic())
+        if kill is None:
+            return STATUS_OK
+        self.ctx.record_own_death(kill, step)
+        if self.ctx.ulfm:
+            die_now()
+        self.ctx.event("emulated_kill", step, self.ctx.rank, detail=str(kill))
+        return STATUS_DYING
+
+    # -- the step -------------------------------------------------------------
+    def train_step(self, step: int) -> None:
+        ctx, cfg = self.ctx, self.ctx.cfg
+        t_start = time.perf_counter()
+        status = self.kill_check(step)
+        batch = self.batch(step)
+        t_data = time.perf_counter() - t_start
+
+        t0 = time.perf_counter()
+        emb, counts, inv, headers = self.pull(batch.ids, status, f"step {step} pull")
+        t_pull = time.perf_counter() - t0
+
+        t0 = time.perf_counter()
+        loss_sum, _, gparams, gemb = forward_backward(
+            self.shape, self.params, batch.dense, emb, batch.labels, float(cfg.global_batch))
+        grad_rows = np.zeros((int(counts.sum()), self.dim), dtype=np.float32)
+        scatter_add_rows(gemb.reshape(-1, self.dim), inv, grad_rows)
+        self.dense_buf[: self.P] = gparams
+        self.dense_buf[self.P] = loss_sum
+        t_compute = time.perf_counter() - t0
+
+        t0 = time.perf_counter()
+        zeros = np.zeros_like(counts)
+        r_sparse = ialltoallv(ctx.comms.data, grad_rows, counts, _EMPTY_F32, zeros, width=self.dim)
+        r_dense = ctx.comms.trainers.Iallreduce(MPI.IN_PLACE, [self.dense_buf, MPI.FLOAT], MPI.SUM)
+        t_comm = time.perf_counter() - t0
+
+        t0 = time.perf_counter()  # overlap: generate the next batch while gradients travel
+        if step + 1 < cfg.training.steps:
+            self._next = (step + 1, self.source.batch(((step + 1) * self.n_trainers + self.index) * self.B, self.B))
+        t_data += time.perf_counter() - t0
+
+        t0 = time.perf_counter()
+        waitall([r_sparse, r_dense], f"step {step} push")
+        t_wait = time.perf_counter() - t0 + t_pull
+
+        t0 = time.perf_counter()
+        self.apply_dense()
+        t_compute += time.perf_counter() - t0
+        ctx.completed = step
+        t0 = time.perf_counter()
+        ctx.strategy.after_step(step)
+        t_strategy = time.perf_counter() - t0
+        if self.index == 0:
+            rec = np.zeros(1, dtype=TIMELINE_DTYPE)
+            rec["step"], rec["t_end"], rec["dt"] = step, ctx.now(), time.perf_counter() - t_start
+            rec["samples"] = cfg.global_batch
+            rec["loss"] = self.dense_buf[self.P] / cfg.global_batch
+            rec["t_data"], rec["t_compute"], rec["t_comm"], rec["t_wait"] = t_data, t_compute, t_comm, t_wait
+            rec["t_server"] = headers[cfg.layout.trainers:, 2].max() * 1e-6 if headers.shape[0] > cfg.layout.trainers else 0.0
+            rec["t_strategy"] = t_strategy
+            self.timeline.append(rec)
+
+    def apply_dense(self) -> None:
+        t = self.ctx.cfg.training
+        g = self.dense_buf[: self.P]
+        if t.dense_optimizer == "adagrad":
+            self.dense_state += g * g
+            self.params -= np.float32(t.dense_lr) * g / (np.sqrt(self.dense_state) + np.float32(t.eps))
+        else:
+            self.params -= np.float32(t.dense_lr) * g
+
+    def evaluate(self, step: int) -> None:
+        cfg = self.ctx.cfg
+        eb = cfg.training.eval_batch
+        probs = []
+        for r in range(eval_rounds(cfg)):
+            ids = self.eval_ids[r * eb:(r + 1) * eb]
+            emb, *_ = self.pull(ids, STATUS_OK, f"eval after step {step}")
+            if ids.shape[0]:
+                probs.append(predict(self.shape, self.params, self.eval_dense[r * eb:(r + 1) * eb], emb))
+        mine = np.concatenate(probs) if probs else np.empty(0, dtype=np.float32)
+        parts = self.ctx.comms.trainers.gather(mine, root=0)
+        if self.index == 0:
+            p = np.concatenate(parts)
+            y = self.eval_labels_all
+            rec = (step, (step + 1) * cfg.global_batch, auc(y, p), logloss(y, p), accuracy(y, p))
+            self.evals.append(rec)
+            self.ctx.comms.world.send(rec, dest=self.ctx.monitor_rank, tag=TAG_EVAL)
+
+    def flush_progress(self, force: bool = False) -> None:
+        if self.index != 0:
+            return
+        every = self.ctx.cfg.training.log_every
+        if force or len(self.timeline) - self.sent_upto >= every:
+            chunk = np.concatenate(self.timeline[self.sent_upto:]) if len(self.timeline) > self.sent_upto else None
+            if chunk is not None:
+                self.ctx.comms.world.send(chunk, dest=self.ctx.monitor_rank, tag=TAG_STEPS)
+            self.sent_upto = len(self.timeline)
+
+    # -- role interface ---------------------------------------------------------
+    def run(self) -> None:
+        cfg = self.ctx.cfg
+        try:
+            for step in range(self.ctx.completed + 1, cfg.training.steps):
+                self.ctx.current_step = step
+                self.train_step(step)
+                if eval_due(cfg, step):
+                    self.evaluate(step)
+                self.flush_progress()
+        except EmulatedFailure as exc:
+            if self.index == 0:
+                self.ctx.comms.world.send(exc.data_ranks, dest=self.ctx.monitor_rank, tag=TAG_FAILURE)
+            raise
+        self.flush_progress(force=True)
+        if self.index == 0:
+            self.ctx.comms.world.send(cfg.training.steps, dest=self.ctx.monitor_rank, tag=TAG_DONE)
+        self.switch.cancel()
+
+    def final_report(self) -> dict[str, Any]:
+        digest = hashlib.sha256()
+        digest.update(memoryview(self.params).cast("B"))
+        digest.update(memoryview(self.dense_state).cast("B"))
+        rep: dict[str, Any] = {"dense_digest": digest.hexdigest()}
+        if self.index == 0:
+            rep["timeline"] = np.concatenate(self.timeline) if self.timeline else np.zeros(0, TIMELINE_DTYPE)
+            rep["eval"] = np.array(self.evals, dtype=EVAL_DTYPE) if self.evals else np.zeros(0, EVAL_DTYPE)
+        return rep
+
+
+__all__ = ["Trainer", "model_shape", "eval_due", "eval_rounds", "wait"]

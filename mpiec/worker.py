@@ -1,0 +1,106 @@
+"""Rank entry point: ``python -m mpiec.worker CONFIG.json --out FILE.h5``.
+
+Every rank of a run executes this module under ``mpiexec``/``srun``. It reads
+the resolved config (written by ``mpiec run`` or ``mpiec config --write``),
+detects ULFM, builds the communicators and runs the rank's role. Exit code 0
+on a completed run, 1 on the monitor when the run was lost, 2 on bad input.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from pathlib import Path
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m mpiec.worker",
+                                     description="One rank of an mpiec run (start it under mpiexec/srun).")
+    parser.add_argument("config", help="resolved config (JSON from 'mpiec config --write' or TOML)")
+    parser.add_argument("--out", required=True, help="result file (.h5) or directory to write it into")
+    args = parser.parse_args(argv)
+
+    from mpiec.config import Config, load_config
+    from mpiec.errors import MpiecError
+
+    try:
+        text = Path(args.config).read_text()
+        cfg = Config.from_json(text) if args.config.endswith(".json") else load_config(config_file=args.config)
+    except (OSError, MpiecError) as exc:
+        print(f"mpiec worker: error: {exc}", file=sys.stderr)
+        return 2
+
+    from mpi4py import MPI
+
+    from mpiec.comm import build_comms, returning, ulfm_available
+    from mpiec.layout import initial_slots
+    from mpiec.roles.context import RankContext
+    from mpiec.roles.runner import run_rank
+
+    world = returning(MPI.COMM_WORLD.Dup())
+    rank, size = world.Get_rank(), world.Get_size()
+    if size != cfg.n_ranks:
+        if rank == 0:
+            print(f"mpiec worker: error: the config needs {cfg.n_ranks} ranks "
+                  f"(1 monitor + {cfg.layout.trainers} trainers + {cfg.layout.servers} servers + "
+                  f"{cfg.layout.parity_ranks} parity + {cfg.layout.spares} spares), got {size}",
+                  file=sys.stderr)
+        return 2
+    ulfm = ulfm_available()
+    mode = cfg.failures.mode
+    if mode == "ulfm" and not ulfm:
+        if rank == 0:
+            print("mpiec worker: error: failures.mode = 'ulfm' but this MPI has no active ULFM "
+                  "(Open MPI: run mpiexec --with-ft ulfm)", file=sys.stderr)
+        return 2
+    if mode == "emulated":
+        ulfm = False
+
+    out = Path(args.out)
+    if out.suffix != ".h5":
+        name = cfg.output.name or f"{cfg.preset}-{cfg.strategy.name}-s{cfg.training.seed}-{time.strftime('%Y%m%d-%H%M%S')}"
+        out = out / f"{name}.h5"
+    out = Path(world.bcast(str(out.resolve()) if rank == 0 else None, root=0))
+    if rank == 0:
+        out.parent.mkdir(parents=True, exist_ok=True)
+
+    slots = initial_slots(cfg.layout.trainers, cfg.layout.servers, cfg.layout.parity_ranks,
+                          cfg.layout.spares)
+    comms = build_comms(world, slots[rank], cfg.layout.trainers, cfg.layout.servers)
+    warm_up()
+    world.Barrier()
+    t0 = world.bcast(time.time() if rank == 0 else None, root=0)
+    ctx = RankContext(cfg=cfg, slots=slots, comms=comms, ulfm=ulfm, t0_wall=t0, out_path=out)
+    try:
+        outcome = run_rank(ctx)
+    except MpiecError as exc:
+        print(f"mpiec worker (rank {rank}): error: {exc}", file=sys.stderr)
+        os._exit(2)  # bad input discovered late: do not wait in MPI_Finalize for peers
+    return 1 if (rank == 0 and outcome != "done") else 0
+
+
+def warm_up() -> None:
+    """Compile (or load from cache) the numba kernels before the clock starts."""
+    import numpy as np
+
+    from mpiec.kernels import embedding as k
+
+    ids = np.array([3, 1, 3], dtype=np.int64)
+    uniq, inv = k.unique_inverse(ids)
+    table = np.zeros((4, 3), dtype=np.float32)
+    rows = np.zeros((2, 2), dtype=np.float32)
+    k.gather_rows(table, uniq, 2, rows)
+    acc = np.zeros((2, 2), dtype=np.float32)
+    k.scatter_add_rows(np.ones((3, 2), dtype=np.float32), inv, acc)
+    k.adagrad_apply(table, uniq, acc, np.float32(0.1), np.float32(1e-8))
+    delta = np.zeros((2, 12), dtype=np.uint8)
+    k.adagrad_apply_delta(table, uniq, acc, np.float32(0.1), np.float32(1e-8), delta)
+    table2 = np.zeros((4, 2), dtype=np.float32)
+    k.sgd_apply(table2, uniq, acc, np.float32(0.1))
+    k.sgd_apply_delta(table2, uniq, acc, np.float32(0.1), np.zeros((2, 8), dtype=np.uint8))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,58 @@
+"""Kill plans: the syntax of DESIGN.md, validated against the layout; random plans reproducible."""
+
+import pytest
+
+from mpiec.config import load_config
+from mpiec.errors import KillPlanError
+from mpiec.faults import Kill, KillSwitch, parse_kill_plans
+
+
+@pytest.fixture
+def cfg():
+    return load_config("tiny", sets=["layout.parity_ranks=2", "training.steps=100"])
+
+
+def test_fixed_plans(cfg):
+    kills = parse_kill_plans(["server:1@step=30", "trainer:0@time=12.5;parity:1@step=40"], cfg)
+    assert kills == [Kill("server", 1, step=30), Kill("trainer", 0, time=12.5), Kill("parity", 1, step=40)]
+
+
+def test_random_plan_is_a_function_of_its_seed(cfg):
+    a = parse_kill_plans(["random:mtbf=60s,seed=7"], cfg)
+    b = parse_kill_plans(["random:mtbf=1m,seed=7"], cfg)
+    c = parse_kill_plans(["random:mtbf=60s,seed=8"], cfg)
+    assert a == b and a != c
+    assert all(k.role in ("server", "trainer") for k in a)
+    times = [k.time for k in a]
+    assert times == sorted(times) and 10 < sum(times[i + 1] - times[i] for i in range(10)) / 10 < 300
+
+
+@pytest.mark.parametrize("plan, needle", [
+    ("server:1@stp=3", "malformed kill plan"),
+    ("monitor:0@step=3", "malformed kill plan"),
+    ("server:5@step=3", "server:5 does not exist"),
+    ("server:1@step=1000", "not before the last step"),
+    ("server:1@step=2.5", "step must be a whole number"),
+    ("random:seed=3", "random plans need mtbf"),
+    ("random:mtbf=fast", "not a duration"),
+    ("random:mtbf=10s,color=red", "unknown option 'color'"),
+    ("random:mtbf=10s,targets=monitor", "unknown target role"),
+])
+def test_malformed_plans(cfg, plan, needle):
+    with pytest.raises(KillPlanError) as info:
+        parse_kill_plans([plan], cfg)
+    assert needle in str(info.value)
+
+
+def test_parity_needs_parity_ranks():
+    cfg = load_config("tiny")
+    with pytest.raises(KillPlanError, match="no parity ranks"):
+        parse_kill_plans(["parity:0@step=3"], cfg)
+
+
+def test_kill_switch_picks_own_slot_only():
+    kills = [Kill("server", 1, step=5), Kill("server", 0, step=3), Kill("server", 1, time=100.0)]
+    sw = KillSwitch(kills, "server", 1, real=False, t0=0.0)
+    assert sw.due(3, now=1.0) is None
+    assert sw.due(5, now=1.0) == Kill("server", 1, step=5)
+    assert sw.due(6, now=101.0) == Kill("server", 1, time=100.0)
