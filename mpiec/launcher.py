@@ -85,7 +85,7 @@ def mpiexec_command(cfg: Config, config_path: Path, out: Path, mpiexec: str | No
         if os.geteuid() == 0:
             env.setdefault("OMPI_ALLOW_RUN_AS_ROOT", "1")
             env.setdefault("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
-    cmd += ["-n", str(n), sys.executable, "-m", "mpiec.worker", str(config_path), "--out", str(out)]
+    cmd += ["-n", str(n), sys.executable, "-P", "-m", "mpiec.worker", str(config_path), "--out", str(out)]
     return cmd, env
 
 

@@ -1,0 +1,40 @@
+"""Helpers for tests that launch real runs through the ``mpiec`` CLI (mpiexec underneath)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+
+
+class Run:
+    def __init__(self, proc: subprocess.CompletedProcess, seconds: float, out: Path) -> None:
+        self.proc, self.seconds, self.out = proc, seconds, out
+        self.code, self.stdout, self.stderr = proc.returncode, proc.stdout, proc.stderr
+
+    @property
+    def files(self) -> list[Path]:
+        return sorted(self.out.glob("*.h5"))
+
+    def result(self):
+        from mpiec.results import read_result
+
+        assert len(self.files) == 1, f"expected one result file in {self.out}: {self.files}\n{self.stdout}\n{self.stderr}"
+        return read_result(self.files[0])
+
+
+def mpiec(args: list[str], out: Path | None = None, timeout: float = 120) -> Run:
+    cmd = [sys.executable, "-P", "-m", "mpiec", *args]
+    if out is not None:
+        cmd += ["--out", str(out)]
+    t0 = time.monotonic()
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    return Run(proc, time.monotonic() - t0, out or Path("."))
+
+
+def worker_processes(marker: str) -> list[str]:
+    """Command lines of live processes mentioning ``marker`` (a run's output path)."""
+    out = subprocess.run(["ps", "-eo", "pid,args"], capture_output=True, text=True).stdout
+    return [line for line in out.splitlines() if marker in line and "ps -eo" not in line]

@@ -1,0 +1,89 @@
+"""End-to-end runs through ``mpiec run``: result files, determinism, kills under ``none``.
+
+Every test launches real ranks with mpiexec and is bounded by a timeout.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+
+import numpy as np
+import pytest
+
+from mpiec.results import decode
+
+from run_helpers import mpiec, worker_processes
+
+pytestmark = [pytest.mark.mpi, pytest.mark.timeout(240)]
+
+
+def test_tiny_run_writes_a_complete_result(tmp_path):
+    run = mpiec(["run", "--preset", "tiny"], out=tmp_path)
+    assert run.code == 0, run.stdout + run.stderr
+    assert run.seconds < 60
+    res = run.result()
+    s = res.summary
+    assert s["steps_completed"] == 40 and not s["lost"]
+    assert 0.5 < s["final_auc"] <= 1.0 and s["throughput_sps"] > 0
+    assert 0.78 <= s["teacher_auc"] <= 0.82
+    assert len(s["param_checksum"]) == 64
+    assert s["dense_replicas_consistent"]
+    assert res.attrs["strategy"] == "none" and res.attrs["schema_version"] == 1
+    assert json.loads(res.attrs["config"])["preset"] == "tiny" if isinstance(res.attrs["config"], str) \
+        else res.attrs["config"]["preset"] == "tiny"
+    tl = res.timeline
+    assert np.array_equal(tl["step"], np.arange(40)) and np.all(np.diff(tl["t_end"]) > 0)
+    assert np.all(tl["loss"] > 0) and np.all(tl["samples"] == 128)
+    assert list(res.eval["step"]) == [19, 39]
+    assert sorted(decode(r) for r in res.ranks["role"]) == ["monitor", "server", "server", "trainer", "trainer"]
+    assert "step" in run.stdout and "result" in run.stdout
+
+
+def test_same_config_same_checksum_other_seed_differs(tmp_path):
+    runs = [mpiec(["run", "--preset", "tiny", "--steps", "15", "--set", f"training.seed={seed}"],
+                  out=tmp_path / f"r{i}") for i, seed in enumerate((3, 3, 4))]
+    sums = [r.result().summary["param_checksum"] for r in runs]
+    assert sums[0] == sums[1] != sums[2]
+
+
+def test_checksum_does_not_depend_on_timing(tmp_path):
+    """Emulated mode takes other code paths and timings; the trained parameters are identical."""
+    a = mpiec(["run", "--preset", "tiny", "--steps", "12"], out=tmp_path / "a")
+    b = mpiec(["run", "--preset", "tiny", "--steps", "12", "--set", "failures.mode='emulated'"],
+              out=tmp_path / "b")
+    assert a.result().summary["param_checksum"] == b.result().summary["param_checksum"]
+
+
+def test_server_kill_under_none_loses_the_run_cleanly(tmp_path):
+    run = mpiec(["run", "--preset", "tiny", "--kill", "server:1@step=10"], out=tmp_path, timeout=90)
+    assert run.code != 0
+    assert run.seconds < 60, run.seconds
+    res = run.result()
+    kinds = [decode(k) for k in res.events["kind"]]
+    assert "kill" in kinds and "detect" in kinds
+    kill = res.events[kinds.index("kill")]
+    assert decode(kill["role"]) == "server" and kill["role_index"] == 1 and kill["step"] == 10
+    assert res.summary["lost"] and res.summary["steps_completed"] == 10
+    assert res.summary["param_checksum"] == ""
+    time.sleep(0.5)
+    assert worker_processes(str(tmp_path)) == []
+
+
+def test_trainer_time_kill_under_none(tmp_path):
+    run = mpiec(["run", "--preset", "tiny", "--steps", "100000", "--kill", "trainer:0@time=2"],
+                out=tmp_path, timeout=90)
+    assert run.code != 0 and run.seconds < 60
+    res = run.result()
+    assert res.summary["lost"] and 0 < res.summary["steps_completed"] < 100000
+    assert "kill" in [decode(k) for k in res.events["kind"]]
+    assert worker_processes(str(tmp_path)) == []
+
+
+def test_emulated_kill_is_labelled(tmp_path):
+    run = mpiec(["run", "--preset", "tiny", "--kill", "server:0@step=5", "--set", "failures.mode='emulated'"],
+                out=tmp_path, timeout=90)
+    assert run.code != 0
+    res = run.result()
+    assert res.attrs["failure_mode"] == "emulated" and not res.attrs["ulfm"]
+    assert res.summary["lost"] and res.summary["emulated"] and res.summary["steps_completed"] == 5
