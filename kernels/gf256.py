@@ -219,18 +219,19 @@ def _gfni_codegen(n_src):
     # dst[off:off+32] ^= M * (xor of the n_src sources at off); M is the 8x8 bit
     # matrix of "multiply by c", broadcast to the four qwords of a ymm register.
     def codegen(context, builder, signature, args):
-        o, m = args[-2], args[-1]
+        # args: dst, doff, (src, soff) * n_src, mat
+        m = args[-1]
         vt = ir.VectorType(ir.IntType(8), 32)
         vp = vt.as_pointer()
 
-        def ptr(ty, val):
-            base = context.make_array(ty)(context, builder, value=val).data
-            return builder.bitcast(builder.gep(base, [o]), vp)
+        def ptr(pos):
+            base = context.make_array(signature.args[pos])(context, builder, value=args[pos]).data
+            return builder.bitcast(builder.gep(base, [args[pos + 1]]), vp)
 
-        dp = ptr(signature.args[0], args[0])
-        x = builder.load(ptr(signature.args[1], args[1]), align=1)
+        dp = ptr(0)
+        x = builder.load(ptr(2), align=1)
         for s in range(1, n_src):
-            x = builder.xor(x, builder.load(ptr(signature.args[1 + s], args[1 + s]), align=1))
+            x = builder.xor(x, builder.load(ptr(2 + 2 * s), align=1))
         q = ir.Constant(ir.VectorType(ir.IntType(64), 4), None)
         for i in range(4):
             q = builder.insert_element(q, m, ir.Constant(ir.IntType(32), i))
@@ -244,26 +245,31 @@ def _gfni_codegen(n_src):
 
 
 @intrinsic
-def _gfni_mac32(typingctx, dst, src, off, mat):
-    """dst[off:off+32] ^= c * src[off:off+32], c given as its GFNI bit matrix."""
-    return types.void(dst, src, types.intp, types.uint64), _gfni_codegen(1)
+def _gfni_mac32(typingctx, dst, doff, src, soff, mat):
+    """dst[doff:doff+32] ^= c * src[soff:soff+32], c given as its GFNI bit matrix."""
+    sig = types.void(dst, types.intp, src, types.intp, types.uint64)
+    return sig, _gfni_codegen(1)
 
 
 @intrinsic
-def _gfni_mac32x(typingctx, dst, a, b, off, mat):
-    """dst[off:off+32] ^= c * (a ^ b)[off:off+32]."""
-    return types.void(dst, a, b, types.intp, types.uint64), _gfni_codegen(2)
+def _gfni_mac32x(typingctx, dst, doff, a, aoff, b, boff, mat):
+    """dst[doff:doff+32] ^= c * (a[aoff:aoff+32] ^ b[boff:boff+32])."""
+    sig = types.void(dst, types.intp, a, types.intp, b, types.intp, types.uint64)
+    return sig, _gfni_codegen(2)
 
 
 @njit(cache=True)
-def _mac_portable(dst, src, c, start):
+def _mac_portable(dst, doff, src, soff, n, c):
     # c * v = xor of (x^b * v) over the set bits b of c; x * v is a shift plus a
     # conditional 0x1D -- all in byte lanes, so LLVM vectorises the loop.
     m = GF_MASKS[c]
     m0, m1, m2, m3 = m[0], m[1], m[2], m[3]
     m4, m5, m6, m7 = m[4], m[5], m[6], m[7]
-    for i in range(start, dst.size):
-        v = src[i]
+    # unsigned indices: numba skips its negative-index wraparound, which
+    # would otherwise stop LLVM from vectorising offset loops
+    d0, s0 = np.uint64(doff), np.uint64(soff)
+    for i in range(np.uint64(n)):
+        v = src[s0 + i]
         acc = v & m0
         v = np.uint8((v << 1) ^ ((0 - (v >> 7)) & 0x1D))
         acc ^= v & m1
@@ -279,17 +285,18 @@ def _mac_portable(dst, src, c, start):
         acc ^= v & m6
         v = np.uint8((v << 1) ^ ((0 - (v >> 7)) & 0x1D))
         acc ^= v & m7
-        dst[i] ^= acc
+        dst[d0 + i] ^= acc
 
 
 @njit(cache=True)
-def _mac2_portable(dst, a, b, c, start):
+def _mac2_portable(dst, doff, a, aoff, b, boff, n, c):
     # dst ^= c * (a ^ b), same scheme as _mac_portable
     m = GF_MASKS[c]
     m0, m1, m2, m3 = m[0], m[1], m[2], m[3]
     m4, m5, m6, m7 = m[4], m[5], m[6], m[7]
-    for i in range(start, dst.size):
-        v = a[i] ^ b[i]
+    d0, a0, b0 = np.uint64(doff), np.uint64(aoff), np.uint64(boff)
+    for i in range(np.uint64(n)):
+        v = a[a0 + i] ^ b[b0 + i]
         acc = v & m0
         v = np.uint8((v << 1) ^ ((0 - (v >> 7)) & 0x1D))
         acc ^= v & m1
@@ -305,78 +312,99 @@ def _mac2_portable(dst, a, b, c, start):
         acc ^= v & m6
         v = np.uint8((v << 1) ^ ((0 - (v >> 7)) & 0x1D))
         acc ^= v & m7
-        dst[i] ^= acc
+        dst[d0 + i] ^= acc
 
 
 @njit(cache=True)
-def xor_into(dst, src):
-    """dst ^= src (1-D uint8, same size)."""
-    for i in range(dst.size):
-        dst[i] ^= src[i]
+def mac_at(dst, doff, src, soff, n, c):
+    """dst[doff:doff+n] ^= c * src[soff:soff+n] on 1-D uint8 arrays."""
+    if c == 0:
+        return
+    if c == 1:
+        d0, s0 = np.uint64(doff), np.uint64(soff)
+        for i in range(np.uint64(n)):
+            dst[d0 + i] ^= src[s0 + i]
+        return
+    done = 0
+    if _USE_GFNI:
+        mat = GF_AFFINE[c]
+        n32 = n - n % 32
+        while done < n32:
+            _gfni_mac32(dst, doff + done, src, soff + done, mat)
+            done += 32
+    _mac_portable(dst, doff + done, src, soff + done, n - done, c)
 
 
 @njit(cache=True)
-def xor2_into(dst, a, b):
-    """dst ^= a ^ b (1-D uint8, same size)."""
-    for i in range(dst.size):
-        dst[i] ^= a[i] ^ b[i]
+def mac2_at(dst, doff, a, aoff, b, boff, n, c):
+    """dst[doff:doff+n] ^= c * (a[aoff:aoff+n] ^ b[boff:boff+n])."""
+    if c == 0:
+        return
+    if c == 1:
+        d0, a0, b0 = np.uint64(doff), np.uint64(aoff), np.uint64(boff)
+        for i in range(np.uint64(n)):
+            dst[d0 + i] ^= a[a0 + i] ^ b[b0 + i]
+        return
+    done = 0
+    if _USE_GFNI:
+        mat = GF_AFFINE[c]
+        n32 = n - n % 32
+        while done < n32:
+            _gfni_mac32x(dst, doff + done, a, aoff + done, b, boff + done, mat)
+            done += 32
+    _mac2_portable(dst, doff + done, a, aoff + done, b, boff + done, n - done, c)
 
 
 @njit(cache=True)
 def gf_mac(dst, src, c):
     """dst ^= c * src over 1-D contiguous uint8 arrays of equal size."""
-    if c == 0:
-        return
-    if c == 1:
-        xor_into(dst, src)
-        return
-    start = 0
-    if _USE_GFNI:
-        mat = GF_AFFINE[c]
-        n32 = dst.size - dst.size % 32
-        while start < n32:
-            _gfni_mac32(dst, src, start, mat)
-            start += 32
-    _mac_portable(dst, src, c, start)
+    mac_at(dst, 0, src, 0, dst.size, c)
 
 
 @njit(cache=True)
 def gf_mac2(dst, a, b, c):
     """dst ^= c * (a ^ b): a parity update straight from old and new bytes."""
-    if c == 0:
-        return
-    if c == 1:
-        xor2_into(dst, a, b)
-        return
-    start = 0
-    if _USE_GFNI:
-        mat = GF_AFFINE[c]
-        n32 = dst.size - dst.size % 32
-        while start < n32:
-            _gfni_mac32x(dst, a, b, start, mat)
-            start += 32
-    _mac2_portable(dst, a, b, c, start)
+    mac2_at(dst, 0, a, 0, b, 0, dst.size, c)
 
 
 @njit(cache=True)
 def gf_mac_portable(dst, src, c):
     """Portable-only dst ^= c * src (reference for the GFNI path; benchmarks)."""
     if c != 0:
-        _mac_portable(dst, src, c, 0)
+        _mac_portable(dst, 0, src, 0, dst.size, c)
 
 
 @njit(cache=True)
 def gf_mac_rows(parity, rows, delta, c):
-    """parity[rows[t]] ^= c * delta[t] for every t (2-D uint8, C-contiguous rows)."""
+    """parity[rows[t]] ^= c * delta[t] for every t (2-D C-contiguous uint8)."""
+    w = parity.shape[1]
+    if c == 1:  # xor code: a plain 2-D loop vectorises best
+        for t in range(rows.size):
+            r = rows[t]
+            for col in range(w):
+                parity[r, col] ^= delta[t, col]
+        return
+    p = parity.reshape(-1)
+    d = delta.reshape(-1)
     for t in range(rows.size):
-        gf_mac(parity[rows[t]], delta[t], c)
+        mac_at(p, rows[t] * w, d, t * w, w, c)
 
 
 @njit(cache=True)
 def gf_mac_rows2(parity, rows, old, new, c):
     """parity[rows[t]] ^= c * (old[t] ^ new[t]) for every t."""
+    w = parity.shape[1]
+    if c == 1:
+        for t in range(rows.size):
+            r = rows[t]
+            for col in range(w):
+                parity[r, col] ^= old[t, col] ^ new[t, col]
+        return
+    p = parity.reshape(-1)
+    a = old.reshape(-1)
+    b = new.reshape(-1)
     for t in range(rows.size):
-        gf_mac2(parity[rows[t]], old[t], new[t], c)
+        mac2_at(p, rows[t] * w, a, t * w, b, t * w, w, c)
 
 
 _BLOCK = 8192  # bytes per block: m accumulators of this size stay in L1/L2
@@ -395,20 +423,22 @@ def gf_combine(coef, srcs, dsts):
     for a in range(0, n, _BLOCK):
         b = min(n, a + _BLOCK)
         for i in range(m):
-            d = dsts[i][a:b]
-            d[:] = 0
+            d = dsts[i]
+            d[a:b] = 0
             for j in range(k):
-                gf_mac(d, srcs[j][a:b], coef[i, j])
+                mac_at(d, a, srcs[j], a, b - a, coef[i, j])
 
 
 @njit(cache=True)
 def gf_combine_rows(coef, srcs, rows, dsts):
     """dsts[i][t] = sum_j coef[i, j] * srcs[j][rows[t]] (2-D arrays; degraded reads)."""
     m, k = coef.shape
-    for t in range(rows.size):
-        row = rows[t]
-        for i in range(m):
-            d = dsts[i][t]
-            d[:] = 0
-            for j in range(k):
-                gf_mac(d, srcs[j][row], coef[i, j])
+    w = srcs[0].shape[1]
+    for i in range(m):
+        d = dsts[i].reshape(-1)
+        d[:] = 0
+        for j in range(k):
+            s = srcs[j].reshape(-1)
+            c = coef[i, j]
+            for t in range(rows.size):
+                mac_at(d, t * w, s, rows[t] * w, w, c)

@@ -1,0 +1,171 @@
+"""``mpiec kernels``: OSU-style micro-benchmark of the kernels.
+
+Owns: timing of the hot kernels against an ``np.copyto`` reference measured in
+the same run, at cache-resident and DRAM sizes. Every kernel is warmed up
+(numba compilation or cache load) before timing; a figure is the best of
+``--repeat`` runs (the machine is shared and noisy: the best is the least
+disturbed). Columns:
+
+* ``payload GB/s``: the kernel's useful bytes (parity-update: the delta bytes;
+  encode: the data bytes) per second;
+* ``traffic GB/s``: bytes the kernel must read plus write, counted like the
+  copy (read src + write dst = 2x; write-allocate not counted);
+* ``x copy``: traffic GB/s over the copy's traffic GB/s at the same size.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+import time
+from collections.abc import Callable
+
+import numpy as np
+
+_UNITS = {"": 1, "B": 1, "KIB": 2**10, "MIB": 2**20, "GIB": 2**30, "KB": 10**3, "MB": 10**6,
+          "GB": 10**9}
+
+
+def parse_size(text: str) -> int:
+    """'256MiB' -> 268435456."""
+    m = re.fullmatch(r"\s*(\d+)\s*([KMG]i?B|B)?\s*", text, re.IGNORECASE)
+    if not m:
+        raise argparse.ArgumentTypeError(f"bad size {text!r} (e.g. 1MiB, 256MiB)")
+    return int(m.group(1)) * _UNITS[(m.group(2) or "").upper()]
+
+
+def _fmt_size(n: int) -> str:
+    for unit, f in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if n >= f and n % f == 0:
+            return f"{n // f}{unit}"
+    return f"{n}B"
+
+
+def _best(fn: Callable[[], object], repeat: int) -> float:
+    fn()  # warm-up: compilation / cache load, page faults
+    best = float("inf")
+    for _ in range(repeat):
+        t = time.perf_counter()
+        fn()
+        best = min(best, time.perf_counter() - t)
+    return best
+
+
+def _size_cases(size: int, rng: np.random.Generator):
+    from . import gf256
+    from .codes import make_code, sum_update_rows
+
+    row_bytes = 256  # 64 float32
+    n_rows = size // row_bytes
+    size = n_rows * row_bytes
+    rows = np.arange(n_rows, dtype=np.int64)
+    src = rng.integers(0, 256, size, dtype=np.uint8)
+    dst = rng.integers(0, 256, size, dtype=np.uint8)
+    par2 = dst.reshape(n_rows, row_bytes)
+    delta2 = src.reshape(n_rows, row_bytes)
+    pf = np.zeros((n_rows, row_bytes // 4), np.float32)
+    df = rng.normal(0, 1e-3, (n_rows, row_bytes // 4)).astype(np.float32)
+    rs = make_code("rs", 4, 2)
+    quarter = size // 4 // row_bytes
+    data = [src[i * quarter * row_bytes:(i + 1) * quarter * row_bytes].reshape(quarter, row_bytes)
+            for i in range(4)]
+    parity = [np.empty((quarter, row_bytes), np.uint8) for _ in range(2)]
+    rs.encode_into(data, parity)
+    pay4 = 4 * quarter * row_bytes
+    cases = [
+        ("np.copyto", size, 2 * size, lambda: np.copyto(dst, src)),
+        ("xor parity delta", size, 3 * size, lambda: gf256.gf_mac_rows(par2, rows, delta2, 1)),
+        ("sum f32 parity delta", size, 3 * size, lambda: sum_update_rows(pf, rows, df)),
+        ("gf mac dst^=c*src", size, 3 * size, lambda: gf256.gf_mac(dst, src, 0x8E)),
+        ("gf mac portable", size, 3 * size, lambda: gf256.gf_mac_portable(dst, src, 0x8E)),
+        ("rs(4,2) encode", pay4, pay4 * 3 // 2, lambda: rs.encode_into(data, parity)),
+        ("rs(4,2) decode 2 lost", pay4, pay4 * 3 // 2,
+         lambda: rs.decode([None, None, data[2], data[3]], parity, [0, 1])),
+    ]
+    return cases
+
+
+def _adagrad_case(n_table: int, n_rows: int, dim: int, rng: np.random.Generator):
+    from .embedding import adagrad_apply_delta, unique_inverse
+
+    table = rng.normal(0, 0.05, (n_table, dim + 1)).astype(np.float32)
+    table[:, dim] = 0.01
+    # the runtime hands de-duplicated (hence sorted) slots to the optimizer
+    slots, _ = unique_inverse(rng.integers(0, n_table, int(n_rows * 1.2)))
+    slots = np.sort(rng.choice(slots, n_rows, replace=False)) if slots.size > n_rows else slots
+    grads = rng.normal(0, 1, (slots.size, dim)).astype(np.float32)
+    delta = np.empty((slots.size, (dim + 1) * 4), np.uint8)
+    return slots.size, lambda: adagrad_apply_delta(table, slots, grads, 0.01, 1e-8, delta)
+
+
+def run(sizes: list[int], repeat: int, adagrad_table: int) -> list[dict]:
+    """Measure every case; returns one dict per table line."""
+    rng = np.random.default_rng(0)
+    results = []
+    for size in sizes:
+        copy_traffic = None
+        for name, payload, traffic, fn in _size_cases(size, rng):
+            t = _best(fn, repeat)
+            gbs_t = traffic / t / 1e9
+            if copy_traffic is None:
+                copy_traffic = gbs_t
+            results.append({"kernel": name, "size": _fmt_size(size), "bytes": payload,
+                            "seconds": t, "payload_gbs": payload / t / 1e9,
+                            "traffic_gbs": gbs_t, "x_copy": gbs_t / copy_traffic})
+    n, fn = _adagrad_case(adagrad_table, 65536, 64, rng)
+    t = _best(fn, repeat)
+    row_bytes = 65 * 4
+    traffic = n * (2 * row_bytes + 64 * 4 + row_bytes)  # row r/w, grads, delta out
+    results.append({"kernel": "adagrad+delta 64-wide", "size": f"{n} of {adagrad_table} rows",
+                    "bytes": n * row_bytes, "seconds": t, "payload_gbs": n * row_bytes / t / 1e9,
+                    "traffic_gbs": traffic / t / 1e9, "x_copy": None, "mrows_s": n / t / 1e6})
+    return results
+
+
+def format_table(results: list[dict]) -> str:
+    head = f"{'kernel':<24}{'size':>20}{'time ms':>10}{'payload GB/s':>14}" \
+           f"{'traffic GB/s':>14}{'x copy':>8}"
+    lines = [head, "-" * len(head)]
+    for r in results:
+        xc = f"{r['x_copy']:.2f}" if r["x_copy"] is not None else f"{r['mrows_s']:.1f}M/s"
+        lines.append(f"{r['kernel']:<24}{r['size']:>20}{r['seconds'] * 1e3:>10.2f}"
+                     f"{r['payload_gbs']:>14.2f}{r['traffic_gbs']:>14.2f}{xc:>8}")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="mpiec kernels",
+                                description="Micro-benchmark of mpiec's numba kernels.")
+    p.add_argument("--sizes", default="1MiB,256MiB",
+                   help="comma-separated payload sizes (default: 1MiB,256MiB)")
+    p.add_argument("--repeat", type=int, default=5, help="timed runs per kernel (best is kept)")
+    p.add_argument("--json", metavar="FILE", help="also write the results as JSON")
+    p.add_argument("--quick", action="store_true",
+                   help="small sizes and few repeats (smoke test)")
+    args = p.parse_args(argv)
+    try:
+        sizes = [parse_size(s) for s in args.sizes.split(",") if s.strip()]
+    except argparse.ArgumentTypeError as e:
+        p.error(str(e))
+    repeat = max(1, args.repeat)
+    adagrad_table = 1 << 20
+    if args.quick:
+        sizes = [min(s, 4 << 20) for s in sizes]
+        repeat = min(repeat, 2)
+        adagrad_table = 1 << 17
+    from . import gf256
+
+    print(f"# mpiec kernels: best of {repeat}; GF multiply path: "
+          f"{'GFNI' if gf256.HAVE_GFNI else 'portable'}")
+    results = run(sizes, repeat, adagrad_table)
+    print(format_table(results))
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"gfni": gf256.HAVE_GFNI, "repeat": repeat, "results": results}, f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
