@@ -28,6 +28,7 @@ import re
 import signal
 import threading
 from dataclasses import dataclass
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -161,7 +162,8 @@ class KillSwitch:
     at the next step boundary instead.
     """
 
-    def __init__(self, kills: list[Kill], role: str, index: int, real: bool, t0: float) -> None:
+    def __init__(self, kills: list[Kill], role: str, index: int, real: bool, t0: float,
+                 on_fire: Callable[[Kill], None] | None = None) -> None:
         self.real = real
         self.steps = {k.step: k for k in kills if k.role == role and k.index == index
                       and k.step is not None}
@@ -173,7 +175,14 @@ class KillSwitch:
             import time
 
             delay = max(0.0, (self.times[0].time or 0.0) - (time.monotonic() - t0))
-            self._timer = threading.Timer(delay, die_now)
+            first = self.times[0]
+
+            def fire() -> None:
+                if on_fire is not None:
+                    on_fire(first)
+                die_now()
+
+            self._timer = threading.Timer(delay, fire)
             self._timer.daemon = True
             self._timer.start()
 

@@ -14,14 +14,17 @@ Owns the ``mpiexec`` command line and the run's process group. Invariants:
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import IO
 
 from mpiec.config import Config
 from mpiec.errors import MpiecError
@@ -127,8 +130,10 @@ def launch(cfg: Config, out_dir: Path, timeout: float | None = None, quiet: bool
         if not quiet:
             print("[mpiec] launching: " + " ".join(cmd), flush=True)
         t0 = time.monotonic()
-        proc = subprocess.Popen(cmd, env=env, start_new_session=True,
-                                stdout=subprocess.DEVNULL if quiet else None)
+        proc = subprocess.Popen(cmd, env=env, start_new_session=True, stdout=subprocess.PIPE,
+                                stderr=subprocess.STDOUT, text=True, errors="replace", bufsize=1)
+        relay = threading.Thread(target=relay_output, args=(proc.stdout, quiet), daemon=True)
+        relay.start()
         message = ""
         try:
             proc.wait(timeout=limit)
@@ -138,6 +143,7 @@ def launch(cfg: Config, out_dir: Path, timeout: float | None = None, quiet: bool
             message = "interrupted"
         finally:
             kill_group(proc)
+            relay.join(timeout=5)
         seconds = time.monotonic() - t0
     if message:
         return RunOutcome(EXIT_CRASH, path if path.exists() else None, seconds, message)
@@ -150,6 +156,21 @@ def launch(cfg: Config, out_dir: Path, timeout: float | None = None, quiet: bool
     if summary.get("lost"):
         return RunOutcome(EXIT_LOST, path, seconds, "the run was lost (a failure it could not survive)")
     return RunOutcome(EXIT_OK, path, seconds)
+
+
+# Lines Open MPI prints when a nonblocking collective meets a dead peer: expected
+# under ULFM (the runtime handles the error), noise to a user.
+_NOISE = re.compile(r"^(NBC_Progress: an error \d+ was found during schedule .*)?$")
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+
+
+def relay_output(stream: IO[str], quiet: bool) -> None:
+    """Copy the ranks' output to ours, minus Open MPI's expected-failure noise."""
+    for line in stream:
+        line = _ANSI.sub("", line).rstrip("\n")
+        if _NOISE.match(line) or quiet:
+            continue
+        print(line, flush=True)
 
 
 def kill_group(proc: subprocess.Popen) -> None:

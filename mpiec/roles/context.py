@@ -48,6 +48,7 @@ class RankContext:
     dead: bool = False  # emulated mode: this rank is the victim and only plays dead
 
     def __post_init__(self) -> None:
+        self.first_rank = self.comms.world.Get_rank()  # rank in the original world, for reports
         self.strategy = get_strategy_class(self.cfg.strategy.name)(self.cfg)
         k, r = type(self.strategy).stripe_shape(self.cfg)
         self.offsets = table_offsets(self.cfg.data.cardinalities)
@@ -85,23 +86,26 @@ class RankContext:
 
     def event(self, kind: str, step: int, rank: int = -1, slot: Slot | None = None,
               detail: str = "") -> None:
-        s = slot or (self.slots[rank] if 0 <= rank < len(self.slots) else Slot("", -1))
-        self.events.append((step, self.now(), kind, rank, s.role, s.index, detail))
+        """Log an event seen by this rank (``rank`` = the rank concerned; default: slot's own)."""
+        s = slot or self.slot
+        self.events.append((step, self.now(), kind, self.first_rank if rank == self.rank else rank,
+                            s.role, s.index, detail))
 
     def kill_switch(self) -> KillSwitch:
         t0_mono = time.monotonic() - self.now()
-        return KillSwitch(self.kills, self.slot.role, self.slot.index, real=self.ulfm, t0=t0_mono)
+        return KillSwitch(self.kills, self.slot.role, self.slot.index, real=self.ulfm, t0=t0_mono,
+                          on_fire=lambda kill: self.record_own_death(kill, self.current_step))
 
     def record_own_death(self, kill: Kill, step: int) -> None:
         """Leave the kill's timestamp where the monitor finds it (the victim cannot send)."""
         d = self.out_path.parent / f".{self.out_path.stem}.kills"
         d.mkdir(parents=True, exist_ok=True)
-        rec = {"step": step, "time": self.now(), "rank": self.rank, "role": self.slot.role,
+        rec = {"step": step, "time": self.now(), "rank": self.first_rank, "role": self.slot.role,
                "index": self.slot.index, "plan": str(kill)}
         (d / f"{self.rank}.json").write_text(json.dumps(rec))
 
     def rank_info(self) -> dict[str, Any]:
-        return {"rank": self.rank, "role": self.slot.role, "role_index": self.slot.index,
+        return {"rank": self.first_rank, "role": self.slot.role, "role_index": self.slot.index,
                 "host": socket.gethostname(), "pid": os.getpid(), "peak_rss_mb": peak_rss_mb()}
 
 

@@ -111,6 +111,7 @@ class Monitor:
             if tag == TAG_STEPS:
                 self.timeline.append(msg)
                 last = msg[-1]
+                ctx.current_step = int(last["step"]) + 1
                 rate = float(msg["samples"].sum() / max(msg["dt"].sum(), 1e-12))
                 say(f"step {int(last['step']) + 1:>7}/{cfg.training.steps}  {rate:>10,.0f} samples/s  "
                     f"loss {float(msg['loss'].mean()):.4f}  t={float(last['t_end']):.1f}s")

@@ -57,7 +57,9 @@ def ulfm_failure(ctx: RankContext, exc: PeerFailure) -> Failure:
     ctx.slots = [s for r, s in enumerate(old_slots) if r not in dead]
     dead_slots = [old_slots[r] for r in dead]
     ctx.event("shrink", step, ctx.rank, detail=f"dead {[str(s) for s in dead_slots]}")
-    committed = agree_min(new_world, ctx.completed + 1) - 1
+    # Ranks outside the step loop (monitor, spares) vote "no constraint".
+    mine = ctx.completed + 1 if ctx.slot.role in (TRAINER, SERVER, PARITY) else 2**31 - 1
+    committed = agree_min(new_world, mine) - 1
     ctx.event("agree", step, ctx.rank, detail=f"committed step {committed}")
     return Failure(step=step, committed=committed, dead=dead_slots)
 
