@@ -8,16 +8,17 @@ skipped silently (``ResultFileError`` unless ``skip_bad`` is asked for, which
 reports each skipped file on stderr).
 """
 
-from mpiec.analysis.read import load_results
-from mpiec.analysis.tables import (
+from mpiec.results import RunResult, read_result
+
+from .read import load_results
+from .tables import (
     comparison_table,
     format_events,
     format_phase_breakdown,
     phase_breakdown,
+    phase_table,
     summary_rows,
 )
-
-from mpiec.results import RunResult, read_result
 
 __all__ = [
     "RunResult",
@@ -26,6 +27,7 @@ __all__ = [
     "format_phase_breakdown",
     "load_results",
     "phase_breakdown",
+    "phase_table",
     "read_result",
     "summary_rows",
 ]

@@ -4,10 +4,11 @@ Owns the definitions of the derived numbers the suite reports:
 
 * **overhead** of a run = ``100 · (1 − throughput / throughput_baseline)``,
   i.e. the percent of throughput lost against the ``baseline`` strategy run
-  (``none`` by default) of the same list. The baseline run is chosen per run:
-  among runs of the baseline strategy, prefer ones that were not lost and saw
-  no kill, then the same seed, then the first in list order. No baseline run →
-  ``—``.
+  (``none`` by default) of the same list. The baseline run is chosen per run
+  among the runs of the baseline strategy whose config is the same apart from
+  ``strategy``, ``failures``, ``output`` and ``training.seed``: prefer one that
+  was not lost and saw no kill, then the same seed, then the first in list
+  order. No such run → ``—``.
 * **phase share** = ``Σ t_phase / Σ dt`` over the timeline after the warm-up
   steps (a time-weighted mean). ``other`` is ``1 − Σ shares``; it may be
   negative when phases overlap (``t_server`` is measured on the servers, while
@@ -19,6 +20,7 @@ columns and one row per run in the order given, missing values print as ``—``.
 
 from __future__ import annotations
 
+import json
 import math
 from typing import Any
 
@@ -50,7 +52,21 @@ def _had_kill(r: RunResult) -> bool:
     return any(decode(k) in _KILL_KINDS for k in r.events["kind"])
 
 
+_NOT_COMPARED = ("strategy", "failures", "output")
+
+
+def _comparable(r: RunResult) -> str:
+    """The run's config without what may differ from its baseline run."""
+    cfg = {k: v for k, v in r.config.items() if k not in _NOT_COMPARED}
+    training = cfg.get("training")
+    if isinstance(training, dict):
+        cfg["training"] = {k: v for k, v in training.items() if k != "seed"}
+    return json.dumps(cfg, sort_keys=True, default=str)
+
+
 def _pick_baseline(run: RunResult, candidates: list[RunResult]) -> RunResult | None:
+    key = _comparable(run)
+    candidates = [b for b in candidates if _comparable(b) == key]
     if not candidates:
         return None
 

@@ -16,6 +16,8 @@ Invariants:
   ``close()``. Summary values the caller did not supply are derived from the
   buffers or set to a neutral default (nan, 0, ``""``) and their names listed in
   ``summary.defaulted`` — never silently.
+* **Strings are clean.** NUL characters are removed from string attributes
+  (HDF5 variable-length strings cannot hold them; MPI version strings end in one).
 * **Self-describing.** Root attributes that are not scalars (dicts, lists,
   ``None``) are stored as JSON strings and their names listed in the root
   attribute ``json_attrs``; ``config`` is always JSON. ``read_result`` decodes
@@ -205,6 +207,11 @@ def _encode_fixed(value: str | bytes, size: int, what: str, truncate: bool) -> b
     return raw
 
 
+def _clean_str(value: Any) -> Any:
+    """HDF5 variable-length strings cannot hold NUL (MPI version strings end in one)."""
+    return value.replace("\x00", "") if isinstance(value, str) else value
+
+
 def _py(value: Any) -> Any:
     """numpy scalars / h5py strings → plain python values."""
     if isinstance(value, np.generic):
@@ -255,6 +262,8 @@ class ResultWriter:
         self._checkpoints: list[tuple] = []
         self._ranks = np.zeros(0, RANKS_DTYPE)
         self._closed = False
+        self._overwrite = overwrite
+        self._written = False  # the target is ours once we wrote it
         self._autoflush_s = autoflush_s
         self._last_flush = time.monotonic()
 
@@ -288,6 +297,8 @@ class ResultWriter:
                 json_attrs.append(key)
             elif isinstance(value, Path):
                 out[key] = str(value)
+            elif isinstance(value, str):
+                out[key] = _clean_str(value)
             elif not isinstance(value, bool | int | float | str):
                 raise ValueError(f"ResultWriter: root attribute {key!r} has type "
                                  f"{type(value).__name__}, expected a scalar or JSON value")
@@ -416,12 +427,12 @@ class ResultWriter:
                 given.pop(name, None)
                 value = derived[name]
                 defaulted.append(name)
-            out[name] = typ(value)
+            out[name] = _clean_str(typ(value))
         for name, value in given.items():  # extra, caller-defined attributes
             value = _py(value)
             if value is None or isinstance(value, dict | list | tuple):
                 value = json.dumps(value, sort_keys=True, default=str)
-            out[name] = value
+            out[name] = _clean_str(value)
         out["complete"] = complete
         out["defaulted"] = json.dumps(defaulted)
         return out
@@ -443,11 +454,40 @@ class ResultWriter:
                 grp = f.create_group("summary")
                 for key, value in summ.items():
                     grp.attrs[key] = value
-            os.replace(tmp, self.path)
+            self._publish(tmp)
         finally:
             with contextlib.suppress(FileNotFoundError):
                 tmp.unlink()
         self._last_flush = time.monotonic()
+
+    def _publish(self, tmp: Path) -> None:
+        """Move the finished temporary file to the target, atomically.
+
+        The first time, without ``overwrite``, a hard link makes "create only if
+        absent" atomic: a file that appeared at the target since ``__init__`` is
+        kept, our data is saved beside it (``<stem>.<pid>.h5``, which becomes the
+        writer's target from then on) and ``ResultExistsError`` names both.
+        """
+        if self._written or self._overwrite:
+            os.replace(tmp, self.path)
+        else:
+            try:
+                os.link(tmp, self.path)
+            except FileExistsError:
+                keep = self.path.with_name(f"{self.path.stem}.{os.getpid()}{self.path.suffix}")
+                os.replace(tmp, keep)
+                target, self.path, self._written = self.path, keep, True  # later writes go there
+                raise ResultExistsError(
+                    f"result file {target} appeared while the run was going; "
+                    f"this run's results were saved as {keep}"
+                ) from None
+            except OSError:  # no hard links on this file system
+                if self.path.exists():
+                    raise ResultExistsError(f"result file {self.path} already exists") from None
+                os.replace(tmp, self.path)
+            else:
+                tmp.unlink()
+        self._written = True
 
     def flush_partial(self, summary: dict[str, Any] | None = None) -> Path:
         """Write a complete snapshot of what is buffered (``summary.complete =

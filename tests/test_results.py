@@ -32,7 +32,7 @@ ATTRS = {
     "failure_mode": "ulfm",
     "ulfm": True,
     "mpi_library": "Open MPI",
-    "mpi_version": "5.0.8",
+    "mpi_version": "Open MPI v5.0.8, package: Open MPI\x00",  # as MPI returns it
     "hosts": ["n1", "n2"],
     "detector": {"timeout_s": 1.0},
 }
@@ -78,13 +78,14 @@ def test_roundtrip(tmp_path):
     ranks["host"] = b"n1"
     w.set_ranks(ranks)
     assert not path.exists()  # nothing before close / flush
-    w.close({"throughput_sps": 123.5, "param_checksum": "abc", "lost": False,
+    w.close({"throughput_sps": 123.5, "param_checksum": "abc\x00", "lost": False,
              "parity_bytes": 99, "note": "extra"})
 
     r = read_result(path)
     assert r.attrs["config"] == ATTRS["config"]
     assert r.attrs["hosts"] == ["n1", "n2"] and r.attrs["detector"] == {"timeout_s": 1.0}
     assert r.attrs["schema_version"] == 1 and r.attrs["ulfm"] is True
+    assert r.attrs["mpi_version"] == "Open MPI v5.0.8, package: Open MPI"
     assert r.strategy == "ecrm" and r.seed == 7
     assert len(r.timeline) == 11 and r.timeline["step"][-1] == 10
     assert r.timeline.dtype == TIMELINE_DTYPE
@@ -282,3 +283,21 @@ def test_missing_column(tmp_path):
         f["eval"] = np.zeros(2, np.dtype([("step", np.int64), ("auc", np.float64)]))
     with pytest.raises(ResultFileError, match="dataset eval lacks column.* samples_seen"):
         read_result(p)
+
+
+def test_target_appearing_meanwhile_is_not_clobbered(tmp_path):
+    path = tmp_path / "run.h5"
+    w = ResultWriter(path, ATTRS)
+    w.add_steps(steps(0, 3))
+    path.write_bytes(b"someone else's")
+    with pytest.raises(ResultExistsError, match="saved as") as ei:
+        w.close({})
+    assert path.read_bytes() == b"someone else's"
+    kept = tmp_path / f"run.{os.getpid()}.h5"
+    assert str(kept) in str(ei.value)
+    assert len(read_result(kept).timeline) == 3
+    assert not list(tmp_path.glob(".*.tmp"))
+    w.add_steps(steps(3, 1))
+    w.close({})  # a retry (e.g. from a finally) writes to the kept file
+    assert len(read_result(kept).timeline) == 4
+    assert path.read_bytes() == b"someone else's"

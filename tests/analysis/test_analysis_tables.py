@@ -1,0 +1,120 @@
+"""Comparison table, overhead, phase breakdown, events."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from mpiec.analysis import (
+    comparison_table,
+    format_events,
+    format_phase_breakdown,
+    load_results,
+    phase_breakdown,
+    summary_rows,
+)
+from mpiec.analysis.tables import phase_table
+
+
+def by_strategy(rows):
+    return {r["strategy"]: r for r in rows}
+
+
+def test_overhead_vs_none(runs_dir):
+    rows = by_strategy(summary_rows(load_results(runs_dir)))
+    assert rows["none"]["overhead_pct"] == pytest.approx(0.0)
+    assert rows["ecrm"]["overhead_pct"] == pytest.approx(10.0)
+    assert rows["cpr"]["overhead_pct"] == pytest.approx(20.0)
+    assert rows["ecrm"]["baseline_run"] == "none"
+
+
+def test_baseline_prefers_clean_run_with_same_seed(tmp_path, make_run):
+    make_run(tmp_path / "a.h5", "none", seed=1, throughput=10.0, kill_at=5, lost=True)
+    make_run(tmp_path / "b.h5", "none", seed=2, throughput=500.0)
+    make_run(tmp_path / "c.h5", "none", seed=1, throughput=1000.0)
+    make_run(tmp_path / "d.h5", "ecrm", seed=1, throughput=900.0)
+    rows = {r["run"]: r for r in summary_rows(load_results(tmp_path))}
+    assert rows["d"]["baseline_run"] == "c"
+    assert rows["d"]["overhead_pct"] == pytest.approx(10.0)
+
+
+def test_table_layout_and_markers(runs_dir):
+    text = comparison_table(load_results(runs_dir))
+    lines = text.splitlines()
+    header, sep, *body = lines
+    assert "samples/s" in header and "overhead" in header and "parity bytes" in header
+    table = [ln for ln in body if not ln.startswith("overhead:")]
+    assert len(table) == 3
+    # aligned: every row is as wide as the separator (trailing blanks stripped)
+    assert all(len(ln) <= len(sep) for ln in table)
+    cpr = next(ln for ln in table if "cpr" in ln)
+    ecrm = next(ln for ln in table if "ecrm" in ln)
+    assert "(emulated)" in cpr and "(emulated)" not in ecrm
+    assert "+20.0%" in cpr and "+10.0%" in ecrm
+    assert "0.250" in ecrm and "3.0 MiB" in ecrm
+    none = next(ln for ln in table if ln.startswith("none"))
+    assert "—" in none  # no recovery latency
+    # numeric column right-aligned: throughput ends at the same column
+    col_end = header.index("samples/s") + len("samples/s")
+    assert all(ln[col_end - 1].isdigit() for ln in table)
+
+
+def test_baseline_must_have_the_same_config(tmp_path, make_run):
+    from mpiec.results import ResultWriter
+
+    make_run(tmp_path / "a.h5", "ecrm", throughput=900.0)
+    w = ResultWriter(tmp_path / "b.h5", {
+        "config": {"layout": {"servers": 8}}, "strategy": "none", "seed": 1,
+        "failure_mode": "ulfm", "ulfm": True})
+    w.close({"throughput_sps": 1000.0})
+    rows = {r["run"]: r for r in summary_rows(load_results(tmp_path))}
+    assert rows["a"]["overhead_pct"] is None and rows["a"]["baseline_run"] is None
+    assert rows["b"]["overhead_pct"] == pytest.approx(0.0)
+
+
+def test_no_baseline_prints_dash(tmp_path, make_run):
+    make_run(tmp_path / "x.h5", "ecrm")
+    text = comparison_table(load_results(tmp_path))
+    row = text.splitlines()[2]
+    assert "—" in row and "%" not in row
+    assert "no 'none' run" in text
+
+
+def test_partial_marker(tmp_path):
+    from mpiec.results import ResultWriter
+
+    w = ResultWriter(tmp_path / "p.h5", {"config": {}, "strategy": "cnr", "seed": 0,
+                                         "failure_mode": "ulfm", "ulfm": True})
+    w.flush_partial()
+    assert "(partial)" in comparison_table(load_results(tmp_path))
+
+
+def test_phase_breakdown_excludes_warmup(runs_dir):
+    r = load_results(runs_dir / "none.h5")[0]
+    shares = phase_breakdown(r)  # default warm-up: 10 steps of 50
+    assert shares["compute"] == pytest.approx(0.6)
+    assert shares["data"] == pytest.approx(0.1)
+    assert shares["comm"] == pytest.approx(0.2)
+    assert shares["other"] == pytest.approx(0.0, abs=1e-9)
+    with_warmup = phase_breakdown(r, warmup=0)  # includes the 1 s warm-up steps
+    assert with_warmup["compute"] < 0.5
+    assert set(shares) == {"data", "compute", "comm", "wait", "server", "strategy", "other"}
+
+
+def test_phase_breakdown_empty(tmp_path, make_run):
+    make_run(tmp_path / "e.h5", "none", steps=2)
+    r = load_results(tmp_path)[0]
+    assert all(math.isnan(v) for v in phase_breakdown(r, warmup=2).values())
+    assert "—" in format_phase_breakdown(r, warmup=2)
+
+
+def test_printable_breakdowns_and_events(runs_dir):
+    rs = load_results(runs_dir)
+    line = format_phase_breakdown(rs[0])
+    assert "compute 60.0%" in line
+    assert len(phase_table(rs).splitlines()) == 2 + 3
+    ecrm = next(r for r in rs if r.strategy == "ecrm")
+    ev = format_events(ecrm)
+    assert "kill" in ev and "server[1]" in ev and "server:1@step=20" in ev
+    none = next(r for r in rs if r.strategy == "none")
+    assert format_events(none).endswith("no events")
