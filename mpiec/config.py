@@ -55,6 +55,7 @@ class LayoutConfig:
     spares: int = 0
     parity_ranks: int = 0  # dedicated parity holders (ecrm); 0 = rotated parity on servers
     replacement: str = "spare"  # spare | spawn
+    wait: str = "auto"  # spin | sleep | auto (sleep-poll when ranks outnumber cores)
 
 
 @dataclass
@@ -230,9 +231,18 @@ def set_to_dict(assignment: str) -> dict[str, Any]:
 
 
 def read_toml(path: str | Path) -> dict[str, Any]:
+    """A config file: TOML, or the JSON that ``mpiec config --write`` produces."""
     p = Path(path)
     if not p.is_file():
         raise ConfigError(f"config file '{p}' does not exist")
+    if p.suffix == ".json":
+        try:
+            raw = json.loads(p.read_text())
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            raise ConfigError(f"config file '{p}' is not valid JSON: {exc}") from None
+        if not isinstance(raw, dict):
+            raise ConfigError(f"config file '{p}' must hold a JSON object")
+        return raw
     try:
         return tomllib.loads(p.read_text())
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
@@ -268,11 +278,14 @@ def load_config(
 ) -> Config:
     """Resolve a config from its layers and validate it (raises ``ConfigError``)."""
     cfg = Config()
-    name = preset or DEFAULT_PRESET
+    from_file = _normalise_strategy(read_toml(config_file)) if config_file else {}
+    # A resolved config (JSON from --write) names its preset; an explicit --preset wins.
+    name = preset or from_file.get("preset") or DEFAULT_PRESET
     _merge(cfg, _normalise_strategy(preset_dict(name)), "")
     cfg.preset = name
-    if config_file:
-        _merge(cfg, _normalise_strategy(read_toml(config_file)), "")
+    if from_file:
+        _merge(cfg, from_file, "")
+        cfg.preset = name
     if strategy is not None:
         cfg.strategy.name = strategy
     if kill:
@@ -316,6 +329,7 @@ def validate(cfg: Config) -> None:
     _need(lay.parity_ranks >= 0, f"layout.parity_ranks must be >= 0, got {lay.parity_ranks}")
     _need(lay.replacement in ("spare", "spawn"),
           f"layout.replacement must be spare or spawn, got '{lay.replacement}'")
+    _need(lay.wait in ("auto", "spin", "sleep"), f"layout.wait must be auto, spin or sleep, got '{lay.wait}'")
     _need(t.steps >= 1, f"training.steps must be >= 1, got {t.steps}")
     _need(t.batch_size >= 1, f"training.batch_size must be >= 1, got {t.batch_size}")
     _need(t.optimizer in ("sgd", "adagrad"), f"training.optimizer must be sgd or adagrad, got '{t.optimizer}'")

@@ -75,3 +75,10 @@ def test_set_values_are_toml_literals():
 def test_kill_plan_checked_at_load():
     with pytest.raises(KillPlanError, match="server:9 does not exist"):
         load_config("tiny", kill=["server:9@step=3"])
+
+
+def test_written_json_is_accepted_as_config_file(tmp_path):
+    cfg = load_config("tiny", sets=["training.seed=9", "layout.servers=3"])
+    f = tmp_path / "run.json"
+    f.write_text(cfg.to_json())
+    assert load_config(config_file=f) == cfg

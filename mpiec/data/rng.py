@@ -137,3 +137,12 @@ def hash_nb(base: np.uint64, key: np.uint64) -> np.uint64:  # pragma: no cover -
 @nb.njit(inline="always", cache=True)
 def uniform_nb(h: np.uint64) -> float:  # pragma: no cover - jitted
     return float(h >> np.uint64(11)) * (1.0 / 9007199254740992.0)
+
+
+@nb.njit(cache=True)
+def hash_u64_nb(base: np.uint64, keys: np.ndarray) -> np.ndarray:  # pragma: no cover - jitted
+    """``hash_u64`` inside jitted code, given ``base = stream_base(seed, stream)``."""
+    out = np.empty(keys.size, dtype=np.uint64)
+    for i in range(keys.size):
+        out[i] = hash_nb(base, np.uint64(keys[i]))
+    return out

@@ -56,6 +56,7 @@ __all__ = ["TeacherParams", "SyntheticCriteo", "EVAL_START", "PRESET_DATA", "pre
 
 EVAL_START = 1 << 40
 ZIPF_GRID = 512  # cells of the per-table quantile table of the power law
+CALIB_START, CALIB_COUNT = 1 << 42, 1 << 14  # samples that calibrate the teacher logit
 
 # stream numbers (see rng.py)
 _S_IDS, _S_DENSE, _S_LABEL, _S_EFFECT, _S_VEC, _S_SETUP = 1, 2, 3, 4, 5, 6
@@ -65,8 +66,8 @@ _S_IDS, _S_DENSE, _S_LABEL, _S_EFFECT, _S_VEC, _S_SETUP = 1, 2, 3, 4, 5, 6
 class TeacherParams:
     """The hidden teacher that draws the labels (see the module docstring)."""
 
-    bias: float = -1.6  # CTR about 0.25 at the default scale
-    scale: float = 2.3  # std of the logit before the bias (approximately)
+    bias: float = -1.5  # mean of the logit (calibrated): CTR about 0.25
+    scale: float = 1.35  # std of the logit (calibrated): teacher AUC about 0.80
     dense_share: float = 0.25  # variance shares of the three parts (normalized)
     id_share: float = 0.5
     pair_share: float = 0.25
@@ -87,90 +88,136 @@ class TeacherParams:
 def _irwin_hall(h: np.uint64) -> float:  # pragma: no cover - jitted
     """Approximately N(0, 1) from one hash: sum of four 16-bit uniforms, standardized."""
     m = np.uint64(0xFFFF)
-    s = (
-        float(h & m)
-        + float((h >> np.uint64(16)) & m)
-        + float((h >> np.uint64(32)) & m)
-        + float(h >> np.uint64(48))
-    )
+    s = (h & m) + ((h >> np.uint64(16)) & m) + ((h >> np.uint64(32)) & m) + (h >> np.uint64(48))
     # mean 4 * 32767.5, variance 4 * (65536^2 - 1) / 12
-    return (s - 131070.0) * (1.7320508075688772 / 65536.0)
+    return (float(np.int64(s)) - 131070.0) * (1.7320508075688772 / 65536.0)
+
+
+_BLOCK = 256  # samples per block of the kernel (its buffers stay in L1/L2)
 
 
 @nb.njit(cache=True)
 def _generate(
-    start, count, bases, card, mult, addc, quant,
-    dmu, dsig, dw, pairs, tconst, dense, ids, labels, probs, want_prob,
+    start, count, bases, card, mult, addc, quant, pair_slot,
+    dmu, dsig, dw, pairs, tconst, dense, ids, labels, logits, want_logit,
 ):  # pragma: no cover - jitted
+    """Fill ``dense``, ``ids``, ``labels`` (and ``logits``) for samples ``start ..``.
+
+    Blocked and column-wise: every inner loop runs over the samples of a block with
+    independent iterations (LLVM vectorizes the hashing with AVX-512). Only
+    correctly-rounded IEEE operations are used there, so the vector body and the
+    scalar remainder give the same bits, and each sample's sums are in a fixed
+    order: a sample never depends on its batch.
+    """
     n_tables = card.shape[0]
     n_dense = dmu.shape[0]
     n_pairs = pairs.shape[0]
+    n_slots = 0
+    for t in range(n_tables):
+        if pair_slot[t] >= 0:
+            n_slots += 1
     b_ids, b_dense, b_label, b_eff, b_vec = bases[0], bases[1], bases[2], bases[3], bases[4]
-    bias, c_d, c_e, c_p, head, decay = tconst[0], tconst[1], tconst[2], tconst[3], tconst[4], tconst[5]
+    bias, c_d, c_e, c_p = tconst[0], tconst[1], tconst[2], tconst[3]
+    inv_head, decay = 1.0 / tconst[4], tconst[5]
     T = np.uint64(n_tables)
     D = np.uint64(n_dense)
     n_grid = float(quant.shape[1] - 1)
-    amp = np.empty(n_tables)
-    vech = np.empty(n_tables, dtype=np.uint64)
     m16 = np.uint64(0xFFFF)
-    for i in range(count):
-        g = np.uint64(start + i)
+    B = _BLOCK
+    lin = np.empty(B)
+    eff = np.empty(B)
+    rk = np.empty(B, dtype=np.int64)
+    ubuf = np.empty(B)
+    col = np.empty(B, dtype=np.int64)
+    colf = np.empty(B, dtype=np.float32)
+    amp = np.empty(B)
+    vech = np.empty((max(n_slots, 1), B), dtype=np.uint64)
+    vamp = np.empty((max(n_slots, 1), B))
+    for i0 in range(0, count, B):
+        nb_ = min(B, count - i0)
+        g0 = start + i0
         # dense features and the linear teacher part
-        lin = 0.0
+        lin[:nb_] = 0.0
         for j in range(n_dense):
-            nrm = _irwin_hall(hash_nb(b_dense, g * D + np.uint64(j)))
-            x = dmu[j] + dsig[j] * nrm
-            if x < 0.0:
-                x = 0.0
-            dense[i, j] = x
-            lin += dw[j] * x
+            mu = dmu[j]
+            sg = dsig[j]
+            w = dw[j]
+            for i in range(nb_):
+                h = hash_nb(b_dense, np.uint64(g0 + i) * D + np.uint64(j))
+                x = mu + sg * _irwin_hall(h)
+                x = x if x > 0.0 else 0.0
+                colf[i] = x
+                lin[i] += w * x
+            for i in range(nb_):
+                dense[i0 + i, j] = colf[i]
         # ids and per-id effects
-        eff = 0.0
+        eff[:nb_] = 0.0
         for t in range(n_tables):
-            # inverse CDF by linear interpolation in the quantile table
-            v = uniform_nb(hash_nb(b_ids, g * T + np.uint64(t))) * n_grid
-            k = np.int64(v)
-            q0 = quant[t, k]
-            r = np.int64(q0 + (v - k) * (quant[t, k + 1] - q0)) - 1
-            if r < 0:
-                r = 0
-            if r >= card[t]:
-                r = card[t] - 1
-            # scatter: the affine bijection rank -> (a_t * rank + c_t) mod card_t
-            y = (np.uint64(r) * mult[t] + addc[t]) % np.uint64(card[t])
-            ids[i, t] = np.int64(y)
+            ct = card[t]
+            inv_ct = 1.0 / float(ct)
+            at = np.int64(mult[t])
+            cct = np.int64(addc[t])
+            tq = quant[t]
+            for i in range(nb_):
+                ubuf[i] = uniform_nb(hash_nb(b_ids, np.uint64(g0 + i) * T + np.uint64(t))) * n_grid
+            for i in range(nb_):
+                # inverse CDF, linearly interpolated in the quantile table
+                v = ubuf[i]
+                k = np.uint64(v)
+                q0 = tq[k]
+                r = np.int64(q0 + (v - float(k)) * (tq[k + np.uint64(1)] - q0)) - 1
+                r = r if r > 0 else 0
+                r = r if r < ct else ct - 1
+                rk[i] = r
+                # scatter: rank -> (a_t rank + c_t) mod card_t (exact: a_t rank < 2^53)
+                x = r * at + cct
+                y = x - np.int64(float(x) * inv_ct) * ct  # quotient off by <= 1: fixed below
+                y = y + ct if y < 0 else y
+                y = y - ct if y >= ct else y
+                col[i] = y
+            for i in range(nb_):
+                ids[i0 + i, t] = col[i]
             if decay == 0.0:
-                a = 1.0
+                amp[:nb_] = 1.0
             elif decay == 0.5:
-                a = 1.0 / math.sqrt(1.0 + r / head)
+                for i in range(nb_):
+                    amp[i] = 1.0 / math.sqrt(1.0 + rk[i] * inv_head)
             elif decay == 1.0:
-                a = 1.0 / (1.0 + r / head)
+                for i in range(nb_):
+                    amp[i] = 1.0 / (1.0 + rk[i] * inv_head)
             else:
-                a = math.pow(1.0 + r / head, -decay)
-            amp[t] = a
-            key = y * T + np.uint64(t)
-            eff += a * _irwin_hall(hash_nb(b_eff, key))
-            vech[t] = hash_nb(b_vec, key)
-        # pairwise interactions of 4-dim vectors (16 bits per coordinate)
-        pr = 0.0
-        for p in range(n_pairs):
-            ta = pairs[p, 0]
-            tb = pairs[p, 1]
-            ha = vech[ta]
-            hb = vech[tb]
-            dot = 0.0
-            for c in range(4):
-                s = np.uint64(16 * c)
-                va = float((ha >> s) & m16) * (1.0 / 32768.0) - 1.0
-                vb = float((hb >> s) & m16) * (1.0 / 32768.0) - 1.0
-                dot += va * vb
-            pr += amp[ta] * amp[tb] * dot
-        z = bias + c_d * lin + c_e * eff + c_p * pr
-        pz = 1.0 / (1.0 + math.exp(-z))
-        if want_prob:
-            probs[i] = pz
-        lu = uniform_nb(hash_nb(b_label, g))
-        labels[i] = 1.0 if lu < pz else 0.0
+                for i in range(nb_):
+                    amp[i] = math.pow(1.0 + rk[i] * inv_head, -decay)
+            for i in range(nb_):
+                key = np.uint64(col[i]) * T + np.uint64(t)
+                eff[i] += amp[i] * _irwin_hall(hash_nb(b_eff, key))
+            sl = pair_slot[t]
+            if sl >= 0:
+                for i in range(nb_):
+                    vech[sl, i] = hash_nb(b_vec, np.uint64(col[i]) * T + np.uint64(t))
+                    vamp[sl, i] = amp[i]
+        # pairwise interactions of 4-dim vectors (16 bits per coordinate), then labels
+        for i in range(nb_):
+            pr = 0.0
+            for p in range(n_pairs):
+                sa = pair_slot[pairs[p, 0]]
+                sb = pair_slot[pairs[p, 1]]
+                ha = vech[sa, i]
+                hb = vech[sb, i]
+                # coordinates (c - 32768) / 32768 in [-1, 1): exact integer dot product
+                idot = np.int64(0)
+                for c in range(4):
+                    s = np.uint64(16 * c)
+                    va = np.int64((ha >> s) & m16) - 32768
+                    vb = np.int64((hb >> s) & m16) - 32768
+                    idot += va * vb
+                pr += vamp[sa, i] * vamp[sb, i] * (float(idot) * (1.0 / 1073741824.0))
+            z = bias + c_d * lin[i] + c_e * eff[i] + c_p * pr
+            pz = 1.0 / (1.0 + math.exp(-z))
+            if want_logit:
+                logits[i0 + i] = z
+            lu = uniform_nb(hash_nb(b_label, np.uint64(g0 + i)))
+            labels[i0 + i] = 1.0 if lu < pz else 0.0
 
 
 class SyntheticCriteo:
@@ -222,20 +269,29 @@ class SyntheticCriteo:
         lin_offset = float(np.sum(self._dw * mean))
         # pairs of distinct tables
         self._pairs = _choose_pairs(setup[o + 3 * max(n_dense, 1) :], T, tp.n_pairs)
+        self._pair_slot = np.full(T, -1, dtype=np.int64)
+        for n, t in enumerate(np.unique(self._pairs)):
+            self._pair_slot[t] = n
         tot = tp.dense_share + tp.id_share + tp.pair_share
         c_d = tp.scale * math.sqrt(tp.dense_share / tot) if n_dense else 0.0
         c_e = tp.scale * math.sqrt(tp.id_share / tot) / math.sqrt(T)
         npairs = self._pairs.shape[0]
         c_p = tp.scale * math.sqrt(tp.pair_share / tot) / math.sqrt(npairs * 4.0 / 9.0) if npairs else 0.0
-        self._tconst = np.array(
-            [tp.bias - c_d * lin_offset, c_d, c_e, c_p, float(tp.head), float(tp.decay)]
-        )
         self._bases = np.array(
             [stream_base(seed, s) for s in (_S_IDS, _S_DENSE, _S_LABEL, _S_EFFECT, _S_VEC)],
             dtype=np.uint64,
         )
+        # calibrate: the realized logit (hot ids of small tables make its moments
+        # seed-dependent) gets mean ``bias`` and std ``scale`` on CALIB_COUNT samples
+        self._tconst = np.array([-c_d * lin_offset, c_d, c_e, c_p, float(tp.head), float(tp.decay)])
+        z = self._run(CALIB_START, CALIB_COUNT, True)[1]
+        k = tp.scale / max(float(z.std()), 1e-12)
+        b = tp.bias - k * float(z.mean())
+        self._tconst = np.array(
+            [k * self._tconst[0] + b, k * c_d, k * c_e, k * c_p, float(tp.head), float(tp.decay)]
+        )
 
-    def _run(self, start: int, count: int, want_prob: bool) -> tuple[Batch, np.ndarray]:
+    def _run(self, start: int, count: int, want_logit: bool) -> tuple[Batch, np.ndarray]:
         if start < 0 or count < 0:
             raise ValueError("start and count must be non-negative")
         if start + count > (1 << 58) // max(self.n_tables, self.n_dense, 1):
@@ -243,13 +299,13 @@ class SyntheticCriteo:
         dense = np.empty((count, self.n_dense), dtype=np.float32)
         ids = np.empty((count, self.n_tables), dtype=np.int64)
         labels = np.empty(count, dtype=np.float32)
-        probs = np.empty(count if want_prob else 0, dtype=np.float64)
+        logits = np.empty(count if want_logit else 0, dtype=np.float64)
         _generate(
             start, count, self._bases, self._card, self._mult,
-            self._addc, self._quant, self._dmu, self._dsig, self._dw,
-            self._pairs, self._tconst, dense, ids, labels, probs, want_prob,
+            self._addc, self._quant, self._pair_slot, self._dmu, self._dsig, self._dw,
+            self._pairs, self._tconst, dense, ids, labels, logits, want_logit,
         )  # fmt: skip
-        return Batch(dense, ids, labels), probs
+        return Batch(dense, ids, labels), logits
 
     def batch(self, start: int, count: int) -> Batch:
         """Training samples ``start .. start + count - 1`` (a pure function of the indices)."""
@@ -261,14 +317,15 @@ class SyntheticCriteo:
 
     def teacher_probs(self, start: int, count: int) -> tuple[Batch, np.ndarray]:
         """Samples and the teacher's probabilities ``sigmoid(z)`` (float64) for them."""
-        return self._run(int(start), int(count), True)
+        b, z = self._run(int(start), int(count), True)
+        return b, 1.0 / (1.0 + np.exp(-z))
 
     def teacher_auc(self, count: int) -> float:
         """The teacher's own AUC on ``eval_batch(count)`` (the best any model can expect)."""
         from mpiec.model.metrics import auc
 
-        b, p = self._run(EVAL_START, int(count), True)
-        return auc(b.labels, p)
+        b, z = self._run(EVAL_START, int(count), True)
+        return auc(b.labels, z)
 
 
 def _scatter_params(card: np.ndarray, h: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

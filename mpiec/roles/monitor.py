@@ -24,7 +24,7 @@ import numpy as np
 from mpi4py import MPI
 
 from mpiec import __version__
-from mpiec.comm import PeerFailure, failure_class, mpi_library
+from mpiec.comm import guard, mpi_library, recv
 from mpiec.results import RANKS_DTYPE, TIMELINE_DTYPE, ResultWriter
 from mpiec.roles.context import (
     TAG_CONTROL,
@@ -100,13 +100,7 @@ class Monitor:
         src = ctx.trainer0_rank
         status = MPI.Status()
         while True:
-            try:
-                msg = ctx.comms.world.recv(source=src, tag=MPI.ANY_TAG, status=status)
-            except MPI.Exception as exc:
-                cls = failure_class(exc)
-                if cls is None:
-                    raise
-                raise PeerFailure(cls, "monitor receive") from None
+            msg = recv(ctx.comms.world, src, MPI.ANY_TAG, "monitor receive", status=status)
             tag = status.Get_tag()
             if tag == TAG_STEPS:
                 self.timeline.append(msg)
@@ -129,7 +123,8 @@ class Monitor:
     def notify_spares(self, msg: Any) -> None:
         for r, slot in enumerate(self.ctx.slots):
             if slot.role == "spare":
-                self.ctx.comms.world.send(msg, dest=r, tag=TAG_CONTROL)
+                with guard("spare notice"):
+                    self.ctx.comms.world.send(msg, dest=r, tag=TAG_CONTROL)
 
     def final_report(self) -> dict[str, Any]:
         return {}

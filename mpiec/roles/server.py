@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from mpiec.comm import wait, waitall
 from mpiec.data.rng import init_embedding_rows
 from mpiec.faults import die_now
 from mpiec.kernels.embedding import (
@@ -93,7 +94,6 @@ class Server:
         counts = headers[:, 0].copy()
         zeros = np.zeros_like(counts)
         slots = np.empty(int(counts.sum()), dtype=np.int64)
-        from mpiec.comm import wait, waitall
 
         wait(ialltoallv(data, _EMPTY_I64, zeros, slots, counts), where)
         rows = np.empty((slots.size, self.dim), dtype=np.float32)

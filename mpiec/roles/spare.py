@@ -11,9 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from mpi4py import MPI
-
-from mpiec.comm import PeerFailure, failure_class
+from mpiec.comm import recv
 from mpiec.roles.context import TAG_CONTROL, RankContext
 from mpiec.roles.exchange import EmulatedFailure
 
@@ -23,13 +21,8 @@ class Spare:
         self.ctx = ctx
 
     def run(self) -> None:
-        try:
-            kind, payload = self.ctx.comms.world.recv(source=self.ctx.monitor_rank, tag=TAG_CONTROL)
-        except MPI.Exception as exc:
-            cls = failure_class(exc)
-            if cls is None:
-                raise
-            raise PeerFailure(cls, "spare wait") from None
+        kind, payload = recv(self.ctx.comms.world, self.ctx.monitor_rank, TAG_CONTROL, "spare wait",
+                             max_pause=0.05)
         if kind == "failure":
             raise EmulatedFailure(payload)
 

@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 from mpi4py import MPI
 
-from mpiec.comm import wait, waitall
+from mpiec.comm import guard, waitall
 from mpiec.faults import die_now
 from mpiec.kernels.embedding import scatter_add_rows, unique_inverse
 from mpiec.model.dlrm import DLRMShape, forward_backward, init_params, predict
@@ -194,13 +194,15 @@ class Trainer:
             if ids.shape[0]:
                 probs.append(predict(self.shape, self.params, self.eval_dense[r * eb:(r + 1) * eb], emb))
         mine = np.concatenate(probs) if probs else np.empty(0, dtype=np.float32)
-        parts = self.ctx.comms.trainers.gather(mine, root=0)
+        with guard(f"eval gather after step {step}"):
+            parts = self.ctx.comms.trainers.gather(mine, root=0)
         if self.index == 0:
             p = np.concatenate(parts)
             y = self.eval_labels_all
             rec = (step, (step + 1) * cfg.global_batch, auc(y, p), logloss(y, p), accuracy(y, p))
             self.evals.append(rec)
-            self.ctx.comms.world.send(rec, dest=self.ctx.monitor_rank, tag=TAG_EVAL)
+            with guard("eval report"):
+                self.ctx.comms.world.send(rec, dest=self.ctx.monitor_rank, tag=TAG_EVAL)
 
     def flush_progress(self, force: bool = False) -> None:
         if self.index != 0:
@@ -209,7 +211,8 @@ class Trainer:
         if force or len(self.timeline) - self.sent_upto >= every:
             chunk = np.concatenate(self.timeline[self.sent_upto:]) if len(self.timeline) > self.sent_upto else None
             if chunk is not None:
-                self.ctx.comms.world.send(chunk, dest=self.ctx.monitor_rank, tag=TAG_STEPS)
+                with guard("progress report"):
+                    self.ctx.comms.world.send(chunk, dest=self.ctx.monitor_rank, tag=TAG_STEPS)
             self.sent_upto = len(self.timeline)
 
     # -- role interface ---------------------------------------------------------
@@ -224,11 +227,13 @@ class Trainer:
                 self.flush_progress()
         except EmulatedFailure as exc:
             if self.index == 0:
-                self.ctx.comms.world.send(exc.data_ranks, dest=self.ctx.monitor_rank, tag=TAG_FAILURE)
+                with guard("failure report"):
+                    self.ctx.comms.world.send(exc.data_ranks, dest=self.ctx.monitor_rank, tag=TAG_FAILURE)
             raise
         self.flush_progress(force=True)
         if self.index == 0:
-            self.ctx.comms.world.send(cfg.training.steps, dest=self.ctx.monitor_rank, tag=TAG_DONE)
+            with guard("done report"):
+                self.ctx.comms.world.send(cfg.training.steps, dest=self.ctx.monitor_rank, tag=TAG_DONE)
         self.switch.cancel()
 
     def final_report(self) -> dict[str, Any]:
@@ -242,4 +247,4 @@ class Trainer:
         return rep
 
 
-__all__ = ["Trainer", "model_shape", "eval_due", "eval_rounds", "wait"]
+__all__ = ["Trainer", "model_shape", "eval_due", "eval_rounds"]

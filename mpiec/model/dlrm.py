@@ -1,0 +1,319 @@
+"""DLRM (as facebookresearch/dlrm) in numpy: dense-parameter layout, forward and backward.
+
+Owns the model math the trainers run every step, MPI-free: the bottom MLP on the
+dense features, the dot interaction with the embedding vectors (looked up by the
+runtime), the top MLP, and binary cross-entropy.
+
+Invariants:
+
+* All dense parameters live in ONE flat ``float32`` vector (the buffer the runtime
+  all-reduces). Layout: bottom layers then top layers, each layer as its weight
+  ``W[out, in]`` (row-major) followed by its bias ``b[out]``; ``layer_views`` gives
+  the ``(W, b)`` views into any such vector.
+* Layers: bottom ``n_dense -> bottom... -> dim`` with ReLU after every layer
+  (including the last, as dlrm); top ``dim + (T+1)T/2 -> top... -> 1``, ReLU after
+  the hidden layers, sigmoid at the end.
+* Interaction: ``Z = [x, e_1 .. e_T]`` (``T+1`` vectors), the pairwise dots
+  ``Z Z^T`` strictly below the diagonal in row-major order (``(1,0), (2,0), (2,1),
+  ...``), concatenated after ``x``.
+* ``forward_backward`` returns gradients of ``loss_sum / scale``; the runtime passes
+  the global batch size as ``scale`` so that the sum of the trainers' gradients is
+  the exact global-mean gradient. The loss is computed from the logit with the
+  stable log-sigmoid form. Everything is ``float32`` (BLAS ``sgemm``) except the
+  returned ``loss_sum`` (a float64 sum). Same inputs, same BLAS threads → same bits.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+
+import numba as nb
+import numpy as np
+
+from mpiec.data.rng import hash_normal
+
+__all__ = [
+    "DLRMShape",
+    "n_params",
+    "layer_dims",
+    "layer_views",
+    "init_params",
+    "forward_backward",
+    "predict",
+]
+
+
+@dataclass(frozen=True)
+class DLRMShape:
+    """Sizes of a DLRM: features, tables, embedding dim, hidden widths of both MLPs."""
+
+    n_dense: int
+    n_tables: int
+    dim: int
+    bottom: tuple[int, ...]
+    top: tuple[int, ...]
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "bottom", tuple(int(w) for w in self.bottom))
+        object.__setattr__(self, "top", tuple(int(w) for w in self.top))
+        if self.n_dense < 1 or self.n_tables < 1 or self.dim < 1:
+            raise ValueError("DLRMShape: n_dense, n_tables and dim must be >= 1")
+        if any(w < 1 for w in self.bottom + self.top):
+            raise ValueError("DLRMShape: layer widths must be >= 1")
+
+    @property
+    def n_interactions(self) -> int:
+        return (self.n_tables + 1) * self.n_tables // 2
+
+    @property
+    def top_in(self) -> int:
+        return self.dim + self.n_interactions
+
+
+def layer_dims(shape: DLRMShape) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
+    """``(fan_in, fan_out)`` of the bottom and of the top layers."""
+    b = [shape.n_dense, *shape.bottom, shape.dim]
+    t = [shape.top_in, *shape.top, 1]
+    return list(zip(b[:-1], b[1:], strict=True)), list(zip(t[:-1], t[1:], strict=True))
+
+
+@lru_cache(maxsize=64)
+def _offsets(shape: DLRMShape) -> tuple[tuple[int, int, int, int], ...]:
+    """``(w_offset, b_offset, fan_in, fan_out)`` per layer, bottom then top."""
+    bot, top = layer_dims(shape)
+    out = []
+    o = 0
+    for fi, fo in bot + top:
+        out.append((o, o + fi * fo, fi, fo))
+        o += fi * fo + fo
+    return tuple(out)
+
+
+def n_params(shape: DLRMShape) -> int:
+    """Length of the flat dense-parameter vector."""
+    w, b, fi, fo = _offsets(shape)[-1]
+    return b + fo
+
+
+def layer_views(shape: DLRMShape, flat: np.ndarray) -> list[tuple[np.ndarray, np.ndarray]]:
+    """``(W[out, in], b[out])`` views into ``flat`` for every layer, bottom then top."""
+    if flat.shape != (n_params(shape),):
+        raise ValueError(f"parameter vector has shape {flat.shape}, expected ({n_params(shape)},)")
+    return [
+        (flat[w : w + fi * fo].reshape(fo, fi), flat[b : b + fo])
+        for w, b, fi, fo in _offsets(shape)
+    ]
+
+
+def init_params(shape: DLRMShape, seed: int) -> np.ndarray:
+    """Deterministic dlrm-style initialization of the flat vector.
+
+    ``W ~ N(0, sqrt(2 / (fan_in + fan_out)))``, ``b ~ N(0, sqrt(1 / fan_out))``, drawn
+    from ``rng.hash_normal`` (stream ``0x20000 + layer``), so every rank gets the same.
+    """
+    flat = np.empty(n_params(shape), dtype=np.float32)
+    for layer, (w, b, fi, fo) in enumerate(_offsets(shape)):
+        z = hash_normal(seed, 0x20000 + layer, np.arange(fi * fo + fo, dtype=np.uint64))
+        flat[w:b] = z[: fi * fo] * np.sqrt(2.0 / (fi + fo))
+        flat[b : b + fo] = z[fi * fo :] * np.sqrt(1.0 / fo)
+    return flat
+
+
+@lru_cache(maxsize=64)
+def _tril(n_tables: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Row/column indices of the strictly-lower triangle of a (T+1)x(T+1) matrix, and
+    their flat positions."""
+    n = n_tables + 1
+    li, lj = np.tril_indices(n, k=-1)  # row-major: (1,0), (2,0), (2,1), ...
+    return li, lj, li * n + lj
+
+
+@nb.njit(cache=True)
+def _interact_fwd(x, emb, out):  # pragma: no cover - jitted
+    """``out[b, p]`` = dot of the p-th strictly-lower pair ``(i, j)`` of ``Z = [x, emb]``.
+
+    Inner loops run over independent outputs (vectorizable without reassociation);
+    each dot sums over the ``d`` coordinates in order: deterministic.
+    """
+    bsz, T, d = emb.shape
+    n = T + 1
+    zt = np.empty((d, n), dtype=emb.dtype)
+    acc = np.empty(n, dtype=emb.dtype)
+    for b in range(bsz):
+        for k in range(d):
+            zt[k, 0] = x[b, k]
+        for i in range(T):
+            for k in range(d):
+                zt[k, i + 1] = emb[b, i, k]
+        p = 0
+        for i in range(1, n):
+            for j in range(i):
+                acc[j] = 0
+            for k in range(d):
+                zik = zt[k, i]
+                for j in range(i):
+                    acc[j] += zik * zt[k, j]
+            for j in range(i):
+                out[b, p + j] = acc[j]
+            p += i
+
+
+@nb.njit(cache=True)
+def _interact_bwd(x, emb, gdot, gx, gemb):  # pragma: no cover - jitted
+    """Backward of ``_interact_fwd``: ``gZ = (G + G^T) Z`` per sample; adds ``gZ[0]`` into
+    ``gx`` [B, d] and writes ``gZ[1:]`` to ``gemb`` [B, T, d]."""
+    bsz, T, d = emb.shape
+    n = T + 1
+    z = np.empty((n, d), dtype=emb.dtype)
+    g = np.zeros((n, n), dtype=emb.dtype)
+    acc = np.empty(d, dtype=emb.dtype)
+    for b in range(bsz):
+        for k in range(d):
+            z[0, k] = x[b, k]
+        for i in range(T):
+            for k in range(d):
+                z[i + 1, k] = emb[b, i, k]
+        p = 0
+        for i in range(1, n):
+            for j in range(i):
+                v = gdot[b, p]
+                g[i, j] = v
+                g[j, i] = v
+                p += 1
+        for i in range(n):
+            for k in range(d):
+                acc[k] = 0
+            for j in range(n):
+                v = g[i, j]
+                for k in range(d):
+                    acc[k] += v * z[j, k]
+            if i == 0:
+                for k in range(d):
+                    gx[b, k] += acc[k]
+            else:
+                for k in range(d):
+                    gemb[b, i - 1, k] = acc[k]
+
+
+def _check(shape: DLRMShape, params, dense, emb) -> int:
+    if params.dtype != np.float32 or params.shape != (n_params(shape),):
+        raise ValueError(f"params must be float32[{n_params(shape)}]")
+    if dense.dtype != np.float32 or emb.dtype != np.float32:
+        raise ValueError("dense and emb must be float32")
+    bsz = dense.shape[0]
+    if dense.shape != (bsz, shape.n_dense):
+        raise ValueError(f"dense has shape {dense.shape}, expected (B, {shape.n_dense})")
+    if emb.shape != (bsz, shape.n_tables, shape.dim):
+        raise ValueError(
+            f"emb has shape {emb.shape}, expected ({bsz}, {shape.n_tables}, {shape.dim})"
+        )
+    return bsz
+
+
+def _forward(shape: DLRMShape, layers, dense, emb):
+    """Forward pass; returns the logits and what the backward pass needs."""
+    nb = len(shape.bottom) + 1
+    dt = layers[0][0].dtype
+    acts = [np.ascontiguousarray(dense, dtype=dt)]
+    h = acts[0]
+    for W, b in layers[:nb]:
+        h = h @ W.T
+        h += b
+        np.maximum(h, 0.0, out=h)
+        acts.append(h)
+    x = h  # [B, dim]
+    bsz, T, d = emb.shape
+    R = np.empty((bsz, shape.top_in), dtype=dt)
+    R[:, :d] = x
+    _interact_fwd(x, np.ascontiguousarray(emb, dtype=dt), R[:, d:])
+    tacts = [R]
+    h = R
+    top = layers[nb:]
+    for k, (W, b) in enumerate(top):
+        h = h @ W.T
+        h += b
+        if k < len(top) - 1:
+            np.maximum(h, 0.0, out=h)
+        tacts.append(h)
+    return h[:, 0], acts, tacts
+
+
+def predict(shape: DLRMShape, params: np.ndarray, dense: np.ndarray, emb: np.ndarray) -> np.ndarray:
+    """Click probabilities ``float32[B]``."""
+    _check(shape, params, dense, emb)
+    logit, _, _ = _forward(shape, layer_views(shape, params), dense, emb)
+    return _sigmoid(logit)
+
+
+def _sigmoid(z: np.ndarray) -> np.ndarray:
+    e = np.exp(-np.abs(z))
+    one = z.dtype.type(1)
+    return np.where(z >= 0, one / (one + e), e / (one + e))
+
+
+def forward_backward(
+    shape: DLRMShape,
+    params: np.ndarray,
+    dense: np.ndarray,
+    emb: np.ndarray,
+    labels: np.ndarray,
+    scale: float,
+) -> tuple[float, np.ndarray, np.ndarray, np.ndarray]:
+    """Loss, probabilities and gradients of ``loss_sum / scale`` for one local batch.
+
+    Returns ``(loss_sum, probs float32[B], grad_params float32[P], grad_emb
+    float32[B, T, dim])``; ``loss_sum`` is the sum over the batch of the BCE.
+    """
+    _check(shape, params, dense, emb)
+    return _forward_backward(shape, params, dense, emb, labels, scale)
+
+
+def _forward_backward(shape, params, dense, emb, labels, scale):
+    """The computation in the dtype of ``params`` (float64 for the gradient tests)."""
+    bsz = dense.shape[0]
+    if labels.shape != (bsz,):
+        raise ValueError(f"labels has shape {labels.shape}, expected ({bsz},)")
+    if not scale > 0:
+        raise ValueError("scale must be > 0")
+    layers = layer_views(shape, params)
+    logit, acts, tacts = _forward(shape, layers, dense, emb)
+    dt = params.dtype
+    y = np.asarray(labels, dtype=dt)
+    # BCE from the logit: softplus(z) - y z, stable
+    loss = np.maximum(logit, 0.0) - logit * y + np.log1p(np.exp(-np.abs(logit)))
+    loss_sum = float(np.sum(loss, dtype=np.float64))
+    probs = _sigmoid(logit)
+    grad = np.empty_like(params)
+    glayers = layer_views(shape, grad)
+    nb = len(shape.bottom) + 1
+    inv = dt.type(1.0 / scale)
+    # top MLP backward
+    delta = ((probs - y) * inv)[:, None]  # d(loss/scale)/d logit, [B, 1]
+    top, gtop = layers[nb:], glayers[nb:]
+    for k in range(len(top) - 1, -1, -1):
+        W, _ = top[k]
+        gW, gb = gtop[k]
+        np.matmul(delta.T, tacts[k], out=gW)
+        np.sum(delta, axis=0, out=gb)
+        delta = delta @ W
+        if k > 0:
+            delta *= tacts[k] > 0
+    # delta = dL/dR; split into x part and interaction part
+    d = shape.dim
+    dx = delta[:, :d].copy()
+    grad_emb = np.empty(emb.shape, dtype=dt)
+    x = acts[-1]
+    _interact_bwd(x, np.ascontiguousarray(emb, dtype=dt), delta[:, d:], dx, grad_emb)
+    # bottom MLP backward (ReLU after every layer)
+    delta = dx
+    bot, gbot = layers[:nb], glayers[:nb]
+    for k in range(nb - 1, -1, -1):
+        W, _ = bot[k]
+        gW, gb = gbot[k]
+        delta *= acts[k + 1] > 0
+        np.matmul(delta.T, acts[k], out=gW)
+        np.sum(delta, axis=0, out=gb)
+        if k > 0:
+            delta = delta @ W
+    return loss_sum, probs, grad, grad_emb
