@@ -15,7 +15,7 @@ from mpiec.results import decode
 
 from run_helpers import mpiec, worker_processes
 
-pytestmark = [pytest.mark.mpi, pytest.mark.timeout(240)]
+pytestmark = [pytest.mark.mpirun, pytest.mark.timeout(240)]
 
 
 def test_tiny_run_writes_a_complete_result(tmp_path):
