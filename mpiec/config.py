@@ -317,7 +317,8 @@ def validate(cfg: Config) -> None:
     _need(all(c >= 1 for c in d.cardinalities),
           f"data.cardinalities must all be >= 1, got {d.cardinalities}")
     _need(d.zipf_exponent > 0, f"data.zipf_exponent must be > 0, got {d.zipf_exponent}")
-    _need(d.cat_mapping in ("mod", "hash"), f"data.cat_mapping must be mod or hash, got '{d.cat_mapping}'")
+    _need(d.cat_mapping in ("mod", "hash"),
+          f"data.cat_mapping must be mod or hash, got '{d.cat_mapping}'")
     _need(d.eval_samples >= 2, f"data.eval_samples must be >= 2, got {d.eval_samples}")
     _need(0 < d.eval_fraction < 1, f"data.eval_fraction must be in (0, 1), got {d.eval_fraction}")
     if d.source != "synthetic":
@@ -329,10 +330,12 @@ def validate(cfg: Config) -> None:
     _need(lay.parity_ranks >= 0, f"layout.parity_ranks must be >= 0, got {lay.parity_ranks}")
     _need(lay.replacement in ("spare", "spawn"),
           f"layout.replacement must be spare or spawn, got '{lay.replacement}'")
-    _need(lay.wait in ("auto", "spin", "sleep"), f"layout.wait must be auto, spin or sleep, got '{lay.wait}'")
+    _need(lay.wait in ("auto", "spin", "sleep"),
+          f"layout.wait must be auto, spin or sleep, got '{lay.wait}'")
     _need(t.steps >= 1, f"training.steps must be >= 1, got {t.steps}")
     _need(t.batch_size >= 1, f"training.batch_size must be >= 1, got {t.batch_size}")
-    _need(t.optimizer in ("sgd", "adagrad"), f"training.optimizer must be sgd or adagrad, got '{t.optimizer}'")
+    _need(t.optimizer in ("sgd", "adagrad"),
+          f"training.optimizer must be sgd or adagrad, got '{t.optimizer}'")
     _need(t.dense_optimizer in ("sgd", "adagrad"),
           f"training.dense_optimizer must be sgd or adagrad, got '{t.dense_optimizer}'")
     _need(t.lr > 0, f"training.lr must be > 0, got {t.lr}")
@@ -344,7 +347,8 @@ def validate(cfg: Config) -> None:
     _need(0 <= t.seed < 2**63, f"training.seed must be in [0, 2^63), got {t.seed}")
     _need(f.mtbf_s >= 0, f"failures.mtbf_s must be >= 0, got {f.mtbf_s}")
     _need(f.timeout_s >= 0, f"failures.timeout_s must be >= 0, got {f.timeout_s}")
-    _need(f.mode in ("auto", "ulfm", "emulated"), f"failures.mode must be auto, ulfm or emulated, got '{f.mode}'")
+    _need(f.mode in ("auto", "ulfm", "emulated"),
+          f"failures.mode must be auto, ulfm or emulated, got '{f.mode}'")
 
     from mpiec.faults import parse_kill_plans  # local: faults imports config types
     from mpiec.strategies import get_strategy_class

@@ -72,7 +72,8 @@ def mpi_flavour(mpiexec: str) -> str:
     return "other"
 
 
-def mpiexec_command(cfg: Config, config_path: Path, out: Path, mpiexec: str | None = None) -> tuple[list[str], dict[str, str]]:
+def mpiexec_command(cfg: Config, config_path: Path, out: Path,
+                    mpiexec: str | None = None) -> tuple[list[str], dict[str, str]]:
     """The command and environment that start every rank of ``cfg``."""
     exe = mpiexec or find_mpiexec()
     flavour = mpi_flavour(exe)

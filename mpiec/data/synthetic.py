@@ -24,20 +24,26 @@ Sample ``g`` (all random numbers are hashes of ``(seed, stream, key)``):
 * **labels** — ``Bernoulli(sigmoid(z))`` with the noise uniform hashed from
   ``(seed, g)`` and the hidden teacher logit
 
-  ``z = bias + scale * (c_d * lin(dense) + c_e * sum_t a(rank_t) e_t(id_t) / sqrt(T)
+  ``z = bias' + k * (c_d * lin(dense) + c_e * sum_t a(rank_t) e_t(id_t) / sqrt(T)
   + c_p * sum_(t,u) a(rank_t) a(rank_u) <v_t(id_t), v_u(id_u)> / sqrt(P * 4/9))``
 
-  with ``e_t(id)`` ~ N(0, 1) and ``v_t(id)`` in ``[-1, 1)^4`` hashed per (table, id),
-  ``P`` pairs of tables chosen from the seed, ``lin`` a hashed unit-variance linear
-  form of the standardized dense features and ``a(rank) = (1 + rank/head)^-decay``
-  concentrating the effects on the frequent ids (so the Zipf tail, which no model
-  can learn from a few million samples, does not dominate). ``(c_d, c_e, c_p)`` are
-  the square roots of the variance shares, so the logit's spread — and the teacher
-  AUC — barely depends on the cardinalities.
+  with ``e_t(id)`` ~ N(0, 1) (Irwin–Hall) and ``v_t(id)`` in ``[-1, 1)^4`` hashed per
+  (table, id), ``P = n_pairs`` pairs of tables chosen from the seed, ``lin`` a
+  hashed unit-variance linear form of the standardized dense features and
+  ``a(rank) = (1 + rank/head)^-decay`` concentrating the effects on the frequent ids
+  (so the Zipf tail, which no model learns from a few million samples, does not
+  dominate). ``(c_d, c_e, c_p)`` are the square roots of the variance shares.
+  Because the hot ids of the small tables make the realized logit's moments
+  seed-dependent, ``k`` and ``bias'`` are *calibrated* at construction on
+  ``CALIB_COUNT`` samples from index ``CALIB_START = 2**42`` so that the logit has
+  mean ``TeacherParams.bias`` and std ``TeacherParams.scale``: the teacher AUC is
+  then about 0.80 (0.797–0.807 measured) for every preset and seed, CTR about 0.24.
 
 Invariants: ``batch(s, n)`` rows equal ``batch(s + i, 1)`` rows bit for bit (the
-kernel is a scalar per-sample loop, no SIMD math libraries); ``eval_batch`` draws
-from indices starting at ``EVAL_START = 2**40``, disjoint from any training range.
+kernel's vectorizable loops use only correctly rounded IEEE operations and exact
+integer arithmetic, no SIMD math library; every per-sample sum has a fixed order);
+``eval_batch`` draws from indices starting at ``EVAL_START = 2**40``, disjoint from
+any training range. Throughput: about 1M samples per core-second with 26 tables.
 """
 
 from __future__ import annotations
@@ -104,7 +110,7 @@ def _generate(
     """Fill ``dense``, ``ids``, ``labels`` (and ``logits``) for samples ``start ..``.
 
     Blocked and column-wise: every inner loop runs over the samples of a block with
-    independent iterations (LLVM vectorizes the hashing with AVX-512). Only
+    independent iterations (LLVM vectorizes the hashing). Only
     correctly-rounded IEEE operations are used there, so the vector body and the
     scalar remainder give the same bits, and each sample's sums are in a fixed
     order: a sample never depends on its batch.
@@ -126,6 +132,7 @@ def _generate(
     B = _BLOCK
     lin = np.empty(B)
     eff = np.empty(B)
+    pr = np.empty(B)
     rk = np.empty(B, dtype=np.int64)
     ubuf = np.empty(B)
     col = np.empty(B, dtype=np.int64)
@@ -196,23 +203,23 @@ def _generate(
                 for i in range(nb_):
                     vech[sl, i] = hash_nb(b_vec, np.uint64(col[i]) * T + np.uint64(t))
                     vamp[sl, i] = amp[i]
-        # pairwise interactions of 4-dim vectors (16 bits per coordinate), then labels
-        for i in range(nb_):
-            pr = 0.0
-            for p in range(n_pairs):
-                sa = pair_slot[pairs[p, 0]]
-                sb = pair_slot[pairs[p, 1]]
+        # pairwise interactions of 4-dim vectors (16 bits per coordinate)
+        pr[:nb_] = 0.0
+        for p in range(n_pairs):
+            sa = pair_slot[pairs[p, 0]]
+            sb = pair_slot[pairs[p, 1]]
+            for i in range(nb_):
                 ha = vech[sa, i]
                 hb = vech[sb, i]
                 # coordinates (c - 32768) / 32768 in [-1, 1): exact integer dot product
                 idot = np.int64(0)
                 for c in range(4):
-                    s = np.uint64(16 * c)
-                    va = np.int64((ha >> s) & m16) - 32768
-                    vb = np.int64((hb >> s) & m16) - 32768
-                    idot += va * vb
-                pr += vamp[sa, i] * vamp[sb, i] * (float(idot) * (1.0 / 1073741824.0))
-            z = bias + c_d * lin[i] + c_e * eff[i] + c_p * pr
+                    sh = np.uint64(16 * c)
+                    idot += (np.int64((ha >> sh) & m16) - 32768) * (np.int64((hb >> sh) & m16) - 32768)
+                pr[i] += vamp[sa, i] * vamp[sb, i] * (float(idot) * (1.0 / 1073741824.0))
+        # labels
+        for i in range(nb_):
+            z = bias + c_d * lin[i] + c_e * eff[i] + c_p * pr[i]
             pz = 1.0 / (1.0 + math.exp(-z))
             if want_logit:
                 logits[i0 + i] = z

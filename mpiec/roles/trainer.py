@@ -96,10 +96,12 @@ class Trainer:
         pos[order] = np.arange(order.size)
         counts = np.zeros(ctx.comms.data.Get_size(), dtype=np.int64)
         base = ctx.cfg.layout.trainers
-        counts[base:base + ctx.cfg.layout.servers] = np.bincount(owner, minlength=ctx.cfg.layout.servers)
+        counts[base:base + ctx.cfg.layout.servers] = np.bincount(owner,
+                                                                 minlength=ctx.cfg.layout.servers)
         return ctx.placement.local_slot(uniq[order]), counts, pos[inv]
 
-    def pull(self, ids: np.ndarray, status: int, where: str) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    def pull(self, ids: np.ndarray, status: int,
+             where: str) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """Pull a batch's rows: returns (emb [B,T,dim], counts, inverse, server headers)."""
         data = self.ctx.comms.data
         slots, counts, inv = self.route(ids)
@@ -151,7 +153,8 @@ class Trainer:
 
         t0 = time.perf_counter()  # overlap: generate the next batch while gradients travel
         if step + 1 < cfg.training.steps:
-            self._next = (step + 1, self.source.batch(((step + 1) * self.n_trainers + self.index) * self.B, self.B))
+            start = ((step + 1) * self.n_trainers + self.index) * self.B
+            self._next = (step + 1, self.source.batch(start, self.B))
         t_data += time.perf_counter() - t0
 
         t0 = time.perf_counter()
@@ -171,7 +174,7 @@ class Trainer:
             rec["samples"] = cfg.global_batch
             rec["loss"] = self.dense_buf[self.P] / cfg.global_batch
             rec["t_data"], rec["t_compute"], rec["t_comm"], rec["t_wait"] = t_data, t_compute, t_comm, t_wait
-            rec["t_server"] = headers[cfg.layout.trainers:, 2].max() * 1e-6 if headers.shape[0] > cfg.layout.trainers else 0.0
+            rec["t_server"] = headers[cfg.layout.trainers:, 2].max() * 1e-6  # servers' last apply
             rec["t_strategy"] = t_strategy
             self.timeline.append(rec)
 
@@ -209,8 +212,8 @@ class Trainer:
             return
         every = self.ctx.cfg.training.log_every
         if force or len(self.timeline) - self.sent_upto >= every:
-            chunk = np.concatenate(self.timeline[self.sent_upto:]) if len(self.timeline) > self.sent_upto else None
-            if chunk is not None:
+            if len(self.timeline) > self.sent_upto:
+                chunk = np.concatenate(self.timeline[self.sent_upto:])
                 with guard("progress report"):
                     self.ctx.comms.world.send(chunk, dest=self.ctx.monitor_rank, tag=TAG_STEPS)
             self.sent_upto = len(self.timeline)

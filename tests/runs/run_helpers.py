@@ -8,7 +8,6 @@ import time
 from pathlib import Path
 
 
-
 class Run:
     def __init__(self, proc: subprocess.CompletedProcess, seconds: float, out: Path) -> None:
         self.proc, self.seconds, self.out = proc, seconds, out
@@ -21,7 +20,7 @@ class Run:
     def result(self):
         from mpiec.results import read_result
 
-        assert len(self.files) == 1, f"expected one result file in {self.out}: {self.files}\n{self.stdout}\n{self.stderr}"
+        assert len(self.files) == 1, f"one result file expected in {self.out}: {self.stdout}{self.stderr}"
         return read_result(self.files[0])
 
 
