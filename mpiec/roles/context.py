@@ -21,8 +21,9 @@ import numpy as np
 
 from mpiec.comm import Comms
 from mpiec.config import Config
-from mpiec.faults import Kill, KillSwitch, parse_kill_plans
+from mpiec.faults import Kill, KillSwitch, die_now, parse_kill_plans
 from mpiec.layout import MONITOR, SERVER, TRAINER, RowPlacement, Slot, table_offsets
+from mpiec.roles.exchange import STATUS_DYING, STATUS_OK
 from mpiec.strategies import get_strategy_class
 from mpiec.strategies.base import Strategy
 
@@ -95,6 +96,17 @@ class RankContext:
         t0_mono = time.monotonic() - self.now()
         return KillSwitch(self.kills, self.slot.role, self.slot.index, real=self.ulfm, t0=t0_mono,
                           on_fire=lambda kill: self.record_own_death(kill, self.current_step))
+
+    def kill_status(self, switch: KillSwitch, step: int) -> int:
+        """At a step boundary: die if a kill is due (ULFM), or announce it (emulated)."""
+        kill = switch.due(step, time.monotonic())
+        if kill is None:
+            return STATUS_OK
+        self.record_own_death(kill, step)
+        if self.ulfm:
+            die_now()
+        self.event("emulated_kill", step, self.rank, detail=str(kill))
+        return STATUS_DYING
 
     def record_own_death(self, kill: Kill, step: int) -> None:
         """Leave the kill's timestamp where the monitor finds it (the victim cannot send)."""

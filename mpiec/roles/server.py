@@ -25,7 +25,6 @@ import numpy as np
 
 from mpiec.comm import wait, waitall
 from mpiec.data.rng import init_embedding_rows
-from mpiec.faults import die_now
 from mpiec.kernels.embedding import (
     adagrad_apply,
     adagrad_apply_delta,
@@ -36,7 +35,7 @@ from mpiec.kernels.embedding import (
     unique_inverse,
 )
 from mpiec.roles.context import RankContext, server_rows
-from mpiec.roles.exchange import STATUS_DYING, STATUS_OK, exchange_headers, ialltoallv
+from mpiec.roles.exchange import STATUS_OK, exchange_headers, ialltoallv
 from mpiec.roles.trainer import eval_due, eval_rounds
 from mpiec.strategies.base import ServerShard
 
@@ -75,16 +74,6 @@ class Server:
         self.eps = np.float32(cfg.training.eps)
         self.adagrad = cfg.training.optimizer == "adagrad"
         self.needs_delta = type(ctx.strategy).needs_delta
-
-    def kill_check(self, step: int) -> int:
-        kill = self.switch.due(step, time.monotonic())
-        if kill is None:
-            return STATUS_OK
-        self.ctx.record_own_death(kill, step)
-        if self.ctx.ulfm:
-            die_now()
-        self.ctx.event("emulated_kill", step, self.ctx.rank, detail=str(kill))
-        return STATUS_DYING
 
     def serve(self, status: int, where: str, with_grads: bool) -> tuple[np.ndarray, np.ndarray | None]:
         """One pull (and push) round: returns (slots requested, their gradients or None)."""
@@ -130,7 +119,7 @@ class Server:
         ctx, cfg = self.ctx, self.ctx.cfg
         for step in range(ctx.completed + 1, cfg.training.steps):
             ctx.current_step = step
-            status = self.kill_check(step)
+            status = self.ctx.kill_status(self.switch, step)
             slots, grads = self.serve(status, f"step {step}", with_grads=True)
             self.apply(step, slots, grads)
             ctx.completed = step

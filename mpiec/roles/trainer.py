@@ -26,13 +26,12 @@ import numpy as np
 from mpi4py import MPI
 
 from mpiec.comm import guard, waitall
-from mpiec.faults import die_now
 from mpiec.kernels.embedding import scatter_add_rows, unique_inverse
 from mpiec.model.dlrm import DLRMShape, forward_backward, init_params, predict
 from mpiec.model.metrics import accuracy, auc, logloss
 from mpiec.results import EVAL_DTYPE, TIMELINE_DTYPE
 from mpiec.roles.context import TAG_DONE, TAG_EVAL, TAG_FAILURE, TAG_STEPS, RankContext, make_source
-from mpiec.roles.exchange import STATUS_DYING, STATUS_OK, EmulatedFailure, exchange_headers, ialltoallv
+from mpiec.roles.exchange import STATUS_OK, EmulatedFailure, exchange_headers, ialltoallv
 
 _EMPTY_I64 = np.empty(0, dtype=np.int64)
 _EMPTY_F32 = np.empty(0, dtype=np.float32)
@@ -114,21 +113,11 @@ class Trainer:
         emb = rows[inv].reshape(ids.shape[0], ids.shape[1], self.dim)
         return emb, counts, inv, headers
 
-    def kill_check(self, step: int) -> int:
-        kill = self.switch.due(step, time.monotonic())
-        if kill is None:
-            return STATUS_OK
-        self.ctx.record_own_death(kill, step)
-        if self.ctx.ulfm:
-            die_now()
-        self.ctx.event("emulated_kill", step, self.ctx.rank, detail=str(kill))
-        return STATUS_DYING
-
     # -- the step -------------------------------------------------------------
     def train_step(self, step: int) -> None:
         ctx, cfg = self.ctx, self.ctx.cfg
         t_start = time.perf_counter()
-        status = self.kill_check(step)
+        status = self.ctx.kill_status(self.switch, step)
         batch = self.batch(step)
         t_data = time.perf_counter() - t_start
 
