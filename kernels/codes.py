@@ -34,7 +34,7 @@ from numba.typed import List
 
 from .gf256 import (
     cauchy_matrix,
-    gf_combine,
+    combine,
     gf_combine_rows,
     gf_mac_rows,
     gf_mac_rows2,
@@ -158,7 +158,7 @@ class GFCode(Code):
         par = [_check_member(p, "parity") for p in parity]
         if len(par) != self.r or any(p.shape != data[0].shape for p in par):
             raise ValueError(f"need {self.r} parity members of shape {data[0].shape}")
-        gf_combine(self.parity_rows, _flat_list(data), _flat_list(par))
+        combine(self.parity_rows, data, par)
 
     def delta(self, old: np.ndarray, new: np.ndarray) -> np.ndarray:
         return np.bitwise_xor(_check_member(old, "old"), _check_member(new, "new"))
@@ -216,7 +216,7 @@ class GFCode(Code):
         coef = np.ascontiguousarray(gf_matmul(self.generator[np.array(lost)], inv))
         if rows is None:
             out = [np.empty(shape, dtype=np.uint8) for _ in lost]
-            gf_combine(coef, _flat_list(srcs), _flat_list(out))
+            combine(coef, srcs, out)
         else:
             rows = _as_rows(rows)
             if rows.size and (rows.min() < 0 or rows.max() >= shape[0]):
@@ -239,10 +239,6 @@ def _list(arrays):
     for a in arrays:
         out.append(a)
     return out
-
-
-def _flat_list(arrays):
-    return _list([a.reshape(-1) for a in arrays])
 
 
 # ---------------------------------------------------------------------------

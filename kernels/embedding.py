@@ -17,8 +17,8 @@ Invariants:
 * slots passed to the optimizers are unique within a call (the caller
   de-duplicates and sums gradients first, in a fixed order).
 
-Row-wise Adagrad follows fbgemm/DLRM: ``acc += mean(g * g)`` (sum in column
-order, then divided by dim), ``m = lr / (sqrt(acc) + eps)``, ``w -= m * g``.
+Row-wise Adagrad follows fbgemm/DLRM: ``acc += mean(g * g)`` (the fixed 8-lane sum of
+``row_sum_squares``, then divided by dim), ``m = lr / (sqrt(acc) + eps)``, ``w -= m * g``.
 """
 
 from __future__ import annotations
@@ -193,6 +193,69 @@ def row_sum_squares(g, i, dim):
     return ((a0 + a4) + (a2 + a6)) + ((a1 + a5) + (a3 + a7))
 
 
+@intrinsic
+def _sumsq_lanes8(typingctx, g, i, nchunks):
+    """The 8 lane sums of squares of row ``i`` of a C-contiguous float32 2-D array.
+
+    Lane ``l`` = ``g[i, l]**2 + g[i, l + 8]**2 + ...`` over ``nchunks`` chunks of
+    8 columns, accumulated in increasing column order from 0 -- exactly the
+    scalar lanes of :func:`row_sum_squares`, as one ``<8 x float>`` register
+    (plain IEEE fmul/fadd, no fast-math flags, so no contraction or reassociation).
+    """
+    if not (isinstance(g, types.Array) and g.ndim == 2 and g.dtype == types.float32
+            and g.layout == "C"):
+        return None
+    f32 = ir.FloatType()
+    vt = ir.VectorType(f32, 8)
+    ret = types.UniTuple(types.float32, 8)
+
+    def codegen(context, builder, signature, args):
+        a = context.make_array(signature.args[0])(context, builder, value=args[0])
+        stride = builder.extract_value(a.strides, 0)
+        i8p = ir.IntType(8).as_pointer()
+        base = builder.gep(builder.bitcast(a.data, i8p), [builder.mul(args[1], stride)])
+        vbase = builder.bitcast(base, vt.as_pointer())
+        acc = cgutils.alloca_once_value(builder, ir.Constant(vt, None))
+        with cgutils.for_range(builder, args[2]) as loop:
+            x = builder.load(builder.gep(vbase, [loop.index]), align=4)
+            builder.store(builder.fadd(builder.load(acc), builder.fmul(x, x)), acc)
+        v = builder.load(acc)
+        items = [builder.extract_element(v, ir.Constant(ir.IntType(32), t)) for t in range(8)]
+        return context.make_tuple(builder, ret, items)
+
+    return ret(g, types.intp, types.intp), codegen
+
+
+@njit(cache=True)
+def _row_sum_squares_v(g, i, dim):
+    # row_sum_squares with the full chunks in one SIMD register (same bits)
+    full = dim - dim % LANES
+    a0, a1, a2, a3, a4, a5, a6, a7 = _sumsq_lanes8(g, i, full // LANES)
+    rem = dim - full
+    if rem > 0:
+        x = g[i, full]
+        a0 += x * x
+    if rem > 1:
+        x = g[i, full + 1]
+        a1 += x * x
+    if rem > 2:
+        x = g[i, full + 2]
+        a2 += x * x
+    if rem > 3:
+        x = g[i, full + 3]
+        a3 += x * x
+    if rem > 4:
+        x = g[i, full + 4]
+        a4 += x * x
+    if rem > 5:
+        x = g[i, full + 5]
+        a5 += x * x
+    if rem > 6:
+        x = g[i, full + 6]
+        a6 += x * x
+    return ((a0 + a4) + (a2 + a6)) + ((a1 + a5) + (a3 + a7))
+
+
 @njit(cache=True)
 def adagrad_apply(table, slots, grads, lr, eps):
     """Row-wise Adagrad; the accumulator is column ``dim`` of the row."""
@@ -288,7 +351,7 @@ def _adagrad_delta_kernel(table, slots, grads, lr, eps, delta):
             prefetch_row(table, slots[i + PREFETCH_AHEAD])
         s = slots[i]
         old_acc = table[s, dim]
-        acc = old_acc + row_sum_squares(grads, i, dim) / inv_dim
+        acc = old_acc + _row_sum_squares_v(grads, i, dim) / inv_dim
         table[s, dim] = acc
         delta[i, dim] = f32_bits(old_acc) ^ f32_bits(acc)
         m = lr32 / (np.float32(np.sqrt(acc)) + eps32)
@@ -328,4 +391,6 @@ def adagrad_apply_delta(
     delta_out: np.ndarray,
 ) -> None:
     """adagrad_apply plus ``delta_out[i] = old XOR new`` bytes of row ``slots[i]``."""
-    _adagrad_delta_kernel(table, slots, grads, lr, eps, _delta_views(table, delta_out, slots.size))
+    d = _delta_views(table, delta_out, slots.size)
+    grads = np.ascontiguousarray(grads, dtype=np.float32)  # no-op for the usual C float32
+    _adagrad_delta_kernel(table, slots, grads, lr, eps, d)

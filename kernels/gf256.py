@@ -215,9 +215,9 @@ def systematic_generator(parity_rows):
 # bulk kernels
 
 
-def _gfni_codegen(n_src):
-    # dst[off:off+32] ^= M * (xor of the n_src sources at off); M is the 8x8 bit
-    # matrix of "multiply by c", broadcast to the four qwords of a ymm register.
+def _gfni_codegen(n_src, n_vec=1):
+    # dst[off:off+32*n_vec] ^= M * (xor of the n_src sources at off); M is the 8x8
+    # bit matrix of "multiply by c", broadcast to the four qwords of a ymm register.
     def codegen(context, builder, signature, args):
         # args: dst, doff, (src, soff) * n_src, mat
         m = args[-1]
@@ -228,17 +228,22 @@ def _gfni_codegen(n_src):
             base = context.make_array(signature.args[pos])(context, builder, value=args[pos]).data
             return builder.bitcast(builder.gep(base, [args[pos + 1]]), vp)
 
-        dp = ptr(0)
-        x = builder.load(ptr(2), align=1)
-        for s in range(1, n_src):
-            x = builder.xor(x, builder.load(ptr(2 + 2 * s), align=1))
         q = ir.Constant(ir.VectorType(ir.IntType(64), 4), None)
         for i in range(4):
             q = builder.insert_element(q, m, ir.Constant(ir.IntType(32), i))
+        q = builder.bitcast(q, vt)
         fnty = ir.FunctionType(vt, [vt, vt, ir.IntType(8)])
         fn = cgutils.get_or_insert_function(builder.module, fnty, "llvm.x86.vgf2p8affineqb.256")
-        y = builder.call(fn, [x, builder.bitcast(q, vt), ir.Constant(ir.IntType(8), 0)])
-        builder.store(builder.xor(builder.load(dp, align=1), y), dp, align=1)
+        dp0 = ptr(0)
+        sp0 = [ptr(2 + 2 * s) for s in range(n_src)]
+        for v in range(n_vec):
+            at = [ir.Constant(ir.IntType(64), v)]
+            x = builder.load(builder.gep(sp0[0], at), align=1)
+            for s in range(1, n_src):
+                x = builder.xor(x, builder.load(builder.gep(sp0[s], at), align=1))
+            y = builder.call(fn, [x, q, ir.Constant(ir.IntType(8), 0)])
+            dp = builder.gep(dp0, at)
+            builder.store(builder.xor(builder.load(dp, align=1), y), dp, align=1)
         return context.get_dummy_value()
 
     return codegen
@@ -249,6 +254,20 @@ def _gfni_mac32(typingctx, dst, doff, src, soff, mat):
     """dst[doff:doff+32] ^= c * src[soff:soff+32], c given as its GFNI bit matrix."""
     sig = types.void(dst, types.intp, src, types.intp, types.uint64)
     return sig, _gfni_codegen(1)
+
+
+@intrinsic
+def _gfni_mac64(typingctx, dst, doff, src, soff, mat):
+    """dst[doff:doff+64] ^= c * src[soff:soff+64] (two ymm per step)."""
+    sig = types.void(dst, types.intp, src, types.intp, types.uint64)
+    return sig, _gfni_codegen(1, 2)
+
+
+@intrinsic
+def _gfni_mac64x(typingctx, dst, doff, a, aoff, b, boff, mat):
+    """dst[doff:doff+64] ^= c * (a[aoff:aoff+64] ^ b[boff:boff+64])."""
+    sig = types.void(dst, types.intp, a, types.intp, b, types.intp, types.uint64)
+    return sig, _gfni_codegen(2, 2)
 
 
 @intrinsic
@@ -328,8 +347,11 @@ def mac_at(dst, doff, src, soff, n, c):
     done = 0
     if _USE_GFNI:
         mat = GF_AFFINE[c]
-        n32 = n - n % 32
-        while done < n32:
+        n64 = n - n % 64
+        while done < n64:
+            _gfni_mac64(dst, doff + done, src, soff + done, mat)
+            done += 64
+        if n - done >= 32:
             _gfni_mac32(dst, doff + done, src, soff + done, mat)
             done += 32
     _mac_portable(dst, doff + done, src, soff + done, n - done, c)
@@ -348,8 +370,11 @@ def mac2_at(dst, doff, a, aoff, b, boff, n, c):
     done = 0
     if _USE_GFNI:
         mat = GF_AFFINE[c]
-        n32 = n - n % 32
-        while done < n32:
+        n64 = n - n % 64
+        while done < n64:
+            _gfni_mac64x(dst, doff + done, a, aoff + done, b, boff + done, mat)
+            done += 64
+        if n - done >= 32:
             _gfni_mac32x(dst, doff + done, a, aoff + done, b, boff + done, mat)
             done += 32
     _mac2_portable(dst, doff + done, a, aoff + done, b, boff + done, n - done, c)
@@ -405,6 +430,164 @@ def gf_mac_rows2(parity, rows, old, new, c):
     b = new.reshape(-1)
     for t in range(rows.size):
         mac2_at(p, rows[t] * w, a, t * w, b, t * w, w, c)
+
+
+# -- fused multi-output combine (encode / full decode), GFNI ------------------
+
+
+def _gfni_dot_codegen(nontemporal):
+    # 64 bytes of one output: dst[off:off+64] = xor_j M_j * src_j[off:off+64]; the
+    # sources are raw addresses (int64 array), the accumulators stay in registers,
+    # the output is written once (no zeroing pass, no read-modify-write).
+    def codegen(context, builder, signature, args):
+        dptr, sptrs, mats, off = args
+        i64 = ir.IntType(64)
+        vt = ir.VectorType(ir.IntType(8), 32)
+        vp = vt.as_pointer()
+        sarr = context.make_array(signature.args[1])(context, builder, value=sptrs)
+        marr = context.make_array(signature.args[2])(context, builder, value=mats)
+        k = builder.extract_value(sarr.shape, 0)
+        zero = ir.Constant(vt, None)
+        acc0 = cgutils.alloca_once_value(builder, zero)
+        acc1 = cgutils.alloca_once_value(builder, zero)
+        fnty = ir.FunctionType(vt, [vt, vt, ir.IntType(8)])
+        aff = cgutils.get_or_insert_function(builder.module, fnty, "llvm.x86.vgf2p8affineqb.256")
+        with cgutils.for_range(builder, k) as loop:
+            j = loop.index
+            addr = builder.add(builder.load(builder.gep(sarr.data, [j])), off)
+            p0 = builder.inttoptr(addr, vp)
+            x0 = builder.load(p0, align=1)
+            x1 = builder.load(builder.gep(p0, [i64(1)]), align=1)
+            m = builder.load(builder.gep(marr.data, [j]))
+            q = ir.Constant(ir.VectorType(i64, 4), None)
+            for t in range(4):
+                q = builder.insert_element(q, m, ir.Constant(ir.IntType(32), t))
+            q = builder.bitcast(q, vt)
+            y0 = builder.call(aff, [x0, q, ir.Constant(ir.IntType(8), 0)])
+            y1 = builder.call(aff, [x1, q, ir.Constant(ir.IntType(8), 0)])
+            builder.store(builder.xor(builder.load(acc0), y0), acc0)
+            builder.store(builder.xor(builder.load(acc1), y1), acc1)
+        d0 = builder.inttoptr(builder.add(dptr, off), vp)
+        d1 = builder.gep(d0, [i64(1)])
+        for dp, acc in ((d0, acc0), (d1, acc1)):
+            st = builder.store(builder.load(acc), dp, align=32 if nontemporal else 1)
+            if nontemporal:
+                st.set_metadata("nontemporal",
+                                builder.module.add_metadata([ir.Constant(ir.IntType(32), 1)]))
+        return context.get_dummy_value()
+
+    return codegen
+
+
+@intrinsic
+def _gfni_dot64(typingctx, dptr, sptrs, mats, off):
+    """Write 64 bytes at address dptr+off: xor over j of mats[j] * (bytes at sptrs[j]+off)."""
+    sig = types.void(types.int64, sptrs, mats, types.int64)
+    return sig, _gfni_dot_codegen(False)
+
+
+@intrinsic
+def _gfni_dot64_nt(typingctx, dptr, sptrs, mats, off):
+    """_gfni_dot64 with non-temporal stores; dptr+off must be 32-byte aligned."""
+    sig = types.void(types.int64, sptrs, mats, types.int64)
+    return sig, _gfni_dot_codegen(True)
+
+
+@intrinsic
+def _load_u8(typingctx, addr):
+    """The byte at a raw address."""
+    def codegen(context, builder, signature, args):
+        return builder.load(builder.inttoptr(args[0], ir.IntType(8).as_pointer()))
+
+    return types.uint8(types.int64), codegen
+
+
+@intrinsic
+def _store_u8(typingctx, addr, val):
+    """Store one byte at a raw address."""
+    def codegen(context, builder, signature, args):
+        builder.store(args[1], builder.inttoptr(args[0], ir.IntType(8).as_pointer()))
+        return context.get_dummy_value()
+
+    return types.void(types.int64, types.uint8), codegen
+
+
+_TILE = 4096  # bytes per tile: k source tiles stay in L1/L2 while the m outputs are formed
+_NT_MIN = 8 << 20  # outputs at least this large bypass the caches (streaming stores)
+
+
+@njit(cache=True)
+def _combine_ptrs(coef, mats, sptrs, dptrs, n):
+    """dst_i[:n] = sum_j coef[i, j] * src_j[:n] on raw addresses (GFNI path).
+
+    Tiled: for each tile every output is formed in registers from the k source
+    tiles (read from memory once, then from cache) and stored once. Large
+    outputs whose addresses agree modulo 32 use non-temporal stores: the
+    parity is not read back soon, and streaming stores save the write-allocate
+    read of every output line.
+    """
+    m, k = coef.shape
+    head = 0
+    nt = n * m >= _NT_MIN
+    if nt:
+        a0 = dptrs[0] % 32
+        for i in range(m):
+            if dptrs[i] % 32 != a0:
+                nt = False
+        head = (32 - a0) % 32
+    if head > n:
+        head = n
+    body = (n - head) - (n - head) % 64
+    for t in range(head):  # scalar head (alignment), bytes [0, head)
+        for i in range(m):
+            acc = np.uint8(0)
+            for j in range(k):
+                acc ^= GF_MUL[coef[i, j], _load_u8(sptrs[j] + t)]
+            _store_u8(dptrs[i] + t, acc)
+    for a in range(head, head + body, _TILE):
+        b = min(head + body, a + _TILE)
+        for i in range(m):
+            mi = mats[i]
+            di = dptrs[i]
+            if nt:
+                for off in range(a, b, 64):
+                    _gfni_dot64_nt(di, sptrs, mi, off)
+            else:
+                for off in range(a, b, 64):
+                    _gfni_dot64(di, sptrs, mi, off)
+    for t in range(head + body, n):  # scalar tail
+        for i in range(m):
+            acc = np.uint8(0)
+            for j in range(k):
+                acc ^= GF_MUL[coef[i, j], _load_u8(sptrs[j] + t)]
+            _store_u8(dptrs[i] + t, acc)
+
+
+def combine(coef: np.ndarray, srcs, dsts) -> None:
+    """dsts[i][:] = sum_j coef[i, j] * srcs[j] over whole C-contiguous uint8 arrays.
+
+    Encode and full decode are this operation with different matrices. Uses the
+    fused GFNI kernel where available, the blocked portable one otherwise.
+    The arrays must stay alive during the call (they do: the caller holds them).
+    """
+    coef = np.ascontiguousarray(coef, dtype=np.uint8)
+    n = srcs[0].size
+    if any(s.size != n for s in srcs) or any(d.size != n for d in dsts):
+        raise ValueError("all members must have the same size")
+    if not _USE_GFNI:
+        from numba.typed import List
+
+        sl, dl = List(), List()
+        for s in srcs:
+            sl.append(s.reshape(-1))
+        for d in dsts:
+            dl.append(d.reshape(-1))
+        gf_combine(coef, sl, dl)
+        return
+    sptrs = np.array([s.ctypes.data for s in srcs], dtype=np.int64)
+    dptrs = np.array([d.ctypes.data for d in dsts], dtype=np.int64)
+    mats = np.ascontiguousarray(GF_AFFINE[coef])
+    _combine_ptrs(coef, mats, sptrs, dptrs, n)
 
 
 _BLOCK = 8192  # bytes per block: m accumulators of this size stay in L1/L2

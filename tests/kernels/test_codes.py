@@ -184,3 +184,26 @@ def test_bad_arguments():
     p = code.encode([np.zeros((3, 4), np.uint8)] * 2)
     with pytest.raises(ValueError):
         code.update(p, 0, np.array([3]), np.zeros((1, 4), np.uint8))
+
+
+@pytest.mark.parametrize("n", [0, 1, 31, 64, 100, 4096 * 3 + 77, 5 << 20])
+def test_fused_combine_matches_blocked(n):
+    # the fused (GFNI) combine, with scalar head/tail, misaligned outputs and, at
+    # 5 MiB x 2 outputs, the streaming-store path, against the blocked kernel
+    from numba.typed import List
+
+    rng = np.random.default_rng(n)
+    for k, m in ((4, 2), (1, 1), (3, 4)):
+        src = [rng.integers(0, 256, n, dtype=np.uint8) for _ in range(k)]
+        coef = rng.integers(0, 256, (m, k)).astype(np.uint8)
+        want = [np.zeros(n, np.uint8) for _ in range(m)]
+        sl, dl = List(src), List(want)
+        gf256.gf_combine(coef, sl, dl)
+        got = [np.full(n, 7, np.uint8) for _ in range(m)]
+        gf256.combine(coef, src, got)
+        assert all(np.array_equal(a, b) for a, b in zip(want, got, strict=True)), (k, m)
+        if n > 10:
+            buf = np.zeros(n + 5, np.uint8)
+            got = [buf[3 : 3 + n]] + [np.empty(n, np.uint8) for _ in range(m - 1)]
+            gf256.combine(coef, src, got)
+            assert all(np.array_equal(a, b) for a, b in zip(want, got, strict=True))

@@ -88,3 +88,12 @@ def test_optimizers_match_reference_and_fused(dim):
     assert np.array_equal(a.view(np.uint32), b.view(np.uint32))
     assert np.array_equal(delta, t1[slots].view(np.uint8) ^ b[slots].view(np.uint8))
     assert delta.any()
+
+
+@pytest.mark.parametrize("dim", [1, 7, 8, 13, 64, 100])
+def test_simd_sum_squares_same_bits(dim):
+    g = np.random.default_rng(dim).normal(size=(30, dim)).astype(np.float32)
+    a = np.array([E.row_sum_squares(g, i, dim) for i in range(30)], np.float32)
+    b = np.array([E._row_sum_squares_v(g, i, dim) for i in range(30)], np.float32)
+    assert np.array_equal(a.view(np.uint32), _ref_sum_squares(g).view(np.uint32))
+    assert np.array_equal(a.view(np.uint32), b.view(np.uint32))
