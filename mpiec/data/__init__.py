@@ -7,13 +7,12 @@ a parameter is a pure function of the seed and its global index (see ``rng.py``)
 from mpiec.data.criteo import load_criteo_npz, load_criteo_tsv
 from mpiec.data.rng import hash_normal, hash_u64, hash_uniform, init_embedding_rows
 from mpiec.data.source import ArraySource, Batch, DataSource
-from mpiec.data.synthetic import PRESET_DATA, SyntheticCriteo, TeacherParams, preset_source
+from mpiec.data.synthetic import SyntheticCriteo, TeacherParams
 
 __all__ = [
     "ArraySource",
     "Batch",
     "DataSource",
-    "PRESET_DATA",
     "SyntheticCriteo",
     "TeacherParams",
     "hash_normal",
@@ -22,5 +21,4 @@ __all__ = [
     "init_embedding_rows",
     "load_criteo_npz",
     "load_criteo_tsv",
-    "preset_source",
 ]

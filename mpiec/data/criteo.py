@@ -14,9 +14,9 @@ Owns the conversion of Criteo records into ``Batch`` (see ``source.py``):
 
 Invariant: malformed input never yields a silently wrong ``Batch``; it raises
 ``DataError("<path>:<line>: <what is wrong>")`` (for ``.npz``: ``<path>: key
-'<key>' ...``). The TSV is parsed in chunks of lines with vectorized column
-is parsed by a numba scanner over 16 MiB blocks of bytes (about 1M lines per
-second); the first malformed line stops it and is then described in Python.
+'<key>' ...``). The TSV is parsed by a numba scanner over 16 MiB blocks of bytes
+(about 0.5–1M lines per second); the first malformed line stops it and is then
+described in Python (``_bad_line``), so the message names its line number.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from __future__ import annotations
 import gzip
 import os
 import zipfile
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 
 import numba as nb
 import numpy as np
@@ -101,7 +101,9 @@ def _bad_line(path: str, lineno0: int, lines: list[bytes]) -> DataError:
         for j in range(N_CAT):
             v = fields[1 + N_DENSE + j]
             if v and (len(v) > 16 or any(_HEX[c] == 255 for c in v)):
-                return DataError(f"{where}: categorical feature C{j + 1} is not hex: {v[:20]!r}")
+                return DataError(
+                    f"{where}: categorical feature C{j + 1} is not hex (<= 16 digits): {v[:20]!r}"
+                )
     return DataError(f"{path}:{lineno0}: malformed line")  # not reached
 
 

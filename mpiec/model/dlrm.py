@@ -120,80 +120,79 @@ def init_params(shape: DLRMShape, seed: int) -> np.ndarray:
     return flat
 
 
-@lru_cache(maxsize=64)
-def _tril(n_tables: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Row/column indices of the strictly-lower triangle of a (T+1)x(T+1) matrix, and
-    their flat positions."""
-    n = n_tables + 1
-    li, lj = np.tril_indices(n, k=-1)  # row-major: (1,0), (2,0), (2,1), ...
-    return li, lj, li * n + lj
+_IBLOCK = 64  # samples per block of the interaction kernels (buffers stay in L1/L2)
+
+
+@nb.njit(cache=True)
+def _load_block(x, emb, b0, m, zt):  # pragma: no cover - jitted
+    """``zt[i, k, s] = Z[b0 + s, i, k]`` with ``Z = [x, emb]``: samples innermost."""
+    T = emb.shape[1]
+    d = emb.shape[2]
+    for s in range(m):
+        for k in range(d):
+            zt[0, k, s] = x[b0 + s, k]
+        for i in range(T):
+            for k in range(d):
+                zt[i + 1, k, s] = emb[b0 + s, i, k]
 
 
 @nb.njit(cache=True)
 def _interact_fwd(x, emb, out):  # pragma: no cover - jitted
     """``out[b, p]`` = dot of the p-th strictly-lower pair ``(i, j)`` of ``Z = [x, emb]``.
 
-    Inner loops run over independent outputs (vectorizable without reassociation);
-    each dot sums over the ``d`` coordinates in order: deterministic.
+    Blocks of samples with the sample index innermost: the inner loops vectorize over
+    samples without reassociation; each dot sums the ``d`` products in order.
     """
     bsz, T, d = emb.shape
     n = T + 1
-    zt = np.empty((d, n), dtype=emb.dtype)
-    acc = np.empty(n, dtype=emb.dtype)
-    for b in range(bsz):
-        for k in range(d):
-            zt[k, 0] = x[b, k]
-        for i in range(T):
-            for k in range(d):
-                zt[k, i + 1] = emb[b, i, k]
+    zt = np.empty((n, d, _IBLOCK), dtype=emb.dtype)
+    acc = np.empty(_IBLOCK, dtype=emb.dtype)
+    for b0 in range(0, bsz, _IBLOCK):
+        m = min(_IBLOCK, bsz - b0)
+        _load_block(x, emb, b0, m, zt)
         p = 0
         for i in range(1, n):
             for j in range(i):
-                acc[j] = 0
-            for k in range(d):
-                zik = zt[k, i]
-                for j in range(i):
-                    acc[j] += zik * zt[k, j]
-            for j in range(i):
-                out[b, p + j] = acc[j]
-            p += i
+                for s in range(m):
+                    acc[s] = zt[i, 0, s] * zt[j, 0, s]
+                for k in range(1, d):
+                    for s in range(m):
+                        acc[s] += zt[i, k, s] * zt[j, k, s]
+                for s in range(m):
+                    out[b0 + s, p] = acc[s]
+                p += 1
 
 
 @nb.njit(cache=True)
 def _interact_bwd(x, emb, gdot, gx, gemb):  # pragma: no cover - jitted
-    """Backward of ``_interact_fwd``: ``gZ = (G + G^T) Z`` per sample; adds ``gZ[0]`` into
-    ``gx`` [B, d] and writes ``gZ[1:]`` to ``gemb`` [B, T, d]."""
+    """Backward of ``_interact_fwd``: for each pair ``p = (i, j)`` in order,
+    ``gZ_i += g_p Z_j`` and ``gZ_j += g_p Z_i``; adds ``gZ_0`` into ``gx`` [B, d] and
+    writes ``gZ_1..T`` to ``gemb`` [B, T, d]."""
     bsz, T, d = emb.shape
     n = T + 1
-    z = np.empty((n, d), dtype=emb.dtype)
-    g = np.zeros((n, n), dtype=emb.dtype)
-    acc = np.empty(d, dtype=emb.dtype)
-    for b in range(bsz):
-        for k in range(d):
-            z[0, k] = x[b, k]
-        for i in range(T):
-            for k in range(d):
-                z[i + 1, k] = emb[b, i, k]
+    zt = np.empty((n, d, _IBLOCK), dtype=emb.dtype)
+    gzt = np.empty((n, d, _IBLOCK), dtype=emb.dtype)
+    gb = np.empty(_IBLOCK, dtype=emb.dtype)
+    for b0 in range(0, bsz, _IBLOCK):
+        m = min(_IBLOCK, bsz - b0)
+        _load_block(x, emb, b0, m, zt)
+        gzt[:] = 0
         p = 0
         for i in range(1, n):
             for j in range(i):
-                v = gdot[b, p]
-                g[i, j] = v
-                g[j, i] = v
+                for s in range(m):
+                    gb[s] = gdot[b0 + s, p]
+                for k in range(d):
+                    for s in range(m):
+                        gzt[i, k, s] += gb[s] * zt[j, k, s]
+                        gzt[j, k, s] += gb[s] * zt[i, k, s]
                 p += 1
-        for i in range(n):
+        for s in range(m):
             for k in range(d):
-                acc[k] = 0
-            for j in range(n):
-                v = g[i, j]
+                gx[b0 + s, k] += gzt[0, k, s]
+            for i in range(T):
                 for k in range(d):
-                    acc[k] += v * z[j, k]
-            if i == 0:
-                for k in range(d):
-                    gx[b, k] += acc[k]
-            else:
-                for k in range(d):
-                    gemb[b, i - 1, k] = acc[k]
+                    gemb[b0 + s, i, k] = gzt[i + 1, k, s]
 
 
 def _check(shape: DLRMShape, params, dense, emb) -> int:
@@ -213,11 +212,11 @@ def _check(shape: DLRMShape, params, dense, emb) -> int:
 
 def _forward(shape: DLRMShape, layers, dense, emb):
     """Forward pass; returns the logits and what the backward pass needs."""
-    nb = len(shape.bottom) + 1
+    n_bot = len(shape.bottom) + 1
     dt = layers[0][0].dtype
     acts = [np.ascontiguousarray(dense, dtype=dt)]
     h = acts[0]
-    for W, b in layers[:nb]:
+    for W, b in layers[:n_bot]:
         h = h @ W.T
         h += b
         np.maximum(h, 0.0, out=h)
@@ -229,7 +228,7 @@ def _forward(shape: DLRMShape, layers, dense, emb):
     _interact_fwd(x, np.ascontiguousarray(emb, dtype=dt), R[:, d:])
     tacts = [R]
     h = R
-    top = layers[nb:]
+    top = layers[n_bot:]
     for k, (W, b) in enumerate(top):
         h = h @ W.T
         h += b
@@ -286,11 +285,11 @@ def _forward_backward(shape, params, dense, emb, labels, scale):
     probs = _sigmoid(logit)
     grad = np.empty_like(params)
     glayers = layer_views(shape, grad)
-    nb = len(shape.bottom) + 1
+    n_bot = len(shape.bottom) + 1
     inv = dt.type(1.0 / scale)
     # top MLP backward
     delta = ((probs - y) * inv)[:, None]  # d(loss/scale)/d logit, [B, 1]
-    top, gtop = layers[nb:], glayers[nb:]
+    top, gtop = layers[n_bot:], glayers[n_bot:]
     for k in range(len(top) - 1, -1, -1):
         W, _ = top[k]
         gW, gb = gtop[k]
@@ -307,8 +306,8 @@ def _forward_backward(shape, params, dense, emb, labels, scale):
     _interact_bwd(x, np.ascontiguousarray(emb, dtype=dt), delta[:, d:], dx, grad_emb)
     # bottom MLP backward (ReLU after every layer)
     delta = dx
-    bot, gbot = layers[:nb], glayers[:nb]
-    for k in range(nb - 1, -1, -1):
+    bot, gbot = layers[:n_bot], glayers[:n_bot]
+    for k in range(n_bot - 1, -1, -1):
         W, _ = bot[k]
         gW, gb = gbot[k]
         delta *= acts[k + 1] > 0
