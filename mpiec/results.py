@@ -255,7 +255,9 @@ class ResultWriter:
             )
         if not self.path.parent.is_dir():
             raise ResultFileError(f"result file {self.path}: directory does not exist")
-        self._attrs = self._root_attrs(attrs)
+        self._given_attrs = dict(attrs)
+        self._attrs = self._root_attrs(self._given_attrs)
+        self._given_attrs.setdefault("created", self._attrs["created"])
         self._steps: list[np.ndarray] = []
         self._events: list[tuple] = []
         self._eval: list[tuple] = []
@@ -365,6 +367,12 @@ class ResultWriter:
             int(step), _encode_fixed(kind, 16, "checkpoint kind", truncate=False),
             int(bytes), float(seconds), int(bits),
         ))
+
+    def set_attr(self, key: str, value: Any) -> None:
+        """Set (or replace) one root attribute before the file is closed."""
+        self._check_open()
+        self._given_attrs[key] = value
+        self._attrs = self._root_attrs(self._given_attrs)
 
     def set_ranks(self, records: np.ndarray) -> None:
         """Set the per-rank table (RANKS_DTYPE array; replaces a previous one)."""

@@ -135,11 +135,17 @@ class Monitor:
         w = self.writer
         by_role = {(r["info"]["role"], r["info"]["role_index"]): r for r in reports if not r.get("dead")}
         t0 = by_role.get(("trainer", 0))
-        if t0 is not None:
-            tl, evals = t0["role"]["timeline"], [tuple(e) for e in t0["role"]["eval"]]
-        else:  # trainer 0 died: keep what it streamed
+        # The timeline of the first surviving trainer (all trainers step together);
+        # the evaluations of trainer 0, or what it streamed before it died.
+        first = next((by_role[("trainer", i)] for i in range(cfg.layout.trainers)
+                      if ("trainer", i) in by_role), None)
+        if first is not None:
+            tl = first["role"]["timeline"]
+        else:
             tl = np.concatenate(self.timeline) if self.timeline else np.zeros(0, TIMELINE_DTYPE)
-            evals = self.evals
+        evals = [tuple(e) for e in t0["role"]["eval"]] if t0 is not None and t0["role"]["eval"] is not None \
+            else self.evals
+        self.evals = evals
         w.add_steps(tl)
         for e in evals:
             w.add_eval(*e)
@@ -153,6 +159,7 @@ class Monitor:
             ranks[i] = (info["rank"], info["role"], info["role_index"], info["host"][:64],
                         info["pid"], info["peak_rss_mb"])
         w.set_ranks(ranks)
+        w.set_attr("hosts", sorted({r["info"]["host"] for r in reports}))
 
         lost = outcome != "done"
         servers = [by_role.get(("server", i)) for i in range(cfg.layout.servers)]

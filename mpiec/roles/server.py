@@ -74,6 +74,7 @@ class Server:
         self.eps = np.float32(cfg.training.eps)
         self.adagrad = cfg.training.optimizer == "adagrad"
         self.needs_delta = type(ctx.strategy).needs_delta
+        self.needs_old = type(ctx.strategy).needs_old
 
     def serve(self, status: int, where: str, with_grads: bool) -> tuple[np.ndarray, np.ndarray | None]:
         """One pull (and push) round: returns (slots requested, their gradients or None)."""
@@ -101,6 +102,7 @@ class Server:
         acc = np.zeros((uniq.size, self.dim), dtype=np.float32)
         scatter_add_rows(grads, inv, acc)
         table = self.shard.table
+        old = table[uniq] if self.needs_old else None  # fancy indexing copies
         delta = None
         if self.needs_delta:
             delta = np.empty((uniq.size, table.shape[1] * 4), dtype=np.uint8)
@@ -112,7 +114,7 @@ class Server:
             adagrad_apply(table, uniq, acc, self.lr, self.eps)
         else:
             sgd_apply(table, uniq, acc, self.lr)
-        self.ctx.strategy.after_apply(step, uniq, delta)
+        self.ctx.strategy.after_apply(step, uniq, old, delta)
         self.last_apply_us = int((time.perf_counter() - t0) * 1e6)
 
     def run(self) -> None:

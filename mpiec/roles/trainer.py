@@ -157,15 +157,15 @@ class Trainer:
         t0 = time.perf_counter()
         ctx.strategy.after_step(step)
         t_strategy = time.perf_counter() - t0
-        if self.index == 0:
-            rec = np.zeros(1, dtype=TIMELINE_DTYPE)
-            rec["step"], rec["t_end"], rec["dt"] = step, ctx.now(), time.perf_counter() - t_start
-            rec["samples"] = cfg.global_batch
-            rec["loss"] = self.dense_buf[self.P] / cfg.global_batch
-            rec["t_data"], rec["t_compute"], rec["t_comm"], rec["t_wait"] = t_data, t_compute, t_comm, t_wait
-            rec["t_server"] = headers[cfg.layout.trainers:, 2].max() * 1e-6  # servers' last apply
-            rec["t_strategy"] = t_strategy
-            self.timeline.append(rec)
+        # Every trainer keeps its timeline, so any survivor can report the run.
+        rec = np.zeros(1, dtype=TIMELINE_DTYPE)
+        rec["step"], rec["t_end"], rec["dt"] = step, ctx.now(), time.perf_counter() - t_start
+        rec["samples"] = cfg.global_batch
+        rec["loss"] = self.dense_buf[self.P] / cfg.global_batch
+        rec["t_data"], rec["t_compute"], rec["t_comm"], rec["t_wait"] = t_data, t_compute, t_comm, t_wait
+        rec["t_server"] = headers[cfg.layout.trainers:, 2].max() * 1e-6  # servers' last apply
+        rec["t_strategy"] = t_strategy
+        self.timeline.append(rec)
 
     def apply_dense(self) -> None:
         t = self.ctx.cfg.training
@@ -232,11 +232,9 @@ class Trainer:
         digest = hashlib.sha256()
         digest.update(memoryview(self.params).cast("B"))
         digest.update(memoryview(self.dense_state).cast("B"))
-        rep: dict[str, Any] = {"dense_digest": digest.hexdigest()}
-        if self.index == 0:
-            rep["timeline"] = np.concatenate(self.timeline) if self.timeline else np.zeros(0, TIMELINE_DTYPE)
-            rep["eval"] = np.array(self.evals, dtype=EVAL_DTYPE) if self.evals else np.zeros(0, EVAL_DTYPE)
-        return rep
+        return {"dense_digest": digest.hexdigest(),
+                "timeline": np.concatenate(self.timeline) if self.timeline else np.zeros(0, TIMELINE_DTYPE),
+                "eval": np.array(self.evals, dtype=EVAL_DTYPE) if self.evals else None}
 
 
 __all__ = ["Trainer", "model_shape", "eval_due", "eval_rounds"]

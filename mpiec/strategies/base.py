@@ -55,7 +55,8 @@ class Strategy:
 
     name: ClassVar[str] = ""
     description: ClassVar[str] = ""
-    needs_delta: ClassVar[bool] = False  # servers compute old XOR new row bytes on apply
+    needs_delta: ClassVar[bool] = False  # servers compute old XOR new row bytes on apply (fused)
+    needs_old: ClassVar[bool] = False  # servers keep a copy of the rows before apply
 
     def __init__(self, cfg: Config) -> None:
         self.cfg = cfg
@@ -80,8 +81,14 @@ class Strategy:
     def attach_server(self, shard: ServerShard) -> None:
         """Called once on each server after its shard is initialised."""
 
-    def after_apply(self, step: int, slots: np.ndarray, delta: np.ndarray | None) -> None:
-        """Rows ``slots`` were updated at ``step``; ``delta`` = old XOR new bytes if needed."""
+    def after_apply(self, step: int, slots: np.ndarray, old: np.ndarray | None,
+                    delta: np.ndarray | None) -> None:
+        """Rows ``slots`` (sorted, unique) were updated at ``step``.
+
+        The new rows are ``shard.table[slots]``; ``old`` is a copy of the rows
+        before the update (``needs_old``), ``delta`` their old XOR new bytes as
+        uint8 ``[len(slots), row_bytes]`` (``needs_delta``); ``None`` otherwise.
+        """
 
     # -- every role ---------------------------------------------------------
     def after_step(self, step: int) -> None:
