@@ -70,7 +70,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
     for cfg in cfgs:
         cfg.output.name = f"{cfg.preset}-{cfg.strategy.name}-s{cfg.training.seed}"
         print(f"[mpiec bench] strategy {cfg.strategy.name} ...", flush=True)
-        outcome = launch(cfg, out, timeout=args.timeout, quiet=not args.verbose)
+        outcome = launch(cfg, out, timeout=args.timeout, quiet=args.quiet)
         if outcome.message:
             print(f"[mpiec bench] {cfg.strategy.name}: {outcome.message}", flush=True)
         if outcome.path:
@@ -126,7 +126,7 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--strategies", metavar="A,B,...", help="strategies to run (default: all)")
     bench.add_argument("--out", metavar="DIR", help="directory for the result files")
     bench.add_argument("--timeout", type=float, help="per-run time limit in seconds")
-    bench.add_argument("--verbose", action="store_true", help="show each run's progress")
+    bench.add_argument("--quiet", action="store_true", help="hide each run's progress lines")
     bench.set_defaults(func=cmd_bench)
 
     config = sub.add_parser("config", help="print or write the resolved config (for job scripts)")

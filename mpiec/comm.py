@@ -173,11 +173,14 @@ def wait(req: MPI.Request, where: str) -> None:
 
 
 def waitall(reqs: list[MPI.Request], where: str) -> None:
+    """Complete every request. One at a time on purpose: ``Waitall`` reports a dead
+    peer as ``MPI_ERR_IN_STATUS``, hiding the failure class in the statuses."""
     with guard(where):
         if WaitPolicy.sleep:
-            _poll(lambda: MPI.Request.Testall(reqs))
+            _poll(lambda: all([r.Test() for r in reqs]))
         else:
-            MPI.Request.Waitall(reqs)
+            for r in reqs:
+                r.Wait()
 
 
 def recv(comm: MPI.Intracomm, source: int, tag: int, where: str, status: MPI.Status | None = None,

@@ -190,6 +190,8 @@ class KillSwitch:
         """The kill due at the start of ``step`` (``now`` is monotonic time)."""
         if step in self.steps:
             return self.steps[step]
+        if self._timer is not None:
+            return None  # the timer thread owns time kills (it may fire mid-step)
         if self.times and (now - self.t0) >= (self.times[0].time or 0.0):
             return self.times[0]
         return None

@@ -132,7 +132,9 @@ def launch(cfg: Config, out_dir: Path, timeout: float | None = None, quiet: bool
             print("[mpiec] launching: " + " ".join(cmd), flush=True)
         t0 = time.monotonic()
         proc = subprocess.Popen(cmd, env=env, start_new_session=True, stdout=subprocess.PIPE,
-                                stderr=subprocess.STDOUT, text=True, errors="replace", bufsize=1)
+                                stderr=subprocess.STDOUT, text=True, errors="replace", bufsize=1,
+                                preexec_fn=_die_with_parent)
+        previous = {sig: signal.signal(sig, _terminate) for sig in (signal.SIGTERM, signal.SIGHUP)}
         relay = threading.Thread(target=relay_output, args=(proc.stdout, quiet), daemon=True)
         relay.start()
         message = ""
@@ -145,6 +147,8 @@ def launch(cfg: Config, out_dir: Path, timeout: float | None = None, quiet: bool
         finally:
             kill_group(proc)
             relay.join(timeout=5)
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
         seconds = time.monotonic() - t0
     if message:
         return RunOutcome(EXIT_CRASH, path if path.exists() else None, seconds, message)
@@ -172,6 +176,21 @@ def relay_output(stream: IO[str], quiet: bool) -> None:
         if _NOISE.match(line) or quiet:
             continue
         print(line, flush=True)
+
+
+def _terminate(signum: int, frame: object) -> None:
+    """SIGTERM/SIGHUP (a scheduler or a test's timeout): clean up like Ctrl-C."""
+    raise KeyboardInterrupt
+
+
+def _die_with_parent() -> None:
+    """In mpiexec's child: get SIGTERM if the launcher dies, so no job is orphaned."""
+    import ctypes
+
+    try:
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    except OSError:
+        pass
 
 
 def kill_group(proc: subprocess.Popen) -> None:

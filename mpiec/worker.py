@@ -85,9 +85,22 @@ def main(argv: list[str] | None = None) -> int:
     try:
         outcome = run_rank(ctx)
     except MpiecError as exc:
-        print(f"mpiec worker (rank {rank}): error: {exc}", file=sys.stderr)
-        os._exit(2)  # bad input discovered late: do not wait in MPI_Finalize for peers
-    return 1 if (rank == 0 and outcome != "done") else 0
+        print(f"mpiec worker (rank {rank}): error: {exc}", file=sys.stderr, flush=True)
+        os._exit(2)  # skip MPI_Finalize: peers see a dead rank instead of waiting for us
+    except BaseException:
+        import traceback
+
+        print(f"mpiec worker (rank {rank}, {ctx.slot}): internal error", file=sys.stderr)
+        traceback.print_exc()
+        sys.stderr.flush()
+        sys.stdout.flush()
+        os._exit(3)  # as above: a crash must look like a failure, never a hang in Finalize
+    code = 1 if (rank == 0 and outcome != "done") else 0
+    if ctx.failures_seen and ulfm:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)  # skip MPI_Finalize after a real failure: it can wait on cut-off operations
+    return code
 
 
 def warm_up() -> None:

@@ -56,3 +56,11 @@ def test_kill_switch_picks_own_slot_only():
     assert sw.due(3, now=1.0) is None
     assert sw.due(5, now=1.0) == Kill("server", 1, step=5)
     assert sw.due(6, now=101.0) == Kill("server", 1, time=100.0)
+
+
+def test_real_time_kills_belong_to_the_timer():
+    sw = KillSwitch([Kill("trainer", 0, time=1000.0)], "trainer", 0, real=True, t0=0.0)
+    try:
+        assert sw.due(0, now=2000.0) is None  # the step loop must not act on it a second time
+    finally:
+        sw.cancel()

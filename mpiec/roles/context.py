@@ -47,6 +47,7 @@ class RankContext:
     completed: int = -1  # last step this rank fully completed
     current_step: int = 0  # the step (or evaluation after it) in progress
     dead: bool = False  # emulated mode: this rank is the victim and only plays dead
+    failures_seen: int = 0  # failures this rank went through
 
     def __post_init__(self) -> None:
         self.first_rank = self.comms.world.Get_rank()  # rank in the original world, for reports
@@ -114,7 +115,9 @@ class RankContext:
         d.mkdir(parents=True, exist_ok=True)
         rec = {"step": step, "time": self.now(), "rank": self.first_rank, "role": self.slot.role,
                "index": self.slot.index, "plan": str(kill)}
-        (d / f"{self.rank}.json").write_text(json.dumps(rec))
+        tmp = d / f".{self.first_rank}.tmp"
+        tmp.write_text(json.dumps(rec))
+        tmp.replace(d / f"{self.first_rank}.json")  # atomic: the monitor never reads half a note
 
     def rank_info(self) -> dict[str, Any]:
         return {"rank": self.first_rank, "role": self.slot.role, "role_index": self.slot.index,

@@ -195,10 +195,12 @@ class Monitor:
         d = self.ctx.out_path.parent / f".{self.ctx.out_path.stem}.kills"
         out = []
         if d.is_dir():
-            for f in sorted(d.glob("*.json")):
+            for f in sorted(d.iterdir()):
                 try:
                     k = json.loads(f.read_text())
                     out.append((k["step"], k["time"], "kill", k["rank"], k["role"], k["index"], k["plan"]))
+                except (OSError, ValueError, KeyError) as exc:
+                    say(f"warning: unreadable kill note {f.name}: {exc}")
                 finally:
                     f.unlink(missing_ok=True)
             d.rmdir()

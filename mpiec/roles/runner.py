@@ -83,6 +83,7 @@ def run_rank(ctx: RankContext) -> str:
             failure = ulfm_failure(ctx, exc)
         except EmulatedFailure as exc:
             failure = emulated_failure(ctx, exc)
+        ctx.failures_seen += 1
         decision = ctx.strategy.on_failure(failure)
         if decision is Decision.ABORT:
             ctx.event("abort", failure.step, ctx.rank, detail=f"strategy {ctx.cfg.strategy.name}")
@@ -95,4 +96,8 @@ def run_rank(ctx: RankContext) -> str:
     reports = ctx.comms.world.gather(report, root=0)
     if ctx.rank == 0:
         role.write_result(reports, outcome)
+    if ctx.failures_seen:
+        # Hold everyone until the file is written: after a failure the caller skips
+        # MPI_Finalize (Open MPI can hang there with operations the failure cut off).
+        ctx.comms.world.bcast(None, root=0)
     return outcome

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import signal
 import subprocess
 import sys
 import time
@@ -29,7 +31,16 @@ def mpiec(args: list[str], out: Path | None = None, timeout: float = 120) -> Run
     if out is not None:
         cmd += ["--out", str(out)]
     t0 = time.monotonic()
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    popen = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                             start_new_session=True)
+    try:
+        stdout, stderr = popen.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(popen.pid, signal.SIGTERM)  # the launcher then kills its ranks
+        stdout, stderr = popen.communicate(timeout=30)
+        raise AssertionError(f"mpiec {' '.join(args)} did not end within {timeout} s:\n"
+                             f"{stdout}{stderr}") from None
+    proc = subprocess.CompletedProcess(cmd, popen.returncode, stdout, stderr)
     return Run(proc, time.monotonic() - t0, out or Path("."))
 
 
