@@ -1,5 +1,7 @@
 """Kill plans: the syntax of DESIGN.md, validated against the layout; random plans reproducible."""
 
+import time
+
 import pytest
 
 from mpiec.config import load_config
@@ -59,8 +61,9 @@ def test_kill_switch_picks_own_slot_only():
 
 
 def test_real_time_kills_belong_to_the_timer():
-    sw = KillSwitch([Kill("trainer", 0, time=1000.0)], "trainer", 0, real=True, t0=0.0)
+    t0 = time.monotonic()  # the timer is armed for t0 + 1000 s; cancelled below
+    sw = KillSwitch([Kill("trainer", 0, time=1000.0)], "trainer", 0, real=True, t0=t0)
     try:
-        assert sw.due(0, now=2000.0) is None  # the step loop must not act on it a second time
+        assert sw.due(0, now=t0 + 2000.0) is None  # the step loop must not act on it a second time
     finally:
         sw.cancel()

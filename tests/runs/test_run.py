@@ -54,7 +54,9 @@ def test_checksum_does_not_depend_on_timing(tmp_path):
 
 
 def test_server_kill_under_none_loses_the_run_cleanly(tmp_path):
-    run = mpiec(["run", "--preset", "tiny", "--kill", "server:1@step=10"], out=tmp_path, timeout=90)
+    """With a spare too: it must leave its wait and exit like everyone else."""
+    run = mpiec(["run", "--preset", "tiny", "--kill", "server:1@step=10", "--set", "layout.spares=1"],
+                out=tmp_path, timeout=90)
     assert run.code != 0
     assert run.seconds < 60, run.seconds
     res = run.result()
@@ -64,6 +66,7 @@ def test_server_kill_under_none_loses_the_run_cleanly(tmp_path):
     assert decode(kill["role"]) == "server" and kill["role_index"] == 1 and kill["step"] == 10
     assert res.summary["lost"] and res.summary["steps_completed"] == 10
     assert res.summary["param_checksum"] == ""
+    assert "spare" in [decode(r) for r in res.ranks["role"]]
     time.sleep(0.5)
     assert worker_processes(str(tmp_path)) == []
 
