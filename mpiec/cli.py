@@ -28,7 +28,8 @@ examples:
 def add_config_args(p: argparse.ArgumentParser, strategy: bool = True) -> None:
     p.add_argument("--preset", choices=PRESETS, default=None,
                    help=f"configuration preset (default: {DEFAULT_PRESET})")
-    p.add_argument("--config", metavar="FILE", help="TOML file (or JSON from 'mpiec config --write') overriding the preset")
+    p.add_argument("--config", metavar="FILE",
+                   help="TOML file (or JSON from 'mpiec config --write') overriding the preset")
     if strategy:
         p.add_argument("--strategy", help="fault-tolerance strategy (see 'mpiec strategies')")
     p.add_argument("--kill", action="append", default=[], metavar="PLAN",
