@@ -54,7 +54,6 @@ class LayoutConfig:
     servers: int = 2
     spares: int = 0
     parity_ranks: int = 0  # dedicated parity holders (ecrm); 0 = rotated parity on servers
-    replacement: str = "spare"  # spare | spawn
     wait: str = "auto"  # spin | sleep | auto (sleep-poll when ranks outnumber cores)
 
 
@@ -328,8 +327,6 @@ def validate(cfg: Config) -> None:
     _need(lay.servers >= 1, f"layout.servers must be >= 1, got {lay.servers}")
     _need(lay.spares >= 0, f"layout.spares must be >= 0, got {lay.spares}")
     _need(lay.parity_ranks >= 0, f"layout.parity_ranks must be >= 0, got {lay.parity_ranks}")
-    _need(lay.replacement in ("spare", "spawn"),
-          f"layout.replacement must be spare or spawn, got '{lay.replacement}'")
     _need(lay.wait in ("auto", "spin", "sleep"),
           f"layout.wait must be auto, spin or sleep, got '{lay.wait}'")
     _need(t.steps >= 1, f"training.steps must be >= 1, got {t.steps}")
@@ -355,4 +352,8 @@ def validate(cfg: Config) -> None:
 
     strategy_cls = get_strategy_class(cfg.strategy.name)  # raises ConfigError
     strategy_cls.validate_params(cfg)
+    _, r = strategy_cls.stripe_shape(cfg)
+    _need(lay.parity_ranks in (0, r),
+          f"layout.parity_ranks must be 0 or the strategy's parity count r = {r} "
+          f"(strategy '{cfg.strategy.name}'), got {lay.parity_ranks}")
     parse_kill_plans(f.kill, cfg)  # raises KillPlanError, a ConfigError's sibling

@@ -46,6 +46,7 @@ def test_json_round_trip():
     ("model=3", "'model' is a section"),
     ("strategy.name=nope", "unknown strategy 'nope'"),
     ("strategy.k=4", "unknown config key 'strategy.k' for strategy 'none'"),
+    ("layout.parity_ranks=1", "layout.parity_ranks must be 0 or the strategy's parity count r = 0"),
 ])
 def test_bad_values_name_the_key(assignment, needle):
     with pytest.raises(ConfigError) as info:

@@ -11,7 +11,9 @@ from mpiec.faults import Kill, KillSwitch, parse_kill_plans
 
 @pytest.fixture
 def cfg():
-    return load_config("tiny", sets=["layout.parity_ranks=2", "training.steps=100"])
+    cfg = load_config("tiny", sets=["training.steps=100"])
+    cfg.layout.parity_ranks = 2  # as an erasure-coded strategy with r = 2 would allow
+    return cfg
 
 
 def test_fixed_plans(cfg):
