@@ -149,7 +149,7 @@ class WaitPolicy:
     """
 
     sleep = False
-    min_s, max_s = 20e-6, 1e-3
+    min_s, max_s = 20e-6, 2e-4
 
 
 def configure_waiting(oversubscribed: bool, mode: str = "auto") -> None:
