@@ -144,6 +144,34 @@ def sgd_apply(table, slots, grads, lr):
 LANES = 8  # the sum of squares runs in 8 interleaved float32 lanes (lane = column % 8)
 
 
+@njit(cache=True, inline="always")
+def _finish_lanes(g, i, full, dim, a0, a1, a2, a3, a4, a5, a6, a7):
+    # the last dim % 8 columns go to lanes 0.., then the fixed reduction tree
+    rem = dim - full
+    if rem > 0:
+        x = g[i, full]
+        a0 += x * x
+    if rem > 1:
+        x = g[i, full + 1]
+        a1 += x * x
+    if rem > 2:
+        x = g[i, full + 2]
+        a2 += x * x
+    if rem > 3:
+        x = g[i, full + 3]
+        a3 += x * x
+    if rem > 4:
+        x = g[i, full + 4]
+        a4 += x * x
+    if rem > 5:
+        x = g[i, full + 5]
+        a5 += x * x
+    if rem > 6:
+        x = g[i, full + 6]
+        a6 += x * x
+    return ((a0 + a4) + (a2 + a6)) + ((a1 + a5) + (a3 + a7))
+
+
 @njit(cache=True)
 def row_sum_squares(g, i, dim):
     """sum(g[i, :dim] ** 2) in float32, in the fixed order the optimizers use.
@@ -168,29 +196,7 @@ def row_sum_squares(g, i, dim):
         a5 += x5 * x5
         a6 += x6 * x6
         a7 += x7 * x7
-    rem = dim - full
-    if rem > 0:
-        x = g[i, full]
-        a0 += x * x
-    if rem > 1:
-        x = g[i, full + 1]
-        a1 += x * x
-    if rem > 2:
-        x = g[i, full + 2]
-        a2 += x * x
-    if rem > 3:
-        x = g[i, full + 3]
-        a3 += x * x
-    if rem > 4:
-        x = g[i, full + 4]
-        a4 += x * x
-    if rem > 5:
-        x = g[i, full + 5]
-        a5 += x * x
-    if rem > 6:
-        x = g[i, full + 6]
-        a6 += x * x
-    return ((a0 + a4) + (a2 + a6)) + ((a1 + a5) + (a3 + a7))
+    return _finish_lanes(g, i, full, dim, a0, a1, a2, a3, a4, a5, a6, a7)
 
 
 @intrinsic
@@ -231,29 +237,7 @@ def _row_sum_squares_v(g, i, dim):
     # row_sum_squares with the full chunks in one SIMD register (same bits)
     full = dim - dim % LANES
     a0, a1, a2, a3, a4, a5, a6, a7 = _sumsq_lanes8(g, i, full // LANES)
-    rem = dim - full
-    if rem > 0:
-        x = g[i, full]
-        a0 += x * x
-    if rem > 1:
-        x = g[i, full + 1]
-        a1 += x * x
-    if rem > 2:
-        x = g[i, full + 2]
-        a2 += x * x
-    if rem > 3:
-        x = g[i, full + 3]
-        a3 += x * x
-    if rem > 4:
-        x = g[i, full + 4]
-        a4 += x * x
-    if rem > 5:
-        x = g[i, full + 5]
-        a5 += x * x
-    if rem > 6:
-        x = g[i, full + 6]
-        a6 += x * x
-    return ((a0 + a4) + (a2 + a6)) + ((a1 + a5) + (a3 + a7))
+    return _finish_lanes(g, i, full, dim, a0, a1, a2, a3, a4, a5, a6, a7)
 
 
 @njit(cache=True)
