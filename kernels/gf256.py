@@ -277,6 +277,27 @@ def _gfni_mac32x(typingctx, dst, doff, a, aoff, b, boff, mat):
     return sig, _gfni_codegen(2)
 
 
+@njit(cache=True, inline="always")
+def _mul_masked(v, m0, m1, m2, m3, m4, m5, m6, m7):
+    # c * v = xor of (x^b * v) over the set bits b of c (masks m_b = 0xFF or 0);
+    # x * v is a shift plus a conditional 0x1D -- byte lanes that LLVM vectorises.
+    acc = v & m0
+    v = np.uint8((v << 1) ^ ((0 - (v >> 7)) & 0x1D))
+    acc ^= v & m1
+    v = np.uint8((v << 1) ^ ((0 - (v >> 7)) & 0x1D))
+    acc ^= v & m2
+    v = np.uint8((v << 1) ^ ((0 - (v >> 7)) & 0x1D))
+    acc ^= v & m3
+    v = np.uint8((v << 1) ^ ((0 - (v >> 7)) & 0x1D))
+    acc ^= v & m4
+    v = np.uint8((v << 1) ^ ((0 - (v >> 7)) & 0x1D))
+    acc ^= v & m5
+    v = np.uint8((v << 1) ^ ((0 - (v >> 7)) & 0x1D))
+    acc ^= v & m6
+    v = np.uint8((v << 1) ^ ((0 - (v >> 7)) & 0x1D))
+    return acc ^ (v & m7)
+
+
 @njit(cache=True)
 def _mac_portable(dst, doff, src, soff, n, c):
     # c * v = xor of (x^b * v) over the set bits b of c; x * v is a shift plus a
@@ -289,22 +310,7 @@ def _mac_portable(dst, doff, src, soff, n, c):
     d0, s0 = np.uint64(doff), np.uint64(soff)
     for i in range(np.uint64(n)):
         v = src[s0 + i]
-        acc = v & m0
-        v = np.uint8((v << 1) ^ ((0 - (v >> 7)) & 0x1D))
-        acc ^= v & m1
-        v = np.uint8((v << 1) ^ ((0 - (v >> 7)) & 0x1D))
-        acc ^= v & m2
-        v = np.uint8((v << 1) ^ ((0 - (v >> 7)) & 0x1D))
-        acc ^= v & m3
-        v = np.uint8((v << 1) ^ ((0 - (v >> 7)) & 0x1D))
-        acc ^= v & m4
-        v = np.uint8((v << 1) ^ ((0 - (v >> 7)) & 0x1D))
-        acc ^= v & m5
-        v = np.uint8((v << 1) ^ ((0 - (v >> 7)) & 0x1D))
-        acc ^= v & m6
-        v = np.uint8((v << 1) ^ ((0 - (v >> 7)) & 0x1D))
-        acc ^= v & m7
-        dst[d0 + i] ^= acc
+        dst[d0 + i] ^= _mul_masked(v, m0, m1, m2, m3, m4, m5, m6, m7)
 
 
 @njit(cache=True)
@@ -316,22 +322,7 @@ def _mac2_portable(dst, doff, a, aoff, b, boff, n, c):
     d0, a0, b0 = np.uint64(doff), np.uint64(aoff), np.uint64(boff)
     for i in range(np.uint64(n)):
         v = a[a0 + i] ^ b[b0 + i]
-        acc = v & m0
-        v = np.uint8((v << 1) ^ ((0 - (v >> 7)) & 0x1D))
-        acc ^= v & m1
-        v = np.uint8((v << 1) ^ ((0 - (v >> 7)) & 0x1D))
-        acc ^= v & m2
-        v = np.uint8((v << 1) ^ ((0 - (v >> 7)) & 0x1D))
-        acc ^= v & m3
-        v = np.uint8((v << 1) ^ ((0 - (v >> 7)) & 0x1D))
-        acc ^= v & m4
-        v = np.uint8((v << 1) ^ ((0 - (v >> 7)) & 0x1D))
-        acc ^= v & m5
-        v = np.uint8((v << 1) ^ ((0 - (v >> 7)) & 0x1D))
-        acc ^= v & m6
-        v = np.uint8((v << 1) ^ ((0 - (v >> 7)) & 0x1D))
-        acc ^= v & m7
-        dst[d0 + i] ^= acc
+        dst[d0 + i] ^= _mul_masked(v, m0, m1, m2, m3, m4, m5, m6, m7)
 
 
 @njit(cache=True)
