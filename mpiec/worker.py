@@ -46,7 +46,7 @@ def main(argv: list[str] | None = None) -> int:
     from mpiec.launcher import result_name
     from mpiec.layout import initial_slots
     from mpiec.roles.context import RankContext
-    from mpiec.roles.runner import run_rank
+    from mpiec.roles.runner import make_role, run_rank
 
     world = returning(MPI.COMM_WORLD.Dup())
     rank, size = world.Get_rank(), world.Get_size()
@@ -79,11 +79,12 @@ def main(argv: list[str] | None = None) -> int:
     comms = build_comms(world, slots[rank], cfg.layout.trainers, cfg.layout.servers)
     configure_waiting(oversubscribed(world), cfg.layout.wait)
     warm_up()
-    world.Barrier()
-    t0 = world.bcast(time.time() if rank == 0 else None, root=0)
-    ctx = RankContext(cfg=cfg, slots=slots, comms=comms, ulfm=ulfm, t0_wall=t0, out_path=out)
+    ctx = RankContext(cfg=cfg, slots=slots, comms=comms, ulfm=ulfm, t0_wall=time.time(), out_path=out)
     try:
-        outcome = run_rank(ctx)
+        role = make_role(ctx)  # shards, models, eval sets: built before the clock starts
+        world.Barrier()
+        ctx.t0_wall = world.bcast(time.time() if rank == 0 else None, root=0)
+        outcome = run_rank(ctx, role)
     except MpiecError as exc:
         print(f"mpiec worker (rank {rank}): error: {exc}", file=sys.stderr, flush=True)
         os._exit(2)  # skip MPI_Finalize: peers see a dead rank instead of waiting for us

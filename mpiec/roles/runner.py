@@ -71,9 +71,9 @@ def emulated_failure(ctx: RankContext, exc: EmulatedFailure) -> Failure:
     return Failure(step=ctx.current_step, committed=ctx.current_step - 1, dead=dead, emulated=True)
 
 
-def run_rank(ctx: RankContext) -> str:
-    """Run this rank to the end; returns ``"done"`` or ``"lost"``."""
-    role = make_role(ctx)
+def run_rank(ctx: RankContext, role: Any = None) -> str:
+    """Run this rank (its ``role`` from ``make_role``) to the end: ``"done"`` or ``"lost"``."""
+    role = role if role is not None else make_role(ctx)
     outcome = "done"
     while True:
         try:

@@ -25,6 +25,7 @@ import numpy as np
 
 from mpiec.comm import wait, waitall
 from mpiec.data.rng import init_embedding_rows
+from mpiec.faults import KillSwitch
 from mpiec.kernels.embedding import (
     adagrad_apply,
     adagrad_apply_delta,
@@ -68,7 +69,7 @@ class Server:
         self.dim = cfg.model.dim
         self.shard = init_shard(ctx, ctx.slot.index)
         ctx.strategy.attach_server(self.shard)
-        self.switch = ctx.kill_switch()
+        self.switch: KillSwitch | None = None  # armed when training starts
         self.last_apply_us = 0
         self.lr = np.float32(cfg.training.lr)
         self.eps = np.float32(cfg.training.eps)
@@ -119,6 +120,7 @@ class Server:
 
     def run(self) -> None:
         ctx, cfg = self.ctx, self.ctx.cfg
+        self.switch = self.switch or ctx.kill_switch()
         for step in range(ctx.completed + 1, cfg.training.steps):
             ctx.current_step = step
             status = self.ctx.kill_status(self.switch, step)

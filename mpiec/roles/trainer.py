@@ -26,6 +26,7 @@ import numpy as np
 from mpi4py import MPI
 
 from mpiec.comm import guard, waitall
+from mpiec.faults import KillSwitch
 from mpiec.kernels.embedding import scatter_add_rows, unique_inverse
 from mpiec.model.dlrm import DLRMShape, forward_backward, init_params, predict
 from mpiec.model.metrics import accuracy, auc, logloss
@@ -75,7 +76,7 @@ class Trainer:
         self.timeline: list[np.ndarray] = []
         self.evals: list[tuple] = []
         self.sent_upto = 0
-        self.switch = ctx.kill_switch()
+        self.switch: KillSwitch | None = None  # armed when training starts
         self._next: tuple[int, Any] | None = None
 
     # -- helpers ------------------------------------------------------------
@@ -210,6 +211,7 @@ class Trainer:
     # -- role interface ---------------------------------------------------------
     def run(self) -> None:
         cfg = self.ctx.cfg
+        self.switch = self.switch or self.ctx.kill_switch()
         try:
             for step in range(self.ctx.completed + 1, cfg.training.steps):
                 self.ctx.current_step = step
