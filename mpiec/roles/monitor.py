@@ -107,8 +107,10 @@ class Monitor:
                 last = msg[-1]
                 ctx.current_step = int(last["step"]) + 1
                 rate = float(msg["samples"].sum() / max(msg["dt"].sum(), 1e-12))
-                say(f"step {int(last['step']) + 1:>7}/{cfg.training.steps}  {rate:>10,.0f} samples/s  "
-                    f"loss {float(msg['loss'].mean()):.4f}  t={float(last['t_end']):.1f}s")
+                done, t = int(last["step"]) + 1, float(last["t_end"])
+                eta = t / done * (cfg.training.steps - done)  # evaluations included, roughly
+                say(f"step {done:>7}/{cfg.training.steps}  {rate:>10,.0f} samples/s  "
+                    f"loss {float(msg['loss'].mean()):.4f}  t={t:.1f}s  eta {eta:.0f}s")
             elif tag == TAG_EVAL:
                 self.evals.append(msg)
                 say(f"eval after step {msg[0] + 1}: AUC {msg[2]:.4f} (teacher {self.teacher_auc:.4f})  "
