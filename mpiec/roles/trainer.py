@@ -100,11 +100,11 @@ class Trainer:
                                                                  minlength=ctx.cfg.layout.servers)
         return ctx.placement.local_slot(uniq[order]), counts, pos[inv]
 
-    def pull(self, ids: np.ndarray, status: int,
-             where: str) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        """Pull a batch's rows: returns (emb [B,T,dim], counts, inverse, server headers)."""
+    def pull(self, ids: np.ndarray, routed: tuple[np.ndarray, np.ndarray, np.ndarray], status: int,
+             where: str) -> tuple[np.ndarray, np.ndarray]:
+        """Pull the rows of a routed batch: returns (emb [B,T,dim], server headers)."""
         data = self.ctx.comms.data
-        slots, counts, inv = self.route(ids)
+        slots, counts, inv = routed
         zeros = np.zeros_like(counts)
         headers = exchange_headers(data, counts, status, 0, where)
         rows = np.empty((slots.size, self.dim), dtype=np.float32)
@@ -112,7 +112,7 @@ class Trainer:
         r2 = ialltoallv(data, _EMPTY_F32, zeros, rows, counts, width=self.dim)
         waitall([r1, r2], where)
         emb = rows[inv].reshape(ids.shape[0], ids.shape[1], self.dim)
-        return emb, counts, inv, headers
+        return emb, headers
 
     # -- the step -------------------------------------------------------------
     def train_step(self, step: int) -> None:
@@ -120,10 +120,12 @@ class Trainer:
         t_start = time.perf_counter()
         status = self.ctx.kill_status(self.switch, step)
         batch = self.batch(step)
+        routed = self.route(batch.ids)
+        _, counts, inv = routed
         t_data = time.perf_counter() - t_start
 
         t0 = time.perf_counter()
-        emb, counts, inv, headers = self.pull(batch.ids, status, f"step {step} pull")
+        emb, headers = self.pull(batch.ids, routed, status, f"step {step} pull")
         t_pull = time.perf_counter() - t0
 
         t0 = time.perf_counter()
@@ -183,7 +185,7 @@ class Trainer:
         probs = []
         for r in range(eval_rounds(cfg)):
             ids = self.eval_ids[r * eb:(r + 1) * eb]
-            emb, *_ = self.pull(ids, STATUS_OK, f"eval after step {step}")
+            emb, _ = self.pull(ids, self.route(ids), STATUS_OK, f"eval after step {step}")
             if ids.shape[0]:
                 probs.append(predict(self.shape, self.params, self.eval_dense[r * eb:(r + 1) * eb], emb))
         mine = np.concatenate(probs) if probs else np.empty(0, dtype=np.float32)
