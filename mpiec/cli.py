@@ -25,6 +25,16 @@ examples:
 """
 
 
+def positive(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"must be a number of seconds > 0, got '{text}'")
+    return value
+
+
 def add_config_args(p: argparse.ArgumentParser, strategy: bool = True) -> None:
     p.add_argument("--preset", choices=PRESETS, default=None,
                    help=f"configuration preset (default: {DEFAULT_PRESET})")
@@ -119,14 +129,14 @@ def build_parser() -> argparse.ArgumentParser:
                          epilog=EPILOG_RUN, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_config_args(run)
     run.add_argument("--out", metavar="DIR", help="directory for the result file (default: output.dir)")
-    run.add_argument("--timeout", type=float, help="kill the run after this many seconds")
+    run.add_argument("--timeout", type=positive, help="kill the run after this many seconds")
     run.set_defaults(func=cmd_run)
 
     bench = sub.add_parser("bench", help="run every strategy on the same preset and kill plan, compare")
     add_config_args(bench, strategy=False)
     bench.add_argument("--strategies", metavar="A,B,...", help="strategies to run (default: all)")
     bench.add_argument("--out", metavar="DIR", help="directory for the result files")
-    bench.add_argument("--timeout", type=float, help="per-run time limit in seconds")
+    bench.add_argument("--timeout", type=positive, help="per-run time limit in seconds")
     bench.add_argument("--quiet", action="store_true", help="hide each run's progress lines")
     bench.set_defaults(func=cmd_bench)
 
@@ -166,6 +176,10 @@ def main(argv: list[str] | None = None) -> int:
         return args.func(args)
     except MpiecError as exc:
         print(f"mpiec: error: {exc}", file=sys.stderr)
+        return 2
+    except OSError as exc:  # an output path that cannot be created or written
+        where = f"{exc.filename}: " if exc.filename else ""
+        print(f"mpiec: error: {where}{exc.strerror or exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("mpiec: interrupted", file=sys.stderr)

@@ -329,6 +329,8 @@ def validate(cfg: Config) -> None:
     _need(lay.parity_ranks >= 0, f"layout.parity_ranks must be >= 0, got {lay.parity_ranks}")
     _need(lay.wait in ("auto", "spin", "sleep"),
           f"layout.wait must be auto, spin or sleep, got '{lay.wait}'")
+    _need("/" not in cfg.output.name and "\\" not in cfg.output.name and cfg.output.name not in (".", ".."),
+          f"output.name must be a file name without directories, got '{cfg.output.name}' (use --out DIR)")
     _need(t.steps >= 1, f"training.steps must be >= 1, got {t.steps}")
     _need(t.batch_size >= 1, f"training.batch_size must be >= 1, got {t.batch_size}")
     _need(t.optimizer in ("sgd", "adagrad"),

@@ -93,6 +93,8 @@ def _parse_random(plan: str, body: str, cfg: Config) -> list[Kill]:
         max_kills = int(opts.get("max", str(RANDOM_MAX_KILLS)))
     except ValueError:
         raise KillPlanError(f"kill plan '{plan}': seed and max must be integers") from None
+    if max_kills < 1:
+        raise KillPlanError(f"kill plan '{plan}': max must be >= 1, got {max_kills}")
     targets = opts.get("targets", "server+trainer").split("+")
     for role in targets:
         if role not in KILLABLE_ROLES:
@@ -102,7 +104,7 @@ def _parse_random(plan: str, body: str, cfg: Config) -> list[Kill]:
         raise KillPlanError(f"kill plan '{plan}': the layout has no ranks of roles {targets}")
     rng = np.random.default_rng(seed)
     kills, t = [], 0.0
-    for _ in range(max(0, max_kills)):
+    for _ in range(max_kills):
         t += float(rng.exponential(mtbf))
         role, index = slots[int(rng.integers(len(slots)))]
         kills.append(Kill(role, index, time=round(t, 6)))

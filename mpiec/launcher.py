@@ -110,10 +110,15 @@ def precheck_data(cfg: Config) -> None:
     d = cfg.data
     if d.source == "synthetic":
         return
-    from mpiec.data.criteo import load_criteo_npz, load_criteo_tsv
+    from mpiec.errors import DataError
+    from mpiec.roles.context import make_source
+    from mpiec.roles.trainer import check_eval_size
 
-    loader = load_criteo_tsv if d.source == "criteo-tsv" else load_criteo_npz
-    loader(d.path, d.cardinalities, cat_mapping=d.cat_mapping)
+    try:
+        source = make_source(cfg)
+    except ValueError as exc:  # e.g. too few samples to hold out an evaluation set
+        raise DataError(f"{d.path}: {exc}") from None
+    check_eval_size(cfg, len(source.eval_batch(d.eval_samples).labels))
 
 
 def launch(cfg: Config, out_dir: Path, timeout: float | None = None, quiet: bool = False) -> RunOutcome:

@@ -42,7 +42,16 @@ def main(argv: list[str] | None = None) -> int:
 
     from mpi4py import MPI
 
-    from mpiec.comm import build_comms, configure_waiting, oversubscribed, returning, ulfm_available
+    from mpiec.comm import (
+        PeerFailure,
+        build_comms,
+        configure_waiting,
+        oversubscribed,
+        returning,
+        ulfm_available,
+        wait,
+    )
+    from mpiec.faults import die_now
     from mpiec.launcher import result_name
     from mpiec.layout import initial_slots
     from mpiec.roles.context import RankContext
@@ -82,20 +91,25 @@ def main(argv: list[str] | None = None) -> int:
     ctx = RankContext(cfg=cfg, slots=slots, comms=comms, ulfm=ulfm, t0_wall=time.time(), out_path=out)
     try:
         role = make_role(ctx)  # shards, models, eval sets: built before the clock starts
-        world.Barrier()
+        wait(world.Ibarrier(), "start-up")  # a peer that crashed while building fails this, no hang
         ctx.t0_wall = world.bcast(time.time() if rank == 0 else None, root=0)
         outcome = run_rank(ctx, role)
-    except MpiecError as exc:
-        print(f"mpiec worker (rank {rank}): error: {exc}", file=sys.stderr, flush=True)
-        os._exit(2)  # skip MPI_Finalize: peers see a dead rank instead of waiting for us
-    except BaseException:
-        import traceback
+    except BaseException as exc:
+        if isinstance(exc, MpiecError):
+            print(f"mpiec worker (rank {rank}): error: {exc}", file=sys.stderr)
+        elif isinstance(exc, PeerFailure):  # a consequence: the failed peer said why
+            print(f"mpiec worker (rank {rank}): stopping: {exc}", file=sys.stderr)
+        else:
+            import traceback
 
-        print(f"mpiec worker (rank {rank}, {ctx.slot}): internal error", file=sys.stderr)
-        traceback.print_exc()
+            print(f"mpiec worker (rank {rank}, {ctx.slot}): internal error", file=sys.stderr)
+            traceback.print_exc()
         sys.stderr.flush()
         sys.stdout.flush()
-        os._exit(3)  # as above: a crash must look like a failure, never a hang in Finalize
+        # Die as a crash does: the runtime reports a killed rank to its peers (ULFM) or
+        # ends the job; a plain exit would leave peers waiting (seen with Open MPI 5).
+        die_now()
+        raise
     code = 1 if (rank == 0 and outcome != "done") else 0
     if ctx.failures_seen and ulfm:
         sys.stdout.flush()

@@ -20,6 +20,8 @@ def mpiec(*args: str) -> subprocess.CompletedProcess:
     (["run", "--preset", "tiny", "--strategy", "magic"], "unknown strategy 'magic'"),
     (["bench", "--preset", "tiny", "--strategies", "none,magic"], "unknown strategy 'magic'"),
     (["report", "/nonexistent/dir"], "/nonexistent/dir"),
+    (["run", "--preset", "tiny", "--kill", "random:mtbf=1s,max=-1"], "max must be >= 1"),
+    (["run", "--preset", "tiny", "--set", "output.name='../x'"], "output.name must be a file name"),
 ])
 def test_bad_input_is_one_line_exit_2(args, needle, tmp_path):
     proc = mpiec(*args, "--out", str(tmp_path)) if args[0] in ("run", "bench") else mpiec(*args)
@@ -49,3 +51,28 @@ def test_help_and_config_commands():
     assert proc.returncode == 0 and proc.stdout.strip() == "5"
     proc = mpiec("strategies")
     assert proc.returncode == 0 and proc.stdout.startswith("none")
+
+
+def test_too_small_criteo_file_is_caught_before_ranks_start(tmp_path):
+    good = "\t".join(["1"] + ["3"] * 13 + ["68fd1e64"] * 26)
+    f = tmp_path / "small.tsv"
+    f.write_text("\n".join([good] * 300) + "\n")  # 30 held-out samples; tiny wants 2000
+    proc = mpiec("run", "--preset", "tiny", "--set", "data.source='criteo-tsv'", "--set", f"data.path='{f}'",
+                 "--out", str(tmp_path))
+    lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
+    assert proc.returncode == 2 and len(lines) == 1, proc.stdout + proc.stderr
+    assert "data.eval_samples = 2000" in lines[0] and "only 30 held-out samples" in lines[0]
+
+
+def test_unwritable_output_is_one_line(tmp_path):
+    blocker = tmp_path / "afile"
+    blocker.write_text("")
+    proc = mpiec("run", "--preset", "tiny", "--out", str(blocker / "sub"))
+    lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
+    assert proc.returncode == 2 and len(lines) == 1 and "Traceback" not in proc.stderr, proc.stderr
+    assert str(blocker) in lines[0]
+
+
+def test_timeout_must_be_positive():
+    proc = mpiec("run", "--preset", "tiny", "--timeout", "-1")
+    assert proc.returncode == 2 and "must be a number of seconds > 0" in proc.stderr

@@ -87,11 +87,12 @@ class RankContext:
         return time.time() - self.t0_wall
 
     def event(self, kind: str, step: int, rank: int = -1, slot: Slot | None = None,
-              detail: str = "") -> None:
-        """Log an event seen by this rank (``rank`` = the rank concerned; default: slot's own)."""
+              detail: str = "", at: float | None = None) -> None:
+        """Log an event seen by this rank (``rank`` = the rank concerned; default: slot's own;
+        ``at`` = when it happened, default now)."""
         s = slot or self.slot
-        self.events.append((step, self.now(), kind, self.first_rank if rank == self.rank else rank,
-                            s.role, s.index, detail))
+        self.events.append((step, self.now() if at is None else at, kind,
+                            self.first_rank if rank == self.rank else rank, s.role, s.index, detail))
 
     def kill_switch(self) -> KillSwitch:
         t0_mono = time.monotonic() - self.now()

@@ -30,9 +30,10 @@ STATUS_OK, STATUS_DYING = 0, 1
 class EmulatedFailure(Exception):
     """A peer announced its (emulated) death in the step header."""
 
-    def __init__(self, data_ranks: list[int]) -> None:
+    def __init__(self, data_ranks: list[int], step: int | None = None) -> None:
         super().__init__(f"emulated failure of data ranks {data_ranks}")
         self.data_ranks = data_ranks
+        self.step = step  # set when relayed to ranks outside the step loop
 
 
 def displacements(counts: np.ndarray) -> np.ndarray:

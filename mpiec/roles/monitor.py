@@ -93,7 +93,14 @@ class Monitor:
         say(f"{cfg.preset} preset, strategy {cfg.strategy.name}, {ctx.comms.world.Get_size()} ranks "
             f"({cfg.layout.trainers} trainers, {cfg.layout.servers} servers, {cfg.layout.spares} spares), "
             f"{cfg.training.steps} steps of {cfg.global_batch} samples; failures "
-            f"{'ULFM' if ctx.ulfm else 'EMULATED (no ULFM)'}; teacher AUC {self.teacher_auc:.4f}")
+            f"{self.failure_label()}; teacher AUC {self.teacher_auc:.4f}")
+
+    def failure_label(self) -> str:
+        if self.ctx.ulfm:
+            return "ULFM"
+        if self.ctx.cfg.failures.mode == "emulated":
+            return "EMULATED (failures.mode = emulated)"
+        return "EMULATED (this MPI has no active ULFM)"
 
     def run(self) -> None:
         ctx, cfg = self.ctx, self.ctx.cfg
@@ -117,7 +124,7 @@ class Monitor:
                     f"logloss {msg[3]:.4f}  accuracy {msg[4]:.4f}")
             elif tag == TAG_FAILURE:
                 self.notify_spares(("failure", msg))
-                raise EmulatedFailure(msg)
+                raise EmulatedFailure(*msg)
             elif tag == TAG_DONE:
                 self.notify_spares(("stop", None))
                 return
@@ -182,6 +189,7 @@ class Monitor:
             "lost": lost,
             "emulated": not ctx.ulfm and any(e[2] in ("kill", "emulated_kill") for e in events),
             "dense_replicas_consistent": len(dense) <= 1,
+            "kills_fired": sum(1 for e in events if e[2] == "kill"),
         }
         if lost:
             summary["lost_samples"] = (cfg.training.steps - len(tl)) * cfg.global_batch
@@ -210,11 +218,16 @@ class Monitor:
 
     def print_summary(self, s: dict[str, Any], path: Path) -> None:
         say(f"result: {path}")
+        auc_label = "final AUC"
+        if s["lost"] and self.evals:  # a lost run's last evaluation is not a final one
+            auc_label = f"last eval AUC (after step {self.evals[-1][0] + 1})"
         fields = [("throughput", f"{s['throughput_sps']:,.0f} samples/s"),
                   ("steps", f"{s['steps_completed']}/{self.ctx.cfg.training.steps}"),
-                  ("final AUC", f"{self.evals[-1][2]:.4f}" if self.evals else "n/a"),
+                  (auc_label, f"{self.evals[-1][2]:.4f}" if self.evals else "n/a"),
                   ("teacher AUC", f"{s['teacher_auc']:.4f}"),
                   ("lost", "yes" if s["lost"] else "no"),
                   ("checksum", s["param_checksum"][:16] or "n/a")]
         say("summary: " + ", ".join(f"{k} {v}" for k, v in fields))
+        if self.ctx.cfg.failures.kill and not s["kills_fired"]:
+            say("note: no planned kill fired before the run ended (see failures.kill)")
         sys.stdout.flush()

@@ -46,8 +46,7 @@ def data_rank_slot(ctx: RankContext, data_rank: int) -> Slot:
 
 
 def ulfm_failure(ctx: RankContext, exc: PeerFailure) -> Failure:
-    step = ctx.current_step
-    ctx.event("detect", step, ctx.rank, detail=exc.where)
+    detected = ctx.now()
     ctx.comms.revoke(ulfm=True)
     old_slots = list(ctx.slots)
     new_world, dead = shrink(ctx.comms.world)
@@ -56,18 +55,24 @@ def ulfm_failure(ctx: RankContext, exc: PeerFailure) -> Failure:
     ctx.comms.data = ctx.comms.trainers = None
     ctx.slots = [s for r, s in enumerate(old_slots) if r not in dead]
     dead_slots = [old_slots[r] for r in dead]
-    ctx.event("shrink", step, ctx.rank, detail=f"dead {[str(s) for s in dead_slots]}")
+    shrunk = ctx.now()
     # Ranks outside the step loop (monitor, spares) vote "no constraint".
     mine = ctx.completed + 1 if ctx.slot.role in (TRAINER, SERVER, PARITY) else 2**31 - 1
     committed = agree_min(new_world, mine) - 1
+    step = ctx.current_step = committed + 1  # the step the failure interrupted, as all agree
+    ctx.event("detect", step, ctx.rank, detail=exc.where, at=detected)
+    ctx.event("shrink", step, ctx.rank, detail=f"dead {[str(s) for s in dead_slots]}", at=shrunk)
     ctx.event("agree", step, ctx.rank, detail=f"committed step {committed}")
     return Failure(step=step, committed=committed, dead=dead_slots)
 
 
 def emulated_failure(ctx: RankContext, exc: EmulatedFailure) -> Failure:
     dead = [data_rank_slot(ctx, r) for r in exc.data_ranks]
+    if exc.step is not None:  # monitor and spares learn the step from the notice
+        ctx.current_step = exc.step
     ctx.dead = ctx.slot in dead
-    ctx.event("detect", ctx.current_step, ctx.rank, detail=f"emulated death of {[str(s) for s in dead]}")
+    if not ctx.dead:  # the victim plays dead: it detects nothing
+        ctx.event("detect", ctx.current_step, ctx.rank, detail=f"emulated death of {[str(s) for s in dead]}")
     return Failure(step=ctx.current_step, committed=ctx.current_step - 1, dead=dead, emulated=True)
 
 
@@ -86,7 +91,8 @@ def run_rank(ctx: RankContext, role: Any = None) -> str:
         ctx.failures_seen += 1
         decision = ctx.strategy.on_failure(failure)
         if decision is Decision.ABORT:
-            ctx.event("abort", failure.step, ctx.rank, detail=f"strategy {ctx.cfg.strategy.name}")
+            if not ctx.dead:
+                ctx.event("abort", failure.step, ctx.rank, detail=f"strategy {ctx.cfg.strategy.name}")
             outcome = "lost"
             break
         role = ctx.strategy.recover(ctx, role, failure)  # pragma: no cover - no such strategy yet

@@ -24,7 +24,7 @@ class Spare:
         kind, payload = recv(self.ctx.comms.world, self.ctx.monitor_rank, TAG_CONTROL, "spare wait",
                              max_pause=0.05)
         if kind == "failure":
-            raise EmulatedFailure(payload)
+            raise EmulatedFailure(*payload)
 
     def final_report(self) -> dict[str, Any]:
         return {}

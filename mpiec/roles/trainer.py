@@ -26,6 +26,7 @@ import numpy as np
 from mpi4py import MPI
 
 from mpiec.comm import guard, waitall
+from mpiec.errors import DataError
 from mpiec.faults import KillSwitch
 from mpiec.kernels.embedding import scatter_add_rows, unique_inverse
 from mpiec.model.dlrm import DLRMShape, forward_backward, init_params, predict
@@ -49,6 +50,14 @@ def eval_due(cfg: Any, step: int) -> bool:
     return step + 1 == t.steps or (t.eval_every > 0 and (step + 1) % t.eval_every == 0)
 
 
+def check_eval_size(cfg: Any, available: int) -> None:
+    """Every rank plans evaluations for ``data.eval_samples``: the source must have them."""
+    if available < cfg.data.eval_samples:
+        raise DataError(f"data.eval_samples = {cfg.data.eval_samples} but {cfg.data.path or 'the source'} "
+                        f"holds only {available} held-out samples (data.eval_fraction = "
+                        f"{cfg.data.eval_fraction}); lower data.eval_samples")
+
+
 def eval_rounds(cfg: Any) -> int:
     """Pull rounds of one evaluation: the same on every trainer and server."""
     per_trainer = -(-cfg.data.eval_samples // cfg.layout.trainers)
@@ -70,6 +79,7 @@ class Trainer:
         self.dense_buf = np.zeros(self.P + 1, dtype=np.float32)  # grads + loss sum
         self.source = make_source(cfg)
         ev = self.source.eval_batch(cfg.data.eval_samples)
+        check_eval_size(cfg, len(ev.labels))
         part = np.array_split(np.arange(cfg.data.eval_samples), self.n_trainers)[self.index]
         self.eval_dense, self.eval_ids = ev.dense[part], ev.ids[part]
         self.eval_labels_all = ev.labels if self.index == 0 else None
@@ -224,7 +234,8 @@ class Trainer:
         except EmulatedFailure as exc:
             if self.index == 0:
                 with guard("failure report"):
-                    self.ctx.comms.world.send(exc.data_ranks, dest=self.ctx.monitor_rank, tag=TAG_FAILURE)
+                    self.ctx.comms.world.send((exc.data_ranks, self.ctx.current_step),
+                                              dest=self.ctx.monitor_rank, tag=TAG_FAILURE)
             raise
         self.flush_progress(force=True)
         if self.index == 0:

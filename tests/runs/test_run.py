@@ -65,7 +65,9 @@ def test_server_kill_under_none_loses_the_run_cleanly(tmp_path):
     kill = res.events[kinds.index("kill")]
     assert decode(kill["role"]) == "server" and kill["role_index"] == 1 and kill["step"] == 10
     assert res.summary["lost"] and res.summary["steps_completed"] == 10
-    assert res.summary["param_checksum"] == ""
+    assert res.summary["param_checksum"] == "" and res.summary["kills_fired"] == 1
+    detects = res.events[[k == "detect" for k in kinds]]
+    assert len(detects) == 5 and set(detects["step"]) == {10}  # every survivor, the agreed step
     assert "spare" in [decode(r) for r in res.ranks["role"]]
     time.sleep(0.5)
     assert worker_processes(str(tmp_path)) == []
@@ -88,3 +90,21 @@ def test_emulated_kill_is_labelled(tmp_path):
     res = run.result()
     assert res.attrs["failure_mode"] == "emulated" and not res.attrs["ulfm"]
     assert res.summary["lost"] and res.summary["emulated"] and res.summary["steps_completed"] == 5
+    detects = res.events[[decode(k) == "detect" for k in res.events["kind"]]]
+    assert set(detects["step"]) == {5} and 3 not in set(detects["rank"])  # the victim detects nothing
+
+
+def test_criteo_tsv_end_to_end(tmp_path):
+    rng = np.random.default_rng(0)
+    lines = []
+    for i in range(3000):
+        dense = [str(int(v)) if v >= 0 else "" for v in rng.integers(-1, 50, 13)]
+        cats = [f"{int(v):08x}" if v else "" for v in rng.integers(0, 2**32, 26) * (rng.random(26) > 0.05)]
+        lines.append("\t".join([str(i % 4 == 0 and 1 or 0), *dense, *cats]))
+    f = tmp_path / "day_0.tsv"
+    f.write_text("\n".join(lines) + "\n")
+    run = mpiec(["run", "--preset", "tiny", "--steps", "10", "--set", "data.source='criteo-tsv'",
+                 "--set", f"data.path='{f}'", "--set", "data.eval_samples=200"], out=tmp_path / "out")
+    assert run.code == 0, run.stdout + run.stderr
+    s = run.result().summary
+    assert s["steps_completed"] == 10 and np.isnan(s["teacher_auc"]) and 0 <= s["final_auc"] <= 1
