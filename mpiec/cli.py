@@ -151,9 +151,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     report = sub.add_parser("report", help="tables (and plots) from a directory of result files",
                             add_help=False)
-    report.set_defaults(func=None, passthrough="report")
+    report.set_defaults(func=None)  # main() hands its arguments to mpiec.analysis.report
     kernels = sub.add_parser("kernels", help="micro-benchmark the numba kernels", add_help=False)
-    kernels.set_defaults(func=None, passthrough="kernels")
+    kernels.set_defaults(func=None)  # main() hands its arguments to mpiec.kernels.bench
     return parser
 
 

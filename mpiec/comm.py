@@ -101,10 +101,8 @@ class Comms:
                 except MPI.Exception:
                     pass
 
-    def revoke(self, ulfm: bool) -> None:
+    def revoke(self) -> None:
         """Interrupt every rank blocked on any of our communicators (ULFM only)."""
-        if not ulfm:
-            return
         for c in (self.world, self.data, self.trainers):
             if c is not None and c != MPI.COMM_NULL:
                 try:

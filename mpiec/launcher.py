@@ -29,7 +29,7 @@ from typing import IO
 from mpiec.config import Config
 from mpiec.errors import MpiecError
 
-EXIT_OK, EXIT_LOST, EXIT_BAD_INPUT, EXIT_CRASH = 0, 1, 2, 3
+EXIT_OK, EXIT_LOST, EXIT_CRASH = 0, 1, 3  # 2 (bad input) is the CLI's, before any launch
 
 
 class LaunchError(MpiecError):

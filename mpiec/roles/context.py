@@ -22,7 +22,7 @@ import numpy as np
 from mpiec.comm import Comms
 from mpiec.config import Config
 from mpiec.faults import Kill, KillSwitch, die_now, parse_kill_plans
-from mpiec.layout import MONITOR, SERVER, TRAINER, RowPlacement, Slot, table_offsets
+from mpiec.layout import MONITOR, TRAINER, RowPlacement, Slot, table_offsets
 from mpiec.roles.exchange import STATUS_DYING, STATUS_OK
 from mpiec.strategies import get_strategy_class
 from mpiec.strategies.base import Strategy
@@ -155,4 +155,4 @@ def server_rows(ctx: RankContext, server: int) -> np.ndarray:
     return out
 
 
-__all__ = ["RankContext", "make_source", "server_rows", "SERVER"]
+__all__ = ["RankContext", "make_source", "server_rows"]

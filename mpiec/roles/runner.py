@@ -47,7 +47,7 @@ def data_rank_slot(ctx: RankContext, data_rank: int) -> Slot:
 
 def ulfm_failure(ctx: RankContext, exc: PeerFailure) -> Failure:
     detected = ctx.now()
-    ctx.comms.revoke(ulfm=True)
+    ctx.comms.revoke()
     old_slots = list(ctx.slots)
     new_world, dead = shrink(ctx.comms.world)
     ctx.comms.free()
