@@ -30,7 +30,7 @@ from dataclasses import dataclass
 
 from mpi4py import MPI
 
-from mpiec.layout import PARITY, SERVER, TRAINER, Slot
+from mpiec.layout import TRAINER, Slot, data_rank, servers_rank
 
 _FAILURE_CLASSES: set[int] = set()
 for _name in ("ERR_PROC_FAILED", "ERR_PROC_FAILED_PENDING", "ERR_REVOKED"):
@@ -90,11 +90,12 @@ class Comms:
     """The communicators of one rank, rebuilt after every recovery."""
 
     world: MPI.Intracomm
-    data: MPI.Intracomm | None  # trainers + servers (+ parity ranks); None elsewhere
-    trainers: MPI.Intracomm | None  # trainers only
+    data: MPI.Intracomm | None  # trainers + servers, ordered by ``layout.data_rank``; None elsewhere
+    trainers: MPI.Intracomm | None  # trainers only, by index
+    servers: MPI.Intracomm | None = None  # servers then dedicated parity ranks (``layout.servers_rank``)
 
     def free(self) -> None:
-        for c in (self.trainers, self.data):
+        for c in (self.trainers, self.data, self.servers):
             if c is not None and c != MPI.COMM_NULL:
                 try:
                     c.Free()
@@ -103,7 +104,7 @@ class Comms:
 
     def revoke(self) -> None:
         """Interrupt every rank blocked on any of our communicators (ULFM only)."""
-        for c in (self.world, self.data, self.trainers):
+        for c in (self.world, self.data, self.trainers, self.servers):
             if c is not None and c != MPI.COMM_NULL:
                 try:
                     c.Revoke()
@@ -111,18 +112,33 @@ class Comms:
                     pass
 
 
-_ROLE_ORDER = {TRAINER: 0, SERVER: 1, PARITY: 2}
-
-
 def build_comms(world: MPI.Intracomm, slot: Slot, n_trainers: int, n_servers: int) -> Comms:
-    """Split ``world`` into the data and trainer communicators, ordered by slot."""
-    in_data = slot.role in _ROLE_ORDER
-    key = _ROLE_ORDER.get(slot.role, 0) * 1_000_000 + slot.index
-    data = world.Split(0 if in_data else MPI.UNDEFINED, key)
-    trainers = world.Split(0 if slot.role == TRAINER else MPI.UNDEFINED, slot.index)
-    data = returning(data) if data != MPI.COMM_NULL else None
-    trainers = returning(trainers) if trainers != MPI.COMM_NULL else None
-    return Comms(world=world, data=data, trainers=trainers)
+    """Split ``world`` into the data, trainer and server communicators, ordered by slot.
+
+    Collective over ``world``. The keys are ``layout.data_rank`` / ``servers_rank``, so a
+    spare that takes a slot over gets the rank its predecessor had.
+    """
+    def split(rank: int | None) -> MPI.Intracomm | None:
+        c = world.Split(MPI.UNDEFINED if rank is None else 0, 0 if rank is None else rank)
+        return returning(c) if c != MPI.COMM_NULL else None
+
+    data = split(data_rank(slot, n_trainers))
+    trainers = split(slot.index if slot.role == TRAINER else None)
+    servers = split(servers_rank(slot, n_servers))
+    return Comms(world=world, data=data, trainers=trainers, servers=servers)
+
+
+TAG_PROBE = 99  # never sent: probing it only asks "has any peer of world failed?"
+
+
+def check_world(world: MPI.Intracomm) -> None:
+    """Raise ``PeerFailure`` if any rank of ``world`` died or ``world`` was revoked.
+
+    Data ranks call it once per step: a spare (or any rank outside their
+    communicators) that dies is otherwise seen by nobody until the end.
+    """
+    with guard("failure check"):
+        world.Iprobe(source=MPI.ANY_SOURCE, tag=TAG_PROBE)
 
 
 @contextmanager

@@ -15,6 +15,7 @@ Syntax (several plans: repeat ``--kill`` or separate with ``;``)::
     server:2@step=300       server 2 dies at the start of step 300
     trainer:0@time=12.5     trainer 0 dies 12.5 s after training started
     parity:1@step=40        dedicated parity rank 1 (needs layout.parity_ranks)
+    spare:0@time=3          spare 0 dies while it waits (or while it is promoted)
     random:mtbf=60s,seed=7  exponential inter-arrival times, uniform victims
                             among servers and trainers (optional
                             targets=server+trainer+parity, max=N kills)
@@ -38,11 +39,15 @@ from mpiec.errors import KillPlanError
 if TYPE_CHECKING:
     from mpiec.config import Config
 
-KILLABLE_ROLES = ("server", "trainer", "parity")
-_FIXED = re.compile(r"^(server|trainer|parity):(\d+)@(step|time)=([0-9.eE+]+)(s)?$")
-_DURATION = re.compile(r"^([0-9.eE+]+)\s*(ms|s|m|min|h)?$")
+KILLABLE_ROLES = ("server", "trainer", "parity", "spare")
+_NUMBER = r"(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?"  # 12, 1.5, .5, 2e3; not 1e, ., +
+_FIXED = re.compile(r"^([a-z]+):([0-9]+)@(step|time)=(.*)$")
+_DURATION = re.compile(rf"^({_NUMBER})\s*(ms|s|m|min|h)?$")
 _UNITS = {None: 1.0, "ms": 1e-3, "s": 1.0, "m": 60.0, "min": 60.0, "h": 3600.0}
-RANDOM_MAX_KILLS = 64
+RANDOM_MAX_KILLS = 64  # default max of a random plan
+RANDOM_KILLS_LIMIT = 10_000  # max is bounded by this and by training.steps: parsing stays cheap
+_MAX_DIGITS = 18  # step and index values fit an int64 (and int() never meets its digit limit)
+_SEED_LIMIT = 2**63
 
 
 @dataclass(frozen=True)
@@ -53,55 +58,85 @@ class Kill:
     index: int
     step: int | None = None
     time: float | None = None  # seconds since training started
+    seq: int = 0  # position in the expanded plan: two equal plans are two kills
 
     def __str__(self) -> str:
         when = f"step={self.step}" if self.step is not None else f"time={self.time:g}"
         return f"{self.role}:{self.index}@{when}"
 
 
-def parse_duration(text: str, what: str) -> float:
+def _show(text: str) -> str:
+    """A plan as it goes into a one-line message: control characters escaped."""
+    return text if text.isprintable() else text.encode("unicode_escape").decode("ascii")
+
+
+def _seconds(text: str) -> float | None:
+    """``12.5``, ``2ms``, ``60 s``, ``1.5h`` -> seconds; None when not of that form or not finite."""
     m = _DURATION.match(text.strip())
     if not m:
-        raise KillPlanError(f"{what}: '{text}' is not a duration (e.g. 60s, 2m, 1h)")
+        return None
     value = float(m.group(1)) * _UNITS[m.group(2)]
-    if not math.isfinite(value) or value <= 0:
-        raise KillPlanError(f"{what}: duration must be > 0, got '{text}'")
+    return value if math.isfinite(value) else None
+
+
+def parse_duration(text: str, what: str) -> float:
+    value = _seconds(text)
+    if value is None:
+        raise KillPlanError(f"{what}: '{_show(text)}' is not a duration (e.g. 60s, 500ms, 2m, 1h)")
+    if value <= 0:
+        raise KillPlanError(f"{what}: duration must be > 0, got '{_show(text)}'")
     return value
 
 
 def _role_count(role: str, cfg: Config) -> int:
     lay = cfg.layout
-    return {"server": lay.servers, "trainer": lay.trainers, "parity": lay.parity_ranks}[role]
+    return {"server": lay.servers, "trainer": lay.trainers, "parity": lay.parity_ranks,
+            "spare": lay.spares}[role]
 
 
 def _parse_random(plan: str, body: str, cfg: Config) -> list[Kill]:
+    shown = _show(plan)
     opts: dict[str, str] = {}
     for item in body.split(","):
         key, sep, value = item.partition("=")
-        if not sep or not value:
-            raise KillPlanError(f"kill plan '{plan}': expected key=value, got '{item}'")
-        opts[key.strip()] = value.strip()
+        key, value = key.strip(), value.strip()
+        if not sep or not key or not value:
+            raise KillPlanError(f"kill plan '{shown}': expected key=value, got '{_show(item)}'")
+        if key in opts:
+            raise KillPlanError(f"kill plan '{shown}': option '{_show(key)}' is given twice")
+        opts[key] = value
     unknown = set(opts) - {"mtbf", "seed", "targets", "max"}
     if unknown:
-        raise KillPlanError(f"kill plan '{plan}': unknown option '{sorted(unknown)[0]}' "
+        raise KillPlanError(f"kill plan '{shown}': unknown option '{_show(sorted(unknown)[0])}' "
                             "(use mtbf, seed, targets, max)")
     if "mtbf" not in opts:
-        raise KillPlanError(f"kill plan '{plan}': random plans need mtbf=<duration>")
-    mtbf = parse_duration(opts["mtbf"], f"kill plan '{plan}'")
-    try:
-        seed = int(opts.get("seed", "0"))
-        max_kills = int(opts.get("max", str(RANDOM_MAX_KILLS)))
-    except ValueError:
-        raise KillPlanError(f"kill plan '{plan}': seed and max must be integers") from None
+        raise KillPlanError(f"kill plan '{shown}': random plans need mtbf=<duration>")
+    mtbf = parse_duration(opts["mtbf"], f"kill plan '{shown}': mtbf")
+    seed_text = opts.get("seed", "0")
+    if not seed_text.isascii() or not seed_text.isdigit() or len(seed_text) > 19 \
+            or int(seed_text) >= _SEED_LIMIT:
+        raise KillPlanError(f"kill plan '{shown}': seed must be a whole number in [0, 2^63), "
+                            f"got '{_show(seed_text)}'")
+    seed = int(seed_text)
+    limit = min(RANDOM_KILLS_LIMIT, cfg.training.steps)
+    max_text = opts.get("max", str(min(RANDOM_MAX_KILLS, limit)))
+    if not re.fullmatch(r"[+-]?[0-9]{1,18}", max_text):
+        raise KillPlanError(f"kill plan '{shown}': max must be a whole number, got '{_show(max_text)}'")
+    max_kills = int(max_text)
     if max_kills < 1:
-        raise KillPlanError(f"kill plan '{plan}': max must be >= 1, got {max_kills}")
-    targets = opts.get("targets", "server+trainer").split("+")
+        raise KillPlanError(f"kill plan '{shown}': max must be >= 1, got {max_kills}")
+    if max_kills > limit:
+        raise KillPlanError(f"kill plan '{shown}': max must be <= {limit}, got {max_kills} "
+                            f"(a run has at most one kill per step, training.steps = "
+                            f"{cfg.training.steps}, and at most {RANDOM_KILLS_LIMIT})")
+    targets = opts["targets"].split("+") if "targets" in opts else ["server", "trainer"]
     for role in targets:
         if role not in KILLABLE_ROLES:
-            raise KillPlanError(f"kill plan '{plan}': unknown target role '{role}'")
-    slots = [(role, i) for role in targets for i in range(_role_count(role, cfg))]
+            raise KillPlanError(f"kill plan '{shown}': unknown target role '{_show(role)}' "
+                                f"(use {'+'.join(KILLABLE_ROLES)})")
+    slots = [(role, i) for role in dict.fromkeys(targets) for i in range(_role_count(role, cfg))]
     if not slots:
-        raise KillPlanError(f"kill plan '{plan}': the layout has no ranks of roles {targets}")
+        raise KillPlanError(f"kill plan '{shown}': the layout has no ranks of roles {targets}")
     rng = np.random.default_rng(seed)
     kills, t = [], 0.0
     for _ in range(max_kills):
@@ -114,39 +149,49 @@ def _parse_random(plan: str, body: str, cfg: Config) -> list[Kill]:
 def parse_kill_plan(plan: str, cfg: Config) -> list[Kill]:
     """Parse one plan string into concrete kills, validated against the layout."""
     text = plan.strip()
+    shown = _show(plan)
     if text.startswith("random:"):
-        return _parse_random(text, text[len("random:"):], cfg)
+        return _parse_random(plan, text[len("random:"):], cfg)
     m = _FIXED.match(text)
-    if not m:
+    if not m or m.group(1) not in KILLABLE_ROLES:
         raise KillPlanError(
-            f"malformed kill plan '{plan}': expected ROLE:INDEX@step=N or ROLE:INDEX@time=SECONDS "
-            "(ROLE is server, trainer or parity) or random:mtbf=60s,seed=7")
-    role, index, kind, value, unit = m.groups()
-    idx = int(index)
+            f"malformed kill plan '{shown}': expected ROLE:INDEX@step=N or ROLE:INDEX@time=SECONDS "
+            f"(ROLE is {', '.join(KILLABLE_ROLES)}) or random:mtbf=60s,seed=7")
+    role, index, kind, value = m.groups()
     count = _role_count(role, cfg)
+    idx = int(index) if len(index) <= _MAX_DIGITS else count
     if idx >= count:
         have = f"only {count} {role} rank{'s' if count != 1 else ''}" if count else f"no {role} ranks"
-        raise KillPlanError(f"kill plan '{plan}': {role}:{idx} does not exist (the layout has {have})")
+        raise KillPlanError(f"kill plan '{shown}': {role}:{_show(index)} does not exist "
+                            f"(the layout has {have})")
     if kind == "step":
-        if unit or not value.isdigit():
-            raise KillPlanError(f"kill plan '{plan}': step must be a whole number")
-        step = int(value)
-        if step >= cfg.training.steps:
-            raise KillPlanError(f"kill plan '{plan}': step {step} is not before the last step "
+        if not re.fullmatch(r"[0-9]+", value):
+            raise KillPlanError(f"kill plan '{shown}': step must be a whole number, got '{_show(value)}'")
+        if len(value) > _MAX_DIGITS or int(value) >= cfg.training.steps:
+            raise KillPlanError(f"kill plan '{shown}': step {_show(value)} is not before the last step "
                                 f"(training.steps = {cfg.training.steps})")
-        return [Kill(role, idx, step=step)]
-    seconds = float(value)
-    if not math.isfinite(seconds) or seconds < 0:
-        raise KillPlanError(f"kill plan '{plan}': time must be >= 0")
+        return [Kill(role, idx, step=int(value))]
+    seconds = _seconds(value)
+    if seconds is None:
+        raise KillPlanError(f"kill plan '{shown}': time must be a number of seconds >= 0 with an "
+                            f"optional unit (e.g. 12.5, 500ms, 2m), got '{_show(value)}'")
     return [Kill(role, idx, time=seconds)]
 
 
 def parse_kill_plans(plans: list[str], cfg: Config) -> list[Kill]:
+    """Every plan of ``--kill`` / ``failures.kill``; ``;`` separates plans inside one string.
+
+    An empty plan (``--kill ''``, ``';;'``, ``'a;;b'``) is refused: it is a mistake, not "no kill".
+    """
     kills: list[Kill] = []
     for plan in plans:
+        if not isinstance(plan, str):
+            raise KillPlanError(f"kill plan {plan!r} is not a string")
         for part in plan.split(";"):
-            if part.strip():
-                kills.extend(parse_kill_plan(part, cfg))
+            if not part.strip():
+                raise KillPlanError(f"kill plan '{_show(plan)}' has an empty plan "
+                                    "(plans are separated by ';'; leave --kill out for no kill)")
+            kills.extend(parse_kill_plan(part, cfg))
     return kills
 
 

@@ -47,6 +47,33 @@ def initial_slots(trainers: int, servers: int, parity_ranks: int, spares: int) -
     return slots
 
 
+def data_rank(slot: Slot, trainers: int) -> int | None:
+    """Rank of a slot in the ``data`` communicator (trainers by index, then servers), or None.
+
+    The one map between role slots and ``data`` ranks: ``comm.build_comms`` orders
+    ``data`` by it and every per-destination buffer of a step is indexed by it.
+    """
+    if slot.role == TRAINER:
+        return slot.index
+    if slot.role == SERVER:
+        return trainers + slot.index
+    return None
+
+
+def data_slot(rank: int, trainers: int) -> Slot:
+    """Inverse of ``data_rank``."""
+    return Slot(TRAINER, rank) if rank < trainers else Slot(SERVER, rank - trainers)
+
+
+def servers_rank(slot: Slot, servers: int) -> int | None:
+    """Rank of a slot in the ``servers`` communicator (servers, then dedicated parity ranks), or None."""
+    if slot.role == SERVER:
+        return slot.index
+    if slot.role == PARITY:
+        return servers + slot.index
+    return None
+
+
 def table_offsets(cardinalities: list[int]) -> np.ndarray:
     """``offsets[t]`` is the global id of table ``t``'s row 0; ``offsets[-1]`` the total."""
     return np.concatenate([[0], np.cumsum(np.asarray(cardinalities, dtype=np.int64))])

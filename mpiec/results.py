@@ -64,8 +64,11 @@ __all__ = [
     "decode",
 ]
 
-SCHEMA_VERSION = 1
-SUPPORTED_SCHEMA_VERSIONS = frozenset({1})
+SCHEMA_VERSION = 2
+SUPPORTED_SCHEMA_VERSIONS = frozenset({1, 2})
+#: Columns and summary attributes added in version 2; a version-1 file reads with defaults.
+_ADDED_IN_2 = {"timeline": ("epoch", "reexec"), "ranks": ("digest",),
+               "summary": ("recoveries", "reexecuted_steps", "time_lost_s")}
 
 TIMELINE_DTYPE = np.dtype(
     [
@@ -80,6 +83,8 @@ TIMELINE_DTYPE = np.dtype(
         ("t_wait", np.float64),  # blocked waiting for peers
         ("t_server", np.float64),  # max server apply time
         ("t_strategy", np.float64),  # strategy hooks
+        ("epoch", np.int32),  # recoveries before this execution of the step
+        ("reexec", np.bool_),  # the step was executed before (re-executed after a rollback)
     ]
 )
 
@@ -123,6 +128,7 @@ RANKS_DTYPE = np.dtype(
         ("host", "S64"),
         ("pid", np.int64),
         ("peak_rss_mb", np.float64),
+        ("digest", "S64"),  # servers: SHA-256 (hex) of the shard's rows in local order
     ]
 )
 
@@ -138,7 +144,7 @@ _UNITS: dict[str, dict[str, str]] = {
     "timeline": {
         "step": "", "t_end": "s", "dt": "s", "samples": "samples", "loss": "nats",
         "t_data": "s", "t_compute": "s", "t_comm": "s", "t_wait": "s", "t_server": "s",
-        "t_strategy": "s",
+        "t_strategy": "s", "epoch": "", "reexec": "",
     },
     "events": {
         "step": "", "time": "s", "kind": "", "rank": "", "role": "", "role_index": "",
@@ -148,14 +154,14 @@ _UNITS: dict[str, dict[str, str]] = {
              "accuracy": ""},
     "checkpoints": {"step": "", "kind": "", "bytes": "B", "seconds": "s", "bits": "bit"},
     "ranks": {"rank": "", "role": "", "role_index": "", "host": "", "pid": "",
-              "peak_rss_mb": "MiB"},
+              "peak_rss_mb": "MiB", "digest": ""},
 }
 
 #: Event kinds the runtime uses; other short ASCII kinds are accepted too.
 EVENT_KINDS = (
     "kill", "emulated_kill", "detect", "revoke", "shrink", "agree", "replace",
     "rebuild_start", "rebuild_end", "checkpoint_start", "checkpoint_end", "restore",
-    "abort",
+    "restore_start", "restore_end", "restore_failed", "undo", "abort",
 )
 
 #: Root attributes every file has (the writer fills the first group itself).
@@ -182,6 +188,9 @@ SUMMARY_FIELDS: dict[str, type] = {
     "parity_bytes": int,
     "checkpoint_bytes": int,
     "emulated": bool,
+    "recoveries": int,
+    "reexecuted_steps": int,
+    "time_lost_s": float,
 }
 # Written by the writer itself (not caller-supplied), also required on read.
 _WRITER_SUMMARY_FIELDS = ("complete", "defaulted")
@@ -425,6 +434,9 @@ class ResultWriter:
             "checkpoint_bytes": int(ck["bytes"].sum()) if len(ck) else 0,
             "emulated": "emulated_kill" in kinds
             or (self._attrs["failure_mode"] == "emulated" and "kill" in kinds),
+            "recoveries": 0,
+            "reexecuted_steps": int(tl["reexec"].sum()) if len(tl) else 0,
+            "time_lost_s": 0.0,
         }
         out: dict[str, Any] = {}
         defaulted = []
@@ -635,16 +647,27 @@ def _read_open(path: Path, f: h5py.File) -> RunResult:
     for name, dtype in DATASET_DTYPES.items():
         ds = f[name]
         names = ds.dtype.names or ()
-        cols = [c for c in dtype.names if c not in names]
+        optional = _ADDED_IN_2.get(name, ()) if version == 1 else ()
+        cols = [c for c in dtype.names if c not in names and c not in optional]
         if cols:
             raise fail(f"dataset {name} lacks column(s) {', '.join(cols)}")
         if ds.ndim != 1:
             raise fail(f"dataset {name} is not one-dimensional")
-        arrays[name] = ds[()]
+        raw = ds[()]
+        if any(c not in names for c in dtype.names):
+            full = np.zeros(raw.shape, dtype=dtype)
+            for c in names:
+                if c in dtype.names:
+                    full[c] = raw[c]
+            raw = full
+        arrays[name] = raw
 
     if "summary" not in f or not isinstance(f["summary"], h5py.Group):
         raise fail("missing summary group (run did not finish writing)")
     summary = {k: _py(v) for k, v in f["summary"].attrs.items()}
+    if version == 1:
+        for key in _ADDED_IN_2["summary"]:
+            summary.setdefault(key, SUMMARY_FIELDS[key]())
     missing = [k for k in (*SUMMARY_FIELDS, *_WRITER_SUMMARY_FIELDS) if k not in summary]
     if missing:
         raise fail(f"missing summary attribute(s) {', '.join(missing)}")

@@ -12,6 +12,7 @@ import argparse
 import os
 import sys
 import time
+import uuid
 from pathlib import Path
 
 # One BLAS/numba thread per rank: ranks already share the cores, and threaded
@@ -25,6 +26,8 @@ def main(argv: list[str] | None = None) -> int:
                                      description="One rank of an mpiec run (start it under mpiexec/srun).")
     parser.add_argument("config", help="resolved config (JSON from 'mpiec config --write' or TOML)")
     parser.add_argument("--out", required=True, help="result file (.h5) or directory to write it into")
+    parser.add_argument("--resume", metavar="DIR", default="",
+                        help="start from the newest complete checkpoint in DIR (a checkpointing strategy)")
     args = parser.parse_args(argv)
 
     from mpiec.config import Config, load_config
@@ -55,6 +58,7 @@ def main(argv: list[str] | None = None) -> int:
     from mpiec.launcher import result_name
     from mpiec.layout import initial_slots
     from mpiec.roles.context import RankContext
+    from mpiec.roles.recovery import start_from_checkpoint
     from mpiec.roles.runner import make_role, run_rank
 
     world = returning(MPI.COMM_WORLD.Dup())
@@ -88,9 +92,13 @@ def main(argv: list[str] | None = None) -> int:
     comms = build_comms(world, slots[rank], cfg.layout.trainers, cfg.layout.servers)
     configure_waiting(oversubscribed(world), cfg.layout.wait)
     warm_up()
-    ctx = RankContext(cfg=cfg, slots=slots, comms=comms, ulfm=ulfm, t0_wall=time.time(), out_path=out)
+    ctx = RankContext(cfg=cfg, slots=slots, comms=comms, ulfm=ulfm, t0_wall=time.time(), out_path=out,
+                      resume_from=args.resume)
     try:
+        ctx.run_id = world.bcast(uuid.uuid4().hex[:12] if rank == 0 else None, root=0)
         role = make_role(ctx)  # shards, models, eval sets: built before the clock starts
+        if args.resume:
+            role = start_from_checkpoint(ctx, role)
         wait(world.Ibarrier(), "start-up")  # a peer that crashed while building fails this, no hang
         ctx.t0_wall = world.bcast(time.time() if rank == 0 else None, root=0)
         outcome = run_rank(ctx, role)

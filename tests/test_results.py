@@ -84,7 +84,7 @@ def test_roundtrip(tmp_path):
     r = read_result(path)
     assert r.attrs["config"] == ATTRS["config"]
     assert r.attrs["hosts"] == ["n1", "n2"] and r.attrs["detector"] == {"timeout_s": 1.0}
-    assert r.attrs["schema_version"] == 1 and r.attrs["ulfm"] is True
+    assert r.attrs["schema_version"] == SCHEMA_VERSION and r.attrs["ulfm"] is True
     assert r.attrs["mpi_version"] == "Open MPI v5.0.8, package: Open MPI"
     assert r.strategy == "ecrm" and r.seed == 7
     assert len(r.timeline) == 11 and r.timeline["step"][-1] == 10

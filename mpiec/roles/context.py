@@ -9,6 +9,7 @@ the config and the slot table, so every rank computes the same values.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import socket
@@ -22,13 +23,13 @@ import numpy as np
 from mpiec.comm import Comms
 from mpiec.config import Config
 from mpiec.faults import Kill, KillSwitch, die_now, parse_kill_plans
-from mpiec.layout import MONITOR, TRAINER, RowPlacement, Slot, table_offsets
+from mpiec.layout import MONITOR, SPARE, TRAINER, RowPlacement, Slot, table_offsets
 from mpiec.roles.exchange import STATUS_DYING, STATUS_OK
 from mpiec.strategies import get_strategy_class
 from mpiec.strategies.base import Strategy
 
 # Message tags between ranks and the monitor.
-TAG_STEPS, TAG_EVAL, TAG_DONE, TAG_CONTROL, TAG_FAILURE = 11, 12, 13, 14, 15
+TAG_STEPS, TAG_EVAL, TAG_DONE, TAG_CONTROL, TAG_FAILURE, TAG_STRATEGY = 11, 12, 13, 14, 15, 16
 
 
 @dataclass
@@ -48,6 +49,16 @@ class RankContext:
     current_step: int = 0  # the step (or evaluation after it) in progress
     dead: bool = False  # emulated mode: this rank is the victim and only plays dead
     failures_seen: int = 0  # failures this rank went through
+    run_id: str = ""  # the monitor's token for this run (kill notes carry it)
+    epoch: int = 0  # recoveries completed (the same on every rank)
+    consumed: set[int] = field(default_factory=set)  # seq of the planned kills that fired
+    switch: KillSwitch | None = None  # the kills armed for the slot this rank holds
+    awaiting_restore: bool = False  # promoted, state not restored yet
+    pending: set[Slot] = field(default_factory=set)  # monitor: slots promoted in an unfinished recovery
+    retired: list[Any] = field(default_factory=list)  # monitor: (old world, emulated victims' ranks)
+    retired_world: Any = None  # emulated victim: the world it left
+    recoveries: list[dict[str, float]] = field(default_factory=list)  # phase times of each recovery
+    resume_from: str = ""  # checkpoint root of ``mpiec run --resume``
 
     def __post_init__(self) -> None:
         self.first_rank = self.comms.world.Get_rank()  # rank in the original world, for reports
@@ -56,7 +67,8 @@ class RankContext:
         self.offsets = table_offsets(self.cfg.data.cardinalities)
         self.placement = RowPlacement(int(self.offsets[-1]), self.cfg.layout.servers, k, r,
                                       dedicated_parity=self.cfg.layout.parity_ranks > 0)
-        self.kills = parse_kill_plans(self.cfg.failures.kill, self.cfg)
+        self.kills = [dataclasses.replace(k, seq=i)
+                      for i, k in enumerate(parse_kill_plans(self.cfg.failures.kill, self.cfg))]
 
     # -- identity -----------------------------------------------------------
     @property
@@ -78,8 +90,16 @@ class RankContext:
     def trainer0_rank(self) -> int:
         return self.world_rank_of(TRAINER, 0)
 
-    def data_rank_of_server(self, server: int) -> int:
-        return self.cfg.layout.trainers + server
+    def in_step_loop(self) -> bool:
+        """Holds a trainer, server or parity slot whose state is live (not awaiting restore)."""
+        return self.slot.role not in (MONITOR, SPARE) and not self.awaiting_restore
+
+    def tell_monitor(self, payload: Any) -> None:
+        """An agent's message to the monitor's strategy (``Strategy.on_message``); small, eager."""
+        from mpiec.comm import guard
+
+        with guard("message to the monitor"):
+            self.comms.world.send((self.slot, payload), dest=self.monitor_rank, tag=TAG_STRATEGY)
 
     # -- time and events ----------------------------------------------------
     def now(self) -> float:
@@ -94,14 +114,24 @@ class RankContext:
         self.events.append((step, self.now() if at is None else at, kind,
                             self.first_rank if rank == self.rank else rank, s.role, s.index, detail))
 
-    def kill_switch(self) -> KillSwitch:
+    def arm_kills(self) -> None:
+        """Arm the kills planned for this rank's slot that have not fired yet (replacing any)."""
+        self.disarm_kills()
         t0_mono = time.monotonic() - self.now()
-        return KillSwitch(self.kills, self.slot.role, self.slot.index, real=self.ulfm, t0=t0_mono,
-                          on_fire=lambda kill: self.record_own_death(kill, self.current_step))
+        live = [k for k in self.kills if k.seq not in self.consumed]
+        self.switch = KillSwitch(live, self.slot.role, self.slot.index, real=self.ulfm, t0=t0_mono,
+                                 on_fire=lambda kill: self.record_own_death(kill, self.current_step))
 
-    def kill_status(self, switch: KillSwitch, step: int) -> int:
+    def disarm_kills(self) -> None:
+        if self.switch is not None:
+            self.switch.cancel()
+            self.switch = None
+
+    def kill_status(self, step: int) -> int:
         """At a step boundary: die if a kill is due (ULFM), or announce it (emulated)."""
-        kill = switch.due(step, time.monotonic())
+        if self.switch is None:
+            return STATUS_OK
+        kill = self.switch.due(step, time.monotonic())
         if kill is None:
             return STATUS_OK
         self.record_own_death(kill, step)
@@ -112,7 +142,7 @@ class RankContext:
 
     def record_own_death(self, kill: Kill, step: int) -> None:
         """Leave the kill's timestamp where the monitor finds it (the victim cannot send)."""
-        d = self.out_path.parent / f".{self.out_path.stem}.kills"
+        d = kill_notes_dir(self.out_path, self.run_id)
         d.mkdir(parents=True, exist_ok=True)
         rec = {"step": step, "time": self.now(), "rank": self.first_rank, "role": self.slot.role,
                "index": self.slot.index, "plan": str(kill)}
@@ -123,6 +153,11 @@ class RankContext:
     def rank_info(self) -> dict[str, Any]:
         return {"rank": self.first_rank, "role": self.slot.role, "role_index": self.slot.index,
                 "host": socket.gethostname(), "pid": os.getpid(), "peak_rss_mb": peak_rss_mb()}
+
+
+def kill_notes_dir(out_path: Path, run_id: str) -> Path:
+    """Where victims of one run leave their notes (the run's token keeps runs apart)."""
+    return out_path.parent / f".{out_path.stem}.{run_id}.kills"
 
 
 def peak_rss_mb() -> float:
@@ -155,4 +190,4 @@ def server_rows(ctx: RankContext, server: int) -> np.ndarray:
     return out
 
 
-__all__ = ["RankContext", "make_source", "server_rows"]
+__all__ = ["RankContext", "make_source", "server_rows", "kill_notes_dir"]

@@ -3,10 +3,11 @@
 Owns the wire format between trainers and servers on the ``data``
 communicator. Every step posts, in this order on every member:
 
-1. ``Ialltoall`` of a header per destination: ``[count, status, info]``
+1. ``Ialltoall`` of a header per destination: ``[count, status, info, word]``
    (count of row ids sent; ``status`` 1 = "I am dying" in emulated mode;
    ``info`` = the sender's last server-apply time in microseconds, so trainer 0
-   learns the servers' cost without an extra message);
+   learns the servers' cost without an extra message; ``word`` = the strategy's
+   ``header_word``, so a decision taken on one rank reaches every rank in step);
 2. ``Ialltoallv`` of int64 local slots, trainer → server;
 3. ``Ialltoallv`` of float32 rows, server → trainer (same counts, times dim);
 4. ``Ialltoallv`` of float32 row gradients, trainer → server.
@@ -23,7 +24,7 @@ from mpi4py import MPI
 
 from mpiec.comm import wait
 
-HEADER = 3
+HEADER = 4
 STATUS_OK, STATUS_DYING = 0, 1
 
 
@@ -43,13 +44,14 @@ def displacements(counts: np.ndarray) -> np.ndarray:
 
 
 def exchange_headers(comm: MPI.Intracomm, counts: np.ndarray, status: int, info: int,
-                     where: str) -> np.ndarray:
-    """Post and complete the header all-to-all; returns the received [size, 3] headers."""
+                     where: str, word: int = 0) -> np.ndarray:
+    """Post and complete the header all-to-all; returns the received [size, HEADER] headers."""
     size = comm.Get_size()
     send = np.empty((size, HEADER), dtype=np.int64)
     send[:, 0] = counts
     send[:, 1] = status
     send[:, 2] = info
+    send[:, 3] = word
     recv = np.empty((size, HEADER), dtype=np.int64)
     wait(comm.Ialltoall([send, HEADER, MPI.INT64_T], [recv, HEADER, MPI.INT64_T]), where)
     dying = [int(r) for r in np.flatnonzero(recv[:, 1] == STATUS_DYING)]

@@ -13,7 +13,6 @@ reported (otherwise it is empty and ``lost`` is true).
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 import sys
@@ -25,17 +24,27 @@ from mpi4py import MPI
 
 from mpiec import __version__
 from mpiec.comm import guard, mpi_library, recv
-from mpiec.results import RANKS_DTYPE, TIMELINE_DTYPE, ResultWriter
+from mpiec.results import RANKS_DTYPE, ResultWriter
+from mpiec.roles.accounting import (
+    merge_timelines,
+    param_checksum,
+    recovery_breakdown,
+    reexecuted_steps,
+    unique_steps,
+)
 from mpiec.roles.context import (
     TAG_CONTROL,
     TAG_DONE,
     TAG_EVAL,
     TAG_FAILURE,
     TAG_STEPS,
+    TAG_STRATEGY,
     RankContext,
+    kill_notes_dir,
     make_source,
 )
 from mpiec.roles.exchange import EmulatedFailure
+from mpiec.strategies.base import merge_summaries
 
 WARMUP_STEPS = 5
 
@@ -85,7 +94,8 @@ class Monitor:
             "n_ranks": ctx.comms.world.Get_size(),
         }
         self.writer = ResultWriter(ctx.out_path, attrs)
-        self.steps_seen = 0
+        self.next_print = 0
+        self.relay_steps = any(k.role == "spare" and k.step is not None for k in ctx.kills)
         self.timeline: list[np.ndarray] = []
         self.evals: list[tuple] = []
         self.source = make_source(cfg)
@@ -104,22 +114,29 @@ class Monitor:
 
     def run(self) -> None:
         ctx, cfg = self.ctx, self.ctx.cfg
-        src = ctx.trainer0_rank
         status = MPI.Status()
         while True:
-            msg = recv(ctx.comms.world, src, MPI.ANY_TAG, "monitor receive", status=status)
+            msg = recv(ctx.comms.world, MPI.ANY_SOURCE, MPI.ANY_TAG, "monitor receive", status=status)
             tag = status.Get_tag()
-            if tag == TAG_STEPS:
+            if tag == TAG_STRATEGY:
+                slot, payload = msg
+                ctx.strategy.on_message(slot, payload)
+            elif tag == TAG_STEPS:
                 self.timeline.append(msg)
                 last = msg[-1]
-                ctx.current_step = int(last["step"]) + 1
+                ctx.current_step = max(ctx.current_step, int(last["step"]) + 1)
+                if self.relay_steps:
+                    self.notify_spares(("step", int(last["step"]) + 1))
+                if int(last["step"]) + 1 < self.next_print and len(msg) < cfg.training.log_every:
+                    continue
+                self.next_print = int(last["step"]) + 1 + cfg.training.log_every
                 rate = float(msg["samples"].sum() / max(msg["dt"].sum(), 1e-12))
                 done, t = int(last["step"]) + 1, float(last["t_end"])
                 eta = t / done * (cfg.training.steps - done)  # evaluations included, roughly
                 say(f"step {done:>7}/{cfg.training.steps}  {rate:>10,.0f} samples/s  "
                     f"loss {float(msg['loss'].mean()):.4f}  t={t:.1f}s  eta {eta:.0f}s")
             elif tag == TAG_EVAL:
-                self.evals.append(msg)
+                self.evals = [e for e in self.evals if e[0] != msg[0]] + [msg]
                 say(f"eval after step {msg[0] + 1}: AUC {msg[2]:.4f} (teacher {self.teacher_auc:.4f})  "
                     f"logloss {msg[3]:.4f}  accuracy {msg[4]:.4f}")
             elif tag == TAG_FAILURE:
@@ -135,74 +152,95 @@ class Monitor:
                 with guard("spare notice"):
                     self.ctx.comms.world.send(msg, dest=r, tag=TAG_CONTROL)
 
+    def undo_last(self, committed: int) -> None:  # pragma: no cover - the monitor holds no step state
+        pass
+
+    def after_recovery(self, plan: Any) -> None:
+        """Evaluations after the restored step will be redone; say what happened."""
+        self.evals = [e for e in self.evals if e[0] <= plan.restored]
+        self.ctx.current_step = plan.restored + 1
+        self.next_print = 0
+        replaced = ", ".join(f"{a} -> {b}" for a, b in plan.assignments.items()) or "no replacement"
+        say(f"recovered ({plan.scope.value}): {replaced}; training resumes at step {plan.restored + 1}")
+
     def final_report(self) -> dict[str, Any]:
         return {}
 
     # -- the result file -----------------------------------------------------
-    def write_result(self, reports: list[dict[str, Any]], outcome: str) -> Path:
+    def write_result(self, reports: list[dict[str, Any]], outcome: str, reason: str = "") -> Path:
         ctx, cfg = self.ctx, self.ctx.cfg
         w = self.writer
-        by_role = {(r["info"]["role"], r["info"]["role_index"]): r for r in reports if not r.get("dead")}
-        t0 = by_role.get(("trainer", 0))
-        # The timeline of the first surviving trainer (all trainers step together);
-        # the evaluations of trainer 0, or what it streamed before it died.
-        first = next((by_role[("trainer", i)] for i in range(cfg.layout.trainers)
-                      if ("trainer", i) in by_role), None)
-        if first is not None:
-            tl = first["role"]["timeline"]
-        else:
-            tl = np.concatenate(self.timeline) if self.timeline else np.zeros(0, TIMELINE_DTYPE)
-        evals = [tuple(e) for e in t0["role"]["eval"]] if t0 is not None and t0["role"]["eval"] is not None \
-            else self.evals
-        self.evals = evals
+        trainers = sorted((r for r in reports if r["info"]["role"] == "trainer"),
+                          key=lambda r: r["info"]["role_index"])
+        servers = {r["info"]["role_index"]: r for r in reports if r["info"]["role"] == "server"}
+        # Every trainer's timeline (any survivor can report the run) and the streamed copy.
+        parts = [r["role"]["timeline"] for r in trainers] + self.timeline
+        tl = merge_timelines(parts)
+        t0 = next((r for r in trainers if r["info"]["role_index"] == 0), None)
+        evals = {int(e[0]): tuple(e) for e in self.evals}
+        if t0 is not None and t0["role"]["eval"] is not None:
+            evals.update({int(e[0]): tuple(e) for e in t0["role"]["eval"]})
+        self.evals = [evals[k] for k in sorted(evals)]
         w.add_steps(tl)
-        for e in evals:
+        for e in self.evals:
             w.add_eval(*e)
-        events = sorted((ev for r in reports for ev in r["events"]), key=lambda e: e[1])
-        events = self.kill_events(events) + events
-        for ev in sorted(events, key=lambda e: e[1]):
+        kills = self.kill_events()
+        events = sorted(kills + [ev for r in reports for ev in r["events"]], key=lambda e: e[1])
+        for ev in events:
             w.add_event(*ev)
+        for row in getattr(ctx.strategy, "checkpoint_rows", lambda: [])():
+            w.add_checkpoint(*row)
         ranks = np.zeros(len(reports), dtype=RANKS_DTYPE)
         for i, r in enumerate(reports):
             info = r["info"]
             ranks[i] = (info["rank"], info["role"], info["role_index"], info["host"][:64],
-                        info["pid"], info["peak_rss_mb"])
+                        info["pid"], info["peak_rss_mb"], r["role"].get("shard_digest", ""))
         w.set_ranks(ranks)
         w.set_attr("hosts", sorted({r["info"]["host"] for r in reports}))
 
         lost = outcome != "done"
-        servers = [by_role.get(("server", i)) for i in range(cfg.layout.servers)]
-        trainers = [by_role.get(("trainer", i)) for i in range(cfg.layout.trainers)]
-        dense = {t["role"]["dense_digest"] for t in trainers if t is not None}
+        dense = {t["role"]["dense_digest"] for t in trainers}
         checksum = ""
-        if not lost and all(s is not None for s in servers) and t0 is not None:
-            h = hashlib.sha256(t0["role"]["dense_digest"].encode())
-            for s in servers:
-                h.update(s["role"]["shard_digest"].encode())
-            checksum = h.hexdigest()
+        if not lost and t0 is not None and len(servers) == cfg.layout.servers:
+            shards = [(servers[i]["role"]["global_rows"], servers[i]["role"]["table"])
+                      for i in range(cfg.layout.servers)]
+            checksum = param_checksum(t0["role"]["dense"], shards, int(ctx.offsets[-1]))
+        steps_done = unique_steps(tl)
+        if lost and ctx.current_step > steps_done:  # every trainer may be gone: the agreed step counts
+            steps_done = ctx.current_step
+        breakdown = recovery_breakdown([r.get("recoveries", []) for r in reports],
+                                       [e[1] for e in kills], tl)
         summary: dict[str, Any] = {
             "throughput_sps": throughput(tl),
             "teacher_auc": self.teacher_auc,
             "param_checksum": checksum,
-            "steps_completed": len(tl),
+            "steps_completed": steps_done,
             "samples_completed": int(tl["samples"].sum()) if len(tl) else 0,
             "lost": lost,
             "emulated": not ctx.ulfm and any(e[2] in ("kill", "emulated_kill") for e in events),
             "dense_replicas_consistent": len(dense) <= 1,
-            "kills_fired": sum(1 for e in events if e[2] == "kill"),
+            "kills_fired": len(kills),
+            "recoveries": len(breakdown),
+            "reexecuted_steps": reexecuted_steps(tl),
+            "time_lost_s": float(sum(b["time_lost_s"] for b in breakdown)),
+            "recovery_latency_s": float(np.mean([b["recovery_s"] for b in breakdown])) if breakdown
+            else math.nan,
+            "recovery_breakdown": json.dumps(breakdown),
         }
+        if reason:
+            summary["abort_reason"] = reason
         if lost:
-            summary["lost_samples"] = (cfg.training.steps - len(tl)) * cfg.global_batch
-        for r in reports:
-            for key, value in r.get("strategy", {}).items():
-                summary[key] = summary.get(key, 0) + value if isinstance(value, (int, float)) else value
+            summary["lost_samples"] = (cfg.training.steps - steps_done) * cfg.global_batch
+        rules = type(ctx.strategy).summary_rules
+        summary.update(merge_summaries(rules, [ctx.strategy.summary()] +
+                                       [r.get("strategy", {}) for r in reports[1:]]))
         path = w.close(summary)
-        self.print_summary(summary, path)
+        self.print_summary(summary, path, breakdown)
         return path
 
-    def kill_events(self, events: list[tuple]) -> list[tuple]:
+    def kill_events(self) -> list[tuple]:
         """Kill events from the victims' notes (a victim cannot send before dying)."""
-        d = self.ctx.out_path.parent / f".{self.ctx.out_path.stem}.kills"
+        d = kill_notes_dir(self.ctx.out_path, self.ctx.run_id)
         out = []
         if d.is_dir():
             for f in sorted(d.iterdir()):
@@ -216,7 +254,7 @@ class Monitor:
             d.rmdir()
         return out
 
-    def print_summary(self, s: dict[str, Any], path: Path) -> None:
+    def print_summary(self, s: dict[str, Any], path: Path, breakdown: list[dict[str, float]]) -> None:
         say(f"result: {path}")
         auc_label = "final AUC"
         if s["lost"] and self.evals:  # a lost run's last evaluation is not a final one
@@ -228,6 +266,13 @@ class Monitor:
                   ("lost", "yes" if s["lost"] else "no"),
                   ("checksum", s["param_checksum"][:16] or "n/a")]
         say("summary: " + ", ".join(f"{k} {v}" for k, v in fields))
+        if s.get("abort_reason"):
+            say(f"the run was lost: {s['abort_reason']}")
+        for b in breakdown:
+            say(f"recovery {b['epoch']}: {b['recovery_s']:.3f} s from kill to resume (detection "
+                f"{b['detection_s']:.3f}, shrink+agree {b['shrink_agree_s']:.3f}, plan {b['plan_s']:.3f}, "
+                f"replacement {b['replace_s']:.3f}, restore {b['restore_s']:.3f}); back to normal speed "
+                f"{b['back_to_normal_s']:.3f} s later")
         if self.ctx.cfg.failures.kill and not s["kills_fired"]:
             say("note: no planned kill fired before the run ended (see failures.kill)")
         sys.stdout.flush()

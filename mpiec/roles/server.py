@@ -23,9 +23,8 @@ from typing import Any
 
 import numpy as np
 
-from mpiec.comm import wait, waitall
+from mpiec.comm import check_world, wait, waitall
 from mpiec.data.rng import init_embedding_rows
-from mpiec.faults import KillSwitch
 from mpiec.kernels.embedding import (
     adagrad_apply,
     adagrad_apply_delta,
@@ -42,6 +41,19 @@ from mpiec.strategies.base import ServerShard
 
 _EMPTY_I64 = np.empty(0, dtype=np.int64)
 _EMPTY_F32 = np.empty(0, dtype=np.float32)
+
+
+def load_rows_by_id(shard: ServerShard, rows: np.ndarray, table: np.ndarray) -> int:
+    """Copy the rows of ``table`` (global ids ``rows``) that ``shard`` holds into it; how many."""
+    mine = shard.global_rows
+    order = np.argsort(rows, kind="stable")
+    pos = np.searchsorted(rows, mine, sorter=order)
+    pos = np.minimum(pos, max(rows.size - 1, 0))
+    hit = (mine >= 0) & (rows.size > 0)
+    if rows.size:
+        hit &= rows[order[pos]] == mine
+    shard.table[hit] = table[order[pos[hit]]]
+    return int(hit.sum())
 
 
 def init_shard(ctx: RankContext, server: int) -> ServerShard:
@@ -68,25 +80,69 @@ class Server:
         cfg = ctx.cfg
         self.dim = cfg.model.dim
         self.shard = init_shard(ctx, ctx.slot.index)
-        ctx.strategy.attach_server(self.shard)
-        self.switch: KillSwitch | None = None  # armed when training starts
         self.last_apply_us = 0
         self.lr = np.float32(cfg.training.lr)
         self.eps = np.float32(cfg.training.eps)
         self.adagrad = cfg.training.optimizer == "adagrad"
         self.needs_delta = type(ctx.strategy).needs_delta
-        self.needs_old = type(ctx.strategy).needs_old
+        # The rows before each apply are the one-step undo record of reconciliation.
+        self.needs_old = type(ctx.strategy).needs_old or type(ctx.strategy).recovers
+        self._undo: tuple[int, np.ndarray, np.ndarray] | None = None  # (step, slots, rows before)
 
-    def serve(self, status: int, where: str, with_grads: bool) -> tuple[np.ndarray, np.ndarray | None]:
-        """One pull (and push) round: returns (slots requested, their gradients or None)."""
+    # -- state ----------------------------------------------------------------
+    def reset(self) -> None:
+        """The initial shard: a pure function of the seed."""
+        self.shard.table[...] = init_shard(self.ctx, self.shard.index).table
+        self._undo = None
+
+    def state(self) -> dict[str, np.ndarray]:
+        """The shard (live arrays): rows ``[weights | optimizer state]`` and their global ids."""
+        return {"table": self.shard.table, "global_rows": self.shard.global_rows}
+
+    def load_state(self, state: dict[str, np.ndarray]) -> None:
+        """Load rows by global id: the state may come from another placement (``--resume``)."""
+        table, rows = state["table"], state["global_rows"]
+        if table.shape[1] != self.shard.table.shape[1]:
+            raise ValueError(f"shard rows of width {table.shape[1]}, this model needs "
+                             f"{self.shard.table.shape[1]}")
+        if np.array_equal(rows, self.shard.global_rows):
+            self.shard.table[...] = table
+        else:
+            load_rows_by_id(self.shard, rows, table)
+        self._undo = None
+
+    def load_rows(self, rows: np.ndarray, table: np.ndarray) -> int:
+        """Load the rows of ``table`` (global ids ``rows``) this shard holds; returns how many."""
+        self._undo = None
+        return load_rows_by_id(self.shard, np.asarray(rows), np.asarray(table))
+
+    def n_rows(self) -> int:
+        """Real rows of the shard (stripe padding excluded)."""
+        return int((self.shard.global_rows >= 0).sum())
+
+    def undo_last(self, committed: int) -> None:
+        """Reconciliation: put back the rows step ``committed + 1`` updated."""
+        if self._undo is None or self._undo[0] != committed + 1:
+            raise RuntimeError(f"server {self.shard.index}: no undo record for step {committed + 1}")
+        _, slots, old = self._undo
+        self.shard.table[slots] = old
+        self._undo = None
+
+    def after_recovery(self, plan: Any) -> None:
+        self._undo = None
+
+    def serve(self, step: int, status: int, where: str, with_grads: bool,
+              word: int = 0) -> tuple[np.ndarray, np.ndarray | None, np.ndarray]:
+        """One pull (and push) round: (slots requested, their gradients or None, headers)."""
         data = self.ctx.comms.data
         headers = exchange_headers(data, np.zeros(data.Get_size(), dtype=np.int64), status,
-                                   self.last_apply_us, where)
+                                   self.last_apply_us, where, word)
         counts = headers[:, 0].copy()
         zeros = np.zeros_like(counts)
         slots = np.empty(int(counts.sum()), dtype=np.int64)
 
         wait(ialltoallv(data, _EMPTY_I64, zeros, slots, counts), where)
+        self.ctx.strategy.on_pull(step, slots)
         rows = np.empty((slots.size, self.dim), dtype=np.float32)
         gather_rows(self.shard.table, slots, self.dim, rows)
         reqs = [ialltoallv(data, rows, counts, _EMPTY_F32, zeros, width=self.dim)]
@@ -95,7 +151,7 @@ class Server:
             grads = np.empty((slots.size, self.dim), dtype=np.float32)
             reqs.append(ialltoallv(data, _EMPTY_F32, zeros, grads, counts, width=self.dim))
         waitall(reqs, where)
-        return slots, grads
+        return slots, grads, headers
 
     def apply(self, step: int, slots: np.ndarray, grads: np.ndarray) -> None:
         t0 = time.perf_counter()
@@ -104,6 +160,8 @@ class Server:
         scatter_add_rows(grads, inv, acc)
         table = self.shard.table
         old = table[uniq] if self.needs_old else None  # fancy indexing copies
+        if old is not None:
+            self._undo = (step, uniq, old)
         delta = None
         if self.needs_delta:
             delta = np.empty((uniq.size, table.shape[1] * 4), dtype=np.uint8)
@@ -120,20 +178,26 @@ class Server:
 
     def run(self) -> None:
         ctx, cfg = self.ctx, self.ctx.cfg
-        self.switch = self.switch or ctx.kill_switch()
+        strategy = ctx.strategy
         for step in range(ctx.completed + 1, cfg.training.steps):
             ctx.current_step = step
-            status = self.ctx.kill_status(self.switch, step)
-            slots, grads = self.serve(status, f"step {step}", with_grads=True)
+            status = self.ctx.kill_status(step)
+            if ctx.ulfm:
+                check_world(ctx.comms.world)
+            strategy.before_step(step)
+            slots, grads, headers = self.serve(step, status, f"step {step}", with_grads=True,
+                                               word=strategy.header_word(step))
             self.apply(step, slots, grads)
             ctx.completed = step
-            ctx.strategy.after_step(step)
+            strategy.after_step(step, headers[:, 3])
+            strategy.background(step)
             if eval_due(cfg, step):
                 for _ in range(eval_rounds(cfg)):
-                    self.serve(STATUS_OK, f"eval after step {step}", with_grads=False)
-        self.switch.cancel()
+                    self.serve(-1, STATUS_OK, f"eval after step {step}", with_grads=False)
 
     def final_report(self) -> dict[str, Any]:
-        digest = hashlib.sha256(memoryview(np.ascontiguousarray(self.shard.table)).cast("B"))
-        return {"shard_digest": digest.hexdigest(), "server": self.shard.index,
-                "rows": int(self.shard.table.shape[0])}
+        rows = self.shard.global_rows
+        real = rows >= 0
+        table = np.ascontiguousarray(self.shard.table[real])
+        return {"shard_digest": hashlib.sha256(table.tobytes()).hexdigest(), "server": self.shard.index,
+                "rows": int(real.sum()), "global_rows": rows[real], "table": table}

@@ -1,10 +1,11 @@
 """Spare role: an idle, warmed-up rank that waits to take over a failed slot.
 
-Owns nothing but its wait: it blocks on a control message from the monitor
-("stop" at the end, "failure" in emulated mode). Under ULFM a failure revokes
+Owns nothing but its wait: it blocks on control messages from the monitor
+(``stop`` at the end, ``failure`` in emulated mode, ``step`` progress notices
+when a kill plan targets a spare by step). Under ULFM a failure revokes
 ``world`` and the spare leaves its receive with ``MPI_ERR_REVOKED``, joining
-the recovery like every other survivor; strategies that replace failed ranks
-hand it a slot there.
+the recovery like every other survivor; ``recovery`` may promote it to a slot
+(the lowest spare for the lowest dead slot).
 """
 
 from __future__ import annotations
@@ -21,10 +22,22 @@ class Spare:
         self.ctx = ctx
 
     def run(self) -> None:
-        kind, payload = recv(self.ctx.comms.world, self.ctx.monitor_rank, TAG_CONTROL, "spare wait",
-                             max_pause=0.05)
-        if kind == "failure":
-            raise EmulatedFailure(*payload)
+        while True:
+            kind, payload = recv(self.ctx.comms.world, self.ctx.monitor_rank, TAG_CONTROL, "spare wait",
+                                 max_pause=0.05)
+            if kind == "failure":
+                raise EmulatedFailure(*payload)
+            if kind == "step":  # a step kill of a spare fires when the run reaches its step
+                self.ctx.current_step = payload
+                self.ctx.kill_status(payload)
+                continue
+            return
+
+    def undo_last(self, committed: int) -> None:  # pragma: no cover - spares hold no step state
+        pass
+
+    def after_recovery(self, plan: Any) -> None:
+        pass
 
     def final_report(self) -> dict[str, Any]:
         return {}

@@ -25,9 +25,8 @@ from typing import Any
 import numpy as np
 from mpi4py import MPI
 
-from mpiec.comm import guard, waitall
+from mpiec.comm import check_world, guard, waitall
 from mpiec.errors import DataError
-from mpiec.faults import KillSwitch
 from mpiec.kernels.embedding import scatter_add_rows, unique_inverse
 from mpiec.model.dlrm import DLRMShape, forward_backward, init_params, predict
 from mpiec.model.metrics import accuracy, auc, logloss
@@ -73,8 +72,7 @@ class Trainer:
         self.B = cfg.training.batch_size
         self.dim = cfg.model.dim
         self.shape = model_shape(cfg)
-        self.params = init_params(self.shape, cfg.training.seed)
-        self.dense_state = np.zeros_like(self.params)  # Adagrad accumulator
+        self.reset()
         self.P = self.params.size
         self.dense_buf = np.zeros(self.P + 1, dtype=np.float32)  # grads + loss sum
         self.source = make_source(cfg)
@@ -86,8 +84,44 @@ class Trainer:
         self.timeline: list[np.ndarray] = []
         self.evals: list[tuple] = []
         self.sent_upto = 0
-        self.switch: KillSwitch | None = None  # armed when training starts
         self._next: tuple[int, Any] | None = None
+        self._undo: tuple[int, np.ndarray, np.ndarray] | None = None  # (step, params, state) before it
+        self.word_rank = 0  # data rank whose header word decides (trainer 0)
+        self.flush_every = 1 if any(k.role == "spare" and k.step is not None for k in ctx.kills) \
+            else cfg.training.log_every  # spares learn the step from progress reports
+
+    # -- state ----------------------------------------------------------------
+    def reset(self) -> None:
+        """The initial dense replica: a pure function of the seed."""
+        self.params = init_params(self.shape, self.ctx.cfg.training.seed)
+        self.dense_state = np.zeros_like(self.params)  # Adagrad accumulator
+
+    def state(self) -> dict[str, np.ndarray]:
+        """The dense replica (live arrays): parameters and optimizer state."""
+        return {"params": self.params, "dense_state": self.dense_state}
+
+    def load_state(self, state: dict[str, np.ndarray]) -> None:
+        if state["params"].shape != self.params.shape:
+            raise ValueError(f"dense replica of {state['params'].size} parameters, "
+                             f"this model has {self.params.size}")
+        self.params = np.array(state["params"], dtype=np.float32)
+        self.dense_state = np.array(state["dense_state"], dtype=np.float32)
+        self._undo = None
+
+    def undo_last(self, committed: int) -> None:
+        """Reconciliation: undo the dense update of step ``committed + 1``."""
+        if self._undo is None or self._undo[0] != committed + 1:
+            raise RuntimeError(f"trainer {self.index}: no undo record for step {committed + 1}")
+        _, self.params, self.dense_state = self._undo
+        self._undo = None
+        if self.timeline and self.timeline[-1]["step"][0] > committed:
+            self.timeline.pop()
+        self.evals = [e for e in self.evals if e[0] <= committed]
+
+    def after_recovery(self, plan: Any) -> None:
+        """Drop what a rollback re-executes (evaluations after the restored step)."""
+        self.evals = [e for e in self.evals if e[0] <= plan.restored]
+        self._undo = None
 
     # -- helpers ------------------------------------------------------------
     def batch(self, step: int) -> Any:
@@ -111,12 +145,12 @@ class Trainer:
         return ctx.placement.local_slot(uniq[order]), counts, pos[inv]
 
     def pull(self, ids: np.ndarray, routed: tuple[np.ndarray, np.ndarray, np.ndarray], status: int,
-             where: str) -> tuple[np.ndarray, np.ndarray]:
+             where: str, word: int = 0) -> tuple[np.ndarray, np.ndarray]:
         """Pull the rows of a routed batch: returns (emb [B,T,dim], server headers)."""
         data = self.ctx.comms.data
         slots, counts, inv = routed
         zeros = np.zeros_like(counts)
-        headers = exchange_headers(data, counts, status, 0, where)
+        headers = exchange_headers(data, counts, status, 0, where, word)
         rows = np.empty((slots.size, self.dim), dtype=np.float32)
         r1 = ialltoallv(data, slots, counts, _EMPTY_I64, zeros)
         r2 = ialltoallv(data, _EMPTY_F32, zeros, rows, counts, width=self.dim)
@@ -128,14 +162,18 @@ class Trainer:
     def train_step(self, step: int) -> None:
         ctx, cfg = self.ctx, self.ctx.cfg
         t_start = time.perf_counter()
-        status = self.ctx.kill_status(self.switch, step)
+        status = self.ctx.kill_status(step)
+        if ctx.ulfm:
+            check_world(ctx.comms.world)
+        ctx.strategy.before_step(step)
         batch = self.batch(step)
         routed = self.route(batch.ids)
         _, counts, inv = routed
         t_data = time.perf_counter() - t_start
 
         t0 = time.perf_counter()
-        emb, headers = self.pull(batch.ids, routed, status, f"step {step} pull")
+        emb, headers = self.pull(batch.ids, routed, status, f"step {step} pull",
+                                 ctx.strategy.header_word(step))
         t_pull = time.perf_counter() - t0
 
         t0 = time.perf_counter()
@@ -152,6 +190,9 @@ class Trainer:
         r_sparse = ialltoallv(ctx.comms.data, grad_rows, counts, _EMPTY_F32, zeros, width=self.dim)
         r_dense = ctx.comms.trainers.Iallreduce(MPI.IN_PLACE, [self.dense_buf, MPI.FLOAT], MPI.SUM)
         t_comm = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        ctx.strategy.after_push(step, routed[0], counts, grad_rows)
+        t_strategy = time.perf_counter() - t0
 
         t0 = time.perf_counter()  # overlap: generate the next batch while gradients travel
         if step + 1 < cfg.training.steps:
@@ -164,12 +205,14 @@ class Trainer:
         t_wait = time.perf_counter() - t0 + t_pull
 
         t0 = time.perf_counter()
+        self._undo = (step, self.params.copy(), self.dense_state.copy())
         self.apply_dense()
         t_compute += time.perf_counter() - t0
         ctx.completed = step
         t0 = time.perf_counter()
-        ctx.strategy.after_step(step)
-        t_strategy = time.perf_counter() - t0
+        ctx.strategy.after_step(step, headers[:, 3])
+        ctx.strategy.background(step)
+        t_strategy += time.perf_counter() - t0
         # Every trainer keeps its timeline, so any survivor can report the run.
         rec = np.zeros(1, dtype=TIMELINE_DTYPE)
         rec["step"], rec["t_end"], rec["dt"] = step, ctx.now(), time.perf_counter() - t_start
@@ -178,6 +221,7 @@ class Trainer:
         rec["t_data"], rec["t_compute"], rec["t_comm"], rec["t_wait"] = t_data, t_compute, t_comm, t_wait
         rec["t_server"] = headers[cfg.layout.trainers:, 2].max() * 1e-6  # servers' last apply
         rec["t_strategy"] = t_strategy
+        rec["epoch"] = ctx.epoch
         self.timeline.append(rec)
 
     def apply_dense(self) -> None:
@@ -213,7 +257,7 @@ class Trainer:
         if self.index != 0:
             return
         every = self.ctx.cfg.training.log_every
-        if force or len(self.timeline) - self.sent_upto >= every:
+        if force or len(self.timeline) - self.sent_upto >= min(every, self.flush_every):
             if len(self.timeline) > self.sent_upto:
                 chunk = np.concatenate(self.timeline[self.sent_upto:])
                 with guard("progress report"):
@@ -223,7 +267,7 @@ class Trainer:
     # -- role interface ---------------------------------------------------------
     def run(self) -> None:
         cfg = self.ctx.cfg
-        self.switch = self.switch or self.ctx.kill_switch()
+        self.sent_upto = min(self.sent_upto, len(self.timeline))
         try:
             for step in range(self.ctx.completed + 1, cfg.training.steps):
                 self.ctx.current_step = step
@@ -241,13 +285,13 @@ class Trainer:
         if self.index == 0:
             with guard("done report"):
                 self.ctx.comms.world.send(cfg.training.steps, dest=self.ctx.monitor_rank, tag=TAG_DONE)
-        self.switch.cancel()
 
     def final_report(self) -> dict[str, Any]:
         digest = hashlib.sha256()
-        digest.update(memoryview(self.params).cast("B"))
-        digest.update(memoryview(self.dense_state).cast("B"))
-        return {"dense_digest": digest.hexdigest(),
+        digest.update(self.params.tobytes())
+        digest.update(self.dense_state.tobytes())
+        return {"dense_digest": digest.hexdigest(), "index": self.index,
+                "dense": (self.params, self.dense_state) if self.index == 0 else None,
                 "timeline": np.concatenate(self.timeline) if self.timeline else np.zeros(0, TIMELINE_DTYPE),
                 "eval": np.array(self.evals, dtype=EVAL_DTYPE) if self.evals else None}
 

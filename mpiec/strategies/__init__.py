@@ -8,9 +8,10 @@ from __future__ import annotations
 
 from mpiec.errors import ConfigError
 from mpiec.strategies.base import Strategy
+from mpiec.strategies.ckpt import FullCheckpoint
 from mpiec.strategies.none import NoProtection
 
-STRATEGIES: dict[str, type[Strategy]] = {cls.name: cls for cls in (NoProtection,)}
+STRATEGIES: dict[str, type[Strategy]] = {cls.name: cls for cls in (NoProtection, FullCheckpoint)}
 
 
 def get_strategy_class(name: str) -> type[Strategy]:

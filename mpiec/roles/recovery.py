@@ -1,0 +1,318 @@
+"""Recovery after a failure: the sequence every strategy shares, on every rank.
+
+Owns what happens between a detected failure and the next step:
+
+1. **detect** — ULFM: revoke every communicator, shrink ``world``, agree on the
+   last step every surviving trainer and server completed (``agree_min``);
+   emulated: the victim leaves ``world`` by a split, the step is known to all;
+2. **plan** — the monitor asks the strategy (``Strategy.plan``), picks spares
+   for the dead slots (lowest spare for the lowest dead slot), decides which
+   planned kills fired, and broadcasts the plan with the authoritative slot
+   table; every rank acts on that one plan;
+3. **reconcile** — a trainer or server that completed one step more than the
+   agreed committed step undoes it from its one-step undo record (unless every
+   rank rolls back anyway);
+4. **replace** — promoted spares take their slots, communicators are rebuilt
+   in slot order (``comm.build_comms``), promoted ranks build their role;
+5. **restore** — ROLLBACK: every trainer and server loads a checkpoint, the
+   outcome agreed over ``world`` (a corrupted part makes everyone try the next
+   candidate); other scopes: replaced trainers copy the dense replica from the
+   lowest surviving trainer, replaced servers are restored by the strategy;
+6. **resume** — training continues at ``plan.restored + 1``.
+
+Invariants:
+
+* a failure during any of this (a second kill, a spare dying as it is
+  promoted) restarts the sequence at 1 with every slot dead since the last
+  completed recovery (``Failure.dead`` only grows, so a plan's scope only
+  widens); the monitor's slot table and the slots promoted so far carry over;
+* every rank executes the same collectives in the same order (the plan is the
+  monitor's, agreements are over ``world``), so no rank waits forever;
+* a kill fires once: the kill that killed a slot's holder is consumed on every
+  rank (in the plan), so neither a replacement nor a re-executed step fires it again.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from mpi4py import MPI
+
+from mpiec.comm import Comms, PeerFailure, agree_min, build_comms, guard, shrink
+from mpiec.errors import MpiecError
+from mpiec.layout import MONITOR, SPARE, TRAINER, Slot
+from mpiec.roles.context import RankContext
+from mpiec.strategies.base import Failure, RecoveryPlan, Scope
+
+INT_MAX = 2**31 - 1
+_ROLE_RANK = {TRAINER: 0, "server": 1, "parity": 2, SPARE: 3, MONITOR: 4}
+
+
+def slot_order(slot: Slot) -> tuple[int, int]:
+    return _ROLE_RANK[slot.role], slot.index
+
+
+@dataclass
+class Detection:
+    """One detected failure as this rank saw it (merged into the recovery in progress)."""
+
+    failure: Failure
+    times: dict[str, float] = field(default_factory=dict)
+    where: str = ""
+
+
+# -- 1. detect ---------------------------------------------------------------------
+
+def detect_ulfm(ctx: RankContext, exc: PeerFailure) -> Detection:
+    """Revoke, shrink, agree. Collective over the survivors of ``world``."""
+    detected = ctx.now()
+    ctx.comms.revoke()
+    old_slots = list(ctx.slots)
+    new_world, dead = shrink(ctx.comms.world)
+    ctx.comms.free()
+    ctx.comms = Comms(world=new_world, data=None, trainers=None)
+    ctx.slots = [s for r, s in enumerate(old_slots) if r not in dead]
+    shrunk = ctx.now()
+    # Trainers and servers vote their progress; the monitor, spares and promoted
+    # ranks whose state is not restored yet vote "no constraint".
+    mine = ctx.completed + 1 if ctx.in_step_loop() else INT_MAX
+    agreed = agree_min(new_world, mine)
+    committed = agreed - 1 if agreed < INT_MAX else -2  # -2: no trainer or server survived
+    failure = Failure(step=committed + 1, committed=committed, dead=[old_slots[r] for r in dead],
+                      survivors=list(ctx.slots))
+    return Detection(failure, {"detect": detected, "shrink": shrunk, "agree": ctx.now()}, exc.where)
+
+
+def detect_emulated(ctx: RankContext, data_ranks: list[int], step: int | None) -> Detection:
+    """Emulated failure: the victims leave ``world`` by a split (collective over everyone)."""
+    detected = ctx.now()
+    from mpiec.layout import data_slot
+
+    if step is not None:  # monitor and spares learn the step from the notice
+        ctx.current_step = step
+    step = ctx.current_step
+    dead = [data_slot(r, ctx.cfg.layout.trainers) for r in data_ranks]
+    victim = ctx.slot in dead
+    old = ctx.comms.world
+    with guard("emulated shrink"):
+        new = old.Split(MPI.UNDEFINED if victim else 0, ctx.rank)
+    ctx.comms.free()
+    if victim:
+        ctx.dead = True
+        ctx.retired_world = old
+        return Detection(Failure(step=step, committed=step - 1, dead=dead, emulated=True))
+    new.Set_errhandler(MPI.ERRORS_RETURN)
+    ctx.retired.append((old, [r for r, s in enumerate(ctx.slots) if s in dead]))
+    ctx.comms = Comms(world=new, data=None, trainers=None)
+    ctx.slots = [s for s in ctx.slots if s not in dead]
+    t = ctx.now()
+    failure = Failure(step=step, committed=step - 1, dead=dead, emulated=True, survivors=list(ctx.slots))
+    return Detection(failure, {"detect": detected, "shrink": t, "agree": t}, "emulated death")
+
+
+def merge(previous: Detection | None, new: Detection) -> Detection:
+    """A failure during a recovery: every slot dead since the last completed recovery."""
+    if previous is None:
+        return new
+    dead = list(previous.failure.dead) + [s for s in new.failure.dead if s not in previous.failure.dead]
+    new.failure.dead = dead
+    new.failure.emulated = previous.failure.emulated or new.failure.emulated
+    new.times = {**new.times, "first_detect": previous.times.get("first_detect", previous.times["detect"])}
+    return new
+
+
+# -- 2. plan (monitor) ------------------------------------------------------------------
+
+def consumed_kills(ctx: RankContext, failure: Failure) -> list[int]:
+    """The planned kill that killed each dead slot's holder (at most one per slot)."""
+    out = []
+    now = ctx.now()
+    for slot in failure.dead:
+        mine = [k for k in ctx.kills if k.role == slot.role and k.index == slot.index
+                and k.seq not in ctx.consumed and k.seq not in out]
+        timed = sorted((k for k in mine if k.time is not None and k.time <= now + 0.5), key=lambda k: k.time)
+        stepped = sorted((k for k in mine if k.step is not None and k.step <= failure.step + 1),
+                         key=lambda k: k.step)
+        pick = timed[0] if timed else (stepped[0] if stepped else None)
+        if pick is not None:
+            out.append(pick.seq)
+    return out
+
+
+def make_plan(ctx: RankContext, failure: Failure) -> RecoveryPlan:
+    """Monitor: the strategy's plan plus spares, consumed kills and the slot table."""
+    if failure.committed < -1:  # no trainer or server survived: the monitor knows how far it got
+        failure.committed = ctx.current_step - 1
+        failure.step = ctx.current_step
+    plan = ctx.strategy.plan(failure)
+    plan.step, plan.committed = failure.step, failure.committed
+    plan.epoch = ctx.epoch + 1
+    plan.consumed = consumed_kills(ctx, failure)
+    slots = list(ctx.slots)
+    if not plan.aborts:
+        held = set(slots)
+        need = sorted((s for s in failure.dead if s.role != SPARE and s not in held), key=slot_order)
+        spares = sorted((s for s in slots if s.role == SPARE), key=slot_order)
+        for dead in need:
+            if not spares:
+                plan = ctx.strategy.on_no_spare(failure, dead, plan)
+                if plan.aborts:
+                    break
+                continue
+            spare = spares.pop(0)
+            plan.assignments[spare] = dead
+            slots[slots.index(spare)] = dead
+    if not plan.aborts:
+        replaced = ctx.pending | set(plan.assignments.values())
+        trainers_left = [s for s in slots if s.role == TRAINER and s not in replaced]
+        lost_trainer = any(s.role == TRAINER for s in replaced)
+        if plan.scope is not Scope.ROLLBACK and not trainers_left and lost_trainer:
+            plan = RecoveryPlan.abort("every trainer died: the dense replica is lost and strategy "
+                                      f"{ctx.cfg.strategy.name} keeps no copy of it")
+    plan.slots = slots  # type: ignore[attr-defined]
+    plan.replaced = sorted(ctx.pending | set(plan.assignments.values()), key=slot_order)  # type: ignore
+    return plan
+
+
+def share_plan(ctx: RankContext, failure: Failure) -> RecoveryPlan:
+    """The monitor's plan, on every rank (collective over ``world``)."""
+    plan = make_plan(ctx, failure) if ctx.rank == 0 else None
+    with guard("recovery plan"):
+        plan = ctx.comms.world.bcast(plan, root=0)
+    if ctx.rank == 0:  # promoted slots stay pending until a recovery completes
+        ctx.pending = set(plan.replaced)
+    return plan
+
+
+# -- 3-6. reconcile, replace, restore, resume ------------------------------------------------
+
+def agree_all(ctx: RankContext, ok: bool) -> bool:
+    with guard("recovery agreement"):
+        return bool(ctx.comms.world.Agree(1 if ok else 0))
+
+
+def carry_out(ctx: RankContext, role: Any, plan: RecoveryPlan, detection: Detection,
+              make_role: Any) -> Any:
+    """Reconcile, replace, restore; return the role to resume. Collective over ``world``."""
+    failure = detection.failure
+    t_plan = ctx.now()
+    ctx.consumed.update(plan.consumed)
+    for kind in ("detect", "shrink", "agree"):
+        if kind in detection.times and not ctx.dead:
+            detail = {"detect": detection.where, "shrink": f"dead {[str(s) for s in failure.dead]}",
+                      "agree": f"committed step {plan.committed}"}[kind]
+            ctx.event(kind, plan.step, ctx.rank, detail=detail, at=detection.times[kind])
+
+    # 3. reconcile: back to the committed step, unless everyone rolls back anyway
+    if plan.scope is not Scope.ROLLBACK and ctx.in_step_loop() and ctx.completed > plan.committed:
+        role.undo_last(plan.committed)
+        ctx.completed = plan.committed
+        ctx.event("undo", plan.step, ctx.rank, detail=f"undid step {plan.committed + 1}")
+
+    # 4. replace
+    me_before = ctx.slot
+    ctx.slots = list(plan.slots)  # type: ignore[attr-defined]
+    promoted = ctx.slot != me_before
+    ctx.comms.free()
+    with guard("communicator rebuild"):
+        ctx.comms = build_comms(ctx.comms.world, ctx.slot, ctx.cfg.layout.trainers, ctx.cfg.layout.servers)
+    if promoted:
+        ctx.disarm_kills()
+        ctx.awaiting_restore = True
+        role = make_role(ctx)
+        ctx.event("replace", plan.step, ctx.rank, detail=f"{me_before} takes {ctx.slot}")
+    t_replaced = ctx.now()
+
+    # 5. restore
+    ctx.event("restore_start", plan.step, ctx.rank, detail=plan.scope.value if plan.scope else "")
+    replaced = ctx.slot in plan.replaced  # type: ignore[attr-defined]
+    restored = restore(ctx, role, plan, replaced)
+    if restored is None:
+        return None
+    plan.restored = restored
+    ctx.completed = restored
+    ctx.current_step = restored + 1
+    ctx.awaiting_restore = False
+    ctx.epoch = plan.epoch
+    role.after_recovery(plan)
+    ctx.strategy.on_recovered(plan)
+    if ctx.rank == 0:
+        ctx.pending = set()
+    ctx.event("restore_end", plan.step, ctx.rank, detail=f"resume at step {restored + 1}")
+    if promoted or ctx.switch is None:
+        ctx.arm_kills()
+    ctx.recoveries.append({"epoch": plan.epoch, "plan": t_plan, "replaced": t_replaced, "restored": ctx.now(),
+                           **detection.times})
+    return role
+
+
+def restore(ctx: RankContext, role: Any, plan: RecoveryPlan, replaced: bool) -> int | None:
+    """Every rank: bring trainers and servers to one step; None if no candidate works."""
+    in_loop = ctx.slot.role not in (MONITOR, SPARE)
+    if plan.scope is Scope.ROLLBACK:
+        for step in plan.candidates:
+            ok = ctx.strategy.restore(plan, step, replaced) if in_loop else True
+            if agree_all(ctx, ok):
+                return step
+            ctx.event("restore_failed", plan.step, ctx.rank, detail=f"checkpoint of step {step} unusable")
+        plan.reason = "no usable checkpoint: " + ", ".join(str(s) for s in plan.candidates)
+        return None
+    ok = True
+    if ctx.slot.role == TRAINER:
+        copy_dense_replica(ctx, role, plan)
+    elif in_loop and replaced:
+        ok = ctx.strategy.restore(plan, plan.committed, True)
+    if not agree_all(ctx, ok):
+        plan.reason = f"strategy {ctx.cfg.strategy.name} could not restore {plan.replaced}"  # type: ignore
+        return None
+    return plan.committed
+
+
+def copy_dense_replica(ctx: RankContext, role: Any, plan: RecoveryPlan) -> None:
+    """Trainers: replaced trainers receive the dense replica of the lowest surviving trainer."""
+    replaced = {s.index for s in plan.replaced if s.role == TRAINER}  # type: ignore[attr-defined]
+    if not replaced:
+        return
+    source = min(i for i in range(ctx.cfg.layout.trainers) if i not in replaced)
+    state = role.state()
+    for name in sorted(state):
+        buf = np.ascontiguousarray(state[name])
+        with guard("dense replica copy"):
+            ctx.comms.trainers.Bcast(buf, root=source)
+        state[name] = buf
+    role.load_state(state)
+
+
+__all__ = ["Detection", "detect_ulfm", "detect_emulated", "merge", "share_plan", "carry_out", "INT_MAX"]
+
+
+def start_from_checkpoint(ctx: RankContext, role: Any) -> Any:
+    """``mpiec run --resume``: every trainer and server loads the newest usable checkpoint.
+
+    Collective over ``world``, before training starts; the same restore (and the same
+    fallback to an older checkpoint when a part is corrupted) as a rollback.
+    """
+    plan = None
+    if ctx.rank == 0:
+        plan = ctx.strategy.plan(Failure(step=0, committed=2**31 - 2, dead=[Slot("server", -1)]))
+    with guard("resume plan"):
+        plan = ctx.comms.world.bcast(plan, root=0)
+    if plan.scope is not Scope.ROLLBACK or not plan.candidates or plan.candidates[0] < 0:
+        raise CheckpointResumeError(f"{ctx.resume_from} holds no complete checkpoint of strategy "
+                                    f"{ctx.cfg.strategy.name}")
+    plan.candidates = [s for s in plan.candidates if s >= 0]
+    restored = restore(ctx, role, plan, replaced=False)
+    if restored is None:
+        raise CheckpointResumeError(f"{ctx.resume_from}: no checkpoint could be restored "
+                                    f"(tried steps {plan.candidates}; see the ranks' messages)")
+    ctx.completed = restored
+    ctx.current_step = restored + 1
+    ctx.event("resume", restored + 1, ctx.rank,
+              detail=f"from checkpoint of step {restored} in {ctx.resume_from}")
+    return role
+
+
+class CheckpointResumeError(MpiecError):
+    """``--resume`` found nothing to resume from (reported as bad input)."""
