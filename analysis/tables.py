@@ -91,7 +91,7 @@ def summary_rows(results: list[RunResult], baseline: str = "none") -> list[dict[
                 overhead = 100.0 * (1.0 - tr / tb)
         rows.append({
             "run": r.name,
-            "strategy": r.strategy,
+            "strategy": str(r.attrs.get("variant") or r.strategy),
             "seed": r.seed,
             "emulated": s["emulated"],
             "complete": s["complete"],

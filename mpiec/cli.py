@@ -55,17 +55,67 @@ def config_from(args: argparse.Namespace, strategy: str | None = None) -> Config
                        kill=args.kill, steps=args.steps)
 
 
+def resume_config(args: argparse.Namespace) -> tuple[Config, str]:
+    """``run --resume DIR``: the checkpoint's own config, under the command line's overrides."""
+    import json
+    import tempfile
+
+    from mpiec.checkpoint import CheckpointStore, resolve_checkpoint
+
+    root, step = resolve_checkpoint(args.resume)
+    saved = CheckpointStore(root).manifest(step).get("meta", {}).get("config")
+    if not isinstance(saved, dict):
+        raise MpiecError(f"{root}: the checkpoint of step {step} does not record its run's config")
+    saved["failures"]["kill"] = []  # the kills of the first run already happened
+    saved["output"]["name"] = ""
+    with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
+        json.dump(saved, f)
+    try:
+        cfg = load_config(preset=args.preset, config_file=args.config or f.name, sets=args.sets,
+                          strategy=args.strategy, kill=args.kill, steps=args.steps)
+    finally:
+        Path(f.name).unlink()
+    if cfg.strategy.name != saved["strategy"]["name"]:
+        raise MpiecError(f"--resume: the checkpoint was written by strategy '{saved['strategy']['name']}', "
+                         f"not '{cfg.strategy.name}'")
+    return cfg, str(root)
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     from mpiec.launcher import launch
 
-    cfg = config_from(args)
+    cfg, resume = resume_config(args) if args.resume else (config_from(args), "")
     out = Path(args.out or cfg.output.dir)
-    outcome = launch(cfg, out, timeout=args.timeout)
+    outcome = launch(cfg, out, timeout=args.timeout, resume=resume)
     if outcome.message:
         print(f"mpiec: {outcome.message}", file=sys.stderr)
     if outcome.path:
         print(f"result file: {outcome.path}")
     return outcome.code
+
+
+def variant_config(args: argparse.Namespace, variant: str) -> Config:
+    """``ckpt:interval=10:mode=async``: a strategy with its own keys. ``--set strategy.KEY=...``
+    applies only to the strategies that know KEY."""
+    from mpiec.strategies import get_strategy_class
+
+    name, *own = variant.split(":")
+    cls = get_strategy_class(name.strip())
+    sets = []
+    for assignment in args.sets:
+        key = assignment.partition("=")[0].strip()
+        parts = key.split(".")
+        if parts[0] == "strategy" and parts[-1] not in ("name",) and len(parts) >= 2:
+            if parts[-1] not in cls.param_keys():
+                continue
+        sets.append(assignment)
+    for item in own:
+        if "=" not in item:
+            raise MpiecError(f"--strategies: '{variant}': expected NAME:KEY=VALUE, got '{item}'")
+        sets.append(f"strategy.{item}")
+    cfg = load_config(preset=args.preset, config_file=args.config, sets=sets, strategy=name.strip(),
+                      kill=args.kill, steps=args.steps)
+    return cfg
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
@@ -74,16 +124,19 @@ def cmd_bench(args: argparse.Namespace) -> int:
     from mpiec.results import read_result
     from mpiec.strategies import available
 
-    names = args.strategies.split(",") if args.strategies else available()
-    cfgs = [config_from(args, strategy=name.strip()) for name in names]  # validate all first
+    variants = [v.strip() for v in args.strategies.split(",")] if args.strategies else available()
+    cfgs = [variant_config(args, v) for v in variants if v]  # validate all first
+    if not cfgs:
+        raise MpiecError("--strategies names no strategy")
     out = Path(args.out or Path(cfgs[0].output.dir) / f"bench-{time.strftime('%Y%m%d-%H%M%S')}")
     results, worst = [], 0
     for cfg in cfgs:
-        cfg.output.name = f"{cfg.preset}-{cfg.strategy.name}-s{cfg.training.seed}"
-        print(f"[mpiec bench] strategy {cfg.strategy.name} ...", flush=True)
+        label = cfg.variant
+        cfg.output.name = f"{cfg.preset}-{label.replace(':', '-').replace('=', '')}-s{cfg.training.seed}"
+        print(f"[mpiec bench] strategy {label} ...", flush=True)
         outcome = launch(cfg, out, timeout=args.timeout, quiet=args.quiet)
         if outcome.message:
-            print(f"[mpiec bench] {cfg.strategy.name}: {outcome.message}", flush=True)
+            print(f"[mpiec bench] {label}: {outcome.message}", flush=True)
         if outcome.path:
             results.append(read_result(outcome.path))
         if outcome.code == EXIT_CRASH:
@@ -130,11 +183,16 @@ def build_parser() -> argparse.ArgumentParser:
     add_config_args(run)
     run.add_argument("--out", metavar="DIR", help="directory for the result file (default: output.dir)")
     run.add_argument("--timeout", type=positive, help="kill the run after this many seconds")
+    run.add_argument("--resume", metavar="DIR",
+                     help="restart a killed or preempted run from the newest complete checkpoint in DIR "
+                          "(its config, under --set overrides: e.g. another layout.servers)")
     run.set_defaults(func=cmd_run)
 
     bench = sub.add_parser("bench", help="run every strategy on the same preset and kill plan, compare")
     add_config_args(bench, strategy=False)
-    bench.add_argument("--strategies", metavar="A,B,...", help="strategies to run (default: all)")
+    bench.add_argument("--strategies", metavar="A,B:KEY=V,...",
+                       help="strategies (variants with their own keys, e.g. none,ckpt:interval=10,"
+                            "ckpt:mode=async) to run (default: all)")
     bench.add_argument("--out", metavar="DIR", help="directory for the result files")
     bench.add_argument("--timeout", type=positive, help="per-run time limit in seconds")
     bench.add_argument("--quiet", action="store_true", help="hide each run's progress lines")

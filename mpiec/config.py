@@ -115,6 +115,12 @@ class Config:
     def global_batch(self) -> int:
         return self.training.batch_size * self.layout.trainers
 
+    @property
+    def variant(self) -> str:
+        """The strategy and its own keys, as ``mpiec bench --strategies`` spells them: ``ckpt:interval=10``."""
+        params = sorted(self.strategy.params.items())
+        return ":".join([self.strategy.name] + [f"{k}={v}" for k, v in params])
+
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
 

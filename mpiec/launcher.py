@@ -72,8 +72,8 @@ def mpi_flavour(mpiexec: str) -> str:
     return "other"
 
 
-def mpiexec_command(cfg: Config, config_path: Path, out: Path,
-                    mpiexec: str | None = None) -> tuple[list[str], dict[str, str]]:
+def mpiexec_command(cfg: Config, config_path: Path, out: Path, mpiexec: str | None = None,
+                    resume: str = "") -> tuple[list[str], dict[str, str]]:
     """The command and environment that start every rank of ``cfg``."""
     exe = mpiexec or find_mpiexec()
     flavour = mpi_flavour(exe)
@@ -90,6 +90,8 @@ def mpiexec_command(cfg: Config, config_path: Path, out: Path,
             env.setdefault("OMPI_ALLOW_RUN_AS_ROOT", "1")
             env.setdefault("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
     cmd += ["-n", str(n), sys.executable, "-P", "-m", "mpiec.worker", str(config_path), "--out", str(out)]
+    if resume:
+        cmd += ["--resume", resume]
     return cmd, env
 
 
@@ -121,7 +123,8 @@ def precheck_data(cfg: Config) -> None:
     check_eval_size(cfg, len(source.eval_batch(d.eval_samples).labels))
 
 
-def launch(cfg: Config, out_dir: Path, timeout: float | None = None, quiet: bool = False) -> RunOutcome:
+def launch(cfg: Config, out_dir: Path, timeout: float | None = None, quiet: bool = False,
+           resume: str = "") -> RunOutcome:
     """Run ``cfg`` to the end under mpiexec; the result file goes to ``out_dir``."""
     precheck_data(cfg)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -131,7 +134,7 @@ def launch(cfg: Config, out_dir: Path, timeout: float | None = None, quiet: bool
     with tempfile.TemporaryDirectory(prefix="mpiec-") as tmp:
         cfg_path = Path(tmp) / "config.json"
         cfg_path.write_text(cfg.to_json())
-        cmd, env = mpiexec_command(cfg, cfg_path, path)
+        cmd, env = mpiexec_command(cfg, cfg_path, path, resume=resume)
         limit = timeout if timeout is not None else default_timeout(cfg)
         if not quiet:
             print("[mpiec] launching: " + " ".join(cmd), flush=True)

@@ -92,6 +92,7 @@ class Monitor:
             "mpiec_version": __version__, "git_commit": git_commit(),
             "numba_version": numba.__version__, "h5py_version": h5py.__version__,
             "n_ranks": ctx.comms.world.Get_size(),
+            "variant": cfg.variant,
         }
         self.writer = ResultWriter(ctx.out_path, attrs)
         self.next_print = 0

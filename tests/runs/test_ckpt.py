@@ -1,0 +1,141 @@
+"""``ckpt`` and the recovery core under real kills: every recovery ends with the failure-free checksum."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+from run_helpers import mpiec, worker_processes
+
+from mpiec.results import decode
+
+pytestmark = [pytest.mark.mpirun, pytest.mark.kill, pytest.mark.timeout(600)]
+
+TINY = ["--preset", "tiny", "--strategy", "ckpt"]
+
+
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory):
+    run = mpiec(["run", "--preset", "tiny", "--strategy", "none"], out=tmp_path_factory.mktemp("ref"))
+    assert run.code == 0, run.stdout + run.stderr
+    return run.result().summary["param_checksum"]
+
+
+def kinds(res) -> list[str]:
+    return [decode(k) for k in res.events["kind"]]
+
+
+def test_server_kill_recovers_with_the_failure_free_checksum(reference, tmp_path):
+    run = mpiec(["run", *TINY, "--set", "layout.spares=1", "--kill", "server:1@step=25"], out=tmp_path)
+    assert run.code == 0, run.stdout + run.stderr
+    res = run.result()
+    k = kinds(res)
+    for kind in ("kill", "detect", "shrink", "agree", "replace", "restore_start", "restore_end",
+                 "checkpoint_end"):
+        assert kind in k, kind
+    s = res.summary
+    assert s["param_checksum"] == reference and s["recoveries"] == 1 and s["restores"] >= 3
+    assert s["reexecuted_steps"] >= 1 and s["checkpoints"] >= 1 and s["checkpoint_bytes"] > 0
+    assert np.any(res.timeline["reexec"]) and len(res.checkpoints) == s["checkpoints"]
+    breakdown = json.loads(s["recovery_breakdown"])
+    assert breakdown[0]["detection_s"] >= 0 and breakdown[0]["recovery_s"] > 0
+    assert time.sleep(0.3) or worker_processes(str(tmp_path)) == []
+
+
+@pytest.mark.parametrize("plan,spares", [
+    ("trainer:0@time=0.25", 1),  # mid-step, from a timer
+    ("server:0@step=10;server:1@step=30", 2),  # two kills at different steps
+    ("spare:0@time=0.1", 1),  # a spare dies while it waits
+    ("server:0@step=10;trainer:1@time=0.056", 2),  # a kill near or during a recovery
+    ("server:0@step=10;server:1@step=10;trainer:0@step=10;trainer:1@step=10", 4),  # only the monitor left
+])
+def test_kills_recover_to_the_failure_free_checksum(plan, spares, reference, tmp_path):
+    run = mpiec(["run", *TINY, "--set", f"layout.spares={spares}", "--kill", plan], out=tmp_path)
+    assert run.code == 0, run.stdout + run.stderr
+    s = run.result().summary
+    assert s["param_checksum"] == reference, run.stdout
+    assert s["kills_fired"] == len(plan.split(";"))
+
+
+def test_kill_while_a_checkpoint_is_written(reference, tmp_path):
+    """A slow (bandwidth-capped) async checkpoint is in flight when a server dies."""
+    run = mpiec(["run", *TINY, "--set", "layout.spares=1", "--set", "strategy.mode='async'",
+                 "--set", "strategy.interval=5", "--set", "strategy.bandwidth_mb_s=0.5",
+                 "--kill", "server:0@step=22"], out=tmp_path)
+    assert run.code == 0, run.stdout + run.stderr
+    s = run.result().summary
+    assert s["param_checksum"] == reference and s["emulated_bandwidth"]
+
+
+def test_random_kills_with_three_spares(tmp_path):
+    ref = mpiec(["run", "--preset", "tiny", "--steps", "100"], out=tmp_path / "ref").result()
+    run = mpiec(["run", *TINY, "--steps", "100", "--set", "layout.spares=3", "--set", "strategy.interval=10",
+                 "--kill", "random:mtbf=0.3s,seed=5,max=3"], out=tmp_path / "k")
+    assert run.code == 0, run.stdout + run.stderr
+    s = run.result().summary
+    assert s["param_checksum"] == ref.summary["param_checksum"] and s["kills_fired"] >= 1
+
+
+def test_emulated_server_kill_recovers(reference, tmp_path):
+    run = mpiec(["run", *TINY, "--set", "layout.spares=1", "--set", "failures.mode='emulated'",
+                 "--kill", "server:1@step=25"], out=tmp_path)
+    assert run.code == 0, run.stdout + run.stderr
+    res = run.result()
+    assert res.summary["param_checksum"] == reference and res.attrs["failure_mode"] == "emulated"
+    assert res.summary["emulated"]
+
+
+def test_checksum_is_independent_of_the_number_of_servers(reference, tmp_path):
+    sums = {mpiec(["run", *TINY, "--set", f"layout.servers={n}"], out=tmp_path / str(n))
+            .result().summary["param_checksum"] for n in (2, 3, 4)}
+    assert sums == {reference}
+
+
+def test_no_spare_left_is_a_clear_loss(tmp_path):
+    run = mpiec(["run", *TINY, "--kill", "server:1@step=25"], out=tmp_path)
+    assert run.code == 1
+    s = run.result().summary
+    assert s["lost"] and s["abort_reason"] == "no spare left for server 1"
+    assert "no spare left for server 1" in run.stdout + run.stderr
+
+
+def test_corrupted_checkpoint_part_falls_back_to_the_previous_one(reference, tmp_path):
+    """Flip one byte of the newest checkpoint's part just before the kill that needs it."""
+    ck = tmp_path / "ck"
+    proc_args = [*TINY, "--steps", "400", "--set", "layout.spares=1", "--set", "strategy.interval=10",
+                 "--set", f"strategy.dir='{ck}'", "--kill", "server:1@time=3"]
+    ref = mpiec(["run", "--preset", "tiny", "--steps", "400"], out=tmp_path / "ref").result()
+    cmd = [sys.executable, "-P", "-m", "mpiec", "run", *proc_args, "--out", str(tmp_path / "out")]
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    try:
+        flipped = None
+        deadline = time.monotonic() + 120
+        while flipped is None and time.monotonic() < deadline:
+            done = sorted(ck.glob("step-*/MANIFEST.json"))
+            if len(done) >= 2:
+                part = sorted(done[-1].parent.glob("server-0.table.npy"))[0]
+                data = bytearray(part.read_bytes())
+                data[-5] ^= 0xFF
+                part.write_bytes(bytes(data))
+                flipped = done[-1].parent.name
+            time.sleep(0.02)
+        out, _ = p.communicate(timeout=180)
+    finally:
+        if p.poll() is None:
+            os.killpg(p.pid, signal.SIGTERM)
+    assert flipped is not None
+    res = next(Path(tmp_path / "out").glob("*.h5"))
+    from mpiec.results import read_result
+
+    r = read_result(res)
+    k = kinds(r)
+    assert p.returncode == 0, out
+    assert r.summary["param_checksum"] == ref.summary["param_checksum"]
+    assert "restore_failed" in k or "resume at step 0" not in out

@@ -1,0 +1,60 @@
+"""The contract every registered strategy passes (DESIGN.md, "Recovery").
+
+* failure-free, it trains exactly what ``none`` trains (same ``param_checksum``);
+* every planned kill fires exactly once, and a strategy that recovers ends with
+  the failure-free checksum (lossless strategies) or says it lost the run;
+* the result file has the required fields, and every strategy summary key has a
+  merge rule.
+
+Later strategies are picked up from the registry automatically.
+"""
+
+from __future__ import annotations
+
+import pytest
+from run_helpers import mpiec
+
+from mpiec.results import decode
+from mpiec.strategies import STRATEGIES
+
+pytestmark = [pytest.mark.mpirun, pytest.mark.timeout(300)]
+
+BASE = ["--preset", "tiny", "--steps", "30", "--set", "layout.spares=2"]
+LOSSLESS = {"none", "ckpt"}  # strategies that claim lossless recovery (checked below)
+
+
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory):
+    run = mpiec(["run", *BASE, "--strategy", "none"], out=tmp_path_factory.mktemp("ref"))
+    assert run.code == 0, run.stdout + run.stderr
+    return run.result().summary["param_checksum"]
+
+
+@pytest.mark.parametrize("name", sorted(STRATEGIES))
+def test_failure_free_run_trains_what_none_trains(name, reference, tmp_path):
+    run = mpiec(["run", *BASE, "--strategy", name], out=tmp_path)
+    assert run.code == 0, run.stdout + run.stderr
+    res = run.result()
+    s = res.summary
+    assert s["param_checksum"] == reference
+    assert s["steps_completed"] == 30 and not s["lost"] and s["kills_fired"] == 0
+    assert res.attrs["strategy"] == name and res.attrs["variant"].startswith(name)
+    rules = STRATEGIES[name].summary_rules
+    assert set(rules.values()) <= {"sum", "max", "min", "first"}
+
+
+@pytest.mark.parametrize("name", sorted(STRATEGIES))
+def test_every_planned_kill_fires_once(name, reference, tmp_path):
+    kills = "server:1@step=8;trainer:0@step=17;spare:1@step=4"
+    run = mpiec(["run", *BASE, "--strategy", name, "--kill", kills], out=tmp_path, timeout=150)
+    res = run.result()
+    fired = [(decode(e["role"]), int(e["role_index"])) for e in res.events if decode(e["kind"]) == "kill"]
+    if STRATEGIES[name].recovers:
+        assert run.code == 0, run.stdout + run.stderr
+        assert sorted(fired) == [("server", 1), ("spare", 1), ("trainer", 0)]
+        assert res.summary["kills_fired"] == 3 and res.summary["recoveries"] == 3
+        if name in LOSSLESS:
+            assert res.summary["param_checksum"] == reference
+    else:
+        assert run.code == 1 and res.summary["lost"]
+        assert fired == [("spare", 1)]  # the first kill lost the run; later ones never fired
