@@ -48,6 +48,63 @@ def test_malformed_plans(cfg, plan, needle):
     assert needle in str(info.value)
 
 
+@pytest.mark.parametrize("plan, needle", [
+    ("trainer:0@time=1e", "time must be a number of seconds"),
+    ("trainer:0@time=.", "time must be a number of seconds"),
+    ("trainer:0@time=+", "time must be a number of seconds"),
+    ("trainer:0@time=1..2", "time must be a number of seconds"),
+    ("trainer:0@time=-1", "time must be a number of seconds"),
+    ("trainer:0@time=1e999", "time must be a number of seconds"),
+    ("trainer:0@time=inf", "time must be a number of seconds"),
+    ("server:1@step=\u00b2", "step must be a whole number"),
+    ("server:1@step=" + "9" * 5000, "not before the last step"),
+    ("server:" + "9" * 5000 + "@step=1", "does not exist"),
+    ("server:1@step=3\nserver:0@step=4", "malformed kill plan 'server:1@step=3\\nserver:0@step=4'"),
+    ("random:mtbf=.", "not a duration"),
+    ("random:mtbf=e", "not a duration"),
+    ("random:mtbf=0s", "duration must be > 0"),
+    ("random:mtbf=5s,seed=-1", "seed must be a whole number"),
+    ("random:mtbf=5s,seed=1.5", "seed must be a whole number"),
+    ("random:mtbf=5s,seed=" + "9" * 5000, "seed must be a whole number"),
+    ("random:mtbf=5s,max=x", "max must be a whole number"),
+    ("random:mtbf=5s,max=" + "9" * 5000, "max must be a whole number"),
+    ("random:mtbf=5s,max=101", "max must be <= 100"),
+    ("random:mtbf=5s,seed=1,seed=2", "given twice"),
+    ("random:mtbf=5s,", "expected key=value"),
+])
+def test_malformed_plans_are_one_line_kill_plan_errors(cfg, plan, needle):
+    with pytest.raises(KillPlanError) as info:
+        parse_kill_plans([plan], cfg)
+    message = str(info.value)
+    assert needle in message and "\n" not in message
+
+
+@pytest.mark.parametrize("plans", [[""], ["  "], [";;"], ["server:1@step=3;"],
+                                   ["server:1@step=3;;server:0@step=4"]])
+def test_empty_plans_are_refused(cfg, plans):
+    with pytest.raises(KillPlanError, match="empty plan"):
+        parse_kill_plans(plans, cfg)
+
+
+def test_time_kills_take_units_like_durations(cfg):
+    kills = parse_kill_plans(["trainer:0@time=2ms", "trainer:1@time=1.5m;server:0@time=0",
+                              "server:1@time=12.5s"], cfg)
+    assert [k.time for k in kills] == [0.002, 90.0, 0.0, 12.5]
+    ms = parse_kill_plans(["random:mtbf=2ms,seed=1"], cfg)
+    assert ms == parse_kill_plans(["random:mtbf=0.002,seed=1"], cfg)
+
+
+def test_random_max_is_bounded_by_the_steps_and_parsing_is_cheap():
+    cfg = load_config("tiny", sets=["training.steps=1000000"])
+    t = time.perf_counter()
+    with pytest.raises(KillPlanError, match="max must be <= 10000"):
+        parse_kill_plans(["random:mtbf=1s,max=1000000000"], cfg)
+    assert len(parse_kill_plans(["random:mtbf=1s,max=10000"], cfg)) == 10000
+    assert time.perf_counter() - t < 2.0
+    short = load_config("tiny", sets=["training.steps=10"])
+    assert len(parse_kill_plans(["random:mtbf=1s"], short)) == 10  # the default 64 would exceed the steps
+
+
 def test_parity_needs_parity_ranks():
     cfg = load_config("tiny")
     with pytest.raises(KillPlanError, match="no parity ranks"):
