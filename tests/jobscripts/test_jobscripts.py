@@ -171,6 +171,22 @@ def test_run_mpirun_ulfm_and_config_args(stubs, tmp_path):
     assert (out / "r1" / "r1.h5").exists()
 
 
+def test_run_resumes_from_its_checkpoint_when_requeued(stubs, tmp_path):
+    env, log = stubs
+    out = tmp_path / "res"
+    step = out / "r2" / "r2.ckpt" / "step-000000040"
+    step.mkdir(parents=True)
+    (step / "MANIFEST.json").write_text("{}")
+    r = bash(JOBS / "run.sbatch", env, PRESET="tiny", STRATEGY="ckpt", OUT=str(out), RUN_NAME="r2",
+             SLURM_RESTART_COUNT="1")
+    (launch,) = logged(log, "mpirun")  # (the stub writes no result at a file path: status aside)
+    assert f"--out {out / 'r2' / 'r2-restart1.h5'} --resume {out / 'r2' / 'r2.ckpt'}" in launch
+    assert "resuming from the newest checkpoint" in r.stdout
+    # a first start (no restart) does not resume, even with a checkpoint there
+    bash(JOBS / "run.sbatch", env, PRESET="tiny", STRATEGY="ckpt", OUT=str(out), RUN_NAME="r3")
+    assert "--resume" not in logged(log, "mpirun")[-1]
+
+
 def test_run_fails_without_valid_result(stubs, tmp_path):
     env, log = stubs
     r = bash(JOBS / "run.sbatch", env, OUT=str(tmp_path / "o"), RUN_NAME="x",
