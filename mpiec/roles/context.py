@@ -59,6 +59,7 @@ class RankContext:
     retired_world: Any = None  # emulated victim: the world it left
     recoveries: list[dict[str, float]] = field(default_factory=list)  # phase times of each recovery
     resume_from: str = ""  # checkpoint root of ``mpiec run --resume``
+    resumed_step: int = -1  # the checkpoint step a resumed run started from
 
     def __post_init__(self) -> None:
         self.first_rank = self.comms.world.Get_rank()  # rank in the original world, for reports

@@ -230,6 +230,8 @@ class Monitor:
         }
         if reason:
             summary["abort_reason"] = reason
+        if ctx.resume_from:
+            summary["resumed_from_step"] = ctx.resumed_step
         if lost:
             summary["lost_samples"] = (cfg.training.steps - steps_done) * cfg.global_batch
         rules = type(ctx.strategy).summary_rules
@@ -267,6 +269,8 @@ class Monitor:
                   ("lost", "yes" if s["lost"] else "no"),
                   ("checksum", s["param_checksum"][:16] or "n/a")]
         say("summary: " + ", ".join(f"{k} {v}" for k, v in fields))
+        if "resumed_from_step" in s:
+            say(f"resumed from the checkpoint of step {s['resumed_from_step']} ({self.ctx.resume_from})")
         if s.get("abort_reason"):
             say(f"the run was lost: {s['abort_reason']}")
         for b in breakdown:

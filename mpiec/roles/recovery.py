@@ -307,7 +307,7 @@ def start_from_checkpoint(ctx: RankContext, role: Any) -> Any:
     if restored is None:
         raise CheckpointResumeError(f"{ctx.resume_from}: no checkpoint could be restored "
                                     f"(tried steps {plan.candidates}; see the ranks' messages)")
-    ctx.completed = restored
+    ctx.completed = ctx.resumed_step = restored
     ctx.current_step = restored + 1
     ctx.event("resume", restored + 1, ctx.rank,
               detail=f"from checkpoint of step {restored} in {ctx.resume_from}")

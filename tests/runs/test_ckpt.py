@@ -139,3 +139,26 @@ def test_corrupted_checkpoint_part_falls_back_to_the_previous_one(reference, tmp
     assert p.returncode == 0, out
     assert r.summary["param_checksum"] == ref.summary["param_checksum"]
     assert "restore_failed" in k or "resume at step 0" not in out
+
+
+def test_resume_after_the_launcher_is_killed(tmp_path):
+    """SIGTERM the launcher mid-run; resume onto the same and onto 3 servers: the uninterrupted checksum."""
+    ck = tmp_path / "ck"
+    steps = "1500"
+    ref = mpiec(["run", "--preset", "tiny", "--steps", steps], out=tmp_path / "ref").result()
+    cmd = [sys.executable, "-P", "-m", "mpiec", "run", *TINY, "--steps", steps, "--set", "strategy.interval=50",
+           "--set", f"strategy.dir='{ck}'", "--out", str(tmp_path / "first")]
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    deadline = time.monotonic() + 120
+    while len(list(ck.glob("step-*/MANIFEST.json"))) < 2 and time.monotonic() < deadline and p.poll() is None:
+        time.sleep(0.01)
+    os.killpg(p.pid, signal.SIGTERM)  # the launcher kills its ranks
+    p.communicate(timeout=60)
+    assert list(ck.glob("step-*/MANIFEST.json"))
+    for servers in ("2", "3"):
+        run = mpiec(["run", "--resume", str(ck), "--set", f"layout.servers={servers}"], out=tmp_path / servers)
+        assert run.code == 0, run.stdout + run.stderr
+        s = run.result().summary
+        assert s["resumed_from_step"] >= 49 and s["param_checksum"] == ref.summary["param_checksum"]
+    bad = mpiec(["run", "--resume", str(tmp_path / "nothing")], out=tmp_path / "bad")
+    assert bad.code == 2 and "no such checkpoint directory" in bad.stderr
