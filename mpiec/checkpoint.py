@@ -1,0 +1,690 @@
+"""The checkpoint store every checkpointing strategy uses (no MPI in here).
+
+One checkpoint is one training step. It holds one *part* per rank, named by the
+caller (``server-1``, ``trainer``, ``parity-0``), each part a dict of
+``name -> numpy array``. On disk it is plain ``.npy`` files plus a JSON
+manifest, readable with numpy alone (``docs/checkpoints.md``)::
+
+    ROOT/step-000000025/server-1.table.npy
+    ROOT/step-000000025/server-1.global_rows.npy
+    ROOT/step-000000025/trainer.params.npy
+    ROOT/step-000000025/MANIFEST.json      # written last
+
+Invariants:
+
+* A checkpoint is **complete or absent**: complete means ``MANIFEST.json`` is
+  present and valid and every file it lists exists with the listed size and
+  checksum. A step directory without a manifest is an unfinished (or
+  abandoned) checkpoint and is never offered for a restore.
+* Every ``.npy`` file is written to a temporary name in the step directory,
+  fsynced and renamed (``os.replace``) into place, so a file under its final
+  name is always whole.
+* The manifest is committed only after every part is written and the step
+  directory fsynced; it too goes through a temporary name, fsync and rename,
+  followed by an fsync of the step directory and of the root.
+* A committed step is never rewritten (``write_part`` refuses it).
+* Reads check each file's size against the manifest and, by default, its
+  checksum: a missing, truncated or corrupted file raises ``CheckpointError``
+  naming the file.
+
+Checksum: CRC-32 (``zlib.crc32``) of the whole ``.npy`` file (header and
+data), written as ``"crc32:%08x"``. It is computed while the file is written,
+in 8 MiB chunks. Measured on this machine for a 256 MiB float32 array: crc32
+2.05 GB/s, sha256 1.47 GB/s (OpenSSL with SHA-NI), blake2b 0.56 GB/s; so
+crc32. Both ``zlib.crc32`` (buffers > 5 KiB) and unbuffered
+``FileIO.write(memoryview)`` release the GIL, so a ``BackgroundWriter`` thread
+leaves the training thread almost all of the interpreter. CRC-32 detects
+accidental damage (flipped bits, torn or zeroed blocks), not tampering.
+"""
+
+from __future__ import annotations
+
+import errno
+import io
+import json
+import os
+import queue
+import re
+import shutil
+import threading
+import time
+import zlib
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from mpiec.errors import CheckpointError  # an MpiecError: the CLI prints it as one line
+
+__all__ = [
+    "FORMAT", "VERSION", "MANIFEST", "CheckpointError", "PartInfo", "CheckpointStore",
+    "BackgroundWriter", "find_checkpoint_root", "resolve_checkpoint", "step_dir_name",
+]
+
+FORMAT = "mpiec-checkpoint"
+VERSION = 1
+MANIFEST = "MANIFEST.json"
+CHUNK = 8 << 20  # bytes per write/read/checksum call
+
+_STEP_RE = re.compile(r"^step-(\d{9,})$")
+_PART_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_-]*$")  # no dots: "<part>.<name>.npy" stays unambiguous
+_NAME_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]*$")
+
+
+def step_dir_name(step: int) -> str:
+    """The directory name of ``step``: ``step-000000025``."""
+    return f"step-{int(step):09d}"
+
+
+def _check_step(step: int) -> int:
+    if isinstance(step, bool) or not isinstance(step, int | np.integer) or step < 0:
+        raise ValueError(f"checkpoint step must be an integer >= 0, not {step!r}")
+    return int(step)
+
+
+def _check_part(part: str) -> str:
+    if not isinstance(part, str) or not _PART_RE.match(part):
+        raise ValueError(f"checkpoint part name {part!r}: use letters, digits, '_' and '-' (no dots)")
+    return part
+
+
+def _check_name(name: str) -> str:
+    if not isinstance(name, str) or not _NAME_RE.match(name):
+        raise ValueError(f"checkpoint array name {name!r}: use letters, digits, '_', '-' and '.'")
+    return name
+
+
+def _why(exc: BaseException) -> str:
+    """An OSError's reason without its errno noise ("Permission denied")."""
+    return getattr(exc, "strerror", None) or str(exc)
+
+
+def _fsync_dir(path: Path) -> None:
+    """fsync a directory so the renames in it are durable (tolerates filesystems that refuse)."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError as exc:
+        if exc.errno not in (errno.EINVAL, errno.ENOTSUP, errno.EBADF, errno.EACCES):
+            raise
+    finally:
+        os.close(fd)
+
+
+def _bytes_view(arr: np.ndarray) -> memoryview:
+    """A flat byte view of a C-contiguous array (any non-object dtype, any shape incl. empty and 0-d)."""
+    return memoryview(arr.reshape(-1).view(np.uint8))
+
+
+def _npy_header(arr: np.ndarray) -> bytes:
+    fmt = np.lib.format
+    d = fmt.header_data_from_array_1_0(arr)
+    buf = io.BytesIO()
+    try:
+        fmt.write_array_header_1_0(buf, d)
+    except ValueError:  # header over 64 KiB (a huge structured dtype)
+        buf = io.BytesIO()
+        fmt.write_array_header_2_0(buf, d)
+    return buf.getvalue()
+
+
+def _descr(dtype: np.dtype) -> Any:
+    """The dtype as the ``.npy`` header spells it, in its JSON form (a string for plain dtypes)."""
+    return json.loads(json.dumps(np.lib.format.dtype_to_descr(dtype)))
+
+
+class _Pacer:
+    """Sleeps so that bytes go out no faster than ``rate`` bytes/s (0: no cap)."""
+
+    def __init__(self, rate: float):
+        self.rate = rate
+        self.start = time.perf_counter()
+        self.sent = 0
+
+    def chunk(self) -> int:
+        # ~20 ms of data per chunk when capped, so the rate is smooth at the scale of a step
+        return CHUNK if self.rate <= 0 else int(min(CHUNK, max(64 << 10, self.rate * 0.02)))
+
+    def sent_bytes(self, n: int) -> None:
+        self.sent += n
+        if self.rate > 0:
+            delay = self.start + self.sent / self.rate - time.perf_counter()
+            if delay > 0:
+                time.sleep(delay)
+
+
+@dataclass
+class PartInfo:
+    """What ``write_part`` wrote: the part's entry in the manifest. Strategies send ``to_dict()``
+    to the coordinator rank, which rebuilds it with ``from_dict`` and commits."""
+
+    part: str
+    files: dict[str, dict[str, Any]] = field(default_factory=dict)
+    bytes: int = 0
+    seconds: float = 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"part": self.part, "files": {k: dict(v) for k, v in self.files.items()},
+                "bytes": int(self.bytes), "seconds": float(self.seconds)}
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> PartInfo:
+        try:
+            info = cls(part=str(d["part"]), files={str(k): dict(v) for k, v in d["files"].items()},
+                       bytes=int(d["bytes"]), seconds=float(d["seconds"]))
+            for name, entry in info.files.items():
+                _check_file_entry(name, entry)
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            raise CheckpointError(f"malformed checkpoint part info ({exc!r})") from None
+        return info
+
+    def manifest_entry(self) -> dict[str, Any]:
+        d = self.to_dict()
+        del d["part"]
+        return d
+
+
+def _check_file_entry(name: str, entry: Mapping[str, Any]) -> None:
+    if not isinstance(entry.get("file"), str) or "/" in entry["file"] or entry["file"].startswith("."):
+        raise ValueError(f"array {name!r}: bad file name {entry.get('file')!r}")
+    if not isinstance(entry.get("bytes"), int) or entry["bytes"] < 0:
+        raise ValueError(f"array {name!r}: bad byte count {entry.get('bytes')!r}")
+    if not isinstance(entry.get("checksum"), str) or not entry["checksum"].startswith("crc32:"):
+        raise ValueError(f"array {name!r}: bad checksum {entry.get('checksum')!r}")
+    if not isinstance(entry.get("shape"), list):
+        raise ValueError(f"array {name!r}: bad shape {entry.get('shape')!r}")
+
+
+class CheckpointStore:
+    """Checkpoints under ``root``, one directory per step.
+
+    ``bandwidth_mb_s > 0`` caps the write rate at that many MB/s (10^6 bytes/s) by writing in
+    small chunks and sleeping: an *emulation* of slower remote storage, on top of the real disk.
+    """
+
+    def __init__(self, root: str | Path, bandwidth_mb_s: float = 0.0):
+        if not bandwidth_mb_s >= 0:
+            raise ValueError(f"bandwidth_mb_s must be >= 0, not {bandwidth_mb_s!r}")
+        self.root = Path(root)
+        self.bandwidth_mb_s = float(bandwidth_mb_s)
+
+    @property
+    def emulated_bandwidth(self) -> bool:
+        """True when writes are slowed down to ``bandwidth_mb_s`` (emulated remote storage)."""
+        return self.bandwidth_mb_s > 0
+
+    def __repr__(self) -> str:
+        cap = f", bandwidth_mb_s={self.bandwidth_mb_s:g}" if self.emulated_bandwidth else ""
+        return f"CheckpointStore({str(self.root)!r}{cap})"
+
+    def step_dir(self, step: int) -> Path:
+        return self.root / step_dir_name(_check_step(step))
+
+    # ---- writing -----------------------------------------------------------------------------
+
+    def write_part(self, step: int, part: str, arrays: Mapping[str, np.ndarray]) -> PartInfo:
+        """Write one rank's part of checkpoint ``step`` (blocking) and return its manifest entry.
+
+        Each array goes to a temporary file in the step directory, checksummed while written,
+        fsynced and renamed to ``<part>.<name>.npy``; the step directory is fsynced at the end.
+        """
+        step = _check_step(step)
+        _check_part(part)
+        items = [(_check_name(name), np.asarray(arr)) for name, arr in arrays.items()]
+        for name, arr in items:
+            if arr.dtype.hasobject:
+                raise TypeError(f"checkpoint array {name!r} has an object dtype; store numeric arrays")
+        t0 = time.perf_counter()
+        d = self.step_dir(step)
+        if (d / MANIFEST).exists():
+            raise CheckpointError(f"{d} is already a committed checkpoint; it is never rewritten")
+        try:
+            created = not d.is_dir()
+            d.mkdir(parents=True, exist_ok=True)
+            if created:
+                _fsync_dir(self.root)
+        except OSError as exc:
+            raise CheckpointError(f"{d}: cannot create the checkpoint directory ({_why(exc)})") from None
+        pacer = _Pacer(self.bandwidth_mb_s * 1e6)
+        files: dict[str, dict[str, Any]] = {}
+        for name, arr in items:
+            files[name] = self._write_npy(d, f"{part}.{name}.npy", arr, pacer)
+        try:
+            _fsync_dir(d)
+        except OSError as exc:
+            raise CheckpointError(f"{d}: cannot fsync the checkpoint directory ({_why(exc)})") from None
+        return PartInfo(part=part, files=files, bytes=sum(f["bytes"] for f in files.values()),
+                        seconds=time.perf_counter() - t0)
+
+    @staticmethod
+    def _write_npy(d: Path, fname: str, arr: np.ndarray, pacer: _Pacer) -> dict[str, Any]:
+        if not arr.flags.c_contiguous:
+            arr = arr.copy(order="C")
+        header = _npy_header(arr)
+        data = _bytes_view(arr)
+        final = d / fname
+        tmp = d / f".{fname}.tmp-{os.getpid()}-{threading.get_ident()}"
+        step = pacer.chunk()
+        crc = 0
+        try:
+            with open(tmp, "wb", buffering=0) as f:
+                for buf in (memoryview(header), data):
+                    for i in range(0, len(buf), step):
+                        chunk = buf[i:i + step]
+                        crc = zlib.crc32(chunk, crc)
+                        while chunk:  # a raw write may be partial
+                            n = f.write(chunk)
+                            chunk = chunk[n:]
+                        pacer.sent_bytes(min(step, len(buf) - i))
+                os.fsync(f.fileno())
+            os.replace(tmp, final)
+        except OSError as exc:
+            try:
+                tmp.unlink()
+            except OSError:
+                pass
+            raise CheckpointError(f"{final}: cannot write ({_why(exc)})") from None
+        return {"file": fname, "bytes": len(header) + len(data), "dtype": _descr(arr.dtype),
+                "shape": list(arr.shape), "checksum": f"crc32:{crc:08x}"}
+
+    def commit(self, step: int, parts: Mapping[str, PartInfo] | Iterable[PartInfo],
+               meta: Mapping[str, Any] | None = None) -> Path:
+        """Make checkpoint ``step`` complete: check every listed file exists with its size (a stat,
+        no re-read), then write ``MANIFEST.json`` atomically. Returns the manifest's path."""
+        step = _check_step(step)
+        d = self.step_dir(step)
+        infos: dict[str, PartInfo] = {}
+        items = parts.items() if isinstance(parts, Mapping) else ((None, p) for p in parts)
+        for key, info in items:
+            if not isinstance(info, PartInfo):
+                info = PartInfo.from_dict(info)
+            if key is not None and key != info.part:
+                raise ValueError(f"commit: part {info.part!r} filed under key {key!r}")
+            if info.part in infos:
+                raise ValueError(f"commit: part {info.part!r} given twice")
+            infos[info.part] = info
+        if not infos:
+            raise ValueError(f"commit of step {step}: no parts")
+        if (d / MANIFEST).exists():
+            raise CheckpointError(f"{d} is already a committed checkpoint")
+        for info in infos.values():
+            for entry in info.files.values():
+                path = d / entry["file"]
+                try:
+                    size = path.stat().st_size
+                except FileNotFoundError:
+                    raise CheckpointError(f"{path}: missing; cannot commit step {step}") from None
+                if size != entry["bytes"]:
+                    raise CheckpointError(f"{path}: {size} bytes, part info says {entry['bytes']}; "
+                                          f"cannot commit step {step}")
+        manifest = {"format": FORMAT, "version": VERSION, "step": step, "meta": dict(meta or {}),
+                    "parts": {name: infos[name].manifest_entry() for name in sorted(infos)}}
+        try:
+            text = json.dumps(manifest, indent=1, allow_nan=False) + "\n"
+        except (TypeError, ValueError) as exc:
+            raise TypeError(f"commit of step {step}: meta is not JSON-serialisable ({exc})") from None
+        final = d / MANIFEST
+        tmp = d / f".{MANIFEST}.tmp-{os.getpid()}-{threading.get_ident()}"
+        try:
+            _fsync_dir(d)  # every part's rename is durable before the manifest can be
+            with open(tmp, "w") as f:
+                f.write(text)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, final)
+            _fsync_dir(d)
+            _fsync_dir(self.root)
+        except OSError as exc:
+            try:
+                tmp.unlink()
+            except OSError:
+                pass
+            raise CheckpointError(f"{final}: cannot write ({_why(exc)})") from None
+        return final
+
+    # ---- listing -----------------------------------------------------------------------------
+
+    def _step_dirs(self) -> list[tuple[int, Path]]:
+        """(step, dir) of every step directory under the root, newest first."""
+        try:
+            entries = list(os.scandir(self.root))
+        except (FileNotFoundError, NotADirectoryError):
+            return []
+        out = []
+        for e in entries:
+            m = _STEP_RE.match(e.name)
+            if m and e.is_dir() and e.name == step_dir_name(int(m.group(1))):
+                out.append((int(m.group(1)), Path(e.path)))
+        return sorted(out, reverse=True)
+
+    def complete_steps(self) -> list[int]:
+        """Steps with a valid manifest, newest first (a torn or foreign manifest does not count)."""
+        out = []
+        for step, _ in self._step_dirs():
+            try:
+                self.manifest(step)
+            except CheckpointError:
+                continue
+            out.append(step)
+        return out
+
+    def latest(self) -> int | None:
+        """The newest complete step, or None."""
+        for step, _ in self._step_dirs():
+            try:
+                self.manifest(step)
+            except CheckpointError:
+                continue
+            return step
+        return None
+
+    def manifest(self, step: int) -> dict[str, Any]:
+        """The validated manifest of ``step``; ``CheckpointError`` when absent, torn or not ours."""
+        step = _check_step(step)
+        return _load_manifest(self.step_dir(step) / MANIFEST, step)
+
+    def bytes_of(self, step: int) -> int:
+        """Bytes of the ``.npy`` files of complete checkpoint ``step`` (manifest excluded)."""
+        return sum(int(p["bytes"]) for p in self.manifest(step)["parts"].values())
+
+    # ---- reading -----------------------------------------------------------------------------
+
+    def read_part(self, step: int, part: str, verify: bool = True,
+                  mmap: bool = False) -> dict[str, np.ndarray]:
+        """The arrays of ``part`` in complete checkpoint ``step``.
+
+        Sizes are always checked against the manifest; ``verify`` also checks each file's checksum
+        (read once, in chunks). ``mmap=True`` returns read-only memory-mapped arrays.
+        """
+        man = self.manifest(step)
+        d = self.step_dir(step)
+        try:
+            entry = man["parts"][part]
+        except KeyError:
+            have = ", ".join(sorted(man["parts"])) or "none"
+            raise CheckpointError(f"{d / MANIFEST}: no part {part!r} (parts: {have})") from None
+        out = {}
+        for name, fe in entry["files"].items():
+            path = d / fe["file"]
+            try:
+                size = path.stat().st_size
+            except FileNotFoundError:
+                raise CheckpointError(f"{path}: missing (listed in {MANIFEST})") from None
+            if size != fe["bytes"]:
+                what = "truncated" if size < fe["bytes"] else "has the wrong size"
+                raise CheckpointError(f"{path}: {what} ({size} bytes, manifest says {fe['bytes']})")
+            try:
+                if mmap:
+                    if verify:
+                        _verify_file(path, fe["checksum"])
+                    arr = np.load(path, mmap_mode="r", allow_pickle=False)
+                else:
+                    arr = _read_npy(path, fe["checksum"] if verify else None)
+            except OSError as exc:
+                raise CheckpointError(f"{path}: cannot read ({_why(exc)})") from None
+            except ValueError as exc:
+                raise CheckpointError(f"{path}: not a valid .npy file ({exc})") from None
+            if list(arr.shape) != fe["shape"] or _descr(arr.dtype) != fe["dtype"]:
+                raise CheckpointError(f"{path}: holds {arr.dtype} {list(arr.shape)}, "
+                                      f"manifest says {fe['dtype']} {fe['shape']}")
+            out[name] = arr
+        return out
+
+    # ---- pruning -----------------------------------------------------------------------------
+
+    def prune(self, keep: int = 2) -> list[int]:
+        """Delete complete checkpoints older than the newest ``keep`` and step directories without
+        a valid manifest older than the newest complete one (newer ones may be in progress).
+        The newest complete checkpoint is never deleted. Returns the deleted steps."""
+        if isinstance(keep, bool) or not isinstance(keep, int) or keep < 1:
+            raise ValueError(f"prune: keep must be an integer >= 1, not {keep!r}")
+        complete = set(self.complete_steps())
+        if not complete:
+            return []
+        newest = max(complete)
+        kept = set(sorted(complete, reverse=True)[:keep])
+        deleted = []
+        for step, d in self._step_dirs():
+            if step in kept or (step not in complete and step >= newest):
+                continue
+            man = d / MANIFEST
+            try:
+                if man.exists():  # incomplete first: a crash mid-delete leaves no "complete" husk
+                    man.unlink()
+                    _fsync_dir(d)
+                shutil.rmtree(d)
+            except OSError as exc:
+                raise CheckpointError(f"{d}: cannot delete ({_why(exc)})") from None
+            deleted.append(step)
+        if deleted:
+            _fsync_dir(self.root)
+        return sorted(deleted)
+
+
+def _load_manifest(path: Path, step: int | None = None) -> dict[str, Any]:
+    try:
+        text = path.read_text()
+    except FileNotFoundError:
+        raise CheckpointError(f"{path}: missing (the checkpoint was never committed)") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise CheckpointError(f"{path}: cannot read ({_why(exc)})") from None
+    try:
+        man = json.loads(text)
+    except json.JSONDecodeError:
+        raise CheckpointError(f"{path}: not valid JSON (torn or corrupted manifest)") from None
+    if not isinstance(man, dict) or man.get("format") != FORMAT:
+        raise CheckpointError(f"{path}: not an mpiec checkpoint manifest")
+    if man.get("version") != VERSION:
+        raise CheckpointError(f"{path}: checkpoint format version {man.get('version')!r}, "
+                              f"this mpiec reads version {VERSION}")
+    if not isinstance(man.get("step"), int) or (step is not None and man["step"] != step):
+        raise CheckpointError(f"{path}: manifest is for step {man.get('step')!r}, "
+                              f"its directory for step {step}")
+    parts = man.get("parts")
+    try:
+        if not isinstance(parts, dict) or not isinstance(man.get("meta", {}), dict):
+            raise ValueError("no parts")
+        for entry in parts.values():
+            for name, fe in entry["files"].items():
+                _check_file_entry(name, fe)
+            if not isinstance(entry.get("bytes"), int):
+                raise ValueError("bad part size")
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise CheckpointError(f"{path}: malformed manifest ({exc})") from None
+    return man
+
+
+def _crc_check(path: Path, crc: int, expected: str) -> None:
+    got = f"crc32:{crc:08x}"
+    if got != expected:
+        raise CheckpointError(f"{path}: corrupted (checksum {got}, manifest says {expected})")
+
+
+def _verify_file(path: Path, expected: str) -> None:
+    crc = 0
+    buf = bytearray(CHUNK)
+    mv = memoryview(buf)
+    with open(path, "rb", buffering=0) as f:
+        while n := f.readinto(mv):
+            crc = zlib.crc32(mv[:n], crc)
+    _crc_check(path, crc, expected)
+
+
+def _read_npy(path: Path, expected: str | None) -> np.ndarray:
+    """Read a .npy file in one pass, checksumming as it is read (``expected=None``: no check)."""
+    fmt = np.lib.format
+    with open(path, "rb", buffering=0) as raw:
+        try:
+            version = fmt.read_magic(raw)
+            if version == (1, 0):
+                shape, fortran, dtype = fmt.read_array_header_1_0(raw)
+            elif version == (2, 0):
+                shape, fortran, dtype = fmt.read_array_header_2_0(raw)
+            else:
+                raise ValueError(f".npy version {version}")
+        except ValueError:
+            if expected is not None:  # a damaged header is damage; say so the way the checksum would
+                _verify_file(path, expected)
+            raise
+        offset = raw.tell()
+        if dtype.hasobject:
+            raise ValueError("object arrays are not read")
+        raw.seek(0)
+        crc = zlib.crc32(raw.read(offset))
+        base = np.empty(tuple(reversed(shape)) if fortran else shape, dtype=dtype)
+        data = _bytes_view(base)
+        for i in range(0, len(data), CHUNK):
+            chunk = data[i:i + CHUNK]
+            while chunk:
+                n = raw.readinto(chunk)
+                if not n:
+                    raise CheckpointError(f"{path}: truncated (ends inside the array data)")
+                if expected is not None:
+                    crc = zlib.crc32(chunk[:n], crc)
+                chunk = chunk[n:]
+    if expected is not None:
+        _crc_check(path, crc, expected)
+    return base.T if fortran else base
+
+
+# ---- background writer -----------------------------------------------------------------------
+
+_STOP = object()
+
+
+class BackgroundWriter:
+    """Writes parts in a daemon thread while training goes on.
+
+    The training thread snapshots (copies) its arrays and calls ``submit``; at later step
+    boundaries ``poll()`` hands back the finished ``PartInfo`` s (which the caller sends to
+    the committing rank: the thread makes no MPI calls). Writes run one at a time, in order.
+    A failed write does not stop the writer; its error is re-raised as ``CheckpointError`` by
+    ``poll``/``wait`` in the caller's thread, in submission order (parts finished before it are
+    returned first, the error at the next call).
+
+    Every queued snapshot stays in memory until written: check ``busy`` before taking the next
+    one. ``nice > 0`` lowers the thread's CPU priority (Linux) so that, when ranks outnumber
+    cores, the writer gives way to training instead of competing with it; writes then take longer.
+    """
+
+    def __init__(self, store: CheckpointStore, nice: int = 0):
+        self.store = store
+        self.nice = int(nice)
+        self._jobs: queue.Queue = queue.Queue()
+        self._done: list[PartInfo | BaseException] = []
+        self._cond = threading.Condition()
+        self._pending = 0
+        self._closed = False
+        self._thread = threading.Thread(target=self._run, name="mpiec-checkpoint-writer", daemon=True)
+        self._thread.start()
+
+    def submit(self, step: int, part: str, arrays: Mapping[str, np.ndarray]) -> None:
+        """Queue a write of ``arrays`` (already a snapshot: they must not change until written)."""
+        if self._closed:
+            raise RuntimeError("BackgroundWriter is closed")
+        _check_step(step)
+        _check_part(part)
+        for name in arrays:
+            _check_name(name)
+        with self._cond:
+            self._pending += 1
+        self._jobs.put((int(step), part, dict(arrays)))
+
+    def _run(self) -> None:
+        if self.nice > 0:  # Linux: a thread id names just this thread; best effort elsewhere
+            try:
+                tid = threading.get_native_id()
+                os.setpriority(os.PRIO_PROCESS, tid, os.getpriority(os.PRIO_PROCESS, tid) + self.nice)
+            except (AttributeError, OSError):
+                pass
+        while True:
+            job = self._jobs.get()
+            if job is _STOP:
+                return
+            step, part, arrays = job
+            try:
+                result: PartInfo | BaseException = self.store.write_part(step, part, arrays)
+            except Exception as exc:  # handed to the caller's thread
+                result = exc
+            del arrays, job
+            with self._cond:
+                self._done.append(result)
+                self._pending -= 1
+                self._cond.notify_all()
+
+    @property
+    def busy(self) -> bool:
+        """True while a submitted write is queued or running."""
+        with self._cond:
+            return self._pending > 0
+
+    def poll(self) -> list[PartInfo]:
+        """Parts finished since the last call, in order; raises the first failed write's error."""
+        with self._cond:
+            out: list[PartInfo] = []
+            while self._done and isinstance(self._done[0], PartInfo):
+                out.append(self._done.pop(0))
+            if out or not self._done:
+                return out
+            exc = self._done.pop(0)
+        if isinstance(exc, CheckpointError):
+            raise exc
+        raise CheckpointError(f"background checkpoint write failed: {exc!r}") from exc
+
+    def wait(self, timeout: float | None = None) -> list[PartInfo]:
+        """Block until every submitted write has finished (or ``timeout`` s passed), then ``poll()``."""
+        with self._cond:
+            self._cond.wait_for(lambda: self._pending == 0, timeout=timeout)
+        return self.poll()
+
+    def close(self) -> None:
+        """Finish the queued writes and stop the thread. Unpolled results stay available to ``poll``."""
+        if not self._closed:
+            self._closed = True
+            self._jobs.put(_STOP)
+        self._thread.join()
+
+    def __enter__(self) -> BackgroundWriter:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+# ---- resume ----------------------------------------------------------------------------------
+
+def resolve_checkpoint(path: str | Path) -> tuple[Path, int]:
+    """``(root, step)`` for ``mpiec run --resume PATH``: PATH is a store root (its newest complete
+    checkpoint) or one step directory (that checkpoint). ``CheckpointError`` for anything else."""
+    p = Path(path)
+    if not p.exists():
+        raise CheckpointError(f"{p}: no such checkpoint directory")
+    if not p.is_dir():
+        raise CheckpointError(f"{p} is a file, not a checkpoint directory")
+    m = _STEP_RE.match(p.name)
+    if m or (p / MANIFEST).exists():
+        if not m or p.name != step_dir_name(int(m.group(1))):
+            raise CheckpointError(f"{p} holds a {MANIFEST} but is not named step-NNNNNNNNN")
+        if not (p / MANIFEST).is_file():
+            raise CheckpointError(f"{p} holds no complete mpiec checkpoint (no {MANIFEST}: never committed)")
+        step = int(m.group(1))
+        _load_manifest(p / MANIFEST, step)
+        return p.parent, step
+    store = CheckpointStore(p)
+    dirs = store._step_dirs()
+    step = store.latest()
+    if step is None:
+        why = f"{len(dirs)} step directories, none committed" if dirs else "no step-NNNNNNNNN directories"
+        raise CheckpointError(f"{p} holds no complete mpiec checkpoint ({why})")
+    return p, step
+
+
+def find_checkpoint_root(path: str | Path) -> Path:
+    """The store root for ``mpiec run --resume PATH`` (a root or a step directory);
+    ``resolve_checkpoint`` also gives the step to resume from."""
+    return resolve_checkpoint(path)[0]

@@ -1,0 +1,284 @@
+"""The checkpoint store: complete-or-absent checkpoints, verified reads, prune, the background writer."""
+
+import json
+import os
+import time
+import zlib
+
+import numpy as np
+import pytest
+
+from mpiec.checkpoint import (
+    MANIFEST,
+    BackgroundWriter,
+    CheckpointStore,
+    PartInfo,
+    find_checkpoint_root,
+    resolve_checkpoint,
+)
+from mpiec.errors import CheckpointError, MpiecError
+
+
+def _parts(seed=0):
+    rng = np.random.default_rng(seed)
+    return {
+        "server-0": {"table": rng.random((7, 4), dtype=np.float32),
+                     "global_rows": np.arange(7, dtype=np.int64) * 3},
+        "server-1": {"table": np.empty((0, 5), dtype=np.float32),
+                     "global_rows": np.empty(0, dtype=np.int64)},
+        "trainer": {"params": rng.standard_normal(10), "step": np.array(25, dtype=np.int64),
+                    "mask": np.array([True, False, True])},
+    }
+
+
+def _save(store, step, parts=None, meta=None):
+    parts = parts or _parts(step)
+    infos = [store.write_part(step, name, arrays) for name, arrays in parts.items()]
+    store.commit(step, infos, meta or {"strategy": "ckpt"})
+    return parts
+
+
+def _assert_same(got, want):
+    assert set(got) == set(want)
+    for k in want:
+        assert got[k].dtype == want[k].dtype and got[k].shape == want[k].shape, k
+        assert np.array_equal(got[k], want[k]), k
+
+
+@pytest.mark.parametrize("mmap", [False, True])
+def test_round_trip_of_several_parts_and_dtypes(tmp_path, mmap):
+    store = CheckpointStore(tmp_path)
+    parts = _save(store, 25, meta={"strategy": "ckpt", "servers": 2})
+    for name, arrays in parts.items():
+        _assert_same(store.read_part(25, name, mmap=mmap), arrays)
+    man = store.manifest(25)
+    assert man["format"] == "mpiec-checkpoint" and man["version"] == 1 and man["step"] == 25
+    assert man["meta"] == {"strategy": "ckpt", "servers": 2}
+    entry = man["parts"]["server-0"]["files"]["table"]
+    assert entry == {"file": "server-0.table.npy", "bytes": entry["bytes"], "dtype": "<f4",
+                     "shape": [7, 4], "checksum": entry["checksum"]}
+    # readable without mpiec: plain .npy files, checksum = crc32 of the whole file
+    path = tmp_path / "step-000000025" / "server-0.table.npy"
+    assert np.array_equal(np.load(path), parts["server-0"]["table"])
+    assert entry["checksum"] == f"crc32:{zlib.crc32(path.read_bytes()):08x}"
+    assert store.bytes_of(25) == sum(os.path.getsize(p) for p in path.parent.glob("*.npy"))
+
+
+def test_commit_makes_a_step_complete_and_a_part_alone_does_not(tmp_path):
+    store = CheckpointStore(tmp_path)
+    assert store.complete_steps() == [] and store.latest() is None
+    _save(store, 10)
+    store.write_part(20, "trainer", {"params": np.ones(3)})  # never committed
+    _save(store, 15)
+    assert store.complete_steps() == [15, 10] and store.latest() == 15
+    with pytest.raises(CheckpointError, match="never committed"):
+        store.manifest(20)
+    with pytest.raises(CheckpointError, match="already a committed checkpoint"):
+        store.write_part(15, "trainer", {"params": np.ones(3)})
+    assert not list(tmp_path.rglob(".*tmp*"))  # no temporary files left behind
+
+
+def test_commit_checks_the_listed_files(tmp_path):
+    store = CheckpointStore(tmp_path)
+    info = store.write_part(3, "trainer", {"params": np.ones(4)})
+    (tmp_path / "step-000000003" / "trainer.params.npy").unlink()
+    with pytest.raises(CheckpointError, match=r"trainer\.params\.npy: missing"):
+        store.commit(3, [info], {})
+    assert store.complete_steps() == []
+
+
+def test_a_flipped_byte_is_caught_and_the_file_named(tmp_path):
+    store = CheckpointStore(tmp_path)
+    parts = _save(store, 5)
+    path = tmp_path / "step-000000005" / "server-0.table.npy"
+    raw = bytearray(path.read_bytes())
+    raw[-9] ^= 0x10  # inside the data region
+    path.write_bytes(bytes(raw))
+    for mmap in (False, True):
+        with pytest.raises(CheckpointError, match=r"server-0\.table\.npy: corrupted \(checksum"):
+            store.read_part(5, "server-0", mmap=mmap)
+    got = store.read_part(5, "server-0", verify=False)  # size still right: unverified read goes through
+    assert not np.array_equal(got["table"], parts["server-0"]["table"])
+    _assert_same(store.read_part(5, "trainer"), parts["trainer"])  # other parts are fine
+
+
+def test_a_damaged_header_is_reported_as_corruption(tmp_path):
+    store = CheckpointStore(tmp_path)
+    _save(store, 5)
+    path = tmp_path / "step-000000005" / "trainer.params.npy"
+    raw = bytearray(path.read_bytes())
+    raw[0:6] = b"XXXXXX"
+    path.write_bytes(bytes(raw))
+    with pytest.raises(CheckpointError, match=r"trainer\.params\.npy: corrupted"):
+        store.read_part(5, "trainer")
+    with pytest.raises(CheckpointError, match=r"trainer\.params\.npy: not a valid \.npy file"):
+        store.read_part(5, "trainer", verify=False)
+
+
+def test_truncated_and_missing_files(tmp_path):
+    store = CheckpointStore(tmp_path)
+    _save(store, 5)
+    table = tmp_path / "step-000000005" / "server-0.table.npy"
+    with open(table, "r+b") as f:
+        f.truncate(table.stat().st_size - 4)
+    with pytest.raises(CheckpointError, match=r"server-0\.table\.npy: truncated \(\d+ bytes, manifest says"):
+        store.read_part(5, "server-0", verify=False)
+    (tmp_path / "step-000000005" / "trainer.params.npy").unlink()
+    with pytest.raises(CheckpointError, match=r"trainer\.params\.npy: missing"):
+        store.read_part(5, "trainer")
+    with pytest.raises(CheckpointError, match=r"no part 'parity-0' \(parts: server-0, server-1, trainer\)"):
+        store.read_part(5, "parity-0")
+    assert issubclass(CheckpointError, MpiecError)
+
+
+def test_a_torn_or_foreign_manifest_is_not_complete(tmp_path):
+    store = CheckpointStore(tmp_path)
+    _save(store, 1)
+    _save(store, 2)
+    man = tmp_path / "step-000000002" / MANIFEST
+    man.write_text(man.read_text()[:40])
+    assert store.complete_steps() == [1] and store.latest() == 1
+    with pytest.raises(CheckpointError, match=r"MANIFEST\.json: not valid JSON \(torn"):
+        store.manifest(2)
+    man.write_text(json.dumps({"format": "something-else", "version": 1}))
+    with pytest.raises(CheckpointError, match="not an mpiec checkpoint manifest"):
+        store.manifest(2)
+    good = json.loads((tmp_path / "step-000000001" / MANIFEST).read_text())
+    man.write_text(json.dumps(good))  # a manifest copied into the wrong step directory
+    with pytest.raises(CheckpointError, match="manifest is for step 1, its directory for step 2"):
+        store.manifest(2)
+
+
+def test_prune_keeps_the_newest_two(tmp_path):
+    store = CheckpointStore(tmp_path)
+    for step in (10, 20, 30, 40):
+        _save(store, step, {"trainer": {"params": np.full(2, step)}})
+    store.write_part(5, "trainer", {"params": np.ones(2)})   # abandoned, older than the newest
+    store.write_part(35, "trainer", {"params": np.ones(2)})  # abandoned, older than the newest
+    store.write_part(50, "trainer", {"params": np.ones(2)})  # in progress: newer than the newest
+    assert store.prune(keep=2) == [5, 10, 20, 35]
+    assert store.complete_steps() == [40, 30]
+    assert sorted(p.name for p in tmp_path.iterdir()) == [f"step-0000000{s}" for s in (30, 40, 50)]
+    assert store.prune(keep=1) == [30] and store.complete_steps() == [40]
+    assert store.prune(keep=1) == []
+    with pytest.raises(ValueError):
+        store.prune(keep=0)
+
+
+def test_prune_without_a_complete_checkpoint_deletes_nothing(tmp_path):
+    store = CheckpointStore(tmp_path)
+    store.write_part(5, "trainer", {"params": np.ones(2)})
+    assert store.prune() == [] and (tmp_path / "step-000000005").is_dir()
+
+
+def test_background_writer_writes_in_order(tmp_path):
+    store = CheckpointStore(tmp_path)
+    parts = _parts()
+    with BackgroundWriter(store) as writer:
+        for name, arrays in parts.items():
+            writer.submit(8, name, {k: v.copy() for k, v in arrays.items()})
+        infos = writer.wait(timeout=10)
+        assert not writer.busy and writer.poll() == []
+    assert [i.part for i in infos] == list(parts)
+    assert all(isinstance(i, PartInfo) and i.bytes > 0 and i.seconds >= 0 for i in infos)
+    store.commit(8, {i.part: i for i in infos}, {})
+    for name, arrays in parts.items():
+        _assert_same(store.read_part(8, name), arrays)
+
+
+@pytest.mark.skipif(not hasattr(os, "getpriority") or os.uname().sysname != "Linux", reason="Linux only")
+def test_background_writer_can_be_niced(tmp_path):
+    before = os.getpriority(os.PRIO_PROCESS, 0)
+    with BackgroundWriter(CheckpointStore(tmp_path), nice=3) as writer:
+        writer.submit(1, "trainer", {"params": np.ones(3)})
+        assert len(writer.wait(timeout=10)) == 1
+        assert os.getpriority(os.PRIO_PROCESS, writer._thread.native_id) == min(19, before + 3)
+    assert os.getpriority(os.PRIO_PROCESS, 0) == before  # the training thread keeps its priority
+
+
+def test_background_writer_error_surfaces_in_poll(tmp_path):
+    (tmp_path / "a-file").write_text("not a directory")
+    writer = BackgroundWriter(CheckpointStore(tmp_path / "a-file" / "ckpt"))
+    writer.submit(1, "trainer", {"params": np.ones(3)})
+    deadline = time.monotonic() + 10
+    while writer.busy and time.monotonic() < deadline:
+        time.sleep(0.001)
+    with pytest.raises(CheckpointError, match=r"a-file/ckpt/step-000000001: cannot create"):
+        writer.poll()
+    assert writer.poll() == []
+    writer.close()
+    with pytest.raises(RuntimeError):
+        writer.submit(2, "trainer", {"params": np.ones(3)})
+
+
+def test_background_writer_returns_finished_parts_before_a_later_error(tmp_path):
+    store = CheckpointStore(tmp_path)
+    writer = BackgroundWriter(store)
+    writer.submit(1, "trainer", {"params": np.ones(3)})
+    store.write_part(2, "server-0", {"t": np.ones(1)})
+    store.commit(2, [store.write_part(2, "trainer", {"params": np.ones(3)})], {})
+    writer.submit(2, "trainer", {"params": np.ones(3)})  # step 2 is committed: refused
+    assert [i.part for i in writer.wait(timeout=10)] == ["trainer"]
+    with pytest.raises(CheckpointError, match="already a committed checkpoint"):
+        writer.poll()
+    writer.close()
+
+
+def test_bandwidth_cap_slows_writes(tmp_path):
+    store = CheckpointStore(tmp_path, bandwidth_mb_s=40)
+    assert store.emulated_bandwidth and not CheckpointStore(tmp_path).emulated_bandwidth
+    data = np.zeros(1 << 20, dtype=np.float32)  # 4 MiB = 4.19 MB: 0.105 s at 40 MB/s
+    t0 = time.perf_counter()
+    info = store.write_part(1, "trainer", {"params": data})
+    took = time.perf_counter() - t0
+    assert took >= 0.95 * info.bytes / 40e6 and took < 0.3, took
+
+
+def test_find_checkpoint_root(tmp_path):
+    root = tmp_path / "ckpt"
+    store = CheckpointStore(root)
+    _save(store, 10)
+    _save(store, 20)
+    assert find_checkpoint_root(root) == root
+    assert find_checkpoint_root(root / "step-000000010") == root
+    assert resolve_checkpoint(root) == (root, 20)
+    assert resolve_checkpoint(str(root / "step-000000010")) == (root, 10)
+
+    store.write_part(30, "trainer", {"params": np.ones(2)})
+    bad = {
+        tmp_path / "nowhere": "no such checkpoint directory",
+        root / "step-000000010" / MANIFEST: "is a file, not a checkpoint directory",
+        root / "step-000000030": r"holds no complete mpiec checkpoint \(no MANIFEST\.json",
+        tmp_path: r"holds no complete mpiec checkpoint \(no step-NNNNNNNNN directories\)",
+    }
+    torn = tmp_path / "torn" / "step-000000001"
+    torn.mkdir(parents=True)
+    (torn / MANIFEST).write_text('{"format": "mpiec-chec')
+    bad[torn] = r"MANIFEST\.json: not valid JSON"
+    bad[torn.parent] = r"holds no complete mpiec checkpoint \(1 step directories, none committed\)"
+    foreign = tmp_path / "foreign" / "step-000000001"
+    foreign.mkdir(parents=True)
+    (foreign / MANIFEST).write_text('{"format": "other", "version": 1}')
+    bad[foreign] = "not an mpiec checkpoint manifest"
+    for path, message in bad.items():
+        with pytest.raises(CheckpointError, match=message) as err:
+            find_checkpoint_root(path)
+        assert "\n" not in str(err.value)
+
+
+def test_part_info_round_trips_through_json(tmp_path):
+    info = CheckpointStore(tmp_path).write_part(3, "parity-0", {"p": np.arange(5, dtype=np.uint8)})
+    again = PartInfo.from_dict(json.loads(json.dumps(info.to_dict())))
+    assert again == info
+    with pytest.raises(CheckpointError, match="malformed checkpoint part info"):
+        PartInfo.from_dict({"part": "x"})
+
+
+def test_bad_names_are_refused(tmp_path):
+    store = CheckpointStore(tmp_path)
+    for part, name in [("a.b", "x"), ("../up", "x"), ("ok", "a/b"), ("ok", ".hidden")]:
+        with pytest.raises(ValueError):
+            store.write_part(1, part, {name: np.ones(1)})
+    with pytest.raises(ValueError):
+        store.write_part(-1, "ok", {"x": np.ones(1)})
+    assert not tmp_path.joinpath("step-000000001").exists()
