@@ -134,7 +134,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
         label = cfg.variant
         cfg.output.name = f"{cfg.preset}-{label.replace(':', '-').replace('=', '')}-s{cfg.training.seed}"
         print(f"[mpiec bench] strategy {label} ...", flush=True)
-        outcome = launch(cfg, out, timeout=args.timeout, quiet=args.quiet)
+        outcome = launch(cfg, out, timeout=args.timeout, quiet=args.quiet, unique_name=True)
         if outcome.message:
             print(f"[mpiec bench] {label}: {outcome.message}", flush=True)
         if outcome.path:

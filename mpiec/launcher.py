@@ -8,12 +8,18 @@ Owns the ``mpiexec`` command line and the run's process group. Invariants:
 * a run is bounded: past its timeout the whole process group is killed, and
   after ``mpiexec`` returns any straggler of the group is killed too, so no
   rank is ever left behind;
-* the exit status reflects the result file, not only ``mpiexec``'s code.
+* the exit status reflects the result file, not only ``mpiexec``'s code;
+* a run owns its result name before any rank starts (an exclusive lock file
+  ``.NAME.h5.lock`` beside the target, removed when the run ends) and reports
+  only a file it wrote; the output directory is proven writable and the name
+  short enough first, so an unwritable output is one line, not a lost run.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
+import platform
 import re
 import shutil
 import signal
@@ -123,14 +129,130 @@ def precheck_data(cfg: Config) -> None:
     check_eval_size(cfg, len(source.eval_batch(d.eval_samples).labels))
 
 
+def _name_max(directory: Path) -> int:
+    try:
+        return int(os.pathconf(directory, "PC_NAME_MAX"))
+    except (OSError, ValueError):
+        return 255
+
+
+def derived_names(stem: str) -> list[str]:
+    """Every file or folder name a run with result ``STEM.h5`` may create next to it."""
+    return [f"{stem}.h5", f".{stem}.h5.lock", f".{stem}.h5.{'9' * 7}.tmp", f"{stem}.{'9' * 7}.h5",
+            f".{stem}.{'f' * 12}.kills", f"{stem}.ckpt"]
+
+
+def check_output_dir(out_dir: Path) -> None:
+    """Create ``out_dir`` and prove it takes a file: a probe is written, synced and removed.
+
+    Catches read-only places (``/proc``, ``/sys``), missing permissions and a full file
+    system before any rank starts, not after training.
+    """
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise MpiecError(f"cannot create the output directory {out_dir}: {exc.strerror or exc}") from None
+    if not out_dir.is_dir():
+        raise MpiecError(f"output directory {out_dir} is not a directory")
+    probe = out_dir / f".mpiec-probe-{os.getpid()}-{threading.get_ident()}"
+    try:
+        fd = os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        try:
+            os.write(fd, b"\0" * 65536)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+    except OSError as exc:
+        raise MpiecError(f"cannot write into the output directory {out_dir}: "
+                         f"{exc.strerror or exc}") from None
+    finally:
+        with contextlib.suppress(OSError):
+            probe.unlink()
+
+
+def claim_result_path(out_dir: Path, stem: str, unique: bool) -> tuple[Path, Path]:
+    """Own ``out_dir/STEM.h5`` before the run starts: ``(path, lock)``.
+
+    The lock ``.STEM.h5.lock`` is created exclusively (``O_CREAT | O_EXCL``), so of two
+    runs started at once with the same name exactly one gets it; the result writer needs
+    no change (the target itself stays absent until the run publishes it). With ``unique``
+    a taken name gets a suffix (``STEM-2``, ``STEM-3``, ...); without, it is an error.
+    The caller removes the lock when the run ends.
+    """
+    limit = _name_max(out_dir)
+    for n in range(1, 1000):
+        name = stem if n == 1 else f"{stem}-{n}"
+        longest = max(derived_names(name), key=lambda x: len(x.encode()))
+        if len(longest.encode()) > limit:
+            raise MpiecError(f"result name '{name}' is too long: a run also creates '{longest}', "
+                             f"{len(longest.encode())} bytes, over this file system's {limit}; "
+                             "choose a shorter output.name")
+        path = (out_dir / f"{name}.h5").resolve()
+        lock = path.with_name(f".{path.name}.lock")
+        try:
+            fd = os.open(lock, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        except FileExistsError:
+            if unique:
+                continue
+            raise MpiecError(f"result file {path} is claimed by another run (lock file {lock}; "
+                             "remove it if no run is going)") from None
+        except OSError as exc:
+            raise MpiecError(f"cannot write into the output directory {out_dir}: "
+                             f"{exc.strerror or exc}") from None
+        with os.fdopen(fd, "w") as f:
+            f.write(f"{os.getpid()} {platform.node()} {time.strftime('%Y-%m-%dT%H:%M:%S')}\n")
+        if path.exists() or path.with_suffix(".ckpt").exists():
+            lock.unlink()
+            if unique:
+                continue
+            raise MpiecError(f"result file {path} already exists (choose another --out or output.name)")
+        return path, lock
+    raise MpiecError(f"no free result name '{stem}-N' in {out_dir}")
+
+
+def _written_by_us(path: Path, cfg: Config, wall_start: float) -> bool:
+    """The file at ``path`` holds this run's config and was written after it started."""
+    import json
+
+    from mpiec.errors import ResultFileError
+    from mpiec.results import read_result
+
+    try:
+        if path.stat().st_mtime < wall_start - 2.0:
+            return False
+        return read_result(path).config == json.loads(cfg.to_json())
+    except (OSError, ResultFileError):
+        return False
+
+
+def fmt_seconds(x: float) -> str:
+    """Seconds for a message: ``180``, ``2.5``, ``0.001``, ``1e-09`` (never a misleading 0)."""
+    return f"{x:.0f}" if x >= 100 else f"{x:.3g}"
+
+
 def launch(cfg: Config, out_dir: Path, timeout: float | None = None, quiet: bool = False,
-           resume: str = "") -> RunOutcome:
-    """Run ``cfg`` to the end under mpiexec; the result file goes to ``out_dir``."""
+           resume: str = "", unique_name: bool | None = None) -> RunOutcome:
+    """Run ``cfg`` to the end under mpiexec; the result file goes to ``out_dir``.
+
+    The run owns its result name from before it starts (see ``claim_result_path``):
+    an automatic name (no ``output.name``) or ``unique_name=True`` gets a suffix when
+    taken, an explicit ``output.name`` that is taken is an error. A result file is
+    reported only if this run wrote it.
+    """
     precheck_data(cfg)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    path = (out_dir / f"{result_name(cfg)}.h5").resolve()
-    if path.exists():
-        raise MpiecError(f"result file {path} already exists (choose another --out or output.name)")
+    out_dir = Path(out_dir)
+    check_output_dir(out_dir)
+    unique = not cfg.output.name if unique_name is None else unique_name
+    path, lock = claim_result_path(out_dir, result_name(cfg), unique)
+    try:
+        return _launch(cfg, path, timeout, quiet, resume)
+    finally:
+        with contextlib.suppress(OSError):
+            lock.unlink()
+
+
+def _launch(cfg: Config, path: Path, timeout: float | None, quiet: bool, resume: str) -> RunOutcome:
+    wall_start = time.time()
     with tempfile.TemporaryDirectory(prefix="mpiec-") as tmp:
         cfg_path = Path(tmp) / "config.json"
         cfg_path.write_text(cfg.to_json())
@@ -149,7 +271,7 @@ def launch(cfg: Config, out_dir: Path, timeout: float | None = None, quiet: bool
         try:
             proc.wait(timeout=limit)
         except subprocess.TimeoutExpired:
-            message = f"run exceeded its time limit of {limit:.0f} s and was killed"
+            message = f"run exceeded its time limit of {fmt_seconds(limit)} s and was killed"
         except KeyboardInterrupt:
             message = "interrupted"
         finally:
@@ -158,17 +280,31 @@ def launch(cfg: Config, out_dir: Path, timeout: float | None = None, quiet: bool
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
         seconds = time.monotonic() - t0
+    ours = path.exists() and _written_by_us(path, cfg, wall_start)
     if message:
-        return RunOutcome(EXIT_CRASH, path if path.exists() else None, seconds, message)
+        return RunOutcome(EXIT_CRASH, path if ours else None, seconds, message)
     if not path.exists():
+        return RunOutcome(EXIT_CRASH, None, seconds, no_result_message(proc.returncode))
+    if not ours:
         return RunOutcome(EXIT_CRASH, None, seconds,
-                          f"mpiexec exited with code {proc.returncode} and no result file was written")
+                          f"{no_result_message(proc.returncode)}; {path} was written by something "
+                          "else and is not this run's")
     from mpiec.results import read_result
 
     summary = read_result(path).summary
     if summary.get("lost"):
         return RunOutcome(EXIT_LOST, path, seconds, "the run was lost (a failure it could not survive)")
     return RunOutcome(EXIT_OK, path, seconds)
+
+
+def no_result_message(returncode: int | None) -> str:
+    """What happened when the ranks ended without a result file of this run."""
+    if returncode is not None and returncode < 0:
+        return f"mpiexec was killed by signal {-returncode} and no result file was written"
+    if returncode:
+        return f"mpiexec exited with code {returncode} and no result file was written (errors above)"
+    # Open MPI exits 0 when every rank ended, even if one crashed (it died by SIGKILL after its error)
+    return "the ranks ended without writing a result file: a rank failed (its error is above)"
 
 
 # Lines Open MPI prints when a nonblocking collective meets a dead peer: expected

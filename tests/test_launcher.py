@@ -1,0 +1,98 @@
+"""Launcher, before and after the ranks: result names owned by one run, writable outputs, messages."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+import pytest
+
+from mpiec.config import load_config
+from mpiec.errors import MpiecError
+from mpiec.launcher import (
+    _written_by_us,
+    check_output_dir,
+    claim_result_path,
+    fmt_seconds,
+    launch,
+    no_result_message,
+)
+
+
+def test_a_name_is_claimed_by_exactly_one_of_many_concurrent_runs(tmp_path):
+    got, errors = [], []
+
+    def claim():
+        try:
+            got.append(claim_result_path(tmp_path, "shared", unique=False))
+        except MpiecError as exc:
+            errors.append(str(exc))
+
+    threads = [threading.Thread(target=claim) for _ in range(16)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(got) == 1 and len(errors) == 15
+    assert all("claimed by another run" in e and "\n" not in e for e in errors)
+    path, lock = got[0]
+    assert path == (tmp_path / "shared.h5").resolve() and lock.name == ".shared.h5.lock"
+    assert lock.exists() and not path.exists()  # the writer still creates the target itself
+
+
+def test_unique_names_get_a_suffix(tmp_path):
+    paths = [claim_result_path(tmp_path, "tiny-none-s1", unique=True)[0] for _ in range(3)]
+    assert [p.name for p in paths] == ["tiny-none-s1.h5", "tiny-none-s1-2.h5", "tiny-none-s1-3.h5"]
+    (tmp_path / "done.h5").write_bytes(b"x")
+    assert claim_result_path(tmp_path, "done", unique=True)[0].name == "done-2.h5"
+    with pytest.raises(MpiecError, match="already exists"):
+        claim_result_path(tmp_path, "done", unique=False)
+    assert not (tmp_path / ".done.h5.lock").exists()  # a refused claim leaves no lock behind
+
+
+def test_launch_refuses_a_claimed_name_before_starting_anything(tmp_path):
+    cfg = load_config("tiny", sets=["output.name='mine'"])
+    _, lock = claim_result_path(tmp_path, "mine", unique=False)
+    with pytest.raises(MpiecError, match="claimed by another run"):
+        launch(cfg, tmp_path)
+    assert lock.exists()  # the other run's lock is left alone
+
+
+@pytest.mark.parametrize("where", ["/proc/self", "/sys/kernel", "/proc/self/status/x"])
+def test_unwritable_output_directories_are_one_line(where):
+    with pytest.raises(MpiecError) as info:
+        check_output_dir(Path(where))
+    assert "\n" not in str(info.value) and where.split("/x")[0] in str(info.value)
+
+
+def test_the_probe_leaves_nothing_behind(tmp_path):
+    check_output_dir(tmp_path / "new" / "dir")
+    assert (tmp_path / "new" / "dir").is_dir() and not list((tmp_path / "new" / "dir").iterdir())
+
+
+def test_names_too_long_for_the_file_system_are_refused_before_the_run(tmp_path):
+    with pytest.raises(MpiecError, match="too long"):
+        claim_result_path(tmp_path, "n" * 246, unique=False)
+    assert not list(tmp_path.iterdir())
+    claim_result_path(tmp_path, "n" * 200, unique=False)  # the longest a config may give
+
+
+def test_a_file_written_by_someone_else_is_not_claimed(tmp_path):
+    from mpiec.results import ResultWriter
+
+    cfg = load_config("tiny")
+    other = load_config("tiny", sets=["training.seed=2"])
+    path = tmp_path / "r.h5"
+    attrs = {"config": other.to_json(), "strategy": "none", "seed": 2, "failure_mode": "emulated",
+             "ulfm": False}
+    ResultWriter(path, attrs).close({"lost": False})
+    assert not _written_by_us(path, cfg, 0.0)
+    assert _written_by_us(path, other, 0.0)
+    assert not _written_by_us(path, other, path.stat().st_mtime + 60)  # older than the run
+
+
+def test_messages():
+    assert "a rank failed" in no_result_message(0) and "code 0" not in no_result_message(0)
+    assert "code 3" in no_result_message(3)
+    assert "signal 9" in no_result_message(-9)
+    assert fmt_seconds(1e-9) == "1e-09" and fmt_seconds(0.25) == "0.25" and fmt_seconds(260.0) == "260"
