@@ -117,7 +117,7 @@ class Config:
 
     @property
     def variant(self) -> str:
-        """The strategy and its own keys, as ``mpiec bench --strategies`` spells them: ``ckpt:interval=10``."""
+        """The strategy and its own keys as `mpiec bench --strategies` spells them (ckpt:interval=10)."""
         params = sorted(self.strategy.params.items())
         return ":".join([self.strategy.name] + [f"{k}={v}" for k, v in params])
 

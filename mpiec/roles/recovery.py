@@ -188,6 +188,16 @@ def share_plan(ctx: RankContext, failure: Failure) -> RecoveryPlan:
 
 # -- 3-6. reconcile, replace, restore, resume ------------------------------------------------
 
+def log_detection(ctx: RankContext, detection: Detection, plan: RecoveryPlan) -> None:
+    """The detect, shrink and agree events of this rank, at the agreed step; consume the kills."""
+    ctx.consumed.update(plan.consumed)
+    dead = [str(s) for s in detection.failure.dead]
+    for kind, detail in (("detect", detection.where), ("shrink", f"dead {dead}"),
+                         ("agree", f"committed step {plan.committed}")):
+        if kind in detection.times and not ctx.dead:
+            ctx.event(kind, plan.step, ctx.rank, detail=detail, at=detection.times[kind])
+
+
 def agree_all(ctx: RankContext, ok: bool) -> bool:
     with guard("recovery agreement"):
         return bool(ctx.comms.world.Agree(1 if ok else 0))
@@ -196,14 +206,8 @@ def agree_all(ctx: RankContext, ok: bool) -> bool:
 def carry_out(ctx: RankContext, role: Any, plan: RecoveryPlan, detection: Detection,
               make_role: Any) -> Any:
     """Reconcile, replace, restore; return the role to resume. Collective over ``world``."""
-    failure = detection.failure
     t_plan = ctx.now()
-    ctx.consumed.update(plan.consumed)
-    for kind in ("detect", "shrink", "agree"):
-        if kind in detection.times and not ctx.dead:
-            detail = {"detect": detection.where, "shrink": f"dead {[str(s) for s in failure.dead]}",
-                      "agree": f"committed step {plan.committed}"}[kind]
-            ctx.event(kind, plan.step, ctx.rank, detail=detail, at=detection.times[kind])
+    log_detection(ctx, detection, plan)
 
     # 3. reconcile: back to the committed step, unless everyone rolls back anyway
     if plan.scope is not Scope.ROLLBACK and ctx.in_step_loop() and ctx.completed > plan.committed:
@@ -285,7 +289,8 @@ def copy_dense_replica(ctx: RankContext, role: Any, plan: RecoveryPlan) -> None:
     role.load_state(state)
 
 
-__all__ = ["Detection", "detect_ulfm", "detect_emulated", "merge", "share_plan", "carry_out", "INT_MAX"]
+__all__ = ["Detection", "detect_ulfm", "detect_emulated", "merge", "share_plan", "carry_out", "log_detection",
+           "INT_MAX"]
 
 
 def start_from_checkpoint(ctx: RankContext, role: Any) -> Any:

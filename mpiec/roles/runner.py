@@ -24,7 +24,15 @@ from mpiec.comm import PeerFailure, guard, recv
 from mpiec.layout import MONITOR, PARITY, SERVER, SPARE, TRAINER
 from mpiec.roles.context import TAG_CONTROL, RankContext
 from mpiec.roles.exchange import EmulatedFailure
-from mpiec.roles.recovery import Detection, carry_out, detect_emulated, detect_ulfm, merge, share_plan
+from mpiec.roles.recovery import (
+    Detection,
+    carry_out,
+    detect_emulated,
+    detect_ulfm,
+    log_detection,
+    merge,
+    share_plan,
+)
 
 
 def make_role(ctx: RankContext) -> Any:
@@ -58,9 +66,8 @@ def recover(ctx: RankContext, role: Any, exc: Exception) -> tuple[Any, str]:
                 return role, "dead"
             plan = share_plan(ctx, detection.failure)
             if plan.aborts:
-                if not ctx.dead:
-                    ctx.event("abort", plan.step, ctx.rank, detail=plan.reason[:250])
-                ctx.consumed.update(plan.consumed)
+                log_detection(ctx, detection, plan)
+                ctx.event("abort", plan.step, ctx.rank, detail=plan.reason[:250])
                 return role, plan.reason or "aborted"
             new_role = carry_out(ctx, role, plan, detection, make_role)
             if new_role is None:
