@@ -113,7 +113,8 @@ def test_corrupted_checkpoint_part_falls_back_to_the_previous_one(reference, tmp
                  "--set", f"strategy.dir='{ck}'", "--kill", "server:1@time=3"]
     ref = mpiec(["run", "--preset", "tiny", "--steps", "400"], out=tmp_path / "ref").result()
     cmd = [sys.executable, "-P", "-m", "mpiec", "run", *proc_args, "--out", str(tmp_path / "out")]
-    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                         start_new_session=True)
     try:
         flipped = None
         deadline = time.monotonic() + 120
@@ -146,9 +147,10 @@ def test_resume_after_the_launcher_is_killed(tmp_path):
     ck = tmp_path / "ck"
     steps = "1500"
     ref = mpiec(["run", "--preset", "tiny", "--steps", steps], out=tmp_path / "ref").result()
-    cmd = [sys.executable, "-P", "-m", "mpiec", "run", *TINY, "--steps", steps, "--set", "strategy.interval=50",
-           "--set", f"strategy.dir='{ck}'", "--out", str(tmp_path / "first")]
-    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    cmd = [sys.executable, "-P", "-m", "mpiec", "run", *TINY, "--steps", steps,
+           "--set", "strategy.interval=50", "--set", f"strategy.dir='{ck}'", "--out", str(tmp_path / "first")]
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                         start_new_session=True)
     deadline = time.monotonic() + 120
     while len(list(ck.glob("step-*/MANIFEST.json"))) < 2 and time.monotonic() < deadline and p.poll() is None:
         time.sleep(0.01)
@@ -156,7 +158,8 @@ def test_resume_after_the_launcher_is_killed(tmp_path):
     p.communicate(timeout=60)
     assert list(ck.glob("step-*/MANIFEST.json"))
     for servers in ("2", "3"):
-        run = mpiec(["run", "--resume", str(ck), "--set", f"layout.servers={servers}"], out=tmp_path / servers)
+        run = mpiec(["run", "--resume", str(ck), "--set", f"layout.servers={servers}"],
+                    out=tmp_path / servers)
         assert run.code == 0, run.stdout + run.stderr
         s = run.result().summary
         assert s["resumed_from_step"] >= 49 and s["param_checksum"] == ref.summary["param_checksum"]
