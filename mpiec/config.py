@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import tomllib
 import types
 import typing
@@ -55,6 +56,7 @@ class LayoutConfig:
     spares: int = 0
     parity_ranks: int = 0  # dedicated parity holders (ecrm); 0 = rotated parity on servers
     wait: str = "auto"  # spin | sleep | auto (sleep-poll when ranks outnumber cores)
+    replacement: str = "spare"  # spare (warmed-up spare ranks); spawn is refused for now (docs/runtime.md)
 
 
 @dataclass
@@ -158,7 +160,11 @@ def _coerce(value: Any, hint: Any, key: str) -> Any:
         raise ConfigError(f"{key} must be an integer, got {value!r}")
     if hint is float:
         if isinstance(value, (int, float)) and not isinstance(value, bool):
-            return float(value)
+            try:
+                return float(value)
+            except OverflowError:
+                raise ConfigError(f"{key} must be a finite number, got a {value.bit_length()}-bit "
+                                  "integer") from None
         raise ConfigError(f"{key} must be a number, got {value!r}")
     if hint is str:
         if isinstance(value, str):
@@ -238,20 +244,30 @@ def set_to_dict(assignment: str) -> dict[str, Any]:
 def read_toml(path: str | Path) -> dict[str, Any]:
     """A config file: TOML, or the JSON that ``mpiec config --write`` produces."""
     p = Path(path)
+    if p.is_dir():
+        raise ConfigError(_clean(f"config file '{p}' is a directory, not a file"))
     if not p.is_file():
-        raise ConfigError(f"config file '{p}' does not exist")
+        raise ConfigError(_clean(f"config file '{p}' does not exist" if not p.exists()
+                                 else f"config file '{p}' is not a regular file"))
     if p.suffix == ".json":
         try:
-            raw = json.loads(p.read_text())
+            raw = json.loads(_read_text(p))
         except (json.JSONDecodeError, UnicodeDecodeError) as exc:
             raise ConfigError(f"config file '{p}' is not valid JSON: {exc}") from None
         if not isinstance(raw, dict):
             raise ConfigError(f"config file '{p}' must hold a JSON object")
         return raw
     try:
-        return tomllib.loads(p.read_text())
+        return tomllib.loads(_read_text(p))
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise ConfigError(f"config file '{p}' is not valid TOML: {exc}") from None
+
+
+def _read_text(p: Path) -> str:
+    try:
+        return p.read_text()
+    except OSError as exc:
+        raise ConfigError(_clean(f"config file '{p}' cannot be read: {exc.strerror or exc}")) from None
 
 
 def preset_dict(name: str) -> dict[str, Any]:
@@ -307,12 +323,13 @@ def load_config(
 
 def _need(cond: bool, message: str) -> None:
     if not cond:
-        raise ConfigError(message)
+        raise ConfigError(_clean(message))
 
 
 def validate(cfg: Config) -> None:
     """Check ranges and cross-field rules; raise ``ConfigError`` on the first problem."""
     m, d, lay, t, f = cfg.model, cfg.data, cfg.layout, cfg.training, cfg.failures
+    _check_numbers(cfg, "")
     _need(m.dim >= 1, f"model.dim must be >= 1, got {m.dim}")
     _need(all(w >= 1 for w in m.bottom), f"model.bottom widths must be >= 1, got {m.bottom}")
     _need(all(w >= 1 for w in m.top), f"model.top widths must be >= 1, got {m.top}")
@@ -328,16 +345,27 @@ def validate(cfg: Config) -> None:
     _need(0 < d.eval_fraction < 1, f"data.eval_fraction must be in (0, 1), got {d.eval_fraction}")
     if d.source != "synthetic":
         _need(bool(d.path), f"data.path must name a file when data.source = '{d.source}'")
-        _need(Path(d.path).is_file(), f"data.path '{d.path}' does not exist")
+        _need(not Path(d.path).is_dir(), f"data.path '{d.path}' is a directory, not a data file")
+        _need(Path(d.path).exists(), f"data.path '{d.path}' does not exist")
+        _need(Path(d.path).is_file(), f"data.path '{d.path}' is not a regular file")
     _need(lay.trainers >= 1, f"layout.trainers must be >= 1, got {lay.trainers}")
     _need(lay.servers >= 1, f"layout.servers must be >= 1, got {lay.servers}")
     _need(lay.spares >= 0, f"layout.spares must be >= 0, got {lay.spares}")
     _need(lay.parity_ranks >= 0, f"layout.parity_ranks must be >= 0, got {lay.parity_ranks}")
+    _need(lay.replacement in ("spare", "spawn"),
+          f"layout.replacement must be spare or spawn, got '{lay.replacement}'")
+    _need(lay.replacement == "spare",
+          "layout.replacement = 'spawn' is not available yet: MPI_Comm_spawn works under Open MPI "
+          "5.0 ULFM in isolation but is not wired into the recovery (docs/runtime.md, 'Replacement by "
+          "spawn'); use layout.spares")
     _need(lay.wait in ("auto", "spin", "sleep"),
           f"layout.wait must be auto, spin or sleep, got '{lay.wait}'")
-    _need("/" not in cfg.output.name and "\\" not in cfg.output.name and cfg.output.name not in (".", ".."),
-          f"output.name must be a file name without directories, got '{cfg.output.name}' (use --out DIR)")
+    _need(cfg.n_ranks <= MAX_RANKS,
+          f"layout: at most {MAX_RANKS} ranks in all (1 monitor + layout.trainers + layout.servers + "
+          f"layout.parity_ranks + layout.spares), got {cfg.n_ranks}")
+    _check_name(cfg.output.name)
     _need(t.steps >= 1, f"training.steps must be >= 1, got {t.steps}")
+    _need(t.steps <= MAX_STEPS, f"training.steps must be <= {MAX_STEPS:.0e}, got {t.steps}")
     _need(t.batch_size >= 1, f"training.batch_size must be >= 1, got {t.batch_size}")
     _need(t.optimizer in ("sgd", "adagrad"),
           f"training.optimizer must be sgd or adagrad, got '{t.optimizer}'")
@@ -352,6 +380,8 @@ def validate(cfg: Config) -> None:
     _need(0 <= t.seed < 2**63, f"training.seed must be in [0, 2^63), got {t.seed}")
     _need(f.mtbf_s >= 0, f"failures.mtbf_s must be >= 0, got {f.mtbf_s}")
     _need(f.timeout_s >= 0, f"failures.timeout_s must be >= 0, got {f.timeout_s}")
+    _need(f.mtbf_s <= MAX_SECONDS, f"failures.mtbf_s must be <= {MAX_SECONDS:.0e}, got {f.mtbf_s}")
+    _need(f.timeout_s <= MAX_SECONDS, f"failures.timeout_s must be <= {MAX_SECONDS:.0e}, got {f.timeout_s}")
     _need(f.mode in ("auto", "ulfm", "emulated"),
           f"failures.mode must be auto, ulfm or emulated, got '{f.mode}'")
 
@@ -365,3 +395,201 @@ def validate(cfg: Config) -> None:
           f"layout.parity_ranks must be 0 or the strategy's parity count r = {r} "
           f"(strategy '{cfg.strategy.name}'), got {lay.parity_ranks}")
     parse_kill_plans(f.kill, cfg)  # raises KillPlanError, a ConfigError's sibling
+    check_memory(cfg)
+
+
+# -- limits and the memory estimate ------------------------------------------------
+
+MAX_RANKS = 4096  # monitor + trainers + servers + parity ranks + spares
+MAX_STEPS = 10**9  # keeps the derived time limit (180 s + 2 s x steps) finite and meaningful
+MAX_SECONDS = 1e9  # failures.timeout_s / mtbf_s: about 32 years
+MAX_NAME_BYTES = 200  # output.name: leaves room for the suffixes a run adds (.h5.lock, -2, ...)
+RANK_BASE_BYTES = 80 << 20  # interpreter, numpy, numba, MPI, h5py: ~76 MiB private, ~97 MiB PSS per rank
+N_DENSE = 13  # dense features of every source (Criteo's 13 integer counts)
+
+
+def _fmt_bytes(n: float) -> str:
+    for unit, size in (("EiB", 2**60), ("PiB", 2**50), ("TiB", 2**40), ("GiB", 2**30), ("MiB", 2**20),
+                       ("KiB", 2**10)):
+        if n >= size:
+            return f"{n / size:.3g} {unit}"
+    return f"{int(n)} B"
+
+
+def _clean(text: str) -> str:
+    """A message stays one line: control characters (newline, NUL, ...) are escaped."""
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+
+
+def mem_total() -> int | None:
+    """This machine's memory in bytes (``MemTotal`` of /proc/meminfo); None where unknown."""
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemTotal:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
+def local_ranks(n_ranks: int) -> int:
+    """How many of the run's ranks share this host: all of them for ``mpiec run``; under a
+    launcher that says so (Open MPI, MPICH, SLURM), its count of ranks on this node."""
+    import os
+
+    for var in ("OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS", "SLURM_NTASKS_PER_NODE"):
+        text = os.environ.get(var, "")
+        if text.isdigit() and int(text) >= 1:
+            return min(n_ranks, int(text))
+    return n_ranks
+
+
+def _data_file_bytes(cfg: Config) -> int:
+    """Rough in-memory size of a file source held by every trainer and the monitor."""
+    d = cfg.data
+    if d.source == "synthetic" or not d.path:
+        return 0
+    try:
+        size = Path(d.path).stat().st_size
+    except OSError:
+        return 0
+    factor = 4 if d.path.endswith(".gz") else (1 if d.source == "criteo-npz" else 1.3)
+    return int(size * factor)
+
+
+def memory_estimate(cfg: Config) -> dict[str, list[tuple[str, int]]]:
+    """Bytes each kind of rank needs beyond ``RANK_BASE_BYTES``, by part, from the config alone.
+
+    A lower estimate of what the runtime allocates (shapes as in roles/, model/, data/): a
+    config refused by it cannot run here; one accepted may still be tight.
+    """
+    m, d, lay, t = cfg.model, cfg.data, cfg.layout, cfg.training
+    T, D, B, E, EB = len(d.cardinalities), m.dim, t.batch_size, d.eval_samples, t.eval_batch
+    rows, state = sum(d.cardinalities), (1 if t.optimizer == "adagrad" else 0)
+    n_inter = (T + 1) * T // 2
+    bottom, top = [N_DENSE, *m.bottom, D], [D + n_inter, *m.top, 1]
+    n_params = sum(a * b + b for a, b in zip(bottom[:-1], bottom[1:], strict=True)) \
+        + sum(a * b + b for a, b in zip(top[:-1], top[1:], strict=True))
+    widths = sum(bottom) + sum(top)
+    sample = N_DENSE * 4 + T * 8 + 4  # dense float32, ids int64, label float32
+    forward = 4 * ((T + 1) * D * 2 + n_inter + widths)  # pulled rows, Z, interactions, layers
+    train = 4 * ((T + 1) * D * 4 + n_inter * 2 + widths * 2)  # + row gradients, backward
+    per_trainer_eval = -(-E // lay.trainers)
+    file_bytes = _data_file_bytes(cfg)
+    k, r = _stripe_shape(cfg)
+    shard_rows = -(-rows // lay.servers)
+    row_bytes = (D + state) * 4
+    on_servers = r / k if (r and not lay.parity_ranks) else 0.0
+    step_rows = min(shard_rows, lay.trainers * B * T)
+    eval_rows = min(shard_rows, lay.trainers * min(EB, per_trainer_eval) * T)
+    shard_label = (f"embedding shard (data.cardinalities: {rows:,} rows x model.dim = {D}"
+                   f"{' + 1 Adagrad column' if state else ''}, over layout.servers = {lay.servers})")
+    trainer = [
+        (f"dense model (model.bottom, model.top: {n_params:,} parameters)", n_params * 4 * 6),
+        (f"batch (training.batch_size = {B}, model.dim = {D}, {T} tables)", B * (2 * sample + train)),
+        (f"evaluation set (data.eval_samples = {E})", E * (sample + 4) + per_trainer_eval * sample),
+        (f"evaluation batch (training.eval_batch = {EB}, model.dim = {D}, {T} tables)",
+         min(EB, per_trainer_eval) * forward),
+    ]
+    server = [
+        (shard_label, int(shard_rows * row_bytes * (1 + on_servers))),
+        (f"rows of a step (training.batch_size = {B} x layout.trainers = {lay.trainers} x {T} tables)",
+         step_rows * D * 4 * 4),
+        (f"rows of an evaluation round (training.eval_batch = {EB}, model.dim = {D})", eval_rows * D * 4 * 2),
+    ]
+    monitor = [(f"evaluation set (data.eval_samples = {E}, teacher AUC)",
+                E * (sample + 16) if d.source == "synthetic" else 0)]
+    if file_bytes:
+        part = (f"data file (data.path '{d.path}', about {_fmt_bytes(file_bytes)} in memory)", file_bytes)
+        trainer.append(part)
+        monitor.append(part)
+    out = {"monitor": monitor, "trainer": trainer, "server": server,
+           "parity": [(shard_label.replace("embedding shard", "parity of an embedding shard"),
+                       shard_rows * row_bytes * max(r, 1) // max(lay.parity_ranks, 1))]}
+    spare_of = max(("trainer", "server"), key=lambda role: sum(b for _, b in out[role]))
+    out["spare"] = [(f"{label} (a spare may take a {spare_of}'s place)", b) for label, b in out[spare_of]]
+    return out
+
+
+def _stripe_shape(cfg: Config) -> tuple[int, int]:
+    from mpiec.strategies import get_strategy_class
+
+    try:
+        k, r = get_strategy_class(cfg.strategy.name).stripe_shape(cfg)
+        return max(int(k), 1), max(int(r), 0)
+    except Exception:  # noqa: BLE001 - the strategy's own validation reports its problems
+        return 1, 0
+
+
+def check_memory(cfg: Config, total: int | None = None, on_host: int | None = None) -> None:
+    """Refuse a config whose ranks cannot fit in this machine's memory (``ConfigError``
+    naming the key of the largest part and the estimate)."""
+    total = mem_total() if total is None else total
+    if not total:
+        return
+    lay = cfg.layout
+    parts = memory_estimate(cfg)
+    need = {role: RANK_BASE_BYTES + sum(b for _, b in p) for role, p in parts.items()}
+    counts = {"monitor": 1, "trainer": lay.trainers, "server": lay.servers,
+              "parity": lay.parity_ranks, "spare": lay.spares}
+    ranks = sorted((need[role] for role, n in counts.items() for _ in range(n)), reverse=True)
+    here = local_ranks(len(ranks)) if on_host is None else min(on_host, len(ranks))
+    host = sum(ranks[:here])
+    if host <= total:
+        return
+    # the part that weighs most on this host: its size times the ranks that hold it
+    _, label, size, role = max((size * min(n, here), label, size, role) for role, n in counts.items()
+                               if n for label, size in parts[role])
+    if RANK_BASE_BYTES * here > size * min(counts[role], here):
+        label, size, role = (f"ranks themselves ({cfg.n_ranks} = 1 monitor + layout.trainers + "
+                             "layout.servers + layout.parity_ranks + layout.spares), each before any data",
+                             RANK_BASE_BYTES, "rank")
+    who = "one rank" if here == 1 else f"the {here} ranks on this host"
+    raise ConfigError(_clean(
+        f"not enough memory: {who} would need about {_fmt_bytes(host)}, this machine has "
+        f"{_fmt_bytes(total)} (MemTotal); the largest part is the {label}: about {_fmt_bytes(size)} "
+        f"per {role}"))
+
+
+def _check_numbers(obj: Any, prefix: str) -> None:
+    """Every float finite, every integer a 64-bit one (JSON configs can hold anything)."""
+    items = ((f.name, getattr(obj, f.name)) for f in dataclasses.fields(obj)) \
+        if dataclasses.is_dataclass(obj) else obj.items()
+    for name, value in items:
+        key = f"{prefix}{name}"
+        if dataclasses.is_dataclass(value) or isinstance(value, dict):
+            _check_numbers(value, f"{key}.")
+            continue
+        for v in value if isinstance(value, list) else [value]:
+            if isinstance(v, float):
+                _need(math.isfinite(v), f"{key} must be a finite number, got {v}")
+            elif isinstance(v, int) and not isinstance(v, bool):
+                _need(-(2**63) <= v < 2**63, f"{key} must fit in 64 bits, got {_short(v)}")
+
+
+def _short(v: int) -> str:
+    text = str(v) if v.bit_length() < 1000 else f"a {v.bit_length()}-bit integer"
+    return text if len(text) <= 40 else f"{text[:20]}...({len(text)} digits)"
+
+
+def _check_name(name: str) -> None:
+    """output.name: a plain file name (or empty for the automatic one)."""
+    if not name:
+        return
+    shown = _clean(name)
+    _need("/" not in name and "\\" not in name and name not in (".", ".."),
+          f"output.name must be a file name without directories, got '{shown}' (use --out DIR)")
+    _need(name.isprintable(),
+          f"output.name must be a plain file name: no control characters (NUL, newline, tab, ...), "
+          f"got '{shown}'")
+    _need(name.strip() == name and not name.startswith("."),
+          f"output.name must be a plain file name: no leading or trailing blanks, no leading '.', "
+          f"got '{shown}'")
+    try:
+        size = len(name.encode("utf-8"))
+    except UnicodeEncodeError:
+        raise ConfigError(f"output.name must be valid UTF-8 text, got '{shown}'") from None
+    _need(size <= MAX_NAME_BYTES,
+          f"output.name must be at most {MAX_NAME_BYTES} bytes (a run adds suffixes such as "
+          f".h5.lock), got {size}")

@@ -1,8 +1,10 @@
 """Config: presets load, layers override in order, bad keys and values are one clear error."""
 
+import re
+
 import pytest
 
-from mpiec.config import PRESETS, Config, load_config, set_to_dict
+from mpiec.config import PRESETS, Config, check_memory, load_config, local_ranks, set_to_dict
 from mpiec.errors import ConfigError, KillPlanError
 
 
@@ -83,3 +85,91 @@ def test_written_json_is_accepted_as_config_file(tmp_path):
     f = tmp_path / "run.json"
     f.write_text(cfg.to_json())
     assert load_config(config_file=f) == cfg
+
+
+@pytest.mark.parametrize("assignment, needle", [
+    ("training.lr=inf", "training.lr must be a finite number, got inf"),
+    ("training.lr=nan", "training.lr must be a finite number, got nan"),
+    ("training.dense_lr=-inf", "training.dense_lr must be a finite number"),
+    ("data.zipf_exponent=nan", "data.zipf_exponent must be a finite number"),
+    ("failures.mtbf_s=inf", "failures.mtbf_s must be a finite number"),
+    ("strategy.foo=inf", "strategy.params.foo must be a finite number"),
+    ("layout.trainers=100000", "at most 4096 ranks in all"),
+    ("layout.spares=5000", "at most 4096 ranks in all"),
+    ("training.steps=100000000000000000", "training.steps must be <= 1e+09"),
+    ("failures.timeout_s=1e300", "failures.timeout_s must be <= 1e+09"),
+    ('output.name="a\\u0000b"', "no control characters"),
+    ('output.name="a\\nb"', "got 'a\\nb'"),
+    ('output.name="a\\tb"', "no control characters"),
+    ('output.name="\\u001b[31mred"', "no control characters"),
+    ("output.name=' '", "no leading or trailing blanks"),
+    ("output.name=' x'", "no leading or trailing blanks"),
+    ("output.name='.hidden'", "no leading '.'"),
+    (f"output.name='{'n' * 201}'", "at most 200 bytes"),
+    (f"output.name='{'é' * 101}'", "at most 200 bytes"),
+])
+def test_bad_values_are_refused_in_one_line(assignment, needle):
+    with pytest.raises(ConfigError) as info:
+        load_config("tiny", sets=[assignment])
+    assert needle in str(info.value)
+    assert str(info.value).isprintable()
+
+
+def test_plain_names_pass():
+    assert load_config("tiny", sets=[f"output.name='{'n' * 200}'"]).output.name == "n" * 200
+    assert load_config("tiny", sets=["output.name='tiny run é-1'"]).output.name == "tiny run é-1"
+
+
+def test_json_configs_with_huge_numbers_are_refused(tmp_path):
+    f = tmp_path / "big.json"
+    f.write_text('{"model": {"dim": ' + "9" * 30 + "}}")
+    with pytest.raises(ConfigError, match="model.dim must fit in 64 bits"):
+        load_config(config_file=f)
+    f.write_text('{"training": {"lr": ' + "9" * 400 + "}}")
+    with pytest.raises(ConfigError, match="training.lr must be a finite number"):
+        load_config(config_file=f)
+
+
+@pytest.mark.parametrize("assignment, key", [
+    ("training.batch_size=1000000000000", "training.batch_size = 1000000000000"),
+    ("model.dim=1000000000", "model.dim = 1000000000"),
+    ("data.eval_samples=1000000000000", "data.eval_samples = 1000000000000"),
+    ("data.cardinalities=[100000000000000]", "data.cardinalities: 100,000,000,000,000 rows"),
+])
+def test_configs_that_cannot_fit_in_memory_name_the_key_and_the_estimate(assignment, key):
+    with pytest.raises(ConfigError) as info:
+        load_config("tiny", sets=[assignment])
+    message = str(info.value)
+    assert "not enough memory" in message and key in message and "MemTotal" in message
+    assert re.search(r"about [0-9.]+ [KMGTPE]iB per (trainer|server)", message), message
+
+
+def test_memory_is_shared_by_the_ranks_of_one_host(monkeypatch):
+    cfg = load_config("criteo-kaggle")
+    check_memory(cfg, total=8 << 30)  # 9 ranks with ~0.5 GiB shards
+    with pytest.raises(ConfigError, match="the 9 ranks on this host would need about") as info:
+        check_memory(cfg, total=3 << 30)
+    assert "embedding shard (data.cardinalities: 33,762,577 rows" in str(info.value)
+    check_memory(cfg, total=3 << 30, on_host=2)  # spread over nodes: two ranks here
+    with pytest.raises(ConfigError, match="one rank would need"):
+        check_memory(cfg, total=256 << 20, on_host=1)
+    monkeypatch.setenv("OMPI_COMM_WORLD_LOCAL_SIZE", "2")
+    assert local_ranks(9) == 2
+    load_config("laptop")  # every preset fits this machine's own memory
+    check_memory(load_config("laptop"), total=2 << 30)  # and a small CI machine
+
+
+def test_a_directory_is_not_reported_as_missing(tmp_path):
+    with pytest.raises(ConfigError, match="is a directory, not a file"):
+        load_config("tiny", config_file=tmp_path)
+    with pytest.raises(ConfigError, match="is a directory, not a data file"):
+        load_config("tiny", sets=["data.source='criteo-tsv'", f"data.path='{tmp_path}'"])
+    with pytest.raises(ConfigError, match="does not exist"):
+        load_config("tiny", config_file=tmp_path / "nope.toml")
+
+
+def test_spawn_replacement_is_refused_with_its_reason():
+    with pytest.raises(ConfigError, match="spawn' is not available yet"):
+        load_config(preset="tiny", sets=["layout.replacement='spawn'"])
+    with pytest.raises(ConfigError, match="layout.replacement must be spare or spawn"):
+        load_config(preset="tiny", sets=["layout.replacement='magic'"])
