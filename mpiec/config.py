@@ -8,6 +8,11 @@ and validation. Invariants:
   line naming the key (``training.steps must be >= 1, got 0``);
 * precedence, lowest first: built-in defaults < preset < ``--config FILE`` <
   command-line shortcuts (``--strategy``, ``--kill``, ``--steps``) < ``--set``;
+* values are checked for what a run can do, not only for their sign: floats
+  finite, integers 64-bit, at most ``MAX_RANKS`` ranks and ``MAX_STEPS`` steps,
+  ``output.name`` a plain file name, and every rank's memory (estimated from the
+  config by ``memory_estimate``) within this machine's ``MemTotal``, shared by
+  the ranks on one host (``local_ranks``); a refusal names the key and the estimate;
 * the resolved config round-trips through JSON (``to_json``/``from_json``), which
   is how the launcher hands it to every rank and how result files record it.
 """
@@ -17,6 +22,8 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import os
+import re
 import tomllib
 import types
 import typing
@@ -436,12 +443,14 @@ def mem_total() -> int | None:
 def local_ranks(n_ranks: int) -> int:
     """How many of the run's ranks share this host: all of them for ``mpiec run``; under a
     launcher that says so (Open MPI, MPICH, SLURM), its count of ranks on this node."""
-    import os
-
     for var in ("OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS", "SLURM_NTASKS_PER_NODE"):
         text = os.environ.get(var, "")
         if text.isdigit() and int(text) >= 1:
             return min(n_ranks, int(text))
+    # SLURM_TASKS_PER_NODE: "3,2(x3)" = 3 tasks on the first node, 2 on each of the next three
+    counts = [int(n) for n in re.findall(r"(\d+)(?:\(x\d+\))?", os.environ.get("SLURM_TASKS_PER_NODE", ""))]
+    if counts and max(counts) >= 1:
+        return min(n_ranks, max(counts))
     return n_ranks
 
 

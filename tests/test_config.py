@@ -155,6 +155,9 @@ def test_memory_is_shared_by_the_ranks_of_one_host(monkeypatch):
         check_memory(cfg, total=256 << 20, on_host=1)
     monkeypatch.setenv("OMPI_COMM_WORLD_LOCAL_SIZE", "2")
     assert local_ranks(9) == 2
+    monkeypatch.delenv("OMPI_COMM_WORLD_LOCAL_SIZE")
+    monkeypatch.setenv("SLURM_TASKS_PER_NODE", "3,2(x3)")
+    assert local_ranks(9) == 3
     load_config("laptop")  # every preset fits this machine's own memory
     check_memory(load_config("laptop"), total=2 << 30)  # and a small CI machine
 
