@@ -41,7 +41,7 @@ def test_server_kill_recovers_with_the_failure_free_checksum(reference, tmp_path
                  "checkpoint_end"):
         assert kind in k, kind
     s = res.summary
-    assert s["param_checksum"] == reference and s["recoveries"] == 1 and s["restores"] >= 3
+    assert s["param_checksum"] == reference and s["recoveries"] == 1 and s["restores"] == 1
     assert s["reexecuted_steps"] >= 1 and s["checkpoints"] >= 1 and s["checkpoint_bytes"] > 0
     assert np.any(res.timeline["reexec"]) and len(res.checkpoints) == s["checkpoints"]
     breakdown = json.loads(s["recovery_breakdown"])
@@ -49,18 +49,27 @@ def test_server_kill_recovers_with_the_failure_free_checksum(reference, tmp_path
     assert time.sleep(0.3) or worker_processes(str(tmp_path)) == []
 
 
+@pytest.fixture(scope="module")
+def reference_300(tmp_path_factory):
+    run = mpiec(["run", "--preset", "tiny", "--steps", "300"], out=tmp_path_factory.mktemp("ref300"))
+    assert run.code == 0, run.stdout + run.stderr
+    return run.result().summary["param_checksum"]
+
+
 @pytest.mark.parametrize("plan,spares", [
     ("trainer:0@time=0.25", 1),  # mid-step, from a timer
-    ("server:0@step=10;server:1@step=30", 2),  # two kills at different steps
+    ("server:0@step=10;server:1@step=200", 2),  # two kills at different steps
     ("spare:0@time=0.1", 1),  # a spare dies while it waits
     ("server:0@step=10;trainer:1@time=0.056", 2),  # a kill near or during a recovery
     ("server:0@step=10;server:1@step=10;trainer:0@step=10;trainer:1@step=10", 4),  # only the monitor left
 ])
-def test_kills_recover_to_the_failure_free_checksum(plan, spares, reference, tmp_path):
-    run = mpiec(["run", *TINY, "--set", f"layout.spares={spares}", "--kill", plan], out=tmp_path)
+def test_kills_recover_to_the_failure_free_checksum(plan, spares, reference_300, tmp_path):
+    """300 steps (a few seconds), so every time kill fires before the end."""
+    run = mpiec(["run", *TINY, "--steps", "300", "--set", f"layout.spares={spares}", "--kill", plan],
+                out=tmp_path)
     assert run.code == 0, run.stdout + run.stderr
     s = run.result().summary
-    assert s["param_checksum"] == reference, run.stdout
+    assert s["param_checksum"] == reference_300, run.stdout
     assert s["kills_fired"] == len(plan.split(";"))
 
 

@@ -1,0 +1,57 @@
+"""Failure paths the recovery core rewrote (issue "Hardening", items 2, 3, 4, 10, 11)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from run_helpers import mpiec
+
+from mpiec.results import decode
+
+pytestmark = [pytest.mark.mpirun, pytest.mark.timeout(300)]
+
+
+def test_empty_shards_work(tmp_path):
+    run = mpiec(["run", "--preset", "tiny", "--steps", "5", "--set", "data.cardinalities=[1]",
+                 "--set", "layout.servers=3"], out=tmp_path)
+    assert run.code == 0, run.stdout + run.stderr
+    assert len(run.result().summary["param_checksum"]) == 64
+
+
+def test_stale_kill_notes_of_another_run_are_ignored(tmp_path):
+    stale = tmp_path / ".old.kills"
+    stale.mkdir(parents=True)
+    (stale / "2.json").write_text(json.dumps({"step": 3, "time": 1.0, "rank": 2, "role": "trainer",
+                                              "index": 1, "plan": "trainer:1@step=3"}))
+    run = mpiec(["run", "--preset", "tiny", "--steps", "5", "--set", "output.name='old'"], out=tmp_path)
+    assert run.code == 0, run.stdout + run.stderr
+    res = run.result()
+    assert res.summary["kills_fired"] == 0 and "kill" not in [decode(k) for k in res.events["kind"]]
+
+
+def test_only_the_monitor_survives(tmp_path):
+    run = mpiec(["run", "--preset", "tiny", "--kill",
+                 "server:0@step=10;server:1@step=10;trainer:0@step=10;trainer:1@step=10"], out=tmp_path)
+    assert run.code == 1
+    res = run.result()
+    assert res.events["step"].max() <= 10  # not 2147483647
+    assert res.summary["steps_completed"] == 10
+    assert "committed step 9" in [decode(d) for d in res.events["detail"]]
+
+
+def test_steps_are_counted_when_every_trainer_dies(tmp_path):
+    run = mpiec(["run", "--preset", "tiny", "--kill", "trainer:0@step=15;trainer:1@step=15"], out=tmp_path)
+    assert run.code == 1
+    s = run.result().summary
+    assert s["steps_completed"] == 15 and s["lost_samples"] == 25 * 128
+
+
+def test_a_kill_during_failure_handling_is_handled(tmp_path):
+    """Under ``none`` a second kill while the survivors handle the first: a clean loss, never a crash."""
+    for delay in ("0.05", "0.056", "0.07"):
+        run = mpiec(["run", "--preset", "tiny", "--kill", f"server:0@step=10;trainer:1@time={delay}"],
+                    out=tmp_path / delay)
+        assert run.code == 1, run.stdout + run.stderr
+        assert run.result().summary["lost"]
+        assert not list((tmp_path / delay).glob(".*.kills"))
