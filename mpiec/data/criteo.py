@@ -2,7 +2,8 @@
 
 Owns the conversion of Criteo records into ``Batch`` (see ``source.py``):
 
-* **dense**: the 13 integer counts, missing → 0, negative → 0 (as dlrm), then
+* **dense**: the 13 integer counts (at most 18 digits, ``MAX_DENSE_DIGITS``; a longer
+  value is an error saying so), missing → 0, negative → 0 (as dlrm), then
   ``log(x + 1)`` as ``float32``. An ``.npz`` whose ``X_int`` is already floating
   point is taken as transformed and only cast.
 * **categorical**: the 26 hex values (``int(x, 16)``, up to 16 hex digits),
@@ -17,6 +18,8 @@ Invariant: malformed input never yields a silently wrong ``Batch``; it raises
 '<key>' ...``). The TSV is parsed by a numba scanner over 16 MiB blocks of bytes
 (about 0.5–1M lines per second); the first malformed line stops it and is then
 described in Python (``_bad_line``), so the message names its line number.
+Blank lines at the end of the file are ignored (a blank line before data is an
+error); a truncated or corrupt ``.gz`` is a ``DataError`` naming the file.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from __future__ import annotations
 import gzip
 import os
 import zipfile
+import zlib
 from collections.abc import Sequence
 
 import numba as nb
@@ -39,6 +43,8 @@ N_DENSE = 13
 N_CAT = 26
 N_FIELDS = 1 + N_DENSE + N_CAT
 _CHUNK_BYTES = 1 << 24
+MAX_DENSE_DIGITS = 18  # the scanner's int64 limit for a dense count (Criteo's are at most 10 digits)
+_BLANK = b" \t\r\n"
 
 # hex digit value of each byte, 255 for a non-hex byte
 _HEX = np.full(256, 255, dtype=np.uint8)
@@ -89,6 +95,8 @@ def _bad_line(path: str, lineno0: int, lines: list[bytes]) -> DataError:
     """Find the first malformed line of a chunk and describe it."""
     for k, line in enumerate(lines):
         where = f"{path}:{lineno0 + k}"
+        if not line.strip(_BLANK):
+            return DataError(f"{where}: blank line (only blank lines at the end of the file are allowed)")
         fields = line.rstrip(b"\r\n").split(b"\t")
         if len(fields) != N_FIELDS:
             return DataError(f"{where}: expected {N_FIELDS} tab-separated fields, found {len(fields)}")
@@ -98,6 +106,9 @@ def _bad_line(path: str, lineno0: int, lines: list[bytes]) -> DataError:
             v = fields[1 + j]
             if v and not _is_int(v):
                 return DataError(f"{where}: dense feature I{j + 1} is not an integer: {v[:20]!r}")
+            if len(v.lstrip(b"+-")) > MAX_DENSE_DIGITS:
+                return DataError(f"{where}: dense feature I{j + 1} has {len(v.lstrip(b'+-'))} digits, "
+                                 f"more than the {MAX_DENSE_DIGITS} this reader takes: {v[:24]!r}")
         for j in range(N_CAT):
             v = fields[1 + N_DENSE + j]
             if v and (len(v) > 16 or any(_HEX[c] == 255 for c in v)):
@@ -178,6 +189,18 @@ def _scan(buf, end, final, max_n, labels, dense, raw):  # pragma: no cover - jit
     return n, pos, -1
 
 
+def _read_block(f, path: str) -> bytes:
+    """The next block of the file; a truncated or corrupt ``.gz`` is a ``DataError`` naming it."""
+    try:
+        return f.read(_CHUNK_BYTES)
+    except EOFError:
+        raise DataError(f"{path}: the compressed file is truncated (it ends before the end of "
+                        "its gzip stream)") from None
+    except (OSError, zlib.error) as e:
+        what = " ".join(str(e).split()) or type(e).__name__
+        raise DataError(f"{path}: cannot be read ({what})") from None
+
+
 def load_criteo_tsv(
     path: str | os.PathLike,
     cardinalities: Sequence[int],
@@ -199,12 +222,12 @@ def load_criteo_tsv(
     try:
         f = _open(p)
     except OSError as e:
-        raise DataError(f"{p}: cannot open: {e.strerror}") from None
+        raise DataError(f"{p}: cannot open: {e.strerror or e}") from None
     with f:
         carry = b""
         final = False
         while not final and (left is None or left > 0):
-            block = f.read(_CHUNK_BYTES)
+            block = _read_block(f, p)
             final = not block
             data = carry + block
             if not data:
@@ -218,8 +241,11 @@ def load_criteo_tsv(
             raw = np.empty((cap, N_CAT), dtype=np.uint64)
             n, nxt, bad = _scan(buf, buf.size, final, cap, labels, dense_i, raw)
             if bad >= 0:
-                line = data[bad:].split(b"\n", 1)[0]
-                raise _bad_line(p, lineno + n, [line])
+                if data[bad:].strip(_BLANK):
+                    line = data[bad:].split(b"\n", 1)[0]
+                    raise _bad_line(p, lineno + n, [line])
+                # blank lines so far: the end of the file if nothing but blank lines follows
+                nxt = len(data) if final else bad
             carry = data[nxt:]
             lineno += n
             if left is not None:
@@ -240,6 +266,8 @@ def load_criteo_npz(
     """Read the ``.npz`` of facebookresearch/dlrm's preprocessing (``X_int``, ``X_cat``, ``y``)."""
     card = _check_cards(cardinalities)
     p = os.fspath(path)
+    if os.path.isdir(p):
+        raise DataError(f"{p}: is a directory, not an .npz file")
     try:
         z = np.load(p, allow_pickle=False)
     except (OSError, ValueError, zipfile.BadZipFile) as e:

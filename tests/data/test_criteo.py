@@ -57,7 +57,10 @@ def test_gzip_and_crlf(tmp_path):
         (_line(dense=["1.5", *["0"] * 12]), "dense feature I1 is not an integer"),
         (_line(dense=[*["0"] * 12, "x7"]), "dense feature I13 is not an integer"),
         (_line(cats=[*["0a"] * 5, "zz12", *["0a"] * 20]), "categorical feature C6 is not hex"),
-        ("\n", "expected 40 tab-separated fields, found 1"),
+        ("\n", "blank line (only blank lines at the end of the file are allowed)"),
+        (" \r\n", "blank line"),
+        (_line(dense=["1" * 19, *["0"] * 12]), "dense feature I1 has 19 digits, more than the 18"),
+        (_line(dense=[*["0"] * 12, "-" + "9" * 25]), "dense feature I13 has 25 digits"),
     ],
 )
 def test_malformed_line_names_file_and_line(tmp_path, bad, message):
@@ -150,3 +153,59 @@ def test_small_blocks_no_trailing_newline_and_line_numbers(tmp_path, monkeypatch
     extra = _write(tmp_path, [*lines[:3], _line().rstrip("\n") + "\textra\n"], "e.tsv")
     with pytest.raises(DataError, match=r"e\.tsv:4: expected 40 tab-separated fields, found 41"):
         load_criteo_tsv(extra, CARDS)
+
+
+def test_trailing_blank_lines_are_accepted(tmp_path, monkeypatch):
+    from mpiec.data import criteo
+
+    lines = [_line(str(i % 2), [str(i), *["1"] * 12]) for i in range(12)]
+    for tail in ["\n", "\n\n\n", " \r\n\t\n", "\n  "]:
+        p = _write(tmp_path, [*lines, tail], "t.tsv")
+        assert len(load_criteo_tsv(p, CARDS)) == 12, repr(tail)
+    gz = tmp_path / "t.tsv.gz"
+    with gzip.open(gz, "wt") as f:
+        f.write("".join(lines) + "\n\n")
+    assert len(load_criteo_tsv(gz, CARDS)) == 12
+    monkeypatch.setattr(criteo, "_CHUNK_BYTES", 97)  # blank lines straddle blocks
+    p = _write(tmp_path, [*lines, "\n" * 150], "s.tsv")
+    assert len(load_criteo_tsv(p, CARDS)) == 12
+    mid = _write(tmp_path, [*lines[:5], "\n" * 100, *lines[5:]], "m.tsv")
+    with pytest.raises(DataError, match=r"m\.tsv:6: blank line"):
+        load_criteo_tsv(mid, CARDS)
+    with pytest.raises(DataError, match="no samples"):
+        load_criteo_tsv(_write(tmp_path, ["\n\n"], "empty.tsv"), CARDS)
+
+
+def test_dense_values_up_to_the_limit_are_read(tmp_path):
+    b = load_criteo_tsv(_write(tmp_path, [_line(dense=["9" * 18, *["0"] * 12])]), CARDS)
+    np.testing.assert_allclose(b.dense[0, 0], np.log1p(1e18 - 1), rtol=1e-6)
+
+
+def test_truncated_and_corrupt_gzip_name_the_file(tmp_path):
+    whole = tmp_path / "whole.tsv.gz"
+    with gzip.open(whole, "wt") as f:
+        f.write(_line() * 2000)
+    data = whole.read_bytes()
+    cut = tmp_path / "cut.tsv.gz"
+    cut.write_bytes(data[: len(data) // 2])
+    with pytest.raises(DataError, match=r"cut\.tsv\.gz: the compressed file is truncated"):
+        load_criteo_tsv(cut, CARDS)
+    junk = tmp_path / "junk.tsv.gz"
+    junk.write_bytes(b"this is not gzip at all\n" * 10)
+    with pytest.raises(DataError, match=r"junk\.tsv\.gz: cannot be read \(Not a gzipped file"):
+        load_criteo_tsv(junk, CARDS)
+    flipped = bytearray(data)
+    for i in range(20, 60):
+        flipped[i] ^= 0x5A
+    bad = tmp_path / "bad.tsv.gz"
+    bad.write_bytes(bytes(flipped))
+    with pytest.raises(DataError) as e:
+        load_criteo_tsv(bad, CARDS)
+    assert str(e.value).startswith(f"{bad}: ") and "\n" not in str(e.value)
+
+
+def test_a_directory_is_named_as_one(tmp_path):
+    with pytest.raises(DataError, match="is a directory"):
+        load_criteo_npz(tmp_path, CARDS)
+    with pytest.raises(DataError, match="Is a directory"):
+        load_criteo_tsv(tmp_path, CARDS)
