@@ -146,6 +146,7 @@ def make_plan(ctx: RankContext, failure: Failure) -> RecoveryPlan:
     if failure.committed < -1:  # no trainer or server survived: the monitor knows how far it got
         failure.committed = ctx.current_step - 1
         failure.step = ctx.current_step
+    ctx.current_step = max(ctx.current_step, failure.committed + 1)  # survivors may be ahead of progress
     plan = ctx.strategy.plan(failure)
     plan.step, plan.committed = failure.step, failure.committed
     plan.epoch = ctx.epoch + 1
