@@ -1,6 +1,8 @@
 """``mpiec report PATH… [--plots OUTDIR] [--csv FILE]``: tables (and plots) of result files.
 
-Owns the report command. Invariants: tables go to stdout; a bad result file
+Owns the report command. Invariants: tables go to stdout; nothing is ever written
+onto a result file or an input (``check_output_path``, also used by ``mpiec config
+--write``): checked before anything is read or written; a bad result file
 raises ``ResultFileError`` to the caller (the CLI prints
 ``mpiec: error: …`` and exits 2) unless ``--skip-bad``; a missing optional
 dependency or no result file at all is one error line on stderr and exit
@@ -20,7 +22,7 @@ from .plots import matplotlib_available, plot_results
 from .read import load_results
 from .tables import comparison_table, format_events, phase_table, summary_rows
 
-__all__ = ["build_parser", "main", "write_csv"]
+__all__ = ["build_parser", "check_output_path", "main", "write_csv"]
 
 PROG = "mpiec report"
 
@@ -44,6 +46,36 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def _is_hdf5(path: Path) -> bool:
+    try:
+        import h5py
+
+        return bool(h5py.is_hdf5(path))
+    except (OSError, ImportError):
+        return False
+
+
+def check_output_path(target: str | Path, inputs: list[str | Path], what: str) -> None:
+    """Refuse an output that would overwrite an input or a result file (``MpiecError``).
+
+    Refused: a directory; a name ending in ``.h5`` (result files; a later ``mpiec report``
+    would read it as one); an existing HDF5 file of any name; any of ``inputs``.
+    """
+    t = Path(target)
+    if t.is_dir():
+        raise MpiecError(f"{what} {t} is a directory")
+    if t.suffix.lower() in (".h5", ".hdf5"):
+        raise MpiecError(f"{what} {t}: .h5 names are for result files; choose another name")
+    if not t.exists():
+        return
+    if _is_hdf5(t):
+        raise MpiecError(f"{what} {t} is an existing HDF5 (result) file; it is never overwritten")
+    resolved = t.resolve()
+    for given in inputs:
+        if resolved == Path(given).resolve():
+            raise MpiecError(f"{what} {t} is an input of this command; it is never overwritten")
+
+
 def write_csv(rows: list[dict], path: str | Path) -> None:
     """Write summary rows (from ``summary_rows``) as CSV; nan/None as empty."""
     path = Path(path)
@@ -60,6 +92,10 @@ def write_csv(rows: list[dict], path: str | Path) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    if args.csv:
+        check_output_path(args.csv, args.paths, "--csv")
+    if args.plots and Path(args.plots).exists() and not Path(args.plots).is_dir():
+        raise MpiecError(f"--plots {args.plots} is a file, not a directory")
     if args.plots and not matplotlib_available():
         print(f"{PROG}: error: --plots needs matplotlib (pip install 'mpiec[plot]')",
               file=sys.stderr)

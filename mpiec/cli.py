@@ -3,7 +3,8 @@
 Owns argument parsing and exit codes. Invariants: a user error (bad config,
 kill plan, data file, result file) prints one line ``mpiec: error: ...`` and
 exits 2 with no traceback, before any rank starts; ``run`` exits 0 when the
-run completed, 1 when it was lost, 3 when it crashed or timed out.
+run completed, 1 when it was lost, 3 when it crashed, timed out or was
+interrupted.
 """
 
 from __future__ import annotations
@@ -17,8 +18,23 @@ from mpiec import __version__
 from mpiec.config import DEFAULT_PRESET, PRESETS, Config, load_config
 from mpiec.errors import MpiecError
 
-EPILOG_RUN = """kill plans (repeatable): server:2@step=300, trainer:0@time=12.5,
-parity:1@step=40, random:mtbf=60s,seed=7
+EPILOG_RUN = """kill plans (repeat --kill, or separate plans with ';'):
+  server:2@step=300        the rank holding server slot 2 dies at the start of step 300
+  trainer:0@time=12.5      trainer 0 dies 12.5 s after training started (units: ms, s, m, min, h)
+  parity:1@step=40         dedicated parity rank 1 (needs layout.parity_ranks)
+  spare:0@time=3           spare 0 dies while it waits
+  random:mtbf=60s,seed=7   exponential inter-arrival times (mean mtbf), uniform victims; options:
+                           seed=N (default 0), targets=server+trainer (default; also parity, spare),
+                           max=N kills (default 64, at most training.steps)
+result file: DIR/NAME.h5 in --out DIR (default: output.dir, "results"); NAME is output.name or
+  PRESET-STRATEGY-sSEED-TIME, with -2, -3, ... added if another run has that name
+time limit: --timeout, else failures.timeout_s, else 180 s + 2 s x training.steps; past it the
+  whole process group is killed
+exit codes:
+  0  the run completed
+  1  the run was lost to a failure its strategy could not survive (the result file says so)
+  2  bad input (config, kill plan, data file, output): one line naming it, before any rank starts
+  3  a crash, the time limit, or an interruption (Ctrl-C, SIGTERM, SIGHUP)
 examples:
   mpiec run --preset tiny --out results/
   mpiec run --strategy none --kill server:1@step=10 --set training.steps=50
@@ -26,12 +42,13 @@ examples:
 
 
 def positive(text: str) -> float:
+    """A time limit in seconds: finite, > 0 and at most 1e9 (printed with its precision)."""
     try:
         value = float(text)
     except ValueError:
         value = -1.0
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"must be a number of seconds > 0, got '{text}'")
+    if not 0 < value <= 1e9:
+        raise argparse.ArgumentTypeError(f"must be a number of seconds > 0 and <= 1e9, got '{text}'")
     return value
 
 
@@ -155,6 +172,9 @@ def cmd_config(args: argparse.Namespace) -> int:
         return 0
     text = cfg.to_json()
     if args.write:
+        from mpiec.analysis.report import check_output_path
+
+        check_output_path(args.write, [args.config] if args.config else [], "--write")
         Path(args.write).write_text(text + "\n")
         print(f"wrote {args.write} ({cfg.n_ranks} ranks)", file=sys.stderr)
     else:
@@ -179,32 +199,51 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
     run = sub.add_parser("run", help="train once with one strategy, print and save the result",
+                         description="Train the configured DLRM once with one fault-tolerance strategy "
+                                     "under mpiexec (1 monitor + trainers + servers + parity ranks + "
+                                     "spares), kill ranks as planned, stream progress, write one HDF5 "
+                                     "result file and print its summary.",
                          epilog=EPILOG_RUN, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_config_args(run)
-    run.add_argument("--out", metavar="DIR", help="directory for the result file (default: output.dir)")
-    run.add_argument("--timeout", type=positive, help="kill the run after this many seconds")
+    run.add_argument("--out", metavar="DIR",
+                     help="directory for the result file (default: output.dir, \"results\")")
+    run.add_argument("--timeout", type=positive, metavar="SECONDS",
+                     help="kill the run after this many seconds (default: failures.timeout_s, "
+                          "else 180 s + 2 s x training.steps)")
     run.add_argument("--resume", metavar="DIR",
                      help="restart a killed or preempted run from the newest complete checkpoint in DIR "
                           "(its config, under --set overrides: e.g. another layout.servers)")
     run.set_defaults(func=cmd_run)
 
-    bench = sub.add_parser("bench", help="run every strategy on the same preset and kill plan, compare")
+    bench = sub.add_parser("bench", help="run every strategy on the same preset and kill plan, compare",
+                           description="Run every strategy (or --strategies) one after the other on the "
+                                       "same config and kill plan, one result file each, then print "
+                                       "one comparison table. Exit code 3 if any run crashed, else 0.")
     add_config_args(bench, strategy=False)
     bench.add_argument("--strategies", metavar="A,B:KEY=V,...",
                        help="strategies (variants with their own keys, e.g. none,ckpt:interval=10,"
                             "ckpt:mode=async) to run (default: all)")
-    bench.add_argument("--out", metavar="DIR", help="directory for the result files")
-    bench.add_argument("--timeout", type=positive, help="per-run time limit in seconds")
+    bench.add_argument("--out", metavar="DIR",
+                       help="directory for the result files (default: output.dir/bench-TIME)")
+    bench.add_argument("--timeout", type=positive, metavar="SECONDS",
+                       help="per-run time limit (default: 180 s + 2 s x training.steps)")
     bench.add_argument("--quiet", action="store_true", help="hide each run's progress lines")
     bench.set_defaults(func=cmd_bench)
 
-    config = sub.add_parser("config", help="print or write the resolved config (for job scripts)")
+    config = sub.add_parser("config", help="print or write the resolved config (for job scripts)",
+                            description="Resolve and validate a config (preset < --config < shortcuts < "
+                                        "--set) and print it as JSON, write it for "
+                                        "'python -m mpiec.worker FILE.json' (job scripts), or print the "
+                                        "number of ranks it needs. Never overwrites a result file or "
+                                        "its own --config.")
     add_config_args(config)
     config.add_argument("--write", metavar="FILE.json", help="write the resolved config here")
     config.add_argument("--ranks", action="store_true", help="print the number of MPI ranks it needs")
     config.set_defaults(func=cmd_config)
 
-    strategies = sub.add_parser("strategies", help="list the available strategies")
+    strategies = sub.add_parser("strategies", help="list the available strategies",
+                                description="List the fault-tolerance strategies 'mpiec run --strategy' "
+                                            "and 'mpiec bench' accept, one line each.")
     strategies.set_defaults(func=cmd_strategies)
 
     report = sub.add_parser("report", help="tables (and plots) from a directory of result files",

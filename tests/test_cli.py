@@ -22,6 +22,20 @@ def mpiec(*args: str) -> subprocess.CompletedProcess:
     (["report", "/nonexistent/dir"], "/nonexistent/dir"),
     (["run", "--preset", "tiny", "--kill", "random:mtbf=1s,max=-1"], "max must be >= 1"),
     (["run", "--preset", "tiny", "--set", "output.name='../x'"], "output.name must be a file name"),
+    (["run", "--preset", "tiny", "--kill", ""], "empty plan"),
+    (["run", "--preset", "tiny", "--kill", ";;"], "empty plan"),
+    (["run", "--preset", "tiny", "--kill", "trainer:0@time=1e"], "time must be a number of seconds"),
+    (["run", "--preset", "tiny", "--kill", "random:mtbf=e"], "is not a duration"),
+    (["run", "--preset", "tiny", "--kill", "random:mtbf=5s,seed=-1"], "seed must be a whole number"),
+    (["run", "--preset", "tiny", "--kill", "random:mtbf=5s,max=1000000000"], "max must be <= 40"),
+    (["run", "--preset", "tiny", "--set", "training.lr=inf"], "training.lr must be a finite number"),
+    (["run", "--preset", "tiny", "--set", "layout.trainers=100000"], "at most 4096 ranks"),
+    (["run", "--preset", "tiny", "--set", "training.batch_size=1000000000000"], "not enough memory"),
+    (["run", "--preset", "tiny", "--set", "output.name=\"a\\u0000b\""], "no control characters"),
+    (["run", "--preset", "tiny", "--set", f"output.name='{'n' * 246}'"], "at most 200 bytes"),
+    (["run", "--preset", "tiny", "--config", "/"], "config file '/' is a directory"),
+    (["run", "--preset", "tiny", "--set", "data.source='criteo-tsv'", "--set", "data.path='/'"],
+     "data.path '/' is a directory"),
 ])
 def test_bad_input_is_one_line_exit_2(args, needle, tmp_path):
     proc = mpiec(*args, "--out", str(tmp_path)) if args[0] in ("run", "bench") else mpiec(*args)
@@ -73,6 +87,54 @@ def test_unwritable_output_is_one_line(tmp_path):
     assert str(blocker) in lines[0]
 
 
-def test_timeout_must_be_positive():
-    proc = mpiec("run", "--preset", "tiny", "--timeout", "-1")
-    assert proc.returncode == 2 and "must be a number of seconds > 0" in proc.stderr
+@pytest.mark.parametrize("value", ["-1", "0", "inf", "nan", "1e10", "x"])
+def test_timeout_must_be_positive(value):
+    proc = mpiec("run", "--preset", "tiny", "--timeout", value)
+    assert proc.returncode == 2 and "must be a number of seconds > 0 and <= 1e9" in proc.stderr
+
+
+@pytest.mark.parametrize("where", ["/proc/self", "/sys/kernel"])
+def test_unwritable_output_found_before_any_rank_starts(where):
+    proc = mpiec("run", "--preset", "tiny", "--out", where)
+    lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
+    assert proc.returncode == 2 and len(lines) == 1 and "Traceback" not in proc.stderr, proc.stderr
+    assert f"cannot write into the output directory {where}" in lines[0]
+    assert "launching" not in proc.stdout
+
+
+def test_config_write_never_overwrites_a_result_or_its_input(tmp_path):
+    import h5py
+
+    result = tmp_path / "old.json"  # an HDF5 file under another name
+    with h5py.File(result, "w") as f:
+        f.attrs["x"] = 1
+    before = result.read_bytes()
+    for target, needle in [(tmp_path / "new.h5", ".h5 names are for result files"),
+                           (result, "existing HDF5 (result) file")]:
+        proc = mpiec("config", "--preset", "tiny", "--write", str(target))
+        assert proc.returncode == 2 and needle in proc.stderr, proc.stderr
+    assert result.read_bytes() == before and not (tmp_path / "new.h5").exists()
+    cfg = tmp_path / "run.json"
+    assert mpiec("config", "--preset", "tiny", "--write", str(cfg)).returncode == 0
+    proc = mpiec("config", "--config", str(cfg), "--set", "training.steps=3", "--write", str(cfg))
+    assert proc.returncode == 2 and "is an input of this command" in proc.stderr
+    assert mpiec("config", "--preset", "tiny", "--write", str(cfg)).returncode == 0  # a config: rewritten
+
+
+def test_report_csv_never_overwrites_an_input(tmp_path):
+    proc = mpiec("report", str(tmp_path), "--csv", str(tmp_path / "b.h5"))
+    assert proc.returncode == 2 and ".h5 names are for result files" in proc.stderr, proc.stderr
+    assert not (tmp_path / "b.h5").exists()
+
+
+def test_every_command_has_a_description_and_run_help_says_what_matters():
+    for command in ("run", "bench", "config", "strategies"):
+        proc = mpiec(command, "--help")
+        head = proc.stdout.split("options:")[0]
+        assert proc.returncode == 0 and len(head.split("\n\n", 1)[-1].strip()) > 40, (command, proc.stdout)
+    text = mpiec("run", "--help").stdout
+    for needle in ["exit codes:", "0  the run completed", "1  the run was lost", "2  bad input",
+                   "3  a crash, the time limit, or an interruption", "180 s + 2 s x training.steps",
+                   "separate plans with ';'", "seed=N", "targets=", "max=N", '"results"',
+                   "units: ms, s, m, min, h"]:
+        assert needle in text, needle

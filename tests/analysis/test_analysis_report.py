@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import re
 
 import pytest
 from mpiec.analysis import plots, report
@@ -72,3 +73,24 @@ def test_help_prog(capsys):
     with pytest.raises(SystemExit):
         report.main(["--help"])
     assert capsys.readouterr().out.startswith("usage: mpiec report")
+
+
+def test_report_never_writes_onto_a_result_or_an_input(runs_dir, tmp_path):
+    from mpiec.errors import MpiecError
+
+    first = sorted(runs_dir.glob("*.h5"))[0]
+    before = {p: p.read_bytes() for p in runs_dir.glob("*.h5")}
+    disguised = tmp_path / "result.csv"
+    disguised.write_bytes(first.read_bytes())
+    for target, needle in [(runs_dir / "b.h5", ".h5 names are for result files"),
+                           (first, ".h5 names are for result files"),
+                           (disguised, "existing HDF5 (result) file"),
+                           (runs_dir, "is a directory")]:
+        with pytest.raises(MpiecError, match=re.escape(needle)):
+            report.main([str(runs_dir), "--csv", str(target)])
+    text = tmp_path / "notes.txt"
+    text.write_text("x")
+    with pytest.raises(MpiecError, match="is an input of this command"):
+        report.main([str(runs_dir), str(text), "--csv", str(text)])
+    assert {p: p.read_bytes() for p in runs_dir.glob("*.h5")} == before
+    assert disguised.read_bytes() == first.read_bytes() and text.read_text() == "x"
