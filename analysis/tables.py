@@ -10,9 +10,10 @@ Owns the definitions of the derived numbers the suite reports:
   was not lost and saw no kill, then the same seed, then the first in list
   order. No such run → ``—``.
 * **phase share** = ``Σ t_phase / Σ dt`` over the timeline after the warm-up
-  steps (a time-weighted mean). ``other`` is ``1 − Σ shares``; it may be
-  negative when phases overlap (``t_server`` is measured on the servers, while
-  trainers may be waiting).
+  steps (a time-weighted mean). ``other`` is the step time no trainer phase
+  accounts for: ``max(0, 1 − Σ shares)`` over the trainer's own phases only.
+  ``server`` is measured on the servers and overlaps ``wait`` (``OVERLAPPING``):
+  it is shown, but not subtracted, so ``other`` is never negative.
 
 Invariants: functions are pure (no I/O), the table is plain text with aligned
 columns and one row per run in the order given, missing values print as ``—``.
@@ -41,6 +42,7 @@ __all__ = [
 
 DASH = "—"
 PHASES = ("data", "compute", "comm", "wait", "server", "strategy")
+OVERLAPPING = ("server",)  # measured elsewhere, inside another phase: not part of "other"
 _KILL_KINDS = {"kill", "emulated_kill"}
 
 
@@ -206,7 +208,8 @@ def phase_breakdown(result: RunResult, warmup: int | None = None) -> dict[str, f
     if total <= 0 or not math.isfinite(total):
         return {k: math.nan for k in (*PHASES, "other")}
     shares = {p: float(np.sum(tl[f"t_{p}"], dtype=np.float64)) / total for p in PHASES}
-    shares["other"] = 1.0 - sum(shares.values())
+    own = sum(v for p, v in shares.items() if p not in OVERLAPPING)
+    shares["other"] = max(0.0, 1.0 - own)
     return shares
 
 

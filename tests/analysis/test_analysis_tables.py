@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pytest
 from mpiec.analysis import (
     comparison_table,
@@ -118,3 +119,31 @@ def test_printable_breakdowns_and_events(runs_dir):
     assert "kill" in ev and "server[1]" in ev and "server:1@step=20" in ev
     none = next(r for r in rs if r.strategy == "none")
     assert format_events(none).endswith("no events")
+
+
+def test_other_share_is_never_negative(tmp_path):
+    """t_server overlaps t_wait (measured on the servers): it must not push "other" below 0."""
+    from mpiec.results import TIMELINE_DTYPE, ResultWriter
+
+    w = ResultWriter(tmp_path / "o.h5", {"config": {}, "strategy": "none", "seed": 0,
+                                         "failure_mode": "ulfm", "ulfm": True})
+    tl = np.zeros(20, TIMELINE_DTYPE)
+    tl["step"] = np.arange(20)
+    tl["dt"] = 0.1
+    tl["t_end"] = np.cumsum(tl["dt"])
+    tl["samples"] = 64
+    tl["t_compute"], tl["t_wait"], tl["t_server"] = 0.05, 0.04, 0.035  # server inside the wait
+    w.add_steps(tl)
+    w.close({"lost": False})
+    r = load_results(tmp_path / "o.h5")[0]
+    shares = phase_breakdown(r, warmup=0)
+    assert shares["server"] == pytest.approx(0.35) and shares["wait"] == pytest.approx(0.4)
+    assert shares["other"] == pytest.approx(0.1)
+    tl["t_compute"] = 0.07  # trainer phases that add up to a little more than the step
+    w2 = ResultWriter(tmp_path / "p.h5", {"config": {}, "strategy": "none", "seed": 0,
+                                          "failure_mode": "ulfm", "ulfm": True})
+    w2.add_steps(tl)
+    w2.close({"lost": False})
+    shares = phase_breakdown(load_results(tmp_path / "p.h5")[0], warmup=0)
+    assert shares["other"] == 0.0
+    assert "-" not in phase_table(load_results(tmp_path)).split("\n", 2)[2].replace("—", "")
