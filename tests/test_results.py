@@ -52,7 +52,7 @@ def steps(start: int, n: int, samples: int = 64) -> np.ndarray:
 def test_dtype_fields_are_the_schema():
     assert TIMELINE_DTYPE.names == (
         "step", "t_end", "dt", "samples", "loss", "t_data", "t_compute", "t_comm",
-        "t_wait", "t_server", "t_strategy",
+        "t_wait", "t_server", "t_strategy", "epoch", "reexec",
     )
     assert TIMELINE_DTYPE["loss"] == np.float32
     assert EVENTS_DTYPE["kind"].itemsize == 16 and EVENTS_DTYPE["detail"].itemsize == 256
@@ -60,7 +60,7 @@ def test_dtype_fields_are_the_schema():
     assert EVAL_DTYPE.names == ("step", "samples_seen", "auc", "logloss", "accuracy")
     assert CHECKPOINTS_DTYPE.names == ("step", "kind", "bytes", "seconds", "bits")
     assert RANKS_DTYPE["host"].itemsize == 64
-    assert SCHEMA_VERSION == 1
+    assert SCHEMA_VERSION == 2
 
 
 def test_roundtrip(tmp_path):
