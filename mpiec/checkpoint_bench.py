@@ -131,10 +131,24 @@ class Step:
         self._small(self.m)
 
 
+class Times(list):
+    """Wall-clock seconds per iteration, with the training thread's CPU seconds in ``cpu``."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.cpu: list[float] = []
+
+    def __add__(self, other: Times) -> Times:  # type: ignore[override]
+        out = Times()
+        out.extend(list(self) + list(other))
+        out.cpu = self.cpu + other.cpu
+        return out
+
+
 def run_loop(step: Step, iterations: int = 0, until: Callable[[], bool] | None = None,
-             min_iterations: int = 5, max_s: float = 30.0) -> list[float]:
+             min_iterations: int = 5, max_s: float = 30.0) -> Times:
     """Iteration times of ``step``: a fixed count, or until ``until()`` is true (at least min_iterations)."""
-    times = []
+    times = Times()
     t_end = time.perf_counter() + max_s
     while True:
         if until is None and len(times) >= iterations:
@@ -143,9 +157,10 @@ def run_loop(step: Step, iterations: int = 0, until: Callable[[], bool] | None =
             break
         if time.perf_counter() > t_end:
             break
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.thread_time()
         step()
         times.append(time.perf_counter() - t0)
+        times.cpu.append(time.thread_time() - c0)
     return times
 
 
@@ -158,7 +173,7 @@ store.write_part(int(sys.argv[3]), "bench", {"table": data})
 """
 
 
-def loop_during_process_write(step: Step, store: CheckpointStore, s: int, nbytes: int) -> list[float]:
+def loop_during_process_write(step: Step, store: CheckpointStore, s: int, nbytes: int) -> Times:
     """Iteration times while another *process* writes the same amount (CPU and disk contention
     without the GIL): the control for the thread's figure."""
     proc = subprocess.Popen([sys.executable, "-c", _CHILD, str(store.root), str(nbytes), str(s)],
@@ -192,9 +207,8 @@ def main(argv: list[str] | None = None) -> int:
     n = args.size_mb
     t_start = time.perf_counter()
     try:
-        load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
         print(f"checkpoint benchmark: {n} MiB in {work} (python {sys.version.split()[0]}, "
-              f"numpy {np.__version__}, {os.cpu_count()} cores, load average {load:.1f})")
+              f"numpy {np.__version__}, {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f})")
 
         mb_s, how = disk_write_throughput(work, n)
         print(f"(1) disk sequential write:       {mb_s:6.0f} MB/s  ({how})")
@@ -224,7 +238,9 @@ def main(argv: list[str] | None = None) -> int:
         rows = []
         with BackgroundWriter(store, nice=args.nice) as writer:
             for i in range(args.reps):
-                baseline = statistics.median(run_loop(step, 60))
+                # baselines right before and after each write, so that drift in the machine's load
+                # (other processes) is not taken for the write's cost
+                before = run_loop(step, 40)
                 t0 = time.perf_counter()
                 snap = {"table": data.copy()}  # the snapshot a strategy takes before submitting
                 t_snap = time.perf_counter() - t0
@@ -236,36 +252,44 @@ def main(argv: list[str] | None = None) -> int:
                 writer.wait()
                 t_bg = time.perf_counter() - t0
                 shutil.rmtree(store.step_dir(s))
+                mid = run_loop(step, 40)
 
                 s = next(steps)
                 in_proc = loop_during_process_write(step, store, s, data.nbytes)
                 shutil.rmtree(store.step_dir(s), ignore_errors=True)
+                after = run_loop(step, 40)
 
-                run_loop(step, 10)
                 t0 = time.perf_counter()
                 step()
                 write({"table": data})
                 t_sync_iter = time.perf_counter() - t0
-                r = {"base": baseline, "with": statistics.median(during), "n": len(during), "t_bg": t_bg,
-                     "proc": statistics.median(in_proc), "extra": sum(during) - len(during) * baseline,
-                     "snap": t_snap, "stall": t_sync_iter - baseline}
+
+                base = statistics.median(before + mid)
+                r = {"base": base, "with": statistics.median(during), "n": len(during), "t_bg": t_bg,
+                     "proc": statistics.median(in_proc), "base_p": statistics.median(mid + after),
+                     "extra": sum(during) - len(during) * base, "snap": t_snap,
+                     "stall": t_sync_iter - statistics.median(after)}
+                r["ratio"], r["ratio_p"] = r["with"] / base, r["proc"] / r["base_p"]
+                r["ratio_cpu"] = statistics.median(during.cpu) / statistics.median((before + mid).cpu)
                 rows.append(r)
-                print(f"    rep {i + 1}: median step {r['base'] * 1e3:.2f} ms alone, "
-                      f"{r['with'] * 1e3:.2f} ms during a background write (x{r['with'] / r['base']:.2f}, "
-                      f"{r['n']} steps, {r['t_bg']:.2f} s), {r['proc'] * 1e3:.2f} ms during the write from "
-                      f"another process (x{r['proc'] / r['base']:.2f})")
+                print(f"    rep {i + 1}: median step {base * 1e3:.2f} ms without a write, "
+                      f"{r['with'] * 1e3:.2f} ms during a background write (x{r['ratio']:.2f}, "
+                      f"{r['n']} steps, {r['t_bg']:.2f} s; CPU time per step x{r['ratio_cpu']:.2f}); "
+                      f"write from another process: x{r['ratio_p']:.2f}")
                 print(f"           background: {r['snap'] * 1e3:.0f} ms snapshot copy + "
                       f"{r['extra'] * 1e3:.0f} ms of slower steps; synchronous: a {r['stall']:.2f} s stall")
 
         def med(key: str) -> float:
             return statistics.median(r[key] for r in rows)
 
-        ratio = statistics.median(r["with"] / r["base"] for r in rows)
-        ratio_p = statistics.median(r["proc"] / r["base"] for r in rows)
-        print(f"=> median over {len(rows)} reps: step time x{ratio:.2f} during a background write of {n} MiB "
-              f"(x{ratio_p:.2f} when another process writes: the rest is the GIL); training thread loses "
-              f"{med('snap') + med('extra'):.2f} s ({med('snap'):.2f} s snapshot + {med('extra'):.2f} s "
-              f"slowdown) vs {med('stall'):.2f} s for a synchronous write")
+        print(f"=> median over {len(rows)} reps: step time x{med('ratio'):.2f} during a background write "
+              f"of {n} MiB (x{med('ratio_p'):.2f} while another process writes the same: contention without "
+              f"the GIL; the loop's CPU time per step x{med('ratio_cpu'):.2f}); the training thread "
+              f"loses {med('snap') + med('extra'):.2f} s ({med('snap'):.2f} s "
+              f"snapshot + {med('extra'):.2f} s slower steps) against {med('stall'):.2f} s for a synchronous "
+              f"write")
+        print(f"    load average {os.getloadavg()[0]:.1f} at the end; other processes on the machine "
+              f"move these figures")
         print(f"total {time.perf_counter() - t_start:.1f} s")
     finally:
         shutil.rmtree(work, ignore_errors=True)
