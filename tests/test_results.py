@@ -246,7 +246,7 @@ def test_not_mpiec(tmp_path):
         read_result(p)
 
 
-@pytest.mark.parametrize("version", [2, 0])
+@pytest.mark.parametrize("version", [3, 0])
 def test_unsupported_version(tmp_path, version):
     p = good_file(tmp_path)
     with h5py.File(p, "a") as f:
