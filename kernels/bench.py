@@ -45,12 +45,20 @@ _UNITS = {"": 1, "B": 1, "KIB": 2**10, "MIB": 2**20, "GIB": 2**30, "KB": 10**3, 
           "GB": 10**9}
 
 
+MIN_SIZE = 4 << 10  # 16 rows of 256 bytes: the smallest size every case can be built at
+MAX_SIZE = 64 << 30
+
+
 def parse_size(text: str) -> int:
-    """'256MiB' -> 268435456."""
-    m = re.fullmatch(r"\s*(\d+)\s*([KMG]i?B|B)?\s*", text, re.IGNORECASE)
+    """'256MiB' -> 268435456; at least ``MIN_SIZE`` (4KiB), at most ``MAX_SIZE``."""
+    m = re.fullmatch(r"\s*([0-9]{1,15})\s*([KMG]i?B|B)?\s*", text, re.IGNORECASE)
     if not m:
         raise argparse.ArgumentTypeError(f"bad size {text!r} (e.g. 1MiB, 256MiB)")
-    return int(m.group(1)) * _UNITS[(m.group(2) or "").upper()]
+    size = int(m.group(1)) * _UNITS[(m.group(2) or "").upper()]
+    if not MIN_SIZE <= size <= MAX_SIZE:
+        raise argparse.ArgumentTypeError(f"size {text.strip()!r} is out of range: each size must be at "
+                                         f"least 4KiB and at most 64GiB")
+    return size
 
 
 def _fmt_size(n: int) -> str:
@@ -103,7 +111,7 @@ def _size_cases(size: int, rng: np.random.Generator):
         ("numba copy loop", size, 2 * size, lambda: _copy_loop(dst, src)),
         ("xor parity delta", size, 3 * size, lambda: gf256.gf_mac_rows(par2, rows, delta2, 1)),
         ("sum f32 parity delta", size, 3 * size, lambda: sum_update_rows(pf, rows, df)),
-        ("gf mac dst^=c*src", size, 3 * size, lambda: gf256.gf_mac(dst, src, 0x8E)),
+        (f"gf mac [{gf256.path_name()}]", size, 3 * size, lambda: gf256.gf_mac(dst, src, 0x8E)),
         ("gf mac portable", size, 3 * size, lambda: gf256.gf_mac_portable(dst, src, 0x8E)),
         ("rs(4,2) encode", pay4, pay4 * 3 // 2, lambda: rs.encode_into(data, parity)),
         ("rs(4,2) decode 2 lost", pay4, pay4 * 3 // 2,
@@ -184,7 +192,11 @@ def main(argv: list[str] | None = None) -> int:
         sizes = [parse_size(s) for s in args.sizes.split(",") if s.strip()]
     except argparse.ArgumentTypeError as e:
         p.error(str(e))
-    repeat = max(1, args.repeat)
+    if not sizes:
+        p.error("--sizes names no size")
+    if args.repeat < 1:
+        p.error(f"--repeat must be >= 1, got {args.repeat}")
+    repeat = args.repeat
     adagrad_table = 1 << 20
     if args.quick:
         sizes = [min(s, 4 << 20) for s in sizes]
@@ -192,13 +204,16 @@ def main(argv: list[str] | None = None) -> int:
         adagrad_table = 1 << 17
     from . import gf256
 
-    print(f"# mpiec kernels: best of {repeat}; GF multiply path: "
-          f"{'GFNI' if gf256.HAVE_GFNI else 'portable'}")
+    # the path the kernels take now (run-time choice), not what was compiled or cached
+    path = gf256.path_name()
+    print(f"# mpiec kernels: best of {repeat}; GF multiply path: {path}"
+          f"{'' if gf256.CPU_HAS_GFNI else ' (this CPU has no GFNI)'}")
     results = run(sizes, repeat, adagrad_table)
     print(format_table(results))
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"gfni": gf256.HAVE_GFNI, "repeat": repeat, "results": results}, f, indent=1)
+            json.dump({"gfni": gf256.gfni_active(), "gf_path": path, "repeat": repeat,
+                       "results": results}, f, indent=1)
     return 0
 
 

@@ -15,8 +15,16 @@ Invariants:
   (byte lanes, shift/mask/xor, auto-vectorised by LLVM) and, where the CPU has
   GFNI, one ``vgf2p8affineqb`` per 32 bytes (multiplication by a constant is a
   GF(2)-linear map, i.e. an 8x8 bit matrix -- what ISA-L does on GFNI CPUs).
-  Both give identical bytes (tested); set ``MPIEC_NO_GFNI=1`` before import to
-  force the portable path.
+  Both give identical bytes (tested).
+
+The GFNI/portable choice is made at run time, on every call, not frozen into
+the compiled code: the GFNI kernels take it as an argument (``gfni``) and the
+Python entry points pass the current choice (``gfni_active()``), so numba's
+on-disk cache (``cache=True``) holds one kernel that serves both paths.
+``MPIEC_NO_GFNI=1`` at import selects the portable path, ``use_gfni(False/True)``
+switches in a running process. Whether the CPU has GFNI (``CPU_HAS_GFNI``) is a
+compile-time constant; numba keys its cache on the CPU's features, so a cache
+built on a GFNI machine is never loaded on one without.
 """
 
 from __future__ import annotations
@@ -95,9 +103,7 @@ def _build_affine() -> np.ndarray:
 GF_AFFINE = _build_affine()
 
 
-def _detect_gfni() -> bool:
-    if os.environ.get("MPIEC_NO_GFNI", "") not in ("", "0"):
-        return False
+def _cpu_has_gfni() -> bool:
     try:
         feats = _llvm.get_host_cpu_features()
     except Exception:  # noqa: BLE001 - any failure means: do not use it
@@ -110,8 +116,37 @@ def _detect_gfni() -> bool:
     return bool(feats.get("gfni", False)) and bool(feats.get("avx", False))
 
 
-HAVE_GFNI: bool = _detect_gfni()
-_USE_GFNI = HAVE_GFNI  # frozen into the compiled kernels as a constant
+def _env_disables_gfni() -> bool:
+    return os.environ.get("MPIEC_NO_GFNI", "") not in ("", "0")
+
+
+CPU_HAS_GFNI: bool = _cpu_has_gfni()  # compile-time: the GFNI code exists only where it can run
+_CPU_GFNI = CPU_HAS_GFNI
+_ACTIVE = [CPU_HAS_GFNI and not _env_disables_gfni()]  # run-time choice, read on every call
+HAVE_GFNI: bool = _ACTIVE[0]  # the choice at import (MPIEC_NO_GFNI); gfni_active() is the live one
+
+
+def gfni_active() -> bool:
+    """Whether the GF kernels use GFNI now (``False``: the portable path)."""
+    return _ACTIVE[0]
+
+
+def use_gfni(flag: bool | None = None) -> bool:
+    """Choose the GF multiply path at run time; ``None``: as at import (``MPIEC_NO_GFNI``).
+
+    Returns the path now in use. ``True`` on a CPU without GFNI raises ``ValueError``.
+    """
+    if flag is None:
+        flag = CPU_HAS_GFNI and not _env_disables_gfni()
+    if flag and not CPU_HAS_GFNI:
+        raise ValueError("this CPU (or numba's target CPU) has no GFNI")
+    _ACTIVE[0] = bool(flag)
+    return _ACTIVE[0]
+
+
+def path_name() -> str:
+    """``"GFNI"`` or ``"portable"``: the path the kernels take now (for labels)."""
+    return "GFNI" if _ACTIVE[0] else "portable"
 
 
 # ---------------------------------------------------------------------------
@@ -326,8 +361,8 @@ def _mac2_portable(dst, doff, a, aoff, b, boff, n, c):
 
 
 @njit(cache=True)
-def mac_at(dst, doff, src, soff, n, c):
-    """dst[doff:doff+n] ^= c * src[soff:soff+n] on 1-D uint8 arrays."""
+def _mac_at(dst, doff, src, soff, n, c, gfni):
+    """dst[doff:doff+n] ^= c * src[soff:soff+n] on 1-D uint8 arrays (GFNI if ``gfni``)."""
     if c == 0:
         return
     if c == 1:
@@ -336,21 +371,22 @@ def mac_at(dst, doff, src, soff, n, c):
             dst[d0 + i] ^= src[s0 + i]
         return
     done = 0
-    if _USE_GFNI:
-        mat = GF_AFFINE[c]
-        n64 = n - n % 64
-        while done < n64:
-            _gfni_mac64(dst, doff + done, src, soff + done, mat)
-            done += 64
-        if n - done >= 32:
-            _gfni_mac32(dst, doff + done, src, soff + done, mat)
-            done += 32
+    if _CPU_GFNI:  # compile-time constant: no GFNI instruction is generated without it
+        if gfni:  # run-time choice
+            mat = GF_AFFINE[c]
+            n64 = n - n % 64
+            while done < n64:
+                _gfni_mac64(dst, doff + done, src, soff + done, mat)
+                done += 64
+            if n - done >= 32:
+                _gfni_mac32(dst, doff + done, src, soff + done, mat)
+                done += 32
     _mac_portable(dst, doff + done, src, soff + done, n - done, c)
 
 
 @njit(cache=True)
-def mac2_at(dst, doff, a, aoff, b, boff, n, c):
-    """dst[doff:doff+n] ^= c * (a[aoff:aoff+n] ^ b[boff:boff+n])."""
+def _mac2_at(dst, doff, a, aoff, b, boff, n, c, gfni):
+    """dst[doff:doff+n] ^= c * (a[aoff:aoff+n] ^ b[boff:boff+n]) (GFNI if ``gfni``)."""
     if c == 0:
         return
     if c == 1:
@@ -359,28 +395,37 @@ def mac2_at(dst, doff, a, aoff, b, boff, n, c):
             dst[d0 + i] ^= a[a0 + i] ^ b[b0 + i]
         return
     done = 0
-    if _USE_GFNI:
-        mat = GF_AFFINE[c]
-        n64 = n - n % 64
-        while done < n64:
-            _gfni_mac64x(dst, doff + done, a, aoff + done, b, boff + done, mat)
-            done += 64
-        if n - done >= 32:
-            _gfni_mac32x(dst, doff + done, a, aoff + done, b, boff + done, mat)
-            done += 32
+    if _CPU_GFNI:
+        if gfni:
+            mat = GF_AFFINE[c]
+            n64 = n - n % 64
+            while done < n64:
+                _gfni_mac64x(dst, doff + done, a, aoff + done, b, boff + done, mat)
+                done += 64
+            if n - done >= 32:
+                _gfni_mac32x(dst, doff + done, a, aoff + done, b, boff + done, mat)
+                done += 32
     _mac2_portable(dst, doff + done, a, aoff + done, b, boff + done, n - done, c)
 
 
-@njit(cache=True)
-def gf_mac(dst, src, c):
+def mac_at(dst, doff, src, soff, n, c) -> None:
+    """dst[doff:doff+n] ^= c * src[soff:soff+n] on 1-D uint8 arrays (path: ``gfni_active()``)."""
+    _mac_at(dst, doff, src, soff, n, c, _ACTIVE[0])
+
+
+def mac2_at(dst, doff, a, aoff, b, boff, n, c) -> None:
+    """dst[doff:doff+n] ^= c * (a[aoff:aoff+n] ^ b[boff:boff+n])."""
+    _mac2_at(dst, doff, a, aoff, b, boff, n, c, _ACTIVE[0])
+
+
+def gf_mac(dst, src, c) -> None:
     """dst ^= c * src over 1-D contiguous uint8 arrays of equal size."""
-    mac_at(dst, 0, src, 0, dst.size, c)
+    _mac_at(dst, 0, src, 0, dst.size, c, _ACTIVE[0])
 
 
-@njit(cache=True)
-def gf_mac2(dst, a, b, c):
+def gf_mac2(dst, a, b, c) -> None:
     """dst ^= c * (a ^ b): a parity update straight from old and new bytes."""
-    mac2_at(dst, 0, a, 0, b, 0, dst.size, c)
+    _mac2_at(dst, 0, a, 0, b, 0, dst.size, c, _ACTIVE[0])
 
 
 @njit(cache=True)
@@ -390,9 +435,18 @@ def gf_mac_portable(dst, src, c):
         _mac_portable(dst, 0, src, 0, dst.size, c)
 
 
-@njit(cache=True)
-def gf_mac_rows(parity, rows, delta, c):
+def gf_mac_rows(parity, rows, delta, c) -> None:
     """parity[rows[t]] ^= c * delta[t] for every t (2-D C-contiguous uint8)."""
+    _gf_mac_rows(parity, rows, delta, c, _ACTIVE[0])
+
+
+def gf_mac_rows2(parity, rows, old, new, c) -> None:
+    """parity[rows[t]] ^= c * (old[t] ^ new[t]) for every t."""
+    _gf_mac_rows2(parity, rows, old, new, c, _ACTIVE[0])
+
+
+@njit(cache=True)
+def _gf_mac_rows(parity, rows, delta, c, gfni):
     w = parity.shape[1]
     if c == 1:  # xor code: a plain 2-D loop vectorises best
         for t in range(rows.size):
@@ -403,12 +457,11 @@ def gf_mac_rows(parity, rows, delta, c):
     p = parity.reshape(-1)
     d = delta.reshape(-1)
     for t in range(rows.size):
-        mac_at(p, rows[t] * w, d, t * w, w, c)
+        _mac_at(p, rows[t] * w, d, t * w, w, c, gfni)
 
 
 @njit(cache=True)
-def gf_mac_rows2(parity, rows, old, new, c):
-    """parity[rows[t]] ^= c * (old[t] ^ new[t]) for every t."""
+def _gf_mac_rows2(parity, rows, old, new, c, gfni):
     w = parity.shape[1]
     if c == 1:
         for t in range(rows.size):
@@ -420,7 +473,7 @@ def gf_mac_rows2(parity, rows, old, new, c):
     a = old.reshape(-1)
     b = new.reshape(-1)
     for t in range(rows.size):
-        mac2_at(p, rows[t] * w, a, t * w, b, t * w, w, c)
+        _mac2_at(p, rows[t] * w, a, t * w, b, t * w, w, c, gfni)
 
 
 # -- fused multi-output combine (encode / full decode), GFNI ------------------
@@ -565,7 +618,7 @@ def combine(coef: np.ndarray, srcs, dsts) -> None:
     n = srcs[0].size
     if any(s.size != n for s in srcs) or any(d.size != n for d in dsts):
         raise ValueError("all members must have the same size")
-    if not _USE_GFNI:
+    if not _ACTIVE[0]:
         from numba.typed import List
 
         sl, dl = List(), List()
@@ -573,7 +626,7 @@ def combine(coef: np.ndarray, srcs, dsts) -> None:
             sl.append(s.reshape(-1))
         for d in dsts:
             dl.append(d.reshape(-1))
-        gf_combine(coef, sl, dl)
+        _gf_combine(coef, sl, dl, False)
         return
     sptrs = np.array([s.ctypes.data for s in srcs], dtype=np.int64)
     dptrs = np.array([d.ctypes.data for d in dsts], dtype=np.int64)
@@ -584,14 +637,23 @@ def combine(coef: np.ndarray, srcs, dsts) -> None:
 _BLOCK = 8192  # bytes per block: m accumulators of this size stay in L1/L2
 
 
-@njit(cache=True)
-def gf_combine(coef, srcs, dsts):
+def gf_combine(coef, srcs, dsts) -> None:
     """dsts[i] = sum_j coef[i, j] * srcs[j] over whole 1-D arrays.
 
     srcs and dsts are typed lists of equally sized 1-D uint8 arrays. Blocked so
     that each source byte is read from memory once and each output written once
     (encode and decode are the same operation with different matrices).
     """
+    _gf_combine(coef, srcs, dsts, _ACTIVE[0])
+
+
+def gf_combine_rows(coef, srcs, rows, dsts) -> None:
+    """dsts[i][t] = sum_j coef[i, j] * srcs[j][rows[t]] (2-D arrays; degraded reads)."""
+    _gf_combine_rows(coef, srcs, rows, dsts, _ACTIVE[0])
+
+
+@njit(cache=True)
+def _gf_combine(coef, srcs, dsts, gfni):
     m, k = coef.shape
     n = srcs[0].size
     for a in range(0, n, _BLOCK):
@@ -600,12 +662,11 @@ def gf_combine(coef, srcs, dsts):
             d = dsts[i]
             d[a:b] = 0
             for j in range(k):
-                mac_at(d, a, srcs[j], a, b - a, coef[i, j])
+                _mac_at(d, a, srcs[j], a, b - a, coef[i, j], gfni)
 
 
 @njit(cache=True)
-def gf_combine_rows(coef, srcs, rows, dsts):
-    """dsts[i][t] = sum_j coef[i, j] * srcs[j][rows[t]] (2-D arrays; degraded reads)."""
+def _gf_combine_rows(coef, srcs, rows, dsts, gfni):
     m, k = coef.shape
     w = srcs[0].shape[1]
     for i in range(m):
@@ -615,4 +676,4 @@ def gf_combine_rows(coef, srcs, rows, dsts):
             s = srcs[j].reshape(-1)
             c = coef[i, j]
             for t in range(rows.size):
-                mac_at(d, t * w, s, rows[t] * w, w, c)
+                _mac_at(d, t * w, s, rows[t] * w, w, c, gfni)
