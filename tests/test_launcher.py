@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 import threading
 from pathlib import Path
 
@@ -96,3 +97,37 @@ def test_messages():
     assert "code 3" in no_result_message(3)
     assert "signal 9" in no_result_message(-9)
     assert fmt_seconds(1e-9) == "1e-09" and fmt_seconds(0.25) == "0.25" and fmt_seconds(260.0) == "260"
+
+
+@pytest.mark.parametrize("script, needle", [
+    ("exit 0", "the ranks ended without writing a result file: a rank failed"),
+    ("exit 3", "mpiexec exited with code 3 and no result file was written"),
+    ("kill -9 $$", "mpiexec was killed by signal 9"),
+])
+def test_ranks_that_end_without_a_result_are_reported_as_such(tmp_path, monkeypatch, script, needle):
+    fake = tmp_path / "mpiexec"
+    fake.write_text(f"#!/bin/sh\n[ \"$1\" = --version ] && exit 0\n{script}\n")
+    fake.chmod(0o755)
+    monkeypatch.setenv("MPIEC_MPIEXEC", str(fake))
+    outcome = launch(load_config("tiny"), tmp_path / "out", quiet=True)
+    assert outcome.code == 3 and outcome.path is None and needle in outcome.message
+    assert "code 0" not in outcome.message
+    assert not list((tmp_path / "out").iterdir())  # lock released, nothing left
+
+
+def test_a_file_someone_else_put_at_the_target_is_not_reported(tmp_path, monkeypatch):
+    """A writer that ignores the lock (a hand-started worker): its file is not this run's."""
+    target = tmp_path / "out" / "mine.h5"
+    other = load_config("tiny", sets=["training.seed=7"])
+    fake = tmp_path / "mpiexec"
+    fake.write_text("#!/bin/sh\n[ \"$1\" = --version ] && exit 0\n"
+                    f"{sys.executable} -c \"import sys; sys.path[:0] = {sys.path!r}; "
+                    "from mpiec.results import ResultWriter; from mpiec.config import load_config; "
+                    "c = load_config('tiny', sets=['training.seed=7']); "
+                    f"ResultWriter('{target}', {{'config': c.to_json(), 'strategy': 'none', 'seed': 7, "
+                    "'failure_mode': 'emulated', 'ulfm': False}).close({'lost': False})\"\n")
+    fake.chmod(0o755)
+    monkeypatch.setenv("MPIEC_MPIEXEC", str(fake))
+    outcome = launch(load_config("tiny", sets=["output.name='mine'"]), tmp_path / "out", quiet=True)
+    assert target.exists() and _written_by_us(target, other, 0.0)
+    assert outcome.code == 3 and outcome.path is None and "is not this run's" in outcome.message
