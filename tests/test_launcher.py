@@ -131,3 +131,13 @@ def test_a_file_someone_else_put_at_the_target_is_not_reported(tmp_path, monkeyp
     outcome = launch(load_config("tiny", sets=["output.name='mine'"]), tmp_path / "out", quiet=True)
     assert target.exists() and _written_by_us(target, other, 0.0)
     assert outcome.code == 3 and outcome.path is None and "is not this run's" in outcome.message
+
+
+def test_a_tiny_time_limit_is_printed_as_given(tmp_path, monkeypatch):
+    fake = tmp_path / "mpiexec"
+    fake.write_text("#!/bin/sh\n[ \"$1\" = --version ] && exit 0\nexec sleep 30\n")
+    fake.chmod(0o755)
+    monkeypatch.setenv("MPIEC_MPIEXEC", str(fake))
+    outcome = launch(load_config("tiny"), tmp_path / "out", timeout=1e-3, quiet=True)
+    assert outcome.code == 3 and "time limit of 0.001 s" in outcome.message
+    assert outcome.seconds < 20
