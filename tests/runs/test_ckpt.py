@@ -84,12 +84,13 @@ def test_kill_while_a_checkpoint_is_written(reference, tmp_path):
 
 
 def test_random_kills_with_three_spares(tmp_path):
-    ref = mpiec(["run", "--preset", "tiny", "--steps", "100"], out=tmp_path / "ref").result()
-    run = mpiec(["run", *TINY, "--steps", "100", "--set", "layout.spares=3", "--set", "strategy.interval=10",
+    """Kills at 0.60, 0.99 and 1.15 s (seed 5): within a 1500-step run (several seconds)."""
+    ref = mpiec(["run", "--preset", "tiny", "--steps", "1500"], out=tmp_path / "ref").result()
+    run = mpiec(["run", *TINY, "--steps", "1500", "--set", "layout.spares=3", "--set", "strategy.interval=50",
                  "--kill", "random:mtbf=0.3s,seed=5,max=3"], out=tmp_path / "k")
     assert run.code == 0, run.stdout + run.stderr
     s = run.result().summary
-    assert s["param_checksum"] == ref.summary["param_checksum"] and s["kills_fired"] >= 1
+    assert s["param_checksum"] == ref.summary["param_checksum"] and s["kills_fired"] == 3
 
 
 def test_emulated_server_kill_recovers(reference, tmp_path):
