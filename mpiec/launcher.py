@@ -294,6 +294,9 @@ def _launch(cfg: Config, path: Path, timeout: float | None, quiet: bool, resume:
     summary = read_result(path).summary
     if summary.get("lost"):
         return RunOutcome(EXIT_LOST, path, seconds, "the run was lost (a failure it could not survive)")
+    if summary.get("diverged"):
+        return RunOutcome(EXIT_LOST, path, seconds, "training diverged: the loss became non-finite at step "
+                          f"{summary.get('diverged_at_step')} (lower training.lr or training.dense_lr)")
     return RunOutcome(EXIT_OK, path, seconds)
 
 

@@ -4,7 +4,8 @@ Owns the wire format between trainers and servers on the ``data``
 communicator. Every step posts, in this order on every member:
 
 1. ``Ialltoall`` of a header per destination: ``[count, status, info, word]``
-   (count of row ids sent; ``status`` 1 = "I am dying" in emulated mode;
+   (count of row ids sent; ``status`` 1 = "I am dying" in emulated mode, 2 = "the
+   loss diverged": everyone stops training;
    ``info`` = the sender's last server-apply time in microseconds, so trainer 0
    learns the servers' cost without an extra message; ``word`` = the strategy's
    ``header_word``, so a decision taken on one rank reaches every rank in step);
@@ -25,7 +26,11 @@ from mpi4py import MPI
 from mpiec.comm import wait
 
 HEADER = 4
-STATUS_OK, STATUS_DYING = 0, 1
+STATUS_OK, STATUS_DYING, STATUS_DIVERGED = 0, 1, 2
+
+
+class Diverged(Exception):
+    """The training loss became non-finite: every data rank stops at the same step."""
 
 
 class EmulatedFailure(Exception):
@@ -57,6 +62,8 @@ def exchange_headers(comm: MPI.Intracomm, counts: np.ndarray, status: int, info:
     dying = [int(r) for r in np.flatnonzero(recv[:, 1] == STATUS_DYING)]
     if dying:
         raise EmulatedFailure(dying)
+    if np.any(recv[:, 1] == STATUS_DIVERGED):
+        raise Diverged()
     return recv
 
 

@@ -228,6 +228,10 @@ class Monitor:
             else math.nan,
             "recovery_breakdown": json.dumps(breakdown),
         }
+        diverged = [t["role"]["diverged_at"] for t in trainers if t["role"].get("diverged_at") is not None]
+        summary["diverged"] = bool(diverged)
+        if diverged:
+            summary["diverged_at_step"] = min(diverged)
         if reason:
             summary["abort_reason"] = reason
         if ctx.resume_from:
@@ -271,6 +275,9 @@ class Monitor:
         say("summary: " + ", ".join(f"{k} {v}" for k, v in fields))
         if "resumed_from_step" in s:
             say(f"resumed from the checkpoint of step {s['resumed_from_step']} ({self.ctx.resume_from})")
+        if s.get("diverged"):
+            say(f"training diverged: the loss became non-finite at step {s['diverged_at_step']} "
+                "(lower training.lr / training.dense_lr)")
         if s.get("abort_reason"):
             say(f"the run was lost: {s['abort_reason']}")
         for b in breakdown:

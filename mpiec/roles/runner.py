@@ -86,6 +86,12 @@ def run_rank(ctx: RankContext, role: Any = None) -> str:
     while True:
         try:
             role.run()
+            # Training is over on this rank. A fault-tolerant agreement makes sure it is over
+            # everywhere: a rank that died meanwhile (even mid-evaluation) is recovered from
+            # here too, instead of failing the final report.
+            ctx.disarm_kills()
+            with guard("end of training"):
+                ctx.comms.world.Agree(1)
             break
         except (PeerFailure, EmulatedFailure) as exc:
             ctx.failures_seen += 1

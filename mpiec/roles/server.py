@@ -35,7 +35,7 @@ from mpiec.kernels.embedding import (
     unique_inverse,
 )
 from mpiec.roles.context import RankContext, server_rows
-from mpiec.roles.exchange import STATUS_OK, exchange_headers, ialltoallv
+from mpiec.roles.exchange import STATUS_OK, Diverged, exchange_headers, ialltoallv
 from mpiec.roles.trainer import eval_due, eval_rounds
 from mpiec.strategies.base import ServerShard
 
@@ -88,6 +88,7 @@ class Server:
         # The rows before each apply are the one-step undo record of reconciliation.
         self.needs_old = type(ctx.strategy).needs_old or type(ctx.strategy).recovers
         self._undo: tuple[int, np.ndarray, np.ndarray] | None = None  # (step, slots, rows before)
+        self.eval_pending = False  # redo the evaluation after the restored step (set on recovery)
 
     # -- state ----------------------------------------------------------------
     def reset(self) -> None:
@@ -130,6 +131,7 @@ class Server:
 
     def after_recovery(self, plan: Any) -> None:
         self._undo = None
+        self.eval_pending = plan.restored >= 0 and eval_due(self.ctx.cfg, plan.restored)
 
     def serve(self, step: int, status: int, where: str, with_grads: bool,
               word: int = 0) -> tuple[np.ndarray, np.ndarray | None, np.ndarray]:
@@ -179,14 +181,21 @@ class Server:
     def run(self) -> None:
         ctx, cfg = self.ctx, self.ctx.cfg
         strategy = ctx.strategy
+        if self.eval_pending:  # the evaluation a failure may have interrupted, redone
+            self.eval_pending = False
+            for _ in range(eval_rounds(cfg)):
+                self.serve(-1, STATUS_OK, f"eval after step {ctx.completed}", with_grads=False)
         for step in range(ctx.completed + 1, cfg.training.steps):
             ctx.current_step = step
             status = self.ctx.kill_status(step)
             if ctx.ulfm:
                 check_world(ctx.comms.world)
             strategy.before_step(step)
-            slots, grads, headers = self.serve(step, status, f"step {step}", with_grads=True,
-                                               word=strategy.header_word(step))
+            try:
+                slots, grads, headers = self.serve(step, status, f"step {step}", with_grads=True,
+                                                   word=strategy.header_word(step))
+            except Diverged:
+                return  # the trainers saw a non-finite loss: training stops here
             self.apply(step, slots, grads)
             ctx.completed = step
             strategy.after_step(step, headers[:, 3])

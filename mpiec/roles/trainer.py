@@ -32,7 +32,14 @@ from mpiec.model.dlrm import DLRMShape, forward_backward, init_params, predict
 from mpiec.model.metrics import accuracy, auc, logloss
 from mpiec.results import EVAL_DTYPE, TIMELINE_DTYPE
 from mpiec.roles.context import TAG_DONE, TAG_EVAL, TAG_FAILURE, TAG_STEPS, RankContext, make_source
-from mpiec.roles.exchange import STATUS_OK, EmulatedFailure, exchange_headers, ialltoallv
+from mpiec.roles.exchange import (
+    STATUS_DIVERGED,
+    STATUS_OK,
+    Diverged,
+    EmulatedFailure,
+    exchange_headers,
+    ialltoallv,
+)
 
 _EMPTY_I64 = np.empty(0, dtype=np.int64)
 _EMPTY_F32 = np.empty(0, dtype=np.float32)
@@ -86,6 +93,8 @@ class Trainer:
         self.sent_upto = 0
         self._next: tuple[int, Any] | None = None
         self._undo: tuple[int, np.ndarray, np.ndarray] | None = None  # (step, params, state) before it
+        self.diverged_at: int | None = None  # first step whose global loss was not finite
+        self.eval_pending = False  # redo the evaluation after the restored step (set on recovery)
         self.word_rank = 0  # data rank whose header word decides (trainer 0)
         self.flush_every = 1 if any(k.role == "spare" and k.step is not None for k in ctx.kills) \
             else cfg.training.log_every  # spares learn the step from progress reports
@@ -122,6 +131,8 @@ class Trainer:
         """Drop what a rollback re-executes (evaluations after the restored step)."""
         self.evals = [e for e in self.evals if e[0] <= plan.restored]
         self._undo = None
+        # An evaluation the failure may have interrupted is redone (by every trainer and server).
+        self.eval_pending = plan.restored >= 0 and eval_due(self.ctx.cfg, plan.restored)
 
     # -- helpers ------------------------------------------------------------
     def batch(self, step: int) -> Any:
@@ -163,6 +174,8 @@ class Trainer:
         ctx, cfg = self.ctx, self.ctx.cfg
         t_start = time.perf_counter()
         status = self.ctx.kill_status(step)
+        if self.diverged_at is not None and status == STATUS_OK:
+            status = STATUS_DIVERGED  # every trainer saw the same global loss: all stop here
         if ctx.ulfm:
             check_world(ctx.comms.world)
         ctx.strategy.before_step(step)
@@ -218,6 +231,8 @@ class Trainer:
         rec["step"], rec["t_end"], rec["dt"] = step, ctx.now(), time.perf_counter() - t_start
         rec["samples"] = cfg.global_batch
         rec["loss"] = self.dense_buf[self.P] / cfg.global_batch
+        if not np.isfinite(rec["loss"][0]) and self.diverged_at is None:
+            self.diverged_at = step
         rec["t_data"], rec["t_compute"], rec["t_comm"], rec["t_wait"] = t_data, t_compute, t_comm, t_wait
         rec["t_server"] = headers[cfg.layout.trainers:, 2].max() * 1e-6  # servers' last apply
         rec["t_strategy"] = t_strategy
@@ -269,12 +284,17 @@ class Trainer:
         cfg = self.ctx.cfg
         self.sent_upto = min(self.sent_upto, len(self.timeline))
         try:
+            if self.eval_pending:
+                self.evaluate(self.ctx.completed)
+                self.eval_pending = False
             for step in range(self.ctx.completed + 1, cfg.training.steps):
                 self.ctx.current_step = step
                 self.train_step(step)
                 if eval_due(cfg, step):
                     self.evaluate(step)
                 self.flush_progress()
+        except Diverged:
+            pass  # the loss became non-finite: training stops on every rank at this step
         except EmulatedFailure as exc:
             if self.index == 0:
                 with guard("failure report"):
@@ -290,7 +310,7 @@ class Trainer:
         digest = hashlib.sha256()
         digest.update(self.params.tobytes())
         digest.update(self.dense_state.tobytes())
-        return {"dense_digest": digest.hexdigest(), "index": self.index,
+        return {"dense_digest": digest.hexdigest(), "index": self.index, "diverged_at": self.diverged_at,
                 "dense": (self.params, self.dense_state) if self.index == 0 else None,
                 "timeline": np.concatenate(self.timeline) if self.timeline else np.zeros(0, TIMELINE_DTYPE),
                 "eval": np.array(self.evals, dtype=EVAL_DTYPE) if self.evals else None}

@@ -175,3 +175,17 @@ def test_resume_after_the_launcher_is_killed(tmp_path):
         assert s["resumed_from_step"] >= 49 and s["param_checksum"] == ref.summary["param_checksum"]
     bad = mpiec(["run", "--resume", str(tmp_path / "nothing")], out=tmp_path / "bad")
     assert bad.code == 2 and "no such checkpoint directory" in bad.stderr
+
+
+def test_kill_during_an_evaluation_redoes_it(tmp_path):
+    """Evaluations of 400k samples take most of the run: the time kill lands in one; the
+    interrupted evaluation is redone after the recovery and the run ends as without failure."""
+    base = ["run", "--preset", "tiny", "--set", "data.eval_samples=400000"]
+    ref = mpiec(base, out=tmp_path / "ref").result()
+    run = mpiec([*base, "--strategy", "ckpt", "--set", "layout.spares=1", "--kill", "trainer:0@time=0.8"],
+                out=tmp_path / "k")
+    assert run.code == 0, run.stdout + run.stderr
+    res = run.result()
+    assert res.summary["param_checksum"] == ref.summary["param_checksum"]
+    assert list(res.eval["step"]) == [19, 39]
+    assert res.summary["final_auc"] == ref.summary["final_auc"]

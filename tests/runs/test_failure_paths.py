@@ -55,3 +55,12 @@ def test_a_kill_during_failure_handling_is_handled(tmp_path):
         assert run.code == 1, run.stdout + run.stderr
         assert run.result().summary["lost"]
         assert not list((tmp_path / delay).glob(".*.kills"))
+
+
+def test_a_diverging_run_stops_with_a_clear_message(tmp_path):
+    run = mpiec(["run", "--preset", "tiny", "--set", "training.lr=1e30", "--set", "training.dense_lr=1e30"],
+                out=tmp_path)
+    assert run.code == 1
+    assert "training diverged: the loss became non-finite at step" in run.stderr
+    s = run.result().summary
+    assert s["diverged"] and not s["lost"] and s["steps_completed"] < 40
