@@ -34,7 +34,7 @@ from typing import Any
 
 from mpiec.errors import ConfigError
 
-PRESETS = ("tiny", "laptop", "criteo-kaggle")
+PRESETS = ("tiny", "laptop", "criteo-kaggle", "mlperf-dlrmv2")
 DEFAULT_PRESET = "laptop"
 
 
@@ -54,6 +54,12 @@ class DataConfig:
     cat_mapping: str = "mod"  # mod | hash
     eval_samples: int = 20000
     eval_fraction: float = 0.1  # file sources only: the tail held out
+    multi_hot: list[int] = field(default_factory=list)  # ids per sample and table (bag sizes); [] = one-hot
+
+    @property
+    def bags(self) -> list[int]:
+        """Ids per sample of each table: ``multi_hot``, or one each (one-hot)."""
+        return list(self.multi_hot) if self.multi_hot else [1] * len(self.cardinalities)
 
 
 @dataclass
@@ -63,7 +69,7 @@ class LayoutConfig:
     spares: int = 0
     parity_ranks: int = 0  # dedicated parity holders (ecrm); 0 = rotated parity on servers
     wait: str = "auto"  # spin | sleep | auto (sleep-poll when ranks outnumber cores)
-    replacement: str = "spare"  # spare (warmed-up spare ranks); spawn is refused for now (docs/runtime.md)
+    replacement: str = "spare"  # spare: warmed-up spare ranks; spawn: MPI_Comm_spawn when no spare is left
 
 
 @dataclass
@@ -303,8 +309,10 @@ def load_config(
     strategy: str | None = None,
     kill: list[str] | None = None,
     steps: int | None = None,
+    memory: bool = True,
 ) -> Config:
-    """Resolve a config from its layers and validate it (raises ``ConfigError``)."""
+    """Resolve a config from its layers and validate it (raises ``ConfigError``); ``memory =
+    False`` skips the check against this machine's memory (``mpiec config`` for a cluster)."""
     cfg = Config()
     from_file = _normalise_strategy(read_toml(config_file)) if config_file else {}
     # A resolved config (JSON from --write) names its preset; an explicit --preset wins.
@@ -322,7 +330,7 @@ def load_config(
         cfg.training.steps = steps
     for assignment in sets or []:
         _merge(cfg, set_to_dict(assignment), "")
-    validate(cfg)
+    validate(cfg, memory=memory)
     return cfg
 
 
@@ -333,8 +341,9 @@ def _need(cond: bool, message: str) -> None:
         raise ConfigError(_clean(message))
 
 
-def validate(cfg: Config) -> None:
-    """Check ranges and cross-field rules; raise ``ConfigError`` on the first problem."""
+def validate(cfg: Config, memory: bool = True) -> None:
+    """Check ranges and cross-field rules; raise ``ConfigError`` on the first problem. ``memory``:
+    also refuse what cannot fit in this machine's memory (``check_memory``)."""
     m, d, lay, t, f = cfg.model, cfg.data, cfg.layout, cfg.training, cfg.failures
     _check_numbers(cfg, "")
     _need(m.dim >= 1, f"model.dim must be >= 1, got {m.dim}")
@@ -345,6 +354,13 @@ def validate(cfg: Config) -> None:
     _need(len(d.cardinalities) >= 1, "data.cardinalities must list at least one table")
     _need(all(c >= 1 for c in d.cardinalities),
           f"data.cardinalities must all be >= 1, got {d.cardinalities}")
+    _need(not d.multi_hot or len(d.multi_hot) == len(d.cardinalities),
+          f"data.multi_hot must give one bag size per table ({len(d.cardinalities)} in "
+          f"data.cardinalities), got {len(d.multi_hot)}")
+    _need(all(1 <= m <= MAX_BAG for m in d.multi_hot),
+          f"data.multi_hot sizes must be in [1, {MAX_BAG}], got {d.multi_hot}")
+    _need(d.source == "synthetic" or all(m == 1 for m in d.multi_hot),
+          f"data.multi_hot > 1 needs data.source = 'synthetic' (files are one-hot), got '{d.source}'")
     _need(d.zipf_exponent > 0, f"data.zipf_exponent must be > 0, got {d.zipf_exponent}")
     _need(d.cat_mapping in ("mod", "hash"),
           f"data.cat_mapping must be mod or hash, got '{d.cat_mapping}'")
@@ -361,10 +377,6 @@ def validate(cfg: Config) -> None:
     _need(lay.parity_ranks >= 0, f"layout.parity_ranks must be >= 0, got {lay.parity_ranks}")
     _need(lay.replacement in ("spare", "spawn"),
           f"layout.replacement must be spare or spawn, got '{lay.replacement}'")
-    _need(lay.replacement == "spare",
-          "layout.replacement = 'spawn' is not available yet: MPI_Comm_spawn works under Open MPI "
-          "5.0 ULFM in isolation but is not wired into the recovery (docs/runtime.md, 'Replacement by "
-          "spawn'); use layout.spares")
     _need(lay.wait in ("auto", "spin", "sleep"),
           f"layout.wait must be auto, spin or sleep, got '{lay.wait}'")
     _need(cfg.n_ranks <= MAX_RANKS,
@@ -402,7 +414,8 @@ def validate(cfg: Config) -> None:
           f"layout.parity_ranks must be 0 or the strategy's parity count r = {r} "
           f"(strategy '{cfg.strategy.name}'), got {lay.parity_ranks}")
     parse_kill_plans(f.kill, cfg)  # raises KillPlanError, a ConfigError's sibling
-    check_memory(cfg)
+    if memory:
+        check_memory(cfg)
 
 
 # -- limits and the memory estimate ------------------------------------------------
@@ -410,6 +423,7 @@ def validate(cfg: Config) -> None:
 MAX_RANKS = 4096  # monitor + trainers + servers + parity ranks + spares
 MAX_STEPS = 10**9  # keeps the derived time limit (180 s + 2 s x steps) finite and meaningful
 MAX_SECONDS = 1e9  # failures.timeout_s / mtbf_s: about 32 years
+MAX_BAG = 4096  # data.multi_hot: ids per sample and table
 MAX_NAME_BYTES = 200  # output.name: leaves room for the suffixes a run adds (.h5.lock, -2, ...)
 RANK_BASE_BYTES = 80 << 20  # interpreter, numpy, numba, MPI, h5py: ~76 MiB private, ~97 MiB PSS per rank
 N_DENSE = 13  # dense features of every source (Criteo's 13 integer counts)
@@ -475,23 +489,24 @@ def memory_estimate(cfg: Config) -> dict[str, list[tuple[str, int]]]:
     """
     m, d, lay, t = cfg.model, cfg.data, cfg.layout, cfg.training
     T, D, B, E, EB = len(d.cardinalities), m.dim, t.batch_size, d.eval_samples, t.eval_batch
+    L = sum(d.bags)  # ids per sample (data.multi_hot)
     rows, state = sum(d.cardinalities), (1 if t.optimizer == "adagrad" else 0)
     n_inter = (T + 1) * T // 2
     bottom, top = [N_DENSE, *m.bottom, D], [D + n_inter, *m.top, 1]
     n_params = sum(a * b + b for a, b in zip(bottom[:-1], bottom[1:], strict=True)) \
         + sum(a * b + b for a, b in zip(top[:-1], top[1:], strict=True))
     widths = sum(bottom) + sum(top)
-    sample = N_DENSE * 4 + T * 8 + 4  # dense float32, ids int64, label float32
-    forward = 4 * ((T + 1) * D * 2 + n_inter + widths)  # pulled rows, Z, interactions, layers
-    train = 4 * ((T + 1) * D * 4 + n_inter * 2 + widths * 2)  # + row gradients, backward
+    sample = N_DENSE * 4 + L * 8 + 4  # dense float32, ids int64, label float32
+    forward = 4 * ((L + T + 2) * D + n_inter + widths)  # pulled rows, Z, interactions, layers
+    train = 4 * ((L + T + 2) * D * 2 + n_inter * 2 + widths * 2)  # + row gradients, backward
     per_trainer_eval = -(-E // lay.trainers)
     file_bytes = _data_file_bytes(cfg)
     k, r = _stripe_shape(cfg)
     shard_rows = -(-rows // lay.servers)
     row_bytes = (D + state) * 4
     on_servers = r / k if (r and not lay.parity_ranks) else 0.0
-    step_rows = min(shard_rows, lay.trainers * B * T)
-    eval_rows = min(shard_rows, lay.trainers * min(EB, per_trainer_eval) * T)
+    step_rows = min(shard_rows, lay.trainers * B * L)
+    eval_rows = min(shard_rows, lay.trainers * min(EB, per_trainer_eval) * L)
     shard_label = (f"embedding shard (data.cardinalities: {rows:,} rows x model.dim = {D}"
                    f"{' + 1 Adagrad column' if state else ''}, over layout.servers = {lay.servers})")
     trainer = [
@@ -503,7 +518,7 @@ def memory_estimate(cfg: Config) -> dict[str, list[tuple[str, int]]]:
     ]
     server = [
         (shard_label, int(shard_rows * row_bytes * (1 + on_servers))),
-        (f"rows of a step (training.batch_size = {B} x layout.trainers = {lay.trainers} x {T} tables)",
+        (f"rows of a step (training.batch_size = {B} x layout.trainers = {lay.trainers} x {L} ids)",
          step_rows * D * 4 * 4),
         (f"rows of an evaluation round (training.eval_batch = {EB}, model.dim = {D})", eval_rows * D * 4 * 2),
     ]

@@ -26,6 +26,8 @@ def main(argv: list[str] | None = None) -> int:
                                      description="One rank of an mpiec run (start it under mpiexec/srun).")
     parser.add_argument("config", help="resolved config (JSON from 'mpiec config --write' or TOML)")
     parser.add_argument("--out", required=True, help="result file (.h5) or directory to write it into")
+    parser.add_argument("--spawned", action="store_true",
+                        help="internal: this process was spawned to replace a dead rank")
     parser.add_argument("--resume", metavar="DIR", default="",
                         help="start from the newest complete checkpoint in DIR (a checkpointing strategy)")
     args = parser.parse_args(argv)
@@ -61,6 +63,8 @@ def main(argv: list[str] | None = None) -> int:
     from mpiec.roles.recovery import start_from_checkpoint
     from mpiec.roles.runner import make_role, run_rank
 
+    if args.spawned:
+        return spawned_main(cfg, args)
     world = returning(MPI.COMM_WORLD.Dup())
     rank, size = world.Get_rank(), world.Get_size()
     if size != cfg.n_ranks:
@@ -94,6 +98,7 @@ def main(argv: list[str] | None = None) -> int:
     warm_up()
     ctx = RankContext(cfg=cfg, slots=slots, comms=comms, ulfm=ulfm, t0_wall=time.time(), out_path=out,
                       resume_from=args.resume)
+    ctx.worker_args = [args.config, "--out", str(out)]
     try:
         ctx.run_id = world.bcast(uuid.uuid4().hex[:12] if rank == 0 else None, root=0)
         role = make_role(ctx)  # shards, models, eval sets: built before the clock starts
@@ -124,6 +129,35 @@ def main(argv: list[str] | None = None) -> int:
         sys.stderr.flush()
         os._exit(code)  # skip MPI_Finalize after a real failure: it can wait on cut-off operations
     return code
+
+
+def spawned_main(cfg: object, args: argparse.Namespace) -> int:
+    """A process spawned to replace a dead rank: join the run, train, end like the others."""
+    from mpiec.comm import PeerFailure, configure_waiting
+    from mpiec.errors import MpiecError
+    from mpiec.faults import die_now
+    from mpiec.roles.runner import run_rank
+    from mpiec.roles.spawn import join_run
+
+    configure_waiting(True, cfg.layout.wait)  # spawned onto a busy node: never spin
+    warm_up()
+    try:
+        ctx, role = join_run(cfg, Path(args.out), [args.config, "--out", args.out])
+        outcome = run_rank(ctx, role)
+    except BaseException as exc:
+        if isinstance(exc, (MpiecError, PeerFailure)):
+            print(f"mpiec worker (spawned): stopping: {exc}", file=sys.stderr)
+        else:
+            import traceback
+
+            print("mpiec worker (spawned): internal error", file=sys.stderr)
+            traceback.print_exc()
+        sys.stderr.flush()
+        die_now()
+        raise
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(1 if ctx.rank == 0 and outcome != "done" else 0)
 
 
 def warm_up() -> None:

@@ -171,8 +171,7 @@ def test_a_directory_is_not_reported_as_missing(tmp_path):
         load_config("tiny", config_file=tmp_path / "nope.toml")
 
 
-def test_spawn_replacement_is_refused_with_its_reason():
-    with pytest.raises(ConfigError, match="spawn' is not available yet"):
-        load_config(preset="tiny", sets=["layout.replacement='spawn'"])
+def test_replacement_is_spare_or_spawn():
+    assert load_config(preset="tiny", sets=["layout.replacement='spawn'"]).layout.replacement == "spawn"
     with pytest.raises(ConfigError, match="layout.replacement must be spare or spawn"):
         load_config(preset="tiny", sets=["layout.replacement='magic'"])

@@ -79,7 +79,7 @@ def recovery_breakdown(recoveries: list[list[dict[str, float]]], kill_times: lis
         recs = by_epoch[epoch]
         first = min(r.get("first_detect", r.get("detect", math.inf)) for r in recs)
         agreed = max(r.get("agree", first) for r in recs)
-        planned = max(r["plan"] for r in recs)
+        planned = max(r.get("plan", agreed) for r in recs)
         replaced = max(r["replaced"] for r in recs)
         restored = max(r["restored"] for r in recs)
         before = [t for t in kill_times if t <= first + 1e-6]

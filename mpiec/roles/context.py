@@ -60,6 +60,8 @@ class RankContext:
     recoveries: list[dict[str, float]] = field(default_factory=list)  # phase times of each recovery
     resume_from: str = ""  # checkpoint root of ``mpiec run --resume``
     resumed_step: int = -1  # the checkpoint step a resumed run started from
+    worker_args: list[str] = field(default_factory=list)  # how this worker was started (spawn reuses them)
+    spawned: int = 0  # monitor: processes spawned so far (their first_rank follows n_ranks)
 
     def __post_init__(self) -> None:
         self.first_rank = self.comms.world.Get_rank()  # rank in the original world, for reports

@@ -161,7 +161,8 @@ class Monitor:
         self.evals = [e for e in self.evals if e[0] <= plan.restored]
         self.ctx.current_step = plan.restored + 1
         self.next_print = 0
-        replaced = ", ".join(f"{a} -> {b}" for a, b in plan.assignments.items()) or "no replacement"
+        replaced = ", ".join([f"{a} -> {b}" for a, b in plan.assignments.items()] +
+                             [f"spawned -> {b}" for b in plan.spawn]) or "no replacement"
         say(f"recovered ({plan.scope.value}): {replaced}; training resumes at step {plan.restored + 1}")
 
     def final_report(self) -> dict[str, Any]:

@@ -157,6 +157,9 @@ def make_plan(ctx: RankContext, failure: Failure) -> RecoveryPlan:
         need = sorted((s for s in failure.dead if s.role != SPARE and s not in held), key=slot_order)
         spares = sorted((s for s in slots if s.role == SPARE), key=slot_order)
         for dead in need:
+            if not spares and ctx.cfg.layout.replacement == "spawn":
+                plan.spawn.append(dead)  # a fresh process, appended to world after the survivors
+                continue
             if not spares:
                 plan = ctx.strategy.on_no_spare(failure, dead, plan)
                 if plan.aborts:
@@ -166,14 +169,16 @@ def make_plan(ctx: RankContext, failure: Failure) -> RecoveryPlan:
             plan.assignments[spare] = dead
             slots[slots.index(spare)] = dead
     if not plan.aborts:
-        replaced = ctx.pending | set(plan.assignments.values())
+        replaced = ctx.pending | set(plan.assignments.values()) | set(plan.spawn)
         trainers_left = [s for s in slots if s.role == TRAINER and s not in replaced]
         lost_trainer = any(s.role == TRAINER for s in replaced)
         if plan.scope is not Scope.ROLLBACK and not trainers_left and lost_trainer:
             plan = RecoveryPlan.abort("every trainer died: the dense replica is lost and strategy "
                                       f"{ctx.cfg.strategy.name} keeps no copy of it")
-    plan.slots = slots  # type: ignore[attr-defined]
-    plan.replaced = sorted(ctx.pending | set(plan.assignments.values()), key=slot_order)  # type: ignore
+    plan.slots = slots + list(plan.spawn)  # type: ignore[attr-defined]
+    plan.failure = failure  # type: ignore[attr-defined]
+    replaced = ctx.pending | set(plan.assignments.values()) | set(plan.spawn)
+    plan.replaced = sorted(replaced, key=slot_order)  # type: ignore[attr-defined]
     return plan
 
 
@@ -205,8 +210,9 @@ def agree_all(ctx: RankContext, ok: bool) -> bool:
 
 
 def carry_out(ctx: RankContext, role: Any, plan: RecoveryPlan, detection: Detection,
-              make_role: Any) -> Any:
-    """Reconcile, replace, restore; return the role to resume. Collective over ``world``."""
+              make_role: Any, spawned: bool = False) -> Any:
+    """Reconcile, replace, restore; return the role to resume. Collective over ``world``
+    (``spawned``: this process was just spawned for a slot and joins here)."""
     t_plan = ctx.now()
     log_detection(ctx, detection, plan)
 
@@ -217,9 +223,13 @@ def carry_out(ctx: RankContext, role: Any, plan: RecoveryPlan, detection: Detect
         ctx.event("undo", plan.step, ctx.rank, detail=f"undid step {plan.committed + 1}")
 
     # 4. replace
+    if plan.spawn and not spawned:
+        from mpiec.roles.spawn import spawn_replacements
+
+        spawn_replacements(ctx, plan)
     me_before = ctx.slot
     ctx.slots = list(plan.slots)  # type: ignore[attr-defined]
-    promoted = ctx.slot != me_before
+    promoted = spawned or ctx.slot != me_before
     ctx.comms.free()
     with guard("communicator rebuild"):
         ctx.comms = build_comms(ctx.comms.world, ctx.slot, ctx.cfg.layout.trainers, ctx.cfg.layout.servers)
@@ -227,7 +237,8 @@ def carry_out(ctx: RankContext, role: Any, plan: RecoveryPlan, detection: Detect
         ctx.disarm_kills()
         ctx.awaiting_restore = True
         role = make_role(ctx)
-        ctx.event("replace", plan.step, ctx.rank, detail=f"{me_before} takes {ctx.slot}")
+        who = "a spawned process" if spawned else str(me_before)
+        ctx.event("replace", plan.step, ctx.rank, detail=f"{who} takes {ctx.slot}")
     t_replaced = ctx.now()
 
     # 5. restore
@@ -248,8 +259,10 @@ def carry_out(ctx: RankContext, role: Any, plan: RecoveryPlan, detection: Detect
     ctx.event("restore_end", plan.step, ctx.rank, detail=f"resume at step {restored + 1}")
     if promoted or ctx.switch is None:
         ctx.arm_kills()
-    ctx.recoveries.append({"epoch": plan.epoch, "plan": t_plan, "replaced": t_replaced, "restored": ctx.now(),
-                           **detection.times})
+    times = {"epoch": plan.epoch, "replaced": t_replaced, "restored": ctx.now(), **detection.times}
+    if not spawned:  # a spawned process starts after the plan: its clock says nothing about planning
+        times["plan"] = t_plan
+    ctx.recoveries.append(times)
     return role
 
 

@@ -189,3 +189,16 @@ def test_kill_during_an_evaluation_redoes_it(tmp_path):
     assert res.summary["param_checksum"] == ref.summary["param_checksum"]
     assert list(res.eval["step"]) == [19, 39]
     assert res.summary["final_auc"] == ref.summary["final_auc"]
+
+
+@pytest.mark.parametrize("plan", ["server:1@step=25", "trainer:0@step=25;server:0@step=30"])
+def test_spawned_replacements(plan, reference, tmp_path):
+    """No spares: MPI_Comm_spawn starts the replacements (layout.replacement = spawn)."""
+    run = mpiec(["run", *TINY, "--set", "layout.replacement='spawn'", "--kill", plan], out=tmp_path,
+                timeout=240)
+    assert run.code == 0, run.stdout + run.stderr
+    res = run.result()
+    assert res.summary["param_checksum"] == reference
+    replaced = [decode(d) for d, k in zip(res.events["detail"], res.events["kind"], strict=True)
+                if decode(k) == "replace"]
+    assert len(replaced) == len(plan.split(";")) and all("spawned" in d for d in replaced)
