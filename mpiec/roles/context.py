@@ -55,6 +55,7 @@ class RankContext:
     switch: KillSwitch | None = None  # the kills armed for the slot this rank holds
     awaiting_restore: bool = False  # promoted, state not restored yet
     pending: set[Slot] = field(default_factory=set)  # monitor: slots promoted in an unfinished recovery
+    unrecovered: list[Slot] = field(default_factory=list)  # slots dead since the last completed recovery
     retired: list[Any] = field(default_factory=list)  # monitor: (old world, emulated victims' ranks)
     retired_world: Any = None  # emulated victim: the world it left
     recoveries: list[dict[str, float]] = field(default_factory=list)  # phase times of each recovery

@@ -70,17 +70,22 @@ def detect_ulfm(ctx: RankContext, exc: PeerFailure) -> Detection:
     detected = ctx.now()
     ctx.comms.revoke()
     old_slots = list(ctx.slots)
-    new_world, dead = shrink(ctx.comms.world)
+    with guard("shrink"):
+        new_world, dead = shrink(ctx.comms.world)
     ctx.comms.free()
     ctx.comms = Comms(world=new_world, data=None, trainers=None)
     ctx.slots = [s for r, s in enumerate(old_slots) if r not in dead]
+    # Remembered at once: if the agreement below fails (another death), the next attempt
+    # still knows these slots died.
+    ctx.unrecovered += [old_slots[r] for r in dead if old_slots[r] not in ctx.unrecovered]
     shrunk = ctx.now()
     # Trainers and servers vote their progress; the monitor, spares and promoted
     # ranks whose state is not restored yet vote "no constraint".
     mine = ctx.completed + 1 if ctx.in_step_loop() else INT_MAX
-    agreed = agree_min(new_world, mine)
+    with guard("agreement on the committed step"):
+        agreed = agree_min(new_world, mine)
     committed = agreed - 1 if agreed < INT_MAX else -2  # -2: no trainer or server survived
-    failure = Failure(step=committed + 1, committed=committed, dead=[old_slots[r] for r in dead],
+    failure = Failure(step=committed + 1, committed=committed, dead=list(ctx.unrecovered),
                       survivors=list(ctx.slots))
     return Detection(failure, {"detect": detected, "shrink": shrunk, "agree": ctx.now()}, exc.where)
 
@@ -107,8 +112,10 @@ def detect_emulated(ctx: RankContext, data_ranks: list[int], step: int | None) -
     ctx.retired.append((old, [r for r, s in enumerate(ctx.slots) if s in dead]))
     ctx.comms = Comms(world=new, data=None, trainers=None)
     ctx.slots = [s for s in ctx.slots if s not in dead]
+    ctx.unrecovered += [s for s in dead if s not in ctx.unrecovered]
     t = ctx.now()
-    failure = Failure(step=step, committed=step - 1, dead=dead, emulated=True, survivors=list(ctx.slots))
+    failure = Failure(step=step, committed=step - 1, dead=list(ctx.unrecovered), emulated=True,
+                      survivors=list(ctx.slots))
     return Detection(failure, {"detect": detected, "shrink": t, "agree": t}, "emulated death")
 
 
@@ -256,6 +263,7 @@ def carry_out(ctx: RankContext, role: Any, plan: RecoveryPlan, detection: Detect
     ctx.strategy.on_recovered(plan)
     if ctx.rank == 0:
         ctx.pending = set()
+    ctx.unrecovered = []
     ctx.event("restore_end", plan.step, ctx.rank, detail=f"resume at step {restored + 1}")
     if promoted or ctx.switch is None:
         ctx.arm_kills()
