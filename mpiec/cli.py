@@ -66,10 +66,10 @@ def add_config_args(p: argparse.ArgumentParser, strategy: bool = True) -> None:
                    help="override one config key, repeatable (e.g. layout.servers=4)")
 
 
-def config_from(args: argparse.Namespace, strategy: str | None = None) -> Config:
+def config_from(args: argparse.Namespace, strategy: str | None = None, memory: bool = True) -> Config:
     return load_config(preset=args.preset, config_file=args.config, sets=args.sets,
                        strategy=strategy if strategy is not None else getattr(args, "strategy", None),
-                       kill=args.kill, steps=args.steps)
+                       kill=args.kill, steps=args.steps, memory=memory)
 
 
 def resume_config(args: argparse.Namespace) -> tuple[Config, str]:
@@ -166,7 +166,9 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
 
 def cmd_config(args: argparse.Namespace) -> int:
-    cfg = config_from(args)
+    # Not this machine's memory: a config is resolved here for a cluster too (mpiec run and the
+    # ranks check the memory where they start).
+    cfg = config_from(args, memory=False)
     if args.ranks:
         print(cfg.n_ranks)
         return 0

@@ -138,3 +138,22 @@ def test_every_command_has_a_description_and_run_help_says_what_matters():
                    "separate plans with ';'", "seed=N", "targets=", "max=N", '"results"',
                    "units: ms, s, m, min, h"]:
         assert needle in text, needle
+
+
+def test_cluster_preset_resolves_here_and_is_refused_only_at_run_time(tmp_path):
+    """mlperf-dlrmv2 does not fit a workstation: config prints it, run refuses it before any rank."""
+    import json
+
+    proc = mpiec("config", "--preset", "mlperf-dlrmv2")
+    assert proc.returncode == 0, proc.stderr
+    cfg = json.loads(proc.stdout)
+    assert sum(cfg["data"]["multi_hot"]) == 214 and cfg["model"]["dim"] == 128
+    ranks = mpiec("config", "--preset", "mlperf-dlrmv2", "--ranks")
+    assert ranks.returncode == 0 and ranks.stdout.strip() == "17"
+    from mpiec.config import load_config, mem_total, memory_estimate
+
+    need = sum(b for _, b in memory_estimate(load_config("mlperf-dlrmv2", memory=False))["server"])
+    if (mem_total() or 0) < need:
+        run = mpiec("run", "--preset", "mlperf-dlrmv2", "--out", str(tmp_path))
+        assert run.returncode == 2 and "not enough memory" in run.stderr, run.stderr
+        assert not list(tmp_path.glob("*.h5"))

@@ -7,10 +7,12 @@ import pytest
 from mpiec.config import PRESETS, Config, check_memory, load_config, local_ranks, set_to_dict
 from mpiec.errors import ConfigError, KillPlanError
 
+CLUSTER_PRESETS = ("mlperf-dlrmv2",)  # resolve anywhere, run only where the memory is
+
 
 @pytest.mark.parametrize("preset", PRESETS)
 def test_presets_load_and_validate(preset):
-    cfg = load_config(preset)
+    cfg = load_config(preset, memory=preset not in CLUSTER_PRESETS)
     assert cfg.preset == preset
     assert cfg.n_ranks == 1 + cfg.layout.trainers + cfg.layout.servers + cfg.layout.spares
     assert len(cfg.data.cardinalities) == 26
@@ -175,3 +177,42 @@ def test_replacement_is_spare_or_spawn():
     assert load_config(preset="tiny", sets=["layout.replacement='spawn'"]).layout.replacement == "spawn"
     with pytest.raises(ConfigError, match="layout.replacement must be spare or spawn"):
         load_config(preset="tiny", sets=["layout.replacement='magic'"])
+
+
+def test_multi_hot_is_one_bag_size_per_table():
+    cfg = load_config("tiny")
+    assert cfg.data.multi_hot == [] and cfg.data.bags == [1] * 26
+    cfg = load_config("tiny", sets=[f"data.multi_hot={[2] * 26}"])
+    assert cfg.data.bags == [2] * 26 and Config.from_json(cfg.to_json()) == cfg
+    for value, needle in [("[1, 2]", "data.multi_hot must give one bag size per table (26 in "
+                                     "data.cardinalities), got 2"),
+                          (str([1] * 25 + [0]), "data.multi_hot sizes must be in [1, 4096]"),
+                          (str([1] * 25 + [5000]), "data.multi_hot sizes must be in [1, 4096]"),
+                          ("3", "data.multi_hot must be a list"),
+                          ("[1.5]", "data.multi_hot[0] must be an integer")]:
+        with pytest.raises(ConfigError) as info:
+            load_config("tiny", sets=[f"data.multi_hot={value}"])
+        assert needle in str(info.value) and "\n" not in str(info.value)
+
+
+def test_multi_hot_needs_the_synthetic_source(tmp_path):
+    f = tmp_path / "day.tsv"
+    f.write_text("")
+    with pytest.raises(ConfigError, match="data.multi_hot > 1 needs data.source = 'synthetic'"):
+        load_config("tiny", sets=["data.source='criteo-tsv'", f"data.path='{f}'",
+                                  f"data.multi_hot={[2] * 26}"])
+
+
+def test_mlperf_dlrmv2_preset_resolves_and_is_refused_here_only_at_run_time():
+    cfg = load_config("mlperf-dlrmv2", memory=False)
+    d, m = cfg.data, cfg.model
+    assert len(d.cardinalities) == 26 and max(d.cardinalities) == 40_000_000
+    assert sum(d.cardinalities) == 204_184_588 and d.cardinalities.count(40_000_000) == 5
+    assert d.multi_hot == [3, 2, 1, 2, 6, 1, 1, 1, 1, 7, 3, 8, 1, 6, 9, 5, 1, 1, 1, 12, 100, 27, 10, 3, 1, 1]
+    assert sum(d.bags) == 214
+    # 13-512-256-128 bottom (the last width is model.dim), 1024-1024-512-256-1 top (the 1 implicit)
+    assert (m.dim, m.bottom, m.top) == (128, [512, 256], [1024, 1024, 512, 256])
+    assert cfg.global_batch == 65536
+    # the memory estimate counts every id of a bag: a 2 GiB host cannot hold its step rows
+    with pytest.raises(ConfigError, match=r"214 ids"):
+        check_memory(cfg, total=2 << 30, on_host=1)
