@@ -50,6 +50,7 @@ def main(argv: list[str] | None = None) -> int:
     from mpiec.comm import (
         PeerFailure,
         build_comms,
+        configure_nbc_errors,
         configure_waiting,
         oversubscribed,
         returning,
@@ -83,6 +84,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     if mode == "emulated":
         ulfm = False
+    configure_nbc_errors(ulfm)
 
     out = Path(args.out)
     if out.suffix != ".h5":

@@ -154,7 +154,11 @@ def make_plan(ctx: RankContext, failure: Failure) -> RecoveryPlan:
         failure.committed = ctx.current_step - 1
         failure.step = ctx.current_step
     ctx.current_step = max(ctx.current_step, failure.committed + 1)  # survivors may be ahead of progress
-    plan = ctx.strategy.plan(failure)
+    ctx.empty_failures = 0 if failure.dead else ctx.empty_failures + 1
+    if ctx.empty_failures > 3:  # an MPI error that is no rank's death, again and again
+        plan = RecoveryPlan.abort("repeated MPI errors without a failed process (see the ranks' messages)")
+    else:
+        plan = ctx.strategy.plan(failure)
     plan.step, plan.committed = failure.step, failure.committed
     plan.epoch = ctx.epoch + 1
     plan.consumed = consumed_kills(ctx, failure)

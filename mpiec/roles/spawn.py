@@ -78,6 +78,9 @@ def join_run(cfg: Any, out_path: Any, worker_args: list[str]) -> tuple[RankConte
     payload = parent.recv(source=0, tag=TAG_SPAWN)
     world = returning(parent.Merge(high=True))
     plan = payload["plan"]
+    from mpiec.comm import configure_nbc_errors
+
+    configure_nbc_errors(payload["ulfm"])
     ctx = RankContext(cfg=cfg, slots=list(plan.slots), comms=Comms(world=world, data=None, trainers=None),
                       ulfm=payload["ulfm"], t0_wall=payload["t0_wall"], out_path=out_path,
                       resume_from=payload["resume_from"])

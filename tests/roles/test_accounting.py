@@ -49,7 +49,8 @@ def test_breakdown_splits_a_recovery_into_phases():
     tl = np.concatenate([records(range(20), 0), records(range(20, 30), 1, t0=2.0)])
     ranks = [[{"epoch": 1, "detect": 1.10, "shrink": 1.12, "agree": 1.15, "plan": 1.16, "replaced": 1.20,
                "restored": 1.25}],
-             [{"epoch": 1, "detect": 1.05, "shrink": 1.12, "agree": 1.17, "replaced": 1.22, "restored": 1.30}]]
+             [{"epoch": 1, "detect": 1.05, "shrink": 1.12, "agree": 1.17, "replaced": 1.22,
+               "restored": 1.30}]]
     (b,) = recovery_breakdown(ranks, kill_times=[1.0], timeline=tl)
     assert abs(b["detection_s"] - 0.05) < 1e-9 and abs(b["shrink_agree_s"] - 0.12) < 1e-9
     assert abs(b["recovery_s"] - 0.30) < 1e-9 and b["replace_s"] > 0 and b["restore_s"] > 0
