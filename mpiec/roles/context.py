@@ -56,6 +56,7 @@ class RankContext:
     awaiting_restore: bool = False  # promoted, state not restored yet
     pending: set[Slot] = field(default_factory=set)  # monitor: slots promoted in an unfinished recovery
     unrecovered: list[Slot] = field(default_factory=list)  # slots dead since the last completed recovery
+    empty_failures: int = 0  # monitor: consecutive failures in which no rank had died
     retired: list[Any] = field(default_factory=list)  # monitor: (old world, emulated victims' ranks)
     retired_world: Any = None  # emulated victim: the world it left
     recoveries: list[dict[str, float]] = field(default_factory=list)  # phase times of each recovery
