@@ -57,6 +57,7 @@ class RankContext:
     pending: set[Slot] = field(default_factory=set)  # monitor: slots promoted in an unfinished recovery
     unrecovered: list[Slot] = field(default_factory=list)  # slots dead since the last completed recovery
     empty_failures: int = 0  # monitor: consecutive failures in which no rank had died
+    role_slot: Slot | None = None  # the slot the rank's current role object was built for
     retired: list[Any] = field(default_factory=list)  # monitor: (old world, emulated victims' ranks)
     retired_world: Any = None  # emulated victim: the world it left
     recoveries: list[dict[str, float]] = field(default_factory=list)  # phase times of each recovery
