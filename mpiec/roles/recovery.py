@@ -238,8 +238,8 @@ def carry_out(ctx: RankContext, role: Any, plan: RecoveryPlan, detection: Detect
         from mpiec.roles.spawn import spawn_replacements
 
         spawn_replacements(ctx, plan)
-    me_before = ctx.slot
-    ctx.slots = list(plan.slots)  # type: ignore[attr-defined]
+    me_before = ctx.role_slot  # the slot this rank's role was built for (an attempt that a
+    ctx.slots = list(plan.slots)  # type: ignore[attr-defined]  # failure cut may have moved it)
     promoted = spawned or ctx.slot != me_before
     ctx.comms.free()
     with guard("communicator rebuild"):

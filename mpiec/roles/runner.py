@@ -45,6 +45,7 @@ def make_role(ctx: RankContext) -> Any:
 
     role = {MONITOR: Monitor, TRAINER: Trainer, SERVER: Server, SPARE: Spare,
             PARITY: Parity}[ctx.slot.role](ctx)
+    ctx.role_slot = ctx.slot
     ctx.strategy.bind(ctx, role)
     return role
 
