@@ -241,12 +241,13 @@ def carry_out(ctx: RankContext, role: Any, plan: RecoveryPlan, detection: Detect
     me_before = ctx.role_slot  # the slot this rank's role was built for (an attempt that a
     ctx.slots = list(plan.slots)  # type: ignore[attr-defined]  # failure cut may have moved it)
     promoted = spawned or ctx.slot != me_before
+    if promoted:  # from now on this rank's state is not its slot's: it votes neutral until restored
+        ctx.awaiting_restore = True
     ctx.comms.free()
     with guard("communicator rebuild"):
         ctx.comms = build_comms(ctx.comms.world, ctx.slot, ctx.cfg.layout.trainers, ctx.cfg.layout.servers)
     if promoted:
         ctx.disarm_kills()
-        ctx.awaiting_restore = True
         role = make_role(ctx)
         who = "a spawned process" if spawned else str(me_before)
         ctx.event("replace", plan.step, ctx.rank, detail=f"{who} takes {ctx.slot}")
