@@ -1,0 +1,73 @@
+"""The monitor's recovery plan (``roles/recovery.make_plan``), in process: spares, kills, scopes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from mpi4py import MPI
+
+from mpiec.comm import Comms
+from mpiec.config import load_config
+from mpiec.layout import Slot, initial_slots
+from mpiec.roles.context import RankContext
+from mpiec.roles.recovery import make_plan
+from mpiec.strategies.base import Failure, Scope
+
+
+def context(tmp_path: Path, strategy: str = "ckpt", spares: int = 2, kills: str = "", **sets) -> RankContext:
+    args = [f"layout.spares={spares}", f"strategy.name='{strategy}'"]
+    args += [f"{k}={v}" for k, v in sets.items()]
+    if strategy == "ckpt":
+        args.append(f"strategy.dir='{tmp_path / 'ck'}'")
+    cfg = load_config(preset="tiny", sets=args, kill=[kills] if kills else None)
+    lay = cfg.layout
+    slots = initial_slots(lay.trainers, lay.servers, lay.parity_ranks, lay.spares)
+    ctx = RankContext(cfg=cfg, slots=slots, comms=Comms(world=MPI.COMM_SELF, data=None, trainers=None),
+                      ulfm=True, t0_wall=0.0, out_path=tmp_path / "run.h5")
+    ctx.strategy.bind(ctx, None)
+    return ctx
+
+
+def fail(ctx: RankContext, dead: list[Slot], committed: int = 9) -> Failure:
+    ctx.slots = [s for s in ctx.slots if s not in dead]
+    return Failure(step=committed + 1, committed=committed, dead=dead, survivors=list(ctx.slots))
+
+
+def test_lowest_spare_takes_the_lowest_dead_slot(tmp_path):
+    ctx = context(tmp_path)
+    plan = make_plan(ctx, fail(ctx, [Slot("server", 1), Slot("trainer", 0)]))
+    assert plan.scope is Scope.ROLLBACK and plan.candidates == [-1]  # no checkpoint yet: the start
+    assert plan.assignments == {Slot("spare", 0): Slot("trainer", 0), Slot("spare", 1): Slot("server", 1)}
+    assert Slot("spare", 0) not in plan.slots and plan.slots.count(Slot("server", 1)) == 1
+
+
+def test_trainer_only_failure_keeps_the_committed_step(tmp_path):
+    ctx = context(tmp_path)
+    plan = make_plan(ctx, fail(ctx, [Slot("trainer", 1)]))
+    assert plan.scope is Scope.COMMITTED and plan.committed == 9
+    assert plan.replaced == [Slot("trainer", 1)]
+
+
+def test_no_spare_left_names_the_slot(tmp_path):
+    ctx = context(tmp_path, spares=0)
+    plan = make_plan(ctx, fail(ctx, [Slot("server", 1)]))
+    assert plan.aborts and plan.reason == "no spare left for server 1"
+
+
+def test_spawn_takes_what_spares_cannot(tmp_path):
+    ctx = context(tmp_path, spares=1, **{"layout.replacement": "'spawn'"})
+    plan = make_plan(ctx, fail(ctx, [Slot("server", 0), Slot("server", 1)]))
+    assert plan.assignments == {Slot("spare", 0): Slot("server", 0)} and plan.spawn == [Slot("server", 1)]
+    assert plan.slots[-1] == Slot("server", 1)
+
+
+def test_none_loses_the_run(tmp_path):
+    ctx = context(tmp_path, strategy="none")
+    assert make_plan(ctx, fail(ctx, [Slot("server", 0)])).aborts
+
+
+def test_the_kill_that_fired_is_consumed_once(tmp_path):
+    ctx = context(tmp_path, kills="server:1@step=10;server:1@step=30;trainer:0@step=12")
+    plan = make_plan(ctx, fail(ctx, [Slot("server", 1)]))
+    fired = [k for k in ctx.kills if k.seq in plan.consumed]
+    assert [str(k) for k in fired] == ["server:1@step=10"]  # not the later one of the same slot
