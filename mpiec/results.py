@@ -298,6 +298,8 @@ class ResultWriter:
         json_attrs = ["config"]
         if not isinstance(out["config"], str):
             out["config"] = json.dumps(out["config"], sort_keys=True, default=str)
+        with contextlib.suppress(Exception):  # the bag sizes, also as a root attribute ([] = one-hot)
+            out.setdefault("multi_hot", list(json.loads(out["config"])["data"].get("multi_hot", [])))
         for key, value in list(out.items()):
             if key == "config":
                 continue

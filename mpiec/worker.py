@@ -181,6 +181,10 @@ def warm_up() -> None:
     table2 = np.zeros((4, 2), dtype=np.float32)
     k.sgd_apply(table2, uniq, acc, np.float32(0.1))
     k.sgd_apply_delta(table2, uniq, acc, np.float32(0.1), np.zeros((2, 8), dtype=np.uint8))
+    from mpiec.model.dlrm import pool_bags, pool_bags_backward
+
+    bounds = np.array([0, 1, 3], dtype=np.int64)  # embedding bags: one-hot and multi-hot
+    pool_bags_backward(pool_bags(rows, inv.reshape(1, 3), bounds), inv.reshape(1, 3), bounds, 2)
 
 
 if __name__ == "__main__":

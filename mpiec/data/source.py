@@ -5,8 +5,12 @@ Owns ``Batch`` (one mini-batch of samples), the ``DataSource`` protocol shared b
 
 Invariants:
 
-* ``Batch.dense`` is ``float32[n, n_dense]``, ``Batch.ids`` is ``int64[n, n_tables]``
-  with ``0 <= ids[:, t] < card_t``, ``Batch.labels`` is ``float32[n]`` of 0/1.
+* ``Batch.dense`` is ``float32[n, n_dense]``, ``Batch.ids`` is ``int64[n, n_ids]``,
+  ``Batch.labels`` is ``float32[n]`` of 0/1. One-hot (``bags`` None): ``n_ids = n_tables``
+  and column ``t`` is table ``t``. Multi-hot (``bags[t]`` ids per sample of table ``t``, as
+  MLPerf DLRMv2's ``data.multi_hot``): ``n_ids = sum(bags)``, table ``t``'s bag is the
+  columns ``bounds[t] .. bounds[t+1] - 1`` (``bag_bounds``), a fixed column -> table map
+  (``column_tables``); every id of table ``t`` is in ``[0, card_t)``.
 * ``batch(start, count)`` is a pure function of ``(start, count)``: sample ``i`` of
   the result is global sample ``start + i``, so ``batch(s, n)`` equals the
   concatenation of ``batch(s + i, 1)``; a trainer reading ``(step, rank)`` can
@@ -16,26 +20,43 @@ Invariants:
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
 import numpy as np
 
-__all__ = ["Batch", "DataSource", "ArraySource"]
+__all__ = ["Batch", "DataSource", "ArraySource", "bag_bounds", "column_tables"]
+
+
+def bag_bounds(bags: Sequence[int]) -> np.ndarray:
+    """``int64[T + 1]``: table ``t``'s ids are the columns ``bounds[t] .. bounds[t+1] - 1``."""
+    out = np.zeros(len(bags) + 1, dtype=np.int64)
+    np.cumsum(np.asarray(bags, dtype=np.int64), out=out[1:])
+    return out
+
+
+def column_tables(bags: Sequence[int]) -> np.ndarray:
+    """``int64[sum(bags)]``: the table of each column of ``Batch.ids``."""
+    return np.repeat(np.arange(len(bags), dtype=np.int64), np.asarray(bags, dtype=np.int64))
 
 
 @dataclass(frozen=True)
 class Batch:
-    """One mini-batch: dense features, categorical ids per table, 0/1 labels."""
+    """One mini-batch: dense features, categorical ids (one or a bag per table), 0/1 labels."""
 
     dense: np.ndarray  # float32[n, n_dense]
-    ids: np.ndarray  # int64[n, n_tables]
+    ids: np.ndarray  # int64[n, n_ids]: n_tables (one-hot) or sum(bags)
     labels: np.ndarray  # float32[n]
+    bags: tuple[int, ...] | None = None  # ids per sample of each table; None = one-hot
 
     def __post_init__(self) -> None:
         n = self.labels.shape[0]
         if self.dense.ndim != 2 or self.ids.ndim != 2 or self.labels.ndim != 1:
             raise ValueError("Batch: dense and ids must be 2-D, labels 1-D")
+        if self.bags is not None and sum(self.bags) != self.ids.shape[1]:
+            raise ValueError(f"Batch: {self.ids.shape[1]} id columns, bags {self.bags} need "
+                             f"{sum(self.bags)}")
         if self.dense.shape[0] != n or self.ids.shape[0] != n:
             raise ValueError(
                 f"Batch: row counts differ (dense {self.dense.shape[0]}, "
@@ -47,7 +68,12 @@ class Batch:
 
     @property
     def n_tables(self) -> int:
-        return int(self.ids.shape[1])
+        return len(self.bags) if self.bags is not None else int(self.ids.shape[1])
+
+    @property
+    def bounds(self) -> np.ndarray:
+        """``bag_bounds`` of the batch (one-hot: ``0 .. n_tables``)."""
+        return bag_bounds(self.bags if self.bags is not None else [1] * self.n_tables)
 
     @property
     def n_dense(self) -> int:
@@ -55,7 +81,7 @@ class Batch:
 
     def take(self, index: np.ndarray) -> Batch:
         """The samples at ``index`` (fancy indexing, copies)."""
-        return Batch(self.dense[index], self.ids[index], self.labels[index])
+        return Batch(self.dense[index], self.ids[index], self.labels[index], self.bags)
 
     @staticmethod
     def concat(parts: list[Batch]) -> Batch:
@@ -63,6 +89,7 @@ class Batch:
             np.concatenate([p.dense for p in parts]),
             np.concatenate([p.ids for p in parts]),
             np.concatenate([p.labels for p in parts]),
+            parts[0].bags if parts else None,
         )
 
 

@@ -17,6 +17,12 @@ Sample ``g`` (all random numbers are hashes of ``(seed, stream, key)``):
   ``a_t`` coprime to ``card_t`` near ``0.618 card_t``: hot rows are spread over the id
   space — and over servers owning id ranges — as hashed Criteo ids are. ``ids``
   are the scattered values.
+* **bags** (``multi_hot``, MLPerf DLRMv2's multi-hot features) — table ``t`` gets
+  ``m_t`` ids per sample, columns ``bounds[t] ..`` of ``ids`` (``source.bag_bounds``):
+  the first is the one-hot id above, the others independent draws of the same
+  law from their own stream (key ``g * n_ids + column``). A table with ``m_t = 1``
+  takes the one-hot code path, so one-hot output (``multi_hot`` empty or all ones)
+  is bit-identical to the generator without bags.
 * **dense** — 13 features ``max(0, mu_j + sigma_j * n)`` with ``n`` approximately
   standard normal (Irwin–Hall sum of four 16-bit uniforms from one hash),
   ``mu_j in [0.5, 3]``, ``sigma_j in [1, 2]``: the scale and the mass at zero of
@@ -32,7 +38,10 @@ Sample ``g`` (all random numbers are hashes of ``(seed, stream, key)``):
   hashed unit-variance linear form of the standardized dense features and
   ``a(rank) = (1 + rank/head)^-decay`` concentrating the effects on the frequent ids
   (so the Zipf tail, which no model learns from a few million samples, does not
-  dominate). ``(c_d, c_e, c_p)`` are the square roots of the variance shares.
+  dominate). For a bag of ``m_t > 1`` ids, ``a e_t`` and ``a v_t`` are summed over
+  the bag and divided by ``sqrt(m_t)`` (a sum-pooled feature of the same variance), and
+  a pair with such a table takes the float dot of the pooled vectors.
+  ``(c_d, c_e, c_p)`` are the square roots of the variance shares.
   Because the hot ids of the small tables make the realized logit's moments
   seed-dependent, ``k`` and ``bias'`` are *calibrated* at construction on
   ``CALIB_COUNT`` samples from index ``CALIB_START = 2**42`` so that the logit has
@@ -57,7 +66,7 @@ import numba as nb
 import numpy as np
 
 from mpiec.data.rng import _mix64_int, hash_nb, hash_u64, stream_base, uniform_nb
-from mpiec.data.source import Batch
+from mpiec.data.source import Batch, bag_bounds
 
 __all__ = ["TeacherParams", "SyntheticCriteo", "EVAL_START"]
 
@@ -66,7 +75,7 @@ ZIPF_GRID = 512  # cells of the per-table quantile table of the power law
 CALIB_START, CALIB_COUNT = 1 << 42, 1 << 14  # samples that calibrate the teacher logit
 
 # stream numbers (see rng.py)
-_S_IDS, _S_DENSE, _S_LABEL, _S_EFFECT, _S_VEC, _S_SETUP = 1, 2, 3, 4, 5, 6
+_S_IDS, _S_DENSE, _S_LABEL, _S_EFFECT, _S_VEC, _S_SETUP, _S_BAG = 1, 2, 3, 4, 5, 6, 7
 
 
 @dataclass(frozen=True)
@@ -103,12 +112,56 @@ def _irwin_hall(h: np.uint64) -> float:  # pragma: no cover - jitted
 _BLOCK = 256  # samples per block of the kernel (its buffers stay in L1/L2)
 
 
+@nb.njit(inline="always", cache=True, error_model="numpy")
+def _draw_ids(nb_, ubuf, tq, ct, inv_ct, at, cct, rk, col):  # pragma: no cover - jitted
+    """Ranks ``rk`` and scattered ids ``col`` of ``nb_`` samples from their uniforms ``ubuf``."""
+    for i in range(nb_):
+        # inverse CDF, linearly interpolated in the quantile table
+        v = ubuf[i]
+        k = np.uint64(v)
+        r = np.int64(tq[k, 0] + (v - float(k)) * tq[k, 1]) - 1
+        r = r if r > 0 else 0
+        r = r if r < ct else ct - 1
+        rk[i] = r
+        # scatter: rank -> (a_t rank + c_t) mod card_t (exact: a_t rank < 2^53)
+        x = r * at + cct
+        y = x - np.int64(float(x) * inv_ct) * ct  # quotient off by <= 1: fixed below
+        y = y + ct if y < 0 else y
+        y = y - ct if y >= ct else y
+        col[i] = y
+
+
+@nb.njit(inline="always", cache=True, error_model="numpy")
+def _coord(h, c):  # pragma: no cover - jitted
+    """Coordinate ``c`` of a hashed 4-dim vector: ``(16-bit field - 32768) / 32768`` in [-1, 1)."""
+    return float(np.int64((h >> np.uint64(16 * c)) & np.uint64(0xFFFF)) - 32768) * (1.0 / 32768.0)
+
+
+@nb.njit(inline="always", cache=True, error_model="numpy")
+def _amplitudes(nb_, rk, inv_head, decay, amp):  # pragma: no cover - jitted
+    """``amp[i] = (1 + rk[i] / head)^-decay``."""
+    if decay == 0.0:
+        amp[:nb_] = 1.0
+    elif decay == 0.5:
+        for i in range(nb_):
+            amp[i] = 1.0 / math.sqrt(1.0 + rk[i] * inv_head)
+    elif decay == 1.0:
+        for i in range(nb_):
+            amp[i] = 1.0 / (1.0 + rk[i] * inv_head)
+    else:
+        for i in range(nb_):
+            amp[i] = math.pow(1.0 + rk[i] * inv_head, -decay)
+
+
 @nb.njit(cache=True, error_model="numpy")
 def _generate(
     start, count, bases, card, mult, addc, quant, pair_slot,
-    dmu, dsig, dw, pairs, tconst, dense, ids, labels, logits, want_logit,
+    dmu, dsig, dw, pairs, tconst, dense, ids, labels, logits, want_logit, bag, bounds,
 ):  # pragma: no cover - jitted
     """Fill ``dense``, ``ids``, ``labels`` (and ``logits``) for samples ``start ..``.
+
+    Table ``t``'s ids are columns ``bounds[t] .. bounds[t] + bag[t] - 1`` of ``ids``; a one-hot
+    table (``bag[t] = 1``) takes exactly the one-hot path (same bits as without bags).
 
     Blocked and column-wise: every inner loop runs over the samples of a block with
     independent iterations (LLVM vectorizes the hashing). Only
@@ -124,6 +177,8 @@ def _generate(
         if pair_slot[t] >= 0:
             n_slots += 1
     b_ids, b_dense, b_label, b_eff, b_vec = bases[0], bases[1], bases[2], bases[3], bases[4]
+    b_bag = bases[5]
+    n_cols = np.uint64(ids.shape[1])
     bias, c_d, c_e, c_p = tconst[0], tconst[1], tconst[2], tconst[3]
     inv_head, decay = 1.0 / tconst[4], tconst[5]
     T = np.uint64(n_tables)
@@ -141,6 +196,13 @@ def _generate(
     amp = np.empty(B)
     vech = np.empty((max(n_slots, 1), B), dtype=np.uint64)
     vamp = np.empty((max(n_slots, 1), B))
+    # multi-hot tables: the bag's pooled effect and pooled 4-dim vector (pair slots)
+    teff = np.empty(B)
+    vbag = np.empty((max(n_slots, 1), 4, B))
+    vmulti = np.zeros(max(n_slots, 1), dtype=np.bool_)
+    for t in range(n_tables):
+        if pair_slot[t] >= 0 and bag[t] > 1:
+            vmulti[pair_slot[t]] = True
     for i0 in range(0, count, B):
         nb_ = min(B, count - i0)
         g0 = start + i0
@@ -166,48 +228,68 @@ def _generate(
             at = np.int64(mult[t])
             cct = np.int64(addc[t])
             tq = quant[t]
+            c0 = bounds[t]
+            m = bag[t]
             for i in range(nb_):
                 ubuf[i] = uniform_nb(hash_nb(b_ids, np.uint64(g0 + i) * T + np.uint64(t))) * n_grid
+            _draw_ids(nb_, ubuf, tq, ct, inv_ct, at, cct, rk, col)
             for i in range(nb_):
-                # inverse CDF, linearly interpolated in the quantile table
-                v = ubuf[i]
-                k = np.uint64(v)
-                r = np.int64(tq[k, 0] + (v - float(k)) * tq[k, 1]) - 1
-                r = r if r > 0 else 0
-                r = r if r < ct else ct - 1
-                rk[i] = r
-                # scatter: rank -> (a_t rank + c_t) mod card_t (exact: a_t rank < 2^53)
-                x = r * at + cct
-                y = x - np.int64(float(x) * inv_ct) * ct  # quotient off by <= 1: fixed below
-                y = y + ct if y < 0 else y
-                y = y - ct if y >= ct else y
-                col[i] = y
-            for i in range(nb_):
-                ids[i0 + i, t] = col[i]
-            if decay == 0.0:
-                amp[:nb_] = 1.0
-            elif decay == 0.5:
-                for i in range(nb_):
-                    amp[i] = 1.0 / math.sqrt(1.0 + rk[i] * inv_head)
-            elif decay == 1.0:
-                for i in range(nb_):
-                    amp[i] = 1.0 / (1.0 + rk[i] * inv_head)
-            else:
-                for i in range(nb_):
-                    amp[i] = math.pow(1.0 + rk[i] * inv_head, -decay)
-            for i in range(nb_):
-                key = np.uint64(col[i]) * T + np.uint64(t)
-                eff[i] += amp[i] * _irwin_hall(hash_nb(b_eff, key))
+                ids[i0 + i, c0] = col[i]
+            _amplitudes(nb_, rk, inv_head, decay, amp)
             sl = pair_slot[t]
-            if sl >= 0:
+            if m == 1:
                 for i in range(nb_):
-                    vech[sl, i] = hash_nb(b_vec, np.uint64(col[i]) * T + np.uint64(t))
-                    vamp[sl, i] = amp[i]
+                    key = np.uint64(col[i]) * T + np.uint64(t)
+                    eff[i] += amp[i] * _irwin_hall(hash_nb(b_eff, key))
+                if sl >= 0:
+                    for i in range(nb_):
+                        vech[sl, i] = hash_nb(b_vec, np.uint64(col[i]) * T + np.uint64(t))
+                        vamp[sl, i] = amp[i]
+                continue
+            # a bag of m ids: the first as one-hot, the others from their own stream; the
+            # teacher sees the sum of the ids' effects and vectors over sqrt(m)
+            teff[:nb_] = 0.0
+            if sl >= 0:
+                vbag[sl, :, :nb_] = 0.0
+            for j in range(m):
+                if j > 0:
+                    cj = np.uint64(c0 + j)
+                    for i in range(nb_):
+                        ubuf[i] = uniform_nb(hash_nb(b_bag, np.uint64(g0 + i) * n_cols + cj)) * n_grid
+                    _draw_ids(nb_, ubuf, tq, ct, inv_ct, at, cct, rk, col)
+                    for i in range(nb_):
+                        ids[i0 + i, c0 + j] = col[i]
+                    _amplitudes(nb_, rk, inv_head, decay, amp)
+                for i in range(nb_):
+                    key = np.uint64(col[i]) * T + np.uint64(t)
+                    teff[i] += amp[i] * _irwin_hall(hash_nb(b_eff, key))
+                if sl >= 0:
+                    for i in range(nb_):
+                        h = hash_nb(b_vec, np.uint64(col[i]) * T + np.uint64(t))
+                        for c in range(4):
+                            vbag[sl, c, i] += amp[i] * _coord(h, c)
+            norm = 1.0 / math.sqrt(float(m))
+            for i in range(nb_):
+                eff[i] += teff[i] * norm
+            if sl >= 0:
+                for c in range(4):
+                    for i in range(nb_):
+                        vbag[sl, c, i] *= norm
         # pairwise interactions of 4-dim vectors (16 bits per coordinate)
         pr[:nb_] = 0.0
         for p in range(n_pairs):
             sa = pair_slot[pairs[p, 0]]
             sb = pair_slot[pairs[p, 1]]
+            if vmulti[sa] or vmulti[sb]:
+                # a multi-hot table in the pair: the dot of the pooled (float) vectors
+                for i in range(nb_):
+                    fdot = 0.0
+                    for c in range(4):
+                        qa = vbag[sa, c, i] if vmulti[sa] else vamp[sa, i] * _coord(vech[sa, i], c)
+                        qb = vbag[sb, c, i] if vmulti[sb] else vamp[sb, i] * _coord(vech[sb, i], c)
+                        fdot += qa * qb
+                    pr[i] += fdot
+                continue
             for i in range(nb_):
                 ha = vech[sa, i]
                 hb = vech[sb, i]
@@ -241,6 +323,7 @@ class SyntheticCriteo:
         zipf_exponent: float = 1.05,
         n_dense: int = 13,
         teacher: TeacherParams | None = None,
+        multi_hot: Sequence[int] | None = None,
     ) -> None:
         card = np.asarray(list(cardinalities), dtype=np.int64)
         if card.ndim != 1 or card.size == 0 or (card < 1).any() or (card > 1 << 31).any():
@@ -249,11 +332,18 @@ class SyntheticCriteo:
             raise ValueError(f"zipf_exponent must be > 0, got {zipf_exponent}")
         if n_dense < 0:
             raise ValueError("n_dense must be >= 0")
+        bags = np.asarray(list(multi_hot) if multi_hot else [1] * card.size, dtype=np.int64)
+        if bags.shape != card.shape or (bags < 1).any():
+            raise ValueError("multi_hot must give one bag size >= 1 per table")
         self.seed = int(seed)
         self.cardinalities = tuple(int(c) for c in card)
         self.zipf_exponent = float(zipf_exponent)
         self.n_dense = int(n_dense)
         self.n_tables = int(card.size)
+        self.bags = tuple(int(m) for m in bags)  # ids per sample of each table
+        self._bag = bags
+        self._bounds = bag_bounds(self.bags)
+        self.n_ids = int(self._bounds[-1])  # columns of ``Batch.ids``
         self.teacher = teacher if teacher is not None else TeacherParams()
         tp = self.teacher
         T = self.n_tables
@@ -285,7 +375,7 @@ class SyntheticCriteo:
         npairs = self._pairs.shape[0]
         c_p = tp.scale * math.sqrt(tp.pair_share / tot) / math.sqrt(npairs * 4.0 / 9.0) if npairs else 0.0
         self._bases = np.array(
-            [stream_base(seed, s) for s in (_S_IDS, _S_DENSE, _S_LABEL, _S_EFFECT, _S_VEC)],
+            [stream_base(seed, s) for s in (_S_IDS, _S_DENSE, _S_LABEL, _S_EFFECT, _S_VEC, _S_BAG)],
             dtype=np.uint64,
         )
         # calibrate: the realized logit (hot ids of small tables make its moments
@@ -301,18 +391,18 @@ class SyntheticCriteo:
     def _run(self, start: int, count: int, want_logit: bool) -> tuple[Batch, np.ndarray]:
         if start < 0 or count < 0:
             raise ValueError("start and count must be non-negative")
-        if start + count > (1 << 58) // max(self.n_tables, self.n_dense, 1):
+        if start + count > (1 << 58) // max(self.n_ids, self.n_dense, 1):
             raise ValueError("sample index out of range")
         dense = np.empty((count, self.n_dense), dtype=np.float32)
-        ids = np.empty((count, self.n_tables), dtype=np.int64)
+        ids = np.empty((count, self.n_ids), dtype=np.int64)
         labels = np.empty(count, dtype=np.float32)
         logits = np.empty(count if want_logit else 0, dtype=np.float64)
         _generate(
             start, count, self._bases, self._card, self._mult,
             self._addc, self._quant, self._pair_slot, self._dmu, self._dsig, self._dw,
-            self._pairs, self._tconst, dense, ids, labels, logits, want_logit,
+            self._pairs, self._tconst, dense, ids, labels, logits, want_logit, self._bag, self._bounds,
         )  # fmt: skip
-        return Batch(dense, ids, labels), logits
+        return Batch(dense, ids, labels, self.bags if self.n_ids != self.n_tables else None), logits
 
     def batch(self, start: int, count: int) -> Batch:
         """Training samples ``start .. start + count - 1`` (a pure function of the indices)."""

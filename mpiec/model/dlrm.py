@@ -16,6 +16,12 @@ Invariants:
 * Interaction: ``Z = [x, e_1 .. e_T]`` (``T+1`` vectors), the pairwise dots
   ``Z Z^T`` strictly below the diagonal in row-major order (``(1,0), (2,0), (2,1),
   ...``), concatenated after ``x``.
+* Embedding bags (MLPerf DLRMv2's multi-hot features): ``e_t`` is the **sum** of the rows
+  of table ``t``'s ids in the sample; ``pool_bags`` forms it from the pulled rows and a
+  ``[B, n_ids]`` index (table ``t`` = columns ``bounds[t] .. bounds[t+1] - 1``), in column
+  order with the first row copied, so one-hot bags are exact copies (the same bits as
+  ``rows[index]``); ``pool_bags_backward`` adds ``grad e_t`` to every row of the bag, in
+  increasing (sample, column), the order of one-hot's scatter-add.
 * ``forward_backward`` returns gradients of ``loss_sum / scale``; the runtime passes
   the global batch size as ``scale`` so that the sum of the trainers' gradients is
   the exact global-mean gradient. The loss is binary cross-entropy computed from
@@ -46,6 +52,9 @@ __all__ = [
     "layer_views",
     "init_params",
     "forward_backward",
+    "forward_backward_bags",
+    "pool_bags",
+    "pool_bags_backward",
     "predict",
 ]
 
@@ -322,3 +331,95 @@ def _forward_backward(shape, params, dense, emb, labels, scale):
         if k > 0:
             delta = delta @ W
     return loss_sum, probs, grad, grad_emb
+
+
+# -- embedding bags (sum pooling) ---------------------------------------------------
+
+
+@nb.njit(cache=True)
+def _pool(rows, index, bounds, out):  # pragma: no cover - jitted
+    """``out[b, t] = rows[index[b, c0]] + rows[index[b, c0 + 1]] + ...`` over the columns of
+    table ``t`` (``c0 = bounds[t]``), left to right; the first row is copied."""
+    bsz = index.shape[0]
+    n_tables = bounds.size - 1
+    d = rows.shape[1]
+    for b in range(bsz):
+        for t in range(n_tables):
+            c0 = bounds[t]
+            r = index[b, c0]
+            for k in range(d):
+                out[b, t, k] = rows[r, k]
+            for c in range(c0 + 1, bounds[t + 1]):
+                r = index[b, c]
+                for k in range(d):
+                    out[b, t, k] += rows[r, k]
+
+
+@nb.njit(cache=True)
+def _pool_backward(gemb, index, bounds, out):  # pragma: no cover - jitted
+    """``out[index[b, c]] += gemb[b, t]`` for every column ``c`` of table ``t``, in
+    increasing ``(b, c)`` (a fixed float summation order)."""
+    bsz = index.shape[0]
+    n_tables = bounds.size - 1
+    d = gemb.shape[2]
+    for b in range(bsz):
+        for t in range(n_tables):
+            for c in range(bounds[t], bounds[t + 1]):
+                r = index[b, c]
+                for k in range(d):
+                    out[r, k] += gemb[b, t, k]
+
+
+def _check_bags(rows: np.ndarray, index: np.ndarray, bounds: np.ndarray) -> None:
+    if rows.ndim != 2 or index.ndim != 2 or bounds.ndim != 1 or bounds.size < 2:
+        raise ValueError("pool_bags: rows [U, dim], index [B, n_ids] and bounds [T + 1] expected")
+    if bounds[0] != 0 or bounds[-1] != index.shape[1] or np.any(np.diff(bounds) < 1):
+        raise ValueError(f"pool_bags: bounds {bounds} do not cut {index.shape[1]} columns into "
+                         "non-empty bags")
+    if index.size and (index.min() < 0 or index.max() >= rows.shape[0]):
+        raise ValueError(f"pool_bags: index out of range for {rows.shape[0]} rows")
+
+
+def pool_bags(rows: np.ndarray, index: np.ndarray, bounds: np.ndarray) -> np.ndarray:
+    """Sum-pooled embedding bags ``[B, T, dim]`` (dtype of ``rows``): ``out[b, t]`` is the sum
+    of ``rows[index[b, c]]`` over table ``t``'s columns ``bounds[t] .. bounds[t+1] - 1``."""
+    index = np.ascontiguousarray(index, dtype=np.int64)
+    bounds = np.ascontiguousarray(bounds, dtype=np.int64)
+    _check_bags(rows, index, bounds)
+    out = np.empty((index.shape[0], bounds.size - 1, rows.shape[1]), dtype=rows.dtype)
+    _pool(np.ascontiguousarray(rows), index, bounds, out)
+    return out
+
+
+def pool_bags_backward(grad_emb: np.ndarray, index: np.ndarray, bounds: np.ndarray,
+                       n_rows: int) -> np.ndarray:
+    """Gradient of the pulled rows ``[n_rows, dim]`` from that of the pooled bags ``[B, T, dim]``
+    (every row of a bag gets the bag's gradient; a row in several bags, the sum)."""
+    index = np.ascontiguousarray(index, dtype=np.int64)
+    bounds = np.ascontiguousarray(bounds, dtype=np.int64)
+    if grad_emb.shape[:2] != (index.shape[0], bounds.size - 1):
+        raise ValueError(f"pool_bags_backward: gradient of shape {grad_emb.shape} for index "
+                         f"{index.shape} and {bounds.size - 1} tables")
+    out = np.zeros((int(n_rows), grad_emb.shape[2]), dtype=grad_emb.dtype)
+    _check_bags(out, index, bounds)
+    _pool_backward(np.ascontiguousarray(grad_emb), index, bounds, out)
+    return out
+
+
+def forward_backward_bags(
+    shape: DLRMShape,
+    params: np.ndarray,
+    dense: np.ndarray,
+    rows: np.ndarray,
+    index: np.ndarray,
+    bounds: np.ndarray,
+    labels: np.ndarray,
+    scale: float,
+) -> tuple[float, np.ndarray, np.ndarray, np.ndarray]:
+    """``forward_backward`` on sum-pooled bags of ``rows``: returns ``(loss_sum, probs,
+    grad_params, grad_rows [U, dim])`` (what ``pool_bags`` and ``pool_bags_backward`` give)."""
+    emb = pool_bags(rows, index, bounds)
+    if params.dtype == np.float32:
+        _check(shape, params, dense, emb)
+    loss_sum, probs, grad, grad_emb = _forward_backward(shape, params, dense, emb, labels, scale)
+    return loss_sum, probs, grad, pool_bags_backward(grad_emb, index, bounds, rows.shape[0])

@@ -178,7 +178,8 @@ def make_source(cfg: Config) -> Any:
     if d.source == "synthetic":
         from mpiec.data.synthetic import SyntheticCriteo
 
-        return SyntheticCriteo(cfg.training.seed, d.cardinalities, zipf_exponent=d.zipf_exponent)
+        return SyntheticCriteo(cfg.training.seed, d.cardinalities, zipf_exponent=d.zipf_exponent,
+                               multi_hot=d.multi_hot)
     from mpiec.data.criteo import load_criteo_npz, load_criteo_tsv
     from mpiec.data.source import ArraySource
 

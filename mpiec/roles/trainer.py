@@ -26,9 +26,10 @@ import numpy as np
 from mpi4py import MPI
 
 from mpiec.comm import check_world, guard, waitall
+from mpiec.data.source import bag_bounds
 from mpiec.errors import DataError
-from mpiec.kernels.embedding import scatter_add_rows, unique_inverse
-from mpiec.model.dlrm import DLRMShape, forward_backward, init_params, predict
+from mpiec.kernels.embedding import unique_inverse
+from mpiec.model.dlrm import DLRMShape, forward_backward, init_params, pool_bags, pool_bags_backward, predict
 from mpiec.model.metrics import accuracy, auc, logloss
 from mpiec.results import EVAL_DTYPE, TIMELINE_DTYPE
 from mpiec.roles.context import TAG_DONE, TAG_EVAL, TAG_FAILURE, TAG_STEPS, RankContext, make_source
@@ -141,9 +142,12 @@ class Trainer:
         return self.source.batch((step * self.n_trainers + self.index) * self.B, self.B)
 
     def route(self, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Unique rows of a batch, grouped by owner: (local slots, send counts, inverse)."""
+        """Unique rows of a batch, grouped by owner: (local slots, send counts, inverse).
+
+        ``ids`` is ``[n, n_ids]``: one column per table, or each table's bag of
+        ``data.multi_hot`` columns; a column's global row is its id + its table's offset."""
         ctx = self.ctx
-        gids = (ids + ctx.offsets[:-1]).ravel()
+        gids = (ids + np.repeat(ctx.offsets[:-1], ctx.cfg.data.bags)).ravel()
         uniq, inv = unique_inverse(gids)
         owner = ctx.placement.owner(uniq)
         order = np.argsort(owner, kind="stable")
@@ -157,7 +161,7 @@ class Trainer:
 
     def pull(self, ids: np.ndarray, routed: tuple[np.ndarray, np.ndarray, np.ndarray], status: int,
              where: str, word: int = 0) -> tuple[np.ndarray, np.ndarray]:
-        """Pull the rows of a routed batch: returns (emb [B,T,dim], server headers)."""
+        """Pull the rows of a routed batch: returns (emb [B,T,dim] sum-pooled bags, server headers)."""
         data = self.ctx.comms.data
         slots, counts, inv = routed
         zeros = np.zeros_like(counts)
@@ -166,7 +170,7 @@ class Trainer:
         r1 = ialltoallv(data, slots, counts, _EMPTY_I64, zeros)
         r2 = ialltoallv(data, _EMPTY_F32, zeros, rows, counts, width=self.dim)
         waitall([r1, r2], where)
-        emb = rows[inv].reshape(ids.shape[0], ids.shape[1], self.dim)
+        emb = pool_bags(rows, inv.reshape(ids.shape), bag_bounds(self.ctx.cfg.data.bags))
         return emb, headers
 
     # -- the step -------------------------------------------------------------
@@ -192,8 +196,8 @@ class Trainer:
         t0 = time.perf_counter()
         loss_sum, _, gparams, gemb = forward_backward(
             self.shape, self.params, batch.dense, emb, batch.labels, float(cfg.global_batch))
-        grad_rows = np.zeros((int(counts.sum()), self.dim), dtype=np.float32)
-        scatter_add_rows(gemb.reshape(-1, self.dim), inv, grad_rows)
+        grad_rows = pool_bags_backward(gemb, inv.reshape(batch.ids.shape), bag_bounds(cfg.data.bags),
+                                       int(counts.sum()))
         self.dense_buf[: self.P] = gparams
         self.dense_buf[self.P] = loss_sum
         t_compute = time.perf_counter() - t0

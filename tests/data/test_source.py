@@ -38,3 +38,17 @@ def test_array_source_bad_fraction():
         ArraySource(_batch(10), eval_fraction=0.0)
     with pytest.raises(ValueError):
         ArraySource(_batch(1), eval_fraction=0.5)
+
+
+def test_multi_hot_batch_keeps_its_bags():
+    from mpiec.data.source import bag_bounds, column_tables
+
+    n = 4
+    b = Batch(np.zeros((n, 2), np.float32), np.arange(n * 6, dtype=np.int64).reshape(n, 6),
+              np.zeros(n, np.float32), (1, 3, 2))
+    assert b.n_tables == 3 and list(b.bounds) == [0, 1, 4, 6]
+    assert list(column_tables((1, 3, 2))) == [0, 1, 1, 1, 2, 2] and list(bag_bounds([2])) == [0, 2]
+    assert b.take(np.array([2, 0])).bags == (1, 3, 2) and Batch.concat([b, b]).bags == (1, 3, 2)
+    assert _batch(2).bags is None and _batch(2).n_tables == 3 and list(_batch(2).bounds) == [0, 1, 2, 3]
+    with pytest.raises(ValueError, match="6 id columns, bags"):
+        Batch(b.dense, b.ids, b.labels, (1, 1))

@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 
 from mpiec.config import PRESETS, load_config
+from mpiec.data.source import bag_bounds, column_tables
 from mpiec.data.synthetic import EVAL_START, SyntheticCriteo, TeacherParams
 from mpiec.model.metrics import auc
 
@@ -99,9 +100,60 @@ def test_bad_arguments():
 
 @pytest.mark.parametrize("name", PRESETS)
 def test_every_preset_teacher_in_range(name):
-    d = load_config(name).data
-    s = SyntheticCriteo(11, d.cardinalities, zipf_exponent=d.zipf_exponent)
+    d = load_config(name, memory=False).data
+    s = SyntheticCriteo(11, d.cardinalities, zipf_exponent=d.zipf_exponent, multi_hot=d.multi_hot)
     b, p = s.teacher_probs(EVAL_START, 30_000)
     assert 0.77 < auc(b.labels, p) < 0.83  # target 0.78-0.82; 30k samples: +-0.006
     assert 0.2 < b.labels.mean() < 0.3
-    assert (b.ids < np.array(s.cardinalities)).all()
+    assert (b.ids < np.array(s.cardinalities)[column_tables(s.bags)]).all()
+
+
+MLPERF_BAGS = [3, 2, 1, 2, 6, 1, 1, 1, 1, 7, 3, 8, 1, 6, 9, 5, 1, 1, 1, 12, 100, 27, 10, 3, 1, 1]
+
+
+@pytest.fixture(scope="module")
+def multi():
+    return SyntheticCriteo(5, CARDS, multi_hot=MLPERF_BAGS)
+
+
+def test_multi_hot_bags_shapes_ranges_and_purity(multi, src):
+    b = multi.batch(1000, 700)
+    assert b.ids.shape == (700, 214) and b.ids.dtype == np.int64 and b.bags == tuple(MLPERF_BAGS)
+    assert b.n_tables == 26 and np.array_equal(b.bounds, bag_bounds(MLPERF_BAGS))
+    assert (b.ids >= 0).all() and (b.ids < np.array(CARDS)[column_tables(MLPERF_BAGS)]).all()
+    # the first id of every bag is the one-hot id; dense features are the one-hot ones
+    one = src.batch(1000, 700)
+    np.testing.assert_array_equal(b.ids[:, b.bounds[:-1]], one.ids)
+    np.testing.assert_array_equal(b.dense, one.dense)
+    # a pure function of the sample index, across the kernel's blocks
+    for i in (0, 255, 256, 699):
+        r = multi.batch(1000 + i, 1)
+        np.testing.assert_array_equal(r.ids[0], b.ids[i])
+        assert r.labels[0] == b.labels[i]
+    again = SyntheticCriteo(5, CARDS, multi_hot=MLPERF_BAGS).batch(1000, 700)
+    np.testing.assert_array_equal(again.ids, b.ids)
+    # the ids of a bag are distinct draws (not copies of the first), power-law like the first
+    big = b.ids[:, b.bounds[20]:b.bounds[21]]  # table 20: 100 ids per sample
+    assert (big != big[:, :1]).mean() > 0.5
+    assert multi.batch(0, 10).take(np.array([1, 3])).bags == b.bags
+    with pytest.raises(ValueError, match="one bag size >= 1 per table"):
+        SyntheticCriteo(0, [10, 20], multi_hot=[1])
+    with pytest.raises(ValueError, match="one bag size >= 1 per table"):
+        SyntheticCriteo(0, [10, 20], multi_hot=[1, 0])
+
+
+def test_one_hot_bags_are_the_one_hot_generator_bit_for_bit(src):
+    ones = SyntheticCriteo(5, CARDS, multi_hot=[1] * 26)
+    for a, b in [(ones.batch(3, 600), src.batch(3, 600)), (ones.eval_batch(300), src.eval_batch(300))]:
+        assert a.bags is None and a.ids.tobytes() == b.ids.tobytes()
+        assert a.dense.tobytes() == b.dense.tobytes() and a.labels.tobytes() == b.labels.tobytes()
+    assert ones.teacher_auc(3000) == src.teacher_auc(3000)
+
+
+def test_multi_hot_teacher_uses_the_whole_bag(multi):
+    """The labels depend on every id of a bag: the teacher sees the pooled effects."""
+    b, p = multi.teacher_probs(EVAL_START, 30_000)
+    assert 0.77 < auc(b.labels, p) < 0.83 and 0.2 < b.labels.mean() < 0.3
+    # the teacher's probability is not a function of the bags' first ids alone
+    one = SyntheticCriteo(5, CARDS).teacher_probs(EVAL_START, 30_000)[1]
+    assert np.corrcoef(p, one)[0, 1] < 0.95

@@ -126,3 +126,90 @@ def test_rejects_wrong_shapes_and_dtypes():
         dlrm.forward_backward(SHAPE, p, dense, emb[:, :3], y, 4.0)
     with pytest.raises(ValueError):
         dlrm.forward_backward(SHAPE, p, dense, emb, y[:3], 4.0)
+
+
+# -- embedding bags (multi-hot, sum pooling) -------------------------------------------
+
+BAGS = (2, 1, 3, 1)  # ids per sample of each of SHAPE's 4 tables
+
+
+def _bag_inputs(bsz, n_rows, seed, dtype):
+    """Pulled rows, a [B, sum(BAGS)] index into them (repeats included) and the bounds."""
+    rng = np.random.default_rng(seed)
+    rows = (rng.normal(size=(n_rows, SHAPE.dim)) * 0.5).astype(dtype)
+    bounds = np.concatenate([[0], np.cumsum(BAGS)]).astype(np.int64)
+    index = rng.integers(0, n_rows, size=(bsz, int(bounds[-1])))
+    index[0, 3] = index[0, 4]  # an id twice in one bag
+    index[1, 0] = index[2, 5]  # a row in bags of two tables
+    return rows, index, bounds
+
+
+def test_pool_bags_is_the_sum_of_each_tables_rows():
+    rows, index, bounds = _bag_inputs(5, 9, 0, np.float32)
+    emb = dlrm.pool_bags(rows, index, bounds)
+    assert emb.shape == (5, 4, SHAPE.dim) and emb.dtype == np.float32
+    for b in range(5):
+        for t in range(4):
+            ref = rows[index[b, bounds[t]:bounds[t + 1]]].astype(np.float64).sum(axis=0)
+            np.testing.assert_allclose(emb[b, t], ref, rtol=1e-6)
+    g = np.random.default_rng(1).normal(size=emb.shape).astype(np.float32)
+    grows = dlrm.pool_bags_backward(g, index, bounds, rows.shape[0])
+    ref = np.zeros((9, SHAPE.dim))
+    for b in range(5):
+        for c in range(index.shape[1]):
+            ref[index[b, c]] += g[b, np.searchsorted(bounds, c, side="right") - 1]
+    np.testing.assert_allclose(grows, ref, rtol=1e-5, atol=1e-6)
+    with pytest.raises(ValueError, match="bounds"):
+        dlrm.pool_bags(rows, index, np.array([0, 2, 2, 7], dtype=np.int64))
+    with pytest.raises(ValueError, match="index out of range"):
+        dlrm.pool_bags(rows[:2], index, bounds)
+
+
+def test_multi_hot_gradients_match_central_differences():
+    """d(loss/scale) / d(pulled row): through the sum pooling, a row in several bags included."""
+    rows, index, bounds = _bag_inputs(6, 10, 2, np.float64)
+    dense, _, y = _inputs(SHAPE, 6, seed=3, dtype=np.float64)
+    p = dlrm.init_params(SHAPE, 5).astype(np.float64)
+    scale = 9.0
+    _, _, g, grows = dlrm.forward_backward_bags(SHAPE, p, dense, rows, index, bounds, y, scale)
+
+    def f(pp, rr):
+        return dlrm.forward_backward_bags(SHAPE, pp, dense, rr, index, bounds, y, scale)[0] / scale
+
+    eps = 1e-6
+    num = np.empty_like(rows)
+    for idx in np.ndindex(rows.shape):
+        d = np.zeros_like(rows)
+        d[idx] = eps
+        num[idx] = (f(p, rows + d) - f(p, rows - d)) / (2 * eps)
+    assert np.abs(grows).max() > 1e-3
+    np.testing.assert_allclose(grows, num, atol=1e-8 * np.abs(num).max() + 1e-10, rtol=1e-5)
+    nump = np.empty_like(p)
+    for i in range(p.size):
+        d = np.zeros_like(p)
+        d[i] = eps
+        nump[i] = (f(p + d, rows) - f(p - d, rows)) / (2 * eps)
+    np.testing.assert_allclose(g, nump, atol=1e-8 * np.abs(nump).max() + 1e-10, rtol=1e-5)
+
+
+def test_one_hot_bags_are_bit_identical_to_the_one_hot_path():
+    """One id per table: pooling is rows[index] and its backward the scatter-add the trainer used."""
+    from mpiec.kernels.embedding import scatter_add_rows
+
+    rng = np.random.default_rng(7)
+    rows = rng.normal(size=(30, SHAPE.dim)).astype(np.float32)
+    rows[3, 1] = -0.0  # a negative zero stays one
+    index = rng.integers(0, 30, size=(17, SHAPE.n_tables))
+    index[0, 0] = 3
+    bounds = np.arange(SHAPE.n_tables + 1, dtype=np.int64)
+    emb = dlrm.pool_bags(rows, index, bounds)
+    assert emb.tobytes() == rows[index.ravel()].reshape(17, SHAPE.n_tables, SHAPE.dim).tobytes()
+    dense, _, y = _inputs(SHAPE, 17, seed=8)
+    p = dlrm.init_params(SHAPE, 3)
+    loss, probs, g, ge = dlrm.forward_backward(SHAPE, p, dense, emb, y, 17.0)
+    old = np.zeros_like(rows)
+    scatter_add_rows(ge.reshape(-1, SHAPE.dim), index.ravel(), old)
+    loss_b, probs_b, g_b, grows = dlrm.forward_backward_bags(SHAPE, p, dense, rows, index, bounds, y, 17.0)
+    assert loss_b == loss and probs_b.tobytes() == probs.tobytes() and g_b.tobytes() == g.tobytes()
+    assert grows.tobytes() == old.tobytes()
+    assert dlrm.pool_bags_backward(ge, index, bounds, 30).tobytes() == old.tobytes()
