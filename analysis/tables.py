@@ -109,6 +109,9 @@ def summary_rows(results: list[RunResult], baseline: str = "none") -> list[dict[
             "lost": s["lost"],
             "lost_samples": s["lost_samples"],
             "recovery_latency_s": s["recovery_latency_s"],
+            "recoveries": s["recoveries"],
+            "reexecuted_steps": s["reexecuted_steps"],
+            "time_lost_s": s["time_lost_s"],
             "stall_s": s["stall_s"],
             "checkpoint_bytes": s["checkpoint_bytes"],
             "parity_bytes": s["parity_bytes"],
@@ -157,7 +160,8 @@ def comparison_table(results: list[RunResult], baseline: str = "none") -> str:
     """The side-by-side table ``mpiec bench`` and ``mpiec report`` print."""
     header = [
         "run", "strategy", "seed", "steps", "samples/s", "overhead", "AUC", "logloss",
-        "lost", "lost samples", "recovery s", "ckpt bytes", "parity bytes",
+        "lost", "lost samples", "recovery s", "re-exec", "time lost s", "ckpt bytes", "parity bytes",
+        "checksum",
     ]
     rows = []
     for row in summary_rows(results, baseline):
@@ -178,10 +182,13 @@ def comparison_table(results: list[RunResult], baseline: str = "none") -> str:
             "yes" if row["lost"] else "no",
             str(row["lost_samples"]),
             _fmt_float(row["recovery_latency_s"], ".3f"),
+            str(row["reexecuted_steps"]),
+            _fmt_float(row["time_lost_s"], ".2f") if row["recoveries"] else DASH,
             _fmt_bytes(row["checkpoint_bytes"]),
             _fmt_bytes(row["parity_bytes"]),
+            row["param_checksum"][:12] or DASH,
         ])
-    table = render_table(header, rows, right={2, 3, 4, 5, 6, 7, 9, 10, 11, 12})
+    table = render_table(header, rows, right={2, 3, 4, 5, 6, 7, 9, 10, 11, 12, 13, 14})
     notes = []
     if not any(r.strategy == baseline for r in results):
         notes.append(f"overhead: no '{baseline}' run in this set")
