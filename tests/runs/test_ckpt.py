@@ -43,7 +43,8 @@ def test_server_kill_recovers_with_the_failure_free_checksum(reference, tmp_path
         assert kind in k, kind
     s = res.summary
     assert s["param_checksum"] == reference and s["recoveries"] == 1 and s["restores"] == 1
-    assert s["reexecuted_steps"] == 5 and s["checkpoints"] == 3 and s["checkpoint_bytes"] > 0  # 9, 19, 29
+    # back to the checkpoint of step 19 (or 9 if 19's commit had not arrived): 5 (15) steps re-executed
+    assert s["reexecuted_steps"] in (5, 15) and s["checkpoints"] >= 2 and s["checkpoint_bytes"] > 0
     assert np.any(res.timeline["reexec"]) and len(res.checkpoints) == s["checkpoints"]
     breakdown = json.loads(s["recovery_breakdown"])
     assert breakdown[0]["detection_s"] >= 0 and breakdown[0]["recovery_s"] > 0
