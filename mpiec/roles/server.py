@@ -204,6 +204,7 @@ class Server:
             strategy.after_step(step, headers[:, 3])
             strategy.background(step)
             if eval_due(cfg, step):
+                ctx.current_step = step + 1  # a failure now interrupts the next step (as agreed)
                 for _ in range(eval_rounds(cfg)):
                     self.serve(-1, STATUS_OK, f"eval after step {step}", with_grads=False)
 

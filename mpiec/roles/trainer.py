@@ -295,6 +295,9 @@ class Trainer:
                 self.ctx.current_step = step
                 self.train_step(step)
                 if eval_due(cfg, step):
+                    # A failure during the evaluation interrupts the next step, as the survivors
+                    # agree: a kill note written now says so too.
+                    self.ctx.current_step = step + 1
                     self.evaluate(step)
                 self.flush_progress()
         except Diverged:

@@ -191,6 +191,10 @@ def test_kill_during_an_evaluation_redoes_it(tmp_path):
     assert res.summary["param_checksum"] == ref.summary["param_checksum"]
     assert list(res.eval["step"]) == [19, 39]
     assert res.summary["final_auc"] == ref.summary["final_auc"]
+    k = kinds(res)
+    kill_step = int(res.events["step"][k.index("kill")])
+    detect_steps = {int(e["step"]) for e, kind in zip(res.events, k, strict=True) if kind == "detect"}
+    assert detect_steps == {kill_step}  # a kill during an evaluation belongs to the next step, as agreed
 
 
 @pytest.mark.parametrize("plan", ["server:1@step=25", "trainer:0@step=25;server:0@step=30"])
