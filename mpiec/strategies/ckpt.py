@@ -44,32 +44,11 @@ from mpiec.checkpoint import BackgroundWriter, CheckpointError, CheckpointStore,
 from mpiec.errors import ConfigError
 from mpiec.layout import SERVER, TRAINER, Slot
 from mpiec.strategies.base import Failure, RecoveryPlan, Scope, Strategy
+from mpiec.strategies.checkpointing import checkpoint_root, expected_mtbf_s
 
 DEFAULTS: dict[str, Any] = {"interval": "auto", "interval_s": 0.0, "first": 10, "mode": "sync", "dir": "",
                             "keep": 2, "bandwidth_mb_s": 0.0, "on_trainer_failure": "peer"}
 WORD_CHECKPOINT = 1
-
-
-def checkpoint_root(cfg: Any, out_path: Path) -> Path:
-    """``strategy.dir``, else ``<result dir>/<result name>.ckpt``."""
-    d = cfg.strategy.params.get("dir") or ""
-    return Path(d) if d else out_path.parent / f"{out_path.stem}.ckpt"
-
-
-def expected_mtbf_s(cfg: Any) -> tuple[float | None, float | None]:
-    """(MTBF in seconds, MTBF in steps) from ``failures.mtbf_s`` or the kill plan; None if unknown."""
-    if cfg.failures.mtbf_s > 0:
-        return cfg.failures.mtbf_s, None
-    from mpiec.faults import parse_kill_plans
-
-    kills = parse_kill_plans(cfg.failures.kill, cfg)
-    times = sorted(k.time for k in kills if k.time is not None)
-    steps = sorted(k.step for k in kills if k.step is not None)
-    if times:
-        return times[-1] / len(times), None
-    if steps:
-        return None, (steps[-1] + 1) / len(steps)
-    return None, None
 
 
 class FullCheckpoint(Strategy):
@@ -84,17 +63,19 @@ class FullCheckpoint(Strategy):
     }
 
     # -- configuration ------------------------------------------------------------
+    DEFAULTS: ClassVar[dict[str, Any]] = DEFAULTS  # subclasses (cpr) extend it
+
     @classmethod
     def param_keys(cls) -> set[str]:
-        return set(DEFAULTS)
+        return set(cls.DEFAULTS)
 
     @classmethod
     def validate_params(cls, cfg: Any) -> None:
         p = cfg.strategy.params
         for key in p:
-            if key not in DEFAULTS:
-                raise ConfigError(f"unknown config key 'strategy.{key}' for strategy 'ckpt' "
-                                  f"(known: {', '.join(sorted(DEFAULTS))})")
+            if key not in cls.DEFAULTS:
+                raise ConfigError(f"unknown config key 'strategy.{key}' for strategy '{cls.name}' "
+                                  f"(known: {', '.join(sorted(cls.DEFAULTS))})")
         interval = p.get("interval", DEFAULTS["interval"])
         bad = isinstance(interval, bool) or not isinstance(interval, int) or interval < 1
         if interval != "auto" and bad:
@@ -117,7 +98,7 @@ class FullCheckpoint(Strategy):
 
     def __init__(self, cfg: Any) -> None:
         super().__init__(cfg)
-        self.p = {**DEFAULTS, **self.params}
+        self.p = {**type(self).DEFAULTS, **self.params}
         self.store: CheckpointStore | None = None
         self.writer: BackgroundWriter | None = None
         self.interval_steps = self.p["interval"] if self.p["interval"] != "auto" else None

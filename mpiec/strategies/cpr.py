@@ -1,0 +1,404 @@
+"""``cpr``, ``cpr-mfu``, ``cpr-ssu``: checkpoints with partial recovery (Maeng et al., MLSys'21).
+
+Full checkpoints are ``ckpt``'s (the same schedule on trainer 0's header word, the same
+parts through ``mpiec.checkpoint``, the monitor commits the manifests). What differs is the
+recovery: on a server failure the plan is ``Scope.REPLACED``: only the replacement loads its
+shard's newest complete checkpoint (``cpr-mfu`` / ``cpr-ssu``: then the newer partial
+checkpoints on top), every other rank keeps its state and training goes on from the agreed
+committed step. The failed shard's updates since its checkpoint are lost: the run is **not**
+lossless (its checksum differs from the failure-free one). A trainer-only failure loses
+nothing (``COMMITTED``: the runtime's peer copy of the dense replica). When every trainer
+died, ``cpr`` falls back to ``ckpt``'s full rollback.
+
+Interval: ``strategy.interval`` (steps), or ``strategy.interval_s``, else from the target PLS
+(``strategy.target_pls``): ``T_ckpt = 2 · N_shards · MTBF · PLS`` with the MTBF from
+``failures.mtbf_s`` or the kill plan (``ckpt.expected_mtbf_s``), else one failure per run.
+
+Variants (partial checkpoints, every ``mfu_every`` / ``ssu_every`` steps, of a row subset only;
+each server writes and commits its own partial into ``<ckpt dir>/partial/server-<i>``, so a
+partial is complete as soon as its server wrote it):
+
+* ``cpr-mfu``: per-row access counters on the servers' pull path (``on_pull``); the
+  ``mfu_fraction`` most frequently pulled rows are saved;
+* ``cpr-ssu``: the rows pulled in a sub-sample of the steps (``ssu_rate``; step ``s`` is in
+  the sample when a hash of ``(seed, s)`` falls below the rate) since the last partial are saved.
+
+Figures (``summary``): ``lost_updates`` = row updates of the failed shards that the restore
+did not bring back (each server counts, per row, its updates since the row was last saved
+and sends the running total in its step header word, so the survivors know it when the
+server dies; the last step before the failure, whose word never arrived, is estimated
+from the step before). ``pls`` = the paper's portion of lost samples: samples whose
+embedding updates were lost / samples trained = Σ over failures of (steps since the
+restored *full* checkpoint × shards lost / N_shards) / steps (partial checkpoints do not
+shorten it: their gain shows in ``lost_updates``). ``pls_predicted`` =
+``T_ckpt / (2 · N_shards · MTBF)``. The ``checkpoints`` dataset gets one row per
+checkpoint: kind ``full``, ``mfu`` or ``ssu`` with the bytes of all its parts.
+"""
+
+from __future__ import annotations
+
+import math
+import shutil
+import time
+from pathlib import Path
+from typing import Any, ClassVar
+
+import numpy as np
+
+from mpiec.checkpoint import CheckpointError, CheckpointStore
+from mpiec.errors import ConfigError
+from mpiec.kernels.tracking import counters_add, top_fraction
+from mpiec.layout import SERVER, TRAINER, Slot
+from mpiec.strategies.base import Failure, RecoveryPlan, Scope
+from mpiec.strategies.checkpointing import expected_mtbf_s, interval_for_pls, measured_pls, predicted_pls
+from mpiec.strategies.ckpt import DEFAULTS as CKPT_DEFAULTS
+from mpiec.strategies.ckpt import FullCheckpoint
+
+CPR_DEFAULTS: dict[str, Any] = {**CKPT_DEFAULTS, "target_pls": 0.05}
+
+
+def ssu_sampled(seed: int, step: int, rate: float) -> bool:
+    """Is ``step`` in SSU's sub-sample? A deterministic hash of (seed, step) below ``rate``."""
+    x = (int(seed) * 0x9E3779B97F4A7C15 + int(step) * 0xBF58476D1CE4E5B9 + 1) & (2**64 - 1)
+    x ^= x >> 31
+    x = (x * 0x94D049BB133111EB) & (2**64 - 1)
+    x ^= x >> 29
+    return (x >> 11) / float(2**53) < rate
+
+
+def cpr_interval(cfg: Any, target_pls: float) -> tuple[int | None, float | None]:
+    """(interval in steps, interval in seconds) from the target PLS; exactly one is set."""
+    mtbf_s, mtbf_steps = expected_mtbf_s(cfg)
+    shards = cfg.layout.servers
+    if mtbf_s is not None:
+        return None, interval_for_pls(target_pls, shards, mtbf_s)
+    mtbf = mtbf_steps if mtbf_steps is not None else float(cfg.training.steps)
+    return max(1, int(round(interval_for_pls(target_pls, shards, mtbf)))), None
+
+
+class PartialRecovery(FullCheckpoint):
+    name = "cpr"
+    description = "checkpoints with partial recovery: only the failed shard reloads (CPR, MLSys'21)"
+    kind = ""  # the partial checkpoint's kind ("" = none, "mfu", "ssu")
+    DEFAULTS: ClassVar[dict[str, Any]] = CPR_DEFAULTS
+    summary_rules: ClassVar[dict[str, str]] = {
+        **FullCheckpoint.summary_rules,
+        "lost_updates": "max", "pls": "first", "pls_predicted": "first", "pls_target": "first",
+        "pls_failures": "first", "full_checkpoint_bytes": "first", "partial_checkpoints": "first",
+        "partial_checkpoint_bytes": "first", "partial_rows_saved": "sum",
+    }
+
+    @classmethod
+    def validate_params(cls, cfg: Any) -> None:
+        super().validate_params(cfg)
+        p = cfg.strategy.params
+        for key in ("target_pls", "mfu_fraction", "ssu_rate"):
+            if key not in cls.DEFAULTS:
+                continue
+            v = p.get(key, cls.DEFAULTS[key])
+            number = not isinstance(v, bool) and isinstance(v, (int, float))
+            if not number or not math.isfinite(v) or not 0 < v <= 1:
+                raise ConfigError(f"strategy.{key} must be a number in (0, 1], got {v!r}")
+        for key in ("mfu_every", "ssu_every"):
+            if key not in cls.DEFAULTS:
+                continue
+            v = p.get(key, cls.DEFAULTS[key])
+            if isinstance(v, bool) or not isinstance(v, int) or v < 0:
+                raise ConfigError(f"strategy.{key} must be an integer >= 1 (0: a quarter of the "
+                                  f"full interval), got {v!r}")
+
+    def __init__(self, cfg: Any) -> None:
+        super().__init__(cfg)
+        self.target_pls = float(self.p["target_pls"])
+        if self.interval_steps is None and self.interval_s is None:
+            self.interval_steps, self.interval_s = cpr_interval(cfg, self.target_pls)
+        self.every = int(self.p.get(f"{self.kind}_every", 0)) if self.kind else 0
+        # server: per-row updates since the row was last saved, and their total (the header word)
+        self.unsaved: np.ndarray | None = None
+        self.unsaved_total = 0
+        self._last_apply: tuple[int, np.ndarray] | None = None
+        self.full_steps: list[int] = []  # server: steps of the full checkpoints it wrote
+        self.partial_store: CheckpointStore | None = None
+        self.partial_rows = 0
+        # trainers: every server's unsaved-update total, by step (from the header words)
+        self.words: dict[int, np.ndarray] = {}
+        self.lost_updates = 0
+        self.rate: np.ndarray | None = None
+        # monitor
+        self.pending_loss: dict[Slot, int] = {}
+        self.losses: list[tuple[int, int]] = []  # (steps since the restored full checkpoint, shards)
+        self.partial_rows_by_step: dict[int, list] = {}
+
+    def bind(self, ctx: Any, role: Any) -> None:
+        super().bind(ctx, role)
+        if ctx.slot.role == SERVER:
+            n = role.shard.table.shape[0]
+            self.unsaved = np.zeros(n, dtype=np.int64)
+            self.unsaved_total = 0
+            self._last_apply = None
+            if self.kind:
+                self.partial_store = self.partial_store_of(ctx.slot.index)
+                self.partial_store.root.mkdir(parents=True, exist_ok=True)
+
+    def partial_store_of(self, server: int) -> CheckpointStore:
+        return CheckpointStore(Path(self.store.root) / "partial" / f"server-{server}")
+
+    # -- step hooks ------------------------------------------------------------------------
+    def header_word(self, step: int) -> int:
+        if self.ctx.slot.role == SERVER:
+            return int(self.unsaved_total)  # updates that a failure now would lose (through step - 1)
+        return super().header_word(step)
+
+    def after_apply(self, step: int, slots: np.ndarray, old: np.ndarray | None,
+                    delta: np.ndarray | None, replayed: bool = False) -> None:
+        if self.unsaved is not None:
+            self.unsaved[slots] += 1
+            self.unsaved_total += int(slots.size)
+            self._last_apply = (step, slots.copy())
+
+    def after_step(self, step: int, words: np.ndarray | None = None) -> None:
+        if words is not None and self.ctx.slot.role == TRAINER:
+            w = np.array(words, dtype=np.int64)
+            prev = self.words.get(step - 1)
+            if prev is not None:  # rows a server updates per step, for the one step never reported
+                grew = w[self.cfg.layout.trainers:] - prev[self.cfg.layout.trainers:]
+                self.rate = np.where(grew > 0, grew, self.rate if self.rate is not None else 0)
+            self.words[step] = w
+            self.words.pop(step - 3, None)
+        super().after_step(step, words)
+        if words is None or self.ctx.slot.role != SERVER:
+            return
+        if int(words[0]) == 1:  # a full checkpoint of this step was written (ckpt's WORD_CHECKPOINT)
+            self.unsaved[:] = 0
+            self.unsaved_total = 0
+            self.full_steps = (self.full_steps + [step])[-2:]
+        elif self.every and (step + 1) % self.every == 0 and step + 1 < self.cfg.training.steps:
+            self.save_partial(step)
+
+    def partial_rows_now(self, step: int) -> np.ndarray:
+        """Server: local slots of this step's partial checkpoint (variant's choice)."""
+        return np.empty(0, dtype=np.int64)
+
+    def save_partial(self, step: int) -> None:
+        t0 = time.perf_counter()
+        shard = self.role.shard
+        rows = self.partial_rows_now(step)
+        rows = rows[shard.global_rows[rows] >= 0]
+        arrays = {"global_rows": shard.global_rows[rows], "table": shard.table[rows]}
+        name = f"server-{self.ctx.slot.index}"
+        try:
+            info = self.partial_store.write_part(step, name, arrays)
+            self.partial_store.commit(step, {name: info}, {"kind": self.kind, "rows": int(rows.size)})
+            self.prune_partials()
+        except CheckpointError as exc:
+            self.ctx.event("checkpoint_fail", step, self.ctx.rank, detail=str(exc)[:250])
+            return
+        self.unsaved_total -= int(self.unsaved[rows].sum())
+        self.unsaved[rows] = 0
+        self.partial_rows += int(rows.size)
+        self.critical_s += time.perf_counter() - t0
+        self.ctx.tell_monitor(("partial", step, self.ctx.epoch, info.to_dict(), int(rows.size)))
+
+    def prune_partials(self) -> None:
+        """Partials older than the second-newest full checkpoint written are never needed."""
+        if len(self.full_steps) < 2:
+            return
+        for s in self.partial_store.complete_steps():
+            if s < self.full_steps[0]:
+                shutil.rmtree(self.partial_store.step_dir(s), ignore_errors=True)
+
+    # -- monitor ------------------------------------------------------------------------------
+    def on_message(self, source: Slot, payload: Any) -> None:
+        if payload[0] != "partial":
+            return super().on_message(source, payload)
+        _, step, _epoch, info, rows = payload
+        entry = self.partial_rows_by_step.setdefault(step, [0, 0.0, 0])
+        entry[0] += int(info["bytes"])
+        entry[1] = max(entry[1], float(info["seconds"]))
+        entry[2] += rows
+
+    def checkpoint_rows(self) -> list[tuple]:
+        parts = [(s, self.kind, b, sec, 32) for s, (b, sec, _r) in self.partial_rows_by_step.items()]
+        return sorted(list(self.rows) + parts, key=lambda r: (r[0], r[1] != "full"))
+
+    def plan(self, failure: Failure) -> RecoveryPlan:
+        dead_servers = [s for s in failure.dead if s.role == SERVER]
+        originals = [i for i in failure.alive(TRAINER) if Slot(TRAINER, i) not in failure.dead]
+        if not dead_servers:
+            return RecoveryPlan(Scope.COMMITTED, reason="no embedding state lost")
+        if not originals:  # no dense replica survives: every rank goes back to a full checkpoint
+            return super().plan(failure)
+        self.pending.clear()
+        fulls = [s for s in self.store.complete_steps() if s <= failure.committed]
+        since = failure.committed - (fulls[0] if fulls else -1)
+        self.pending_loss = {s: since for s in dead_servers}
+        return RecoveryPlan(Scope.REPLACED, reason=f"partial recovery of {[str(s) for s in dead_servers]}: "
+                            f"{since} steps of their updates lost")
+
+    # -- recovery -------------------------------------------------------------------------------
+    def restore(self, plan: RecoveryPlan, step: int, replaced: bool) -> bool:
+        if plan.scope is Scope.ROLLBACK:
+            return super().restore(plan, step, replaced)
+        t0 = time.perf_counter()
+        fulls = [s for s in self.store.complete_steps() if s <= step]
+        base = -1
+        for s in fulls + [-1]:  # the newest full checkpoint whose part verifies
+            try:
+                if s < 0:
+                    self.role.reset()
+                else:
+                    self.load_shard(s)
+                base = s
+                break
+            except (CheckpointError, ValueError) as exc:
+                self.ctx.event("restore_failed", plan.step, self.ctx.rank, detail=str(exc)[:250])
+        applied = []
+        if self.kind:
+            store = self.partial_store_of(self.ctx.slot.index)
+            for s in sorted(p for p in store.complete_steps() if base < p <= step):
+                try:
+                    part = store.read_part(s, f"server-{self.ctx.slot.index}")
+                except CheckpointError as exc:  # a bad partial: its rows stay at the older version
+                    self.ctx.event("restore_failed", plan.step, self.ctx.rank, detail=str(exc)[:250])
+                    continue
+                self.role.load_rows(part["global_rows"], part["table"])
+                applied.append(s)
+        self.ctx.event("restore", plan.step, self.ctx.rank,
+                       detail=f"partial recovery: full checkpoint {base}, {len(applied)} "
+                              f"{self.kind or 'partial'} checkpoints on top, committed step {step}")
+        self.restores += 1
+        self.restore_s += time.perf_counter() - t0
+        return True
+
+    def on_recovered(self, plan: RecoveryPlan) -> None:
+        super().on_recovered(plan)
+        role = self.ctx.slot.role
+        replaced = list(getattr(plan, "replaced", []))
+        if role == SERVER:
+            if self.ctx.slot in replaced or plan.scope is Scope.ROLLBACK:
+                self.unsaved[:] = 0  # the shard now equals what is on disk
+                self.unsaved_total = 0
+            elif self._last_apply is not None and self._last_apply[0] > plan.restored:
+                _, slots = self._last_apply  # the undone step: counted again when re-executed
+                self.unsaved[slots] -= 1
+                self.unsaved_total -= int(slots.size)
+            self._last_apply = None
+        elif role == TRAINER and plan.scope is Scope.REPLACED and self.words:
+            c = plan.committed
+            for slot in replaced:
+                if slot.role != SERVER:
+                    continue
+                j = slot.index
+                lost = self.lost_estimate(c, self.cfg.layout.trainers + j)
+                self.lost_updates += lost
+        if role == TRAINER:
+            self.words = {s: w for s, w in self.words.items() if s <= plan.restored}
+        if self.ctx.rank == 0 and plan.scope is Scope.REPLACED:
+            self.losses += [(since, 1) for since in self.pending_loss.values()]
+            self.pending_loss = {}
+
+    def lost_estimate(self, c: int, rank: int) -> int:
+        """Trainer: updates of data rank ``rank`` not on disk after step ``c`` (header words).
+
+        The word of step ``c + 1`` says it exactly; a server killed at the start of a step never
+        sent it: then the word of step ``c`` (through ``c - 1``) plus one step's updates at the
+        last rate seen, or 0 when step ``c`` ended with a full checkpoint.
+        """
+        if c + 1 in self.words:
+            return int(self.words[c + 1][rank])
+        if c not in self.words:
+            return 0
+        if int(self.words[c][0]) == 1:  # trainer 0's word: a full checkpoint after step c
+            return 0
+        rate = int(self.rate[rank - self.cfg.layout.trainers]) if self.rate is not None else 0
+        return int(self.words[c][rank]) + rate
+
+    # -- results -------------------------------------------------------------------------------
+    def predicted(self) -> float:
+        mtbf_s, mtbf_steps = expected_mtbf_s(self.cfg)
+        steps = self.cfg.training.steps
+        t_step = self.ctx.now() / max(steps, 1) if self.ctx is not None else 0.0
+        interval = float(self.interval_steps) if self.interval_steps else None
+        if mtbf_s is not None:
+            interval_s = self.interval_s or (interval * t_step if interval else 0.0)
+            return predicted_pls(interval_s, self.cfg.layout.servers, mtbf_s) if interval_s > 0 else math.nan
+        mtbf = mtbf_steps if mtbf_steps is not None else float(steps)
+        if interval is None:
+            interval = (self.interval_s or 0.0) / t_step if t_step > 0 else 0.0
+        return predicted_pls(interval, self.cfg.layout.servers, mtbf) if interval > 0 else math.nan
+
+    def summary(self) -> dict[str, Any]:
+        out = super().summary()
+        role = self.ctx.slot.role if self.ctx is not None else ""
+        if role == TRAINER:
+            out["lost_updates"] = self.lost_updates
+        if role == SERVER:
+            out["partial_rows_saved"] = self.partial_rows
+        if self.ctx is not None and self.ctx.rank == 0:
+            fulls = [r[2] for r in self.rows]
+            parts = [b for b, _s, _r in self.partial_rows_by_step.values()]
+            out.update({
+                "lost_updates": 0,
+                "pls": measured_pls(self.losses, self.cfg.layout.servers, self.cfg.training.steps),
+                "pls_predicted": self.predicted(), "pls_target": self.target_pls,
+                "pls_failures": len(self.losses),
+                "full_checkpoint_bytes": float(np.mean(fulls)) if fulls else 0.0,
+                "partial_checkpoints": len(parts),
+                "partial_checkpoint_bytes": float(np.mean(parts)) if parts else 0.0,
+            })
+            out["checkpoints"] = len(self.rows) + len(parts)
+            out["checkpoint_bytes"] = self.committed_bytes + int(sum(parts))
+        return out
+
+
+class PartialRecoveryMFU(PartialRecovery):
+    name = "cpr-mfu"
+    description = "cpr + the most frequently used rows (access counters) saved more often"
+    kind = "mfu"
+    DEFAULTS: ClassVar[dict[str, Any]] = {**CPR_DEFAULTS, "mfu_fraction": 0.1, "mfu_every": 0}
+
+    def __init__(self, cfg: Any) -> None:
+        super().__init__(cfg)
+        if not self.every:  # default: four partials per full interval
+            self.every = max(1, (self.interval_steps or 4) // 4)
+        self.counts: np.ndarray | None = None
+
+    def bind(self, ctx: Any, role: Any) -> None:
+        super().bind(ctx, role)
+        if ctx.slot.role == SERVER:
+            self.counts = np.zeros(role.shard.table.shape[0], dtype=np.int64)
+
+    def on_pull(self, step: int, slots: np.ndarray) -> None:
+        if step >= 0 and self.counts is not None:
+            counters_add(self.counts, slots)
+
+    def partial_rows_now(self, step: int) -> np.ndarray:
+        return top_fraction(self.counts, float(self.p["mfu_fraction"]))
+
+
+class PartialRecoverySSU(PartialRecovery):
+    name = "cpr-ssu"
+    description = "cpr + the rows of a sub-sample of the mini-batches saved more often"
+    kind = "ssu"
+    DEFAULTS: ClassVar[dict[str, Any]] = {**CPR_DEFAULTS, "ssu_rate": 0.1, "ssu_every": 0}
+
+    def __init__(self, cfg: Any) -> None:
+        super().__init__(cfg)
+        if not self.every:
+            self.every = max(1, (self.interval_steps or 4) // 4)
+        self.tracked: np.ndarray | None = None
+
+    def bind(self, ctx: Any, role: Any) -> None:
+        super().bind(ctx, role)
+        if ctx.slot.role == SERVER:
+            self.tracked = np.zeros(role.shard.table.shape[0], dtype=np.bool_)
+
+    def on_pull(self, step: int, slots: np.ndarray) -> None:
+        if step >= 0 and self.tracked is not None and ssu_sampled(self.cfg.training.seed, step,
+                                                                   float(self.p["ssu_rate"])):
+            self.tracked[slots] = True
+
+    def partial_rows_now(self, step: int) -> np.ndarray:
+        rows = np.flatnonzero(self.tracked).astype(np.int64)
+        self.tracked[:] = False
+        return rows

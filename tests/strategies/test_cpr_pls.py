@@ -1,0 +1,88 @@
+"""CPR's model: PLS from the checkpoint interval, the interval from a target PLS, SSU's sample."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from mpiec.config import load_config
+from mpiec.errors import ConfigError
+from mpiec.strategies import STRATEGIES
+from mpiec.strategies.checkpointing import interval_for_pls, measured_pls, predicted_pls
+from mpiec.strategies.cpr import PartialRecovery, PartialRecoveryMFU, cpr_interval, ssu_sampled
+
+
+def test_predicted_pls_is_the_papers_formula():
+    # PLS ≈ T_ckpt / (2 · N · MTBF): 10 steps, 4 shards, a failure every 100 steps
+    assert predicted_pls(10, 4, 100) == pytest.approx(10 / 800)
+    assert predicted_pls(30.0, 1, 60.0) == pytest.approx(0.25)
+    with pytest.raises(ValueError):
+        predicted_pls(0, 4, 100)
+    with pytest.raises(ValueError):
+        predicted_pls(10, 0, 100)
+
+
+@pytest.mark.parametrize("pls,shards,mtbf", [(0.01, 2, 500.0), (0.05, 8, 3600.0), (0.2, 1, 7.0)])
+def test_interval_for_pls_inverts_predicted_pls(pls, shards, mtbf):
+    interval = interval_for_pls(pls, shards, mtbf)
+    assert interval == pytest.approx(2 * shards * mtbf * pls)
+    assert predicted_pls(interval, shards, mtbf) == pytest.approx(pls)
+    with pytest.raises(ValueError):
+        interval_for_pls(0.0, shards, mtbf)
+    with pytest.raises(ValueError):
+        interval_for_pls(pls, shards, math.inf)
+
+
+def test_measured_pls_counts_lost_steps_per_shard():
+    # two failures in 100 steps of 4 shards: 6 steps of one shard, 2 steps of two shards
+    assert measured_pls([(6, 1), (2, 2)], 4, 100) == pytest.approx((6 + 4) / 400)
+    assert measured_pls([], 4, 100) == 0.0
+    assert measured_pls([(3, 1)], 2, 0) == 0.0
+
+
+def test_interval_from_the_kill_plan_and_from_mtbf_s():
+    cfg = load_config("tiny", strategy="cpr", kill=["server:1@step=23"])  # MTBF 24 steps, 2 shards
+    assert cpr_interval(cfg, 0.1) == (10, None)
+    assert cpr_interval(cfg, 0.001) == (1, None)  # at least one step
+    cfg = load_config("tiny", strategy="cpr", sets=["failures.mtbf_s=60.0"])
+    steps, seconds = cpr_interval(cfg, 0.05)
+    assert steps is None and seconds == pytest.approx(2 * 2 * 60 * 0.05)
+    cfg = load_config("tiny", strategy="cpr")  # no failure expected: one per run
+    assert cpr_interval(cfg, 0.05) == (max(1, round(0.05 * 4 * cfg.training.steps)), None)
+
+
+def test_strategy_picks_the_interval():
+    cfg = load_config("tiny", strategy="cpr", kill=["server:1@step=23"], sets=["strategy.target_pls=0.1"])
+    assert PartialRecovery(cfg).interval_steps == 10
+    cfg = load_config("tiny", strategy="cpr", kill=["server:1@step=23"], sets=["strategy.interval=7"])
+    assert PartialRecovery(cfg).interval_steps == 7  # given directly: the target is not used
+    cfg = load_config("tiny", strategy="cpr-mfu", kill=["server:1@step=23"], sets=["strategy.interval=8"])
+    assert PartialRecoveryMFU(cfg).every == 2  # default: four partials per full interval
+
+
+@pytest.mark.parametrize("assignment", ["strategy.target_pls=0.0", "strategy.target_pls=2.0",
+                                        "strategy.mfu_fraction=0", "strategy.mfu_every=-1",
+                                        "strategy.ssu_rate=1.5", "strategy.bogus=1"])
+def test_bad_params_are_refused(assignment):
+    name = "cpr-ssu" if "ssu" in assignment else "cpr-mfu"
+    with pytest.raises(ConfigError):
+        STRATEGIES[name].validate_params(load_config("tiny", strategy=name, sets=[assignment]))
+
+
+def test_plain_cpr_has_no_partial_keys():
+    with pytest.raises(ConfigError):
+        STRATEGIES["cpr"].validate_params(load_config("tiny", strategy="cpr", sets=["strategy.mfu_every=2"]))
+
+
+def test_ssu_sample_is_deterministic_and_near_the_rate():
+    picks = [ssu_sampled(1, s, 0.1) for s in range(20000)]
+    assert picks == [ssu_sampled(1, s, 0.1) for s in range(20000)]
+    assert 0.09 < sum(picks) / len(picks) < 0.11
+    assert all(ssu_sampled(1, s, 1.0) for s in range(100))
+    assert picks != [ssu_sampled(2, s, 0.1) for s in range(20000)]
+
+
+def test_every_summary_key_has_a_merge_rule():
+    for name in ("cpr", "cpr-mfu", "cpr-ssu"):
+        assert set(STRATEGIES[name].summary_rules.values()) <= {"sum", "max", "min", "first"}
