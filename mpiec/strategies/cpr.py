@@ -21,7 +21,8 @@ partial is complete as soon as its server wrote it):
 * ``cpr-mfu``: per-row access counters on the servers' pull path (``on_pull``); the
   ``mfu_fraction`` most frequently pulled rows are saved;
 * ``cpr-ssu``: the rows pulled in a sub-sample of the steps (``ssu_rate``; step ``s`` is in
-  the sample when a hash of ``(seed, s)`` falls below the rate) since the last partial are saved.
+  the sample when a hash of ``(seed, s)`` falls below the rate) during the current and the
+  previous full-checkpoint interval are saved (the sample's picture of the hot rows).
 
 Figures (``summary``): ``lost_updates`` = row updates of the failed shards that the restore
 did not bring back (each server counts, per row, its updates since the row was last saved
@@ -386,19 +387,26 @@ class PartialRecoverySSU(PartialRecovery):
         super().__init__(cfg)
         if not self.every:
             self.every = max(1, (self.interval_steps or 4) // 4)
+        # rows pulled by the sampled steps of the current and of the previous full interval
         self.tracked: np.ndarray | None = None
+        self.tracked_prev: np.ndarray | None = None
 
     def bind(self, ctx: Any, role: Any) -> None:
         super().bind(ctx, role)
         if ctx.slot.role == SERVER:
             self.tracked = np.zeros(role.shard.table.shape[0], dtype=np.bool_)
+            self.tracked_prev = np.zeros_like(self.tracked)
 
     def on_pull(self, step: int, slots: np.ndarray) -> None:
         if step >= 0 and self.tracked is not None and ssu_sampled(self.cfg.training.seed, step,
                                                                    float(self.p["ssu_rate"])):
             self.tracked[slots] = True
 
+    def after_step(self, step: int, words: np.ndarray | None = None) -> None:
+        super().after_step(step, words)
+        if words is not None and self.tracked is not None and int(words[0]) == 1:
+            self.tracked_prev, self.tracked = self.tracked, self.tracked_prev
+            self.tracked[:] = False
+
     def partial_rows_now(self, step: int) -> np.ndarray:
-        rows = np.flatnonzero(self.tracked).astype(np.int64)
-        self.tracked[:] = False
-        return rows
+        return np.flatnonzero(self.tracked | self.tracked_prev).astype(np.int64)
