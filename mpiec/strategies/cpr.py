@@ -275,6 +275,11 @@ class PartialRecovery(FullCheckpoint):
         super().on_recovered(plan)
         role = self.ctx.slot.role
         replaced = list(getattr(plan, "replaced", []))
+        if role == SERVER and self.partial_store is not None:
+            # partials of steps that will be re-executed (after an undo or a rollback) are stale
+            for s in self.partial_store.complete_steps():
+                if s > plan.restored:
+                    shutil.rmtree(self.partial_store.step_dir(s), ignore_errors=True)
         if role == SERVER:
             if self.ctx.slot in replaced or plan.scope is Scope.ROLLBACK:
                 self.unsaved[:] = 0  # the shard now equals what is on disk
