@@ -101,6 +101,15 @@ def _why(exc: BaseException) -> str:
     return getattr(exc, "strerror", None) or str(exc)
 
 
+def _write_failed(tmp: Path, final: Path, exc: OSError) -> CheckpointError:
+    """Remove a temporary file that will never be renamed; the error to raise."""
+    try:
+        tmp.unlink()
+    except OSError:
+        pass
+    return CheckpointError(f"{final}: cannot write ({_why(exc)})")
+
+
 def _fsync_dir(path: Path) -> None:
     """fsync a directory so the renames in it are durable (tolerates filesystems that refuse)."""
     try:
@@ -284,11 +293,7 @@ class CheckpointStore:
                 os.fsync(f.fileno())
             os.replace(tmp, final)
         except OSError as exc:
-            try:
-                tmp.unlink()
-            except OSError:
-                pass
-            raise CheckpointError(f"{final}: cannot write ({_why(exc)})") from None
+            raise _write_failed(tmp, final, exc) from None
         return {"file": fname, "bytes": len(header) + len(data), "dtype": _descr(arr.dtype),
                 "shape": list(arr.shape), "checksum": f"crc32:{crc:08x}"}
 
@@ -340,11 +345,7 @@ class CheckpointStore:
             _fsync_dir(d)
             _fsync_dir(self.root)
         except OSError as exc:
-            try:
-                tmp.unlink()
-            except OSError:
-                pass
-            raise CheckpointError(f"{final}: cannot write ({_why(exc)})") from None
+            raise _write_failed(tmp, final, exc) from None
         return final
 
     # ---- listing -----------------------------------------------------------------------------
