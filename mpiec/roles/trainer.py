@@ -94,6 +94,9 @@ class Trainer:
         self.sent_upto = 0
         self._next: tuple[int, Any] | None = None
         self._undo: tuple[int, np.ndarray, np.ndarray] | None = None  # (step, params, state) before it
+        # The dense state before each update is the one-step undo record of reconciliation,
+        # needed only by a strategy that recovers.
+        self.keep_undo = type(ctx.strategy).recovers
         self.diverged_at: int | None = None  # first step whose global loss was not finite
         self.eval_pending = False  # redo the evaluation after the restored step (set on recovery)
         self.word_rank = 0  # data rank whose header word decides (trainer 0)
@@ -222,7 +225,8 @@ class Trainer:
         t_wait = time.perf_counter() - t0 + t_pull
 
         t0 = time.perf_counter()
-        self._undo = (step, self.params.copy(), self.dense_state.copy())
+        if self.keep_undo:
+            self._undo = (step, self.params.copy(), self.dense_state.copy())
         self.apply_dense()
         t_compute += time.perf_counter() - t0
         ctx.completed = step

@@ -35,6 +35,7 @@ from __future__ import annotations
 import math
 import shutil
 import time
+from collections import deque
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -106,7 +107,8 @@ class FullCheckpoint(Strategy):
         self.last_ckpt_t = 0.0
         self.last_ckpt_step = -1
         self.t_save = 0.0  # trainer 0: slowest part's write time, from the servers' header words
-        self.step_times: list[float] = []
+        self.step_times: deque[float] = deque(maxlen=50)  # trainer 0: recent step times (auto interval)
+        self.mtbf = expected_mtbf_s(cfg)  # (seconds, steps): parsed once, not on every step
         self.critical_s = self.write_s = self.max_part_s = self.restore_s = 0.0
         self.restores = self.parts_sent = 0
         self.submitted: list[tuple[int, int]] = []  # (step, epoch) of background writes, in order
@@ -161,8 +163,8 @@ class FullCheckpoint(Strategy):
         return now - self.last_ckpt_t >= self.young_interval_s()
 
     def young_interval_s(self) -> float:
-        mtbf_s, mtbf_steps = expected_mtbf_s(self.cfg)
-        t_step = float(np.median(self.step_times[-50:])) if self.step_times else 0.01
+        mtbf_s, mtbf_steps = self.mtbf
+        t_step = float(np.median(self.step_times)) if self.step_times else 0.01
         if mtbf_s is None:
             mtbf_s = (mtbf_steps if mtbf_steps is not None else self.cfg.training.steps) * t_step
         return math.sqrt(2.0 * max(self.t_save, 1e-4) * mtbf_s)

@@ -114,6 +114,8 @@ class PartialRecovery(FullCheckpoint):
         if self.interval_steps is None and self.interval_s is None:
             self.interval_steps, self.interval_s = cpr_interval(cfg, self.target_pls)
         self.every = int(self.p.get(f"{self.kind}_every", 0)) if self.kind else 0
+        if self.kind and not self.every:  # default: four partials per full interval
+            self.every = max(1, (self.interval_steps or 4) // 4)
         # server: per-row updates since the row was last saved, and their total (the header word)
         self.unsaved: np.ndarray | None = None
         self.unsaved_total = 0
@@ -321,7 +323,7 @@ class PartialRecovery(FullCheckpoint):
 
     # -- results -------------------------------------------------------------------------------
     def predicted(self) -> float:
-        mtbf_s, mtbf_steps = expected_mtbf_s(self.cfg)
+        mtbf_s, mtbf_steps = self.mtbf
         steps = self.cfg.training.steps
         t_step = self.ctx.now() / max(steps, 1) if self.ctx is not None else 0.0
         interval = float(self.interval_steps) if self.interval_steps else None
@@ -365,8 +367,6 @@ class PartialRecoveryMFU(PartialRecovery):
 
     def __init__(self, cfg: Any) -> None:
         super().__init__(cfg)
-        if not self.every:  # default: four partials per full interval
-            self.every = max(1, (self.interval_steps or 4) // 4)
         self.counts: np.ndarray | None = None
 
     def bind(self, ctx: Any, role: Any) -> None:
@@ -390,8 +390,6 @@ class PartialRecoverySSU(PartialRecovery):
 
     def __init__(self, cfg: Any) -> None:
         super().__init__(cfg)
-        if not self.every:
-            self.every = max(1, (self.interval_steps or 4) // 4)
         # rows pulled by the sampled steps of the current and of the previous full interval
         self.tracked: np.ndarray | None = None
         self.tracked_prev: np.ndarray | None = None
