@@ -120,11 +120,12 @@ def detect_emulated(ctx: RankContext, data_ranks: list[int], step: int | None) -
 
 
 def merge(previous: Detection | None, new: Detection) -> Detection:
-    """A failure during a recovery: every slot dead since the last completed recovery."""
+    """A failure during a recovery: the new detection, keeping the first one's detection time.
+
+    (The dead slots need no merging: every detection reads them from ``ctx.unrecovered``.)
+    """
     if previous is None:
         return new
-    dead = list(previous.failure.dead) + [s for s in new.failure.dead if s not in previous.failure.dead]
-    new.failure.dead = dead
     new.failure.emulated = previous.failure.emulated or new.failure.emulated
     new.times = {**new.times, "first_detect": previous.times.get("first_detect", previous.times["detect"])}
     return new
