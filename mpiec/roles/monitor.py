@@ -153,9 +153,6 @@ class Monitor:
                 with guard("spare notice"):
                     self.ctx.comms.world.send(msg, dest=r, tag=TAG_CONTROL)
 
-    def undo_last(self, committed: int) -> None:  # pragma: no cover - the monitor holds no step state
-        pass
-
     def after_recovery(self, plan: Any) -> None:
         """Evaluations after the restored step will be redone; say what happened."""
         self.evals = [e for e in self.evals if e[0] <= plan.restored]

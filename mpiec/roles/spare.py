@@ -33,9 +33,6 @@ class Spare:
                 continue
             return
 
-    def undo_last(self, committed: int) -> None:  # pragma: no cover - spares hold no step state
-        pass
-
     def after_recovery(self, plan: Any) -> None:
         pass
 
