@@ -208,3 +208,14 @@ def test_spawned_replacements(plan, reference, tmp_path):
     replaced = [decode(d) for d, k in zip(res.events["detail"], res.events["kind"], strict=True)
                 if decode(k) == "replace"]
     assert len(replaced) == len(plan.split(";")) and all("spawned" in d for d in replaced)
+
+
+def test_trainer_failure_with_rollback_forced(reference_300, tmp_path):
+    """``on_trainer_failure = rollback``: a trainer kill rolls everyone back instead of a peer copy."""
+    run = mpiec(["run", *TINY, "--steps", "300", "--set", "layout.spares=1", "--set", "strategy.interval=20",
+                 "--set", "strategy.on_trainer_failure='rollback'", "--kill", "trainer:1@step=150"],
+                out=tmp_path)
+    assert run.code == 0, run.stdout + run.stderr
+    res = run.result()
+    assert res.summary["param_checksum"] == reference_300 and res.summary["reexecuted_steps"] >= 1
+    assert "recovered (rollback)" in run.stdout
