@@ -101,6 +101,18 @@ def _why(exc: BaseException) -> str:
     return getattr(exc, "strerror", None) or str(exc)
 
 
+def _size_problem(path: Path, expected: int, source: str) -> str:
+    """Why ``path`` is not the ``expected`` bytes that ``source`` lists ("" if it is)."""
+    try:
+        size = path.stat().st_size
+    except FileNotFoundError:
+        return f"missing (listed in the {source})"
+    if size == expected:
+        return ""
+    what = "truncated" if size < expected else "has the wrong size"
+    return f"{what} ({size} bytes, {source} says {expected})"
+
+
 def _write_failed(tmp: Path, final: Path, exc: OSError) -> CheckpointError:
     """Remove a temporary file that will never be renamed; the error to raise."""
     try:
@@ -320,13 +332,9 @@ class CheckpointStore:
         for info in infos.values():
             for entry in info.files.values():
                 path = d / entry["file"]
-                try:
-                    size = path.stat().st_size
-                except FileNotFoundError:
-                    raise CheckpointError(f"{path}: missing; cannot commit step {step}") from None
-                if size != entry["bytes"]:
-                    raise CheckpointError(f"{path}: {size} bytes, part info says {entry['bytes']}; "
-                                          f"cannot commit step {step}")
+                problem = _size_problem(path, entry["bytes"], "the part info")
+                if problem:
+                    raise CheckpointError(f"{path}: {problem}; cannot commit step {step}")
         manifest = {"format": FORMAT, "version": VERSION, "step": step, "meta": dict(meta or {}),
                     "parts": {name: infos[name].manifest_entry() for name in sorted(infos)}}
         try:
@@ -412,13 +420,9 @@ class CheckpointStore:
         out = {}
         for name, fe in entry["files"].items():
             path = d / fe["file"]
-            try:
-                size = path.stat().st_size
-            except FileNotFoundError:
-                raise CheckpointError(f"{path}: missing (listed in {MANIFEST})") from None
-            if size != fe["bytes"]:
-                what = "truncated" if size < fe["bytes"] else "has the wrong size"
-                raise CheckpointError(f"{path}: {what} ({size} bytes, manifest says {fe['bytes']})")
+            problem = _size_problem(path, fe["bytes"], "manifest")
+            if problem:
+                raise CheckpointError(f"{path}: {problem}")
             try:
                 if mmap:
                     if verify:
