@@ -187,7 +187,7 @@ class Monitor:
         events = sorted(kills + [ev for r in reports for ev in r["events"]], key=lambda e: e[1])
         for ev in events:
             w.add_event(*ev)
-        for row in getattr(ctx.strategy, "checkpoint_rows", lambda: [])():
+        for row in ctx.strategy.checkpoint_rows():
             w.add_checkpoint(*row)
         ranks = np.zeros(len(reports), dtype=RANKS_DTYPE)
         for i, r in enumerate(reports):

@@ -215,6 +215,11 @@ class Strategy:
         Drop per-step bookkeeping of steps that will be re-executed. Local."""
 
     # -- results -------------------------------------------------------------------
+    def checkpoint_rows(self) -> list[tuple]:
+        """Monitor, at the end: ``(step, kind, bytes, seconds, bits)`` of every checkpoint
+        committed, for the result's ``checkpoints`` dataset."""
+        return []
+
     def summary(self) -> dict[str, Any]:
         """Strategy figures for the result file's ``summary`` group (keys in ``summary_rules``)."""
         return {}
