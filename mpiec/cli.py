@@ -80,8 +80,14 @@ def resume_config(args: argparse.Namespace) -> tuple[Config, str]:
     from mpiec.checkpoint import CheckpointStore, resolve_checkpoint
 
     root, step = resolve_checkpoint(args.resume)
-    saved = CheckpointStore(root).manifest(step).get("meta", {}).get("config")
-    if not isinstance(saved, dict):
+    store = CheckpointStore(root)
+    if step != store.latest():
+        # The run would restart before newer committed checkpoints, whose steps it must not overwrite.
+        raise MpiecError(f"--resume {args.resume}: {root} holds a newer checkpoint (step {store.latest()}); "
+                         "to resume from an older one, copy its step directory into an empty directory")
+    saved = store.manifest(step).get("meta", {}).get("config")
+    if not isinstance(saved, dict) or not isinstance(saved.get("failures"), dict) \
+            or not isinstance(saved.get("output"), dict):
         raise MpiecError(f"{root}: the checkpoint of step {step} does not record its run's config")
     saved["failures"]["kill"] = []  # the kills of the first run already happened
     saved["output"]["name"] = ""

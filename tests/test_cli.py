@@ -157,3 +157,18 @@ def test_cluster_preset_resolves_here_and_is_refused_only_at_run_time(tmp_path):
         run = mpiec("run", "--preset", "mlperf-dlrmv2", "--out", str(tmp_path))
         assert run.returncode == 2 and "not enough memory" in run.stderr, run.stderr
         assert not list(tmp_path.glob("*.h5"))
+
+
+def test_resume_from_an_older_checkpoint_is_refused_with_the_way_out(tmp_path):
+    import numpy as np
+
+    from mpiec.checkpoint import CheckpointStore
+    from mpiec.config import load_config
+
+    store = CheckpointStore(tmp_path / "ck")
+    meta = {"config": load_config(preset="tiny", sets=["strategy.name='ckpt'"]).to_dict()}
+    for step in (9, 19):
+        store.commit(step, [store.write_part(step, "trainer", {"params": np.zeros(3, np.float32)})], meta)
+    r = mpiec("run", "--resume", str(store.step_dir(9)))
+    assert r.returncode == 2 and "holds a newer checkpoint (step 19)" in r.stderr
+    assert "Traceback" not in r.stderr
