@@ -161,7 +161,7 @@ _UNITS: dict[str, dict[str, str]] = {
 EVENT_KINDS = (
     "kill", "emulated_kill", "detect", "revoke", "shrink", "agree", "replace",
     "rebuild_start", "rebuild_end", "checkpoint_start", "checkpoint_end", "restore",
-    "restore_start", "restore_end", "restore_failed", "undo", "abort",
+    "restore_start", "restore_end", "restore_failed", "undo", "resume", "checkpoint_fail", "abort",
 )
 
 #: Root attributes every file has (the writer fills the first group itself).
