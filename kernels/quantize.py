@@ -52,7 +52,7 @@ def packed_row_bytes(dim: int, bits: int) -> int:
     return (dim * bits + 7) // 8
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def pack_bits(codes, bits, out):
     """Pack uint8 codes (n, dim), each < 2^bits, into out (n, ceil(dim*bits/8))."""
     n, dim = codes.shape
@@ -68,7 +68,7 @@ def pack_bits(codes, bits, out):
                 out[r, byte + 1] |= np.uint8(v >> np.uint16(8))
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def unpack_bits(packed, bits, dim, out):
     """Inverse of pack_bits: out (n, dim) uint8."""
     n = packed.shape[0]
@@ -84,7 +84,7 @@ def unpack_bits(packed, bits, dim, out):
             out[r, c] = np.uint8((v >> np.uint16(sh)) & mask)
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _uniform_loss(x, r, levels, lo, hi):
     # L2 error of asymmetric quantization of row r over [lo, hi] (float32 params)
     dim = x.shape[1]
@@ -104,7 +104,7 @@ def _uniform_loss(x, r, levels, lo, hi):
     return math.sqrt(s)
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def adaptive_range(x, bits, n_bins, ratio):
     """Greedy range search per row; returns (lo, hi) float64 arrays."""
     n, dim = x.shape
@@ -137,7 +137,7 @@ def adaptive_range(x, bits, n_bins, ratio):
     return lo_out, hi_out
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _quant_uniform(x, levels, scale, bias, codes):
     # codes = clip(round((x - bias) / scale), 0, levels); scale, bias: the stored
     # fp16 parameters widened to float64, so codes match what dequantize uses
@@ -154,7 +154,7 @@ def _quant_uniform(x, levels, scale, bias, codes):
             codes[r, c] = np.uint8(q)
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _dequant_uniform(codes, scale, bias, out):
     n, dim = codes.shape
     for r in range(n):
@@ -164,7 +164,7 @@ def _dequant_uniform(codes, scale, bias, out):
             out[r, c] = np.float32(codes[r, c]) * s + b
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _assign(v, cent):
     # nearest centroid of sorted centroids via binary search on midpoints
     lo = 0
@@ -178,7 +178,7 @@ def _assign(v, cent):
     return lo
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _kmeans_1d(vals, n_cent, iters):
     # Lloyd's algorithm in 1-D, init on the uniform grid over [min, max]
     vmin = vals.min()
@@ -202,7 +202,7 @@ def _kmeans_1d(vals, n_cent, iters):
     return cent
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _kmeans_rows(x, n_cent, iters, per_table, book):
     n = x.shape[0]
     if per_table:
@@ -212,7 +212,7 @@ def _kmeans_rows(x, n_cent, iters, per_table, book):
             book[r, :] = _kmeans_1d(x[r].astype(np.float64), n_cent, iters)
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _kmeans_codes(x, book, codes):
     n, dim = x.shape
     for r in range(n):
@@ -221,7 +221,7 @@ def _kmeans_codes(x, book, codes):
             codes[r, c] = _assign(float(x[r, c]), cent)
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _dequant_book(codes, book, out):
     n, dim = codes.shape
     for r in range(n):
@@ -230,7 +230,7 @@ def _dequant_book(codes, book, out):
             out[r, c] = book[b, codes[r, c]]
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def row_l2_error(x, y):
     """Per-row L2 norm of x - y (float64)."""
     n, dim = x.shape

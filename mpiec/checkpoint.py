@@ -442,17 +442,19 @@ class CheckpointStore:
 
     # ---- pruning -----------------------------------------------------------------------------
 
-    def prune(self, keep: int = 2) -> list[int]:
+    def prune(self, keep: int = 2, also_keep: Iterable[int] = ()) -> list[int]:
         """Delete complete checkpoints older than the newest ``keep`` and step directories without
         a valid manifest older than the newest complete one (newer ones may be in progress).
-        The newest complete checkpoint is never deleted. Returns the deleted steps."""
+        The newest complete checkpoint is never deleted, nor are the steps in ``also_keep``
+        (e.g. the baseline and diffs a kept differential checkpoint is restored from).
+        Returns the deleted steps."""
         if isinstance(keep, bool) or not isinstance(keep, int) or keep < 1:
             raise ValueError(f"prune: keep must be an integer >= 1, not {keep!r}")
         complete = set(self.complete_steps())
         if not complete:
             return []
         newest = max(complete)
-        kept = set(sorted(complete, reverse=True)[:keep])
+        kept = set(sorted(complete, reverse=True)[:keep]) | {int(s) for s in also_keep}
         deleted = []
         for step, d in self._step_dirs():
             if step in kept or (step not in complete and step >= newest):

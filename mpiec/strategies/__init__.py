@@ -9,11 +9,12 @@ from __future__ import annotations
 from mpiec.errors import ConfigError
 from mpiec.strategies.base import Strategy
 from mpiec.strategies.ckpt import FullCheckpoint
+from mpiec.strategies.cnr import CheckNRun
 from mpiec.strategies.cpr import PartialRecovery, PartialRecoveryMFU, PartialRecoverySSU
 from mpiec.strategies.none import NoProtection
 
 STRATEGIES: dict[str, type[Strategy]] = {cls.name: cls for cls in (
-    NoProtection, FullCheckpoint, PartialRecovery, PartialRecoveryMFU, PartialRecoverySSU)}
+    NoProtection, FullCheckpoint, PartialRecovery, PartialRecoveryMFU, PartialRecoverySSU, CheckNRun)}
 
 
 def get_strategy_class(name: str) -> type[Strategy]:

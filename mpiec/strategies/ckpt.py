@@ -203,9 +203,10 @@ class FullCheckpoint(Strategy):
                 self.report(step, info, self.ctx.epoch)
         self.critical_s += time.perf_counter() - t0
 
-    def write_now(self, step: int, name: str, state: dict[str, np.ndarray]) -> PartInfo | None:
+    def write_now(self, step: int, name: str, state: dict[str, np.ndarray],
+                  store: Any = None) -> PartInfo | None:
         try:
-            info = self.store.write_part(step, name, state)
+            info = (store or self.store).write_part(step, name, state)
         except CheckpointError as exc:
             self.ctx.event("checkpoint_fail", step, self.ctx.rank, detail=str(exc)[:250])
             return None
@@ -246,19 +247,32 @@ class FullCheckpoint(Strategy):
             return
         del self.pending[step]
         meta = {"config": self.cfg.to_dict(), "servers": self.cfg.layout.servers, "epoch": epoch,
-                "result": str(self.ctx.out_path)}
+                "result": str(self.ctx.out_path), **self.commit_meta(step)}
         try:
             self.store.commit(step, parts, meta)
-            self.store.prune(int(self.p["keep"]))
+            self.prune()
         except CheckpointError as exc:
             self.ctx.event("checkpoint_fail", step, self.ctx.rank, detail=str(exc)[:250])
             return
         nbytes = sum(p.bytes for p in parts.values())
         slowest = max(p.seconds for p in parts.values())
         self.committed_bytes += nbytes
-        self.rows.append((step, "full", nbytes, slowest, 32))
+        kind, bits = self.committed(step, parts)
+        self.rows.append((step, kind, nbytes, slowest, bits))
         self.ctx.event("checkpoint_end", step, self.ctx.rank,
                        detail=f"{nbytes} bytes, slowest part {slowest:.3f} s")
+
+    def commit_meta(self, step: int) -> dict[str, Any]:
+        """Monitor: extra manifest ``meta`` of checkpoint ``step`` (subclasses: e.g. its chain)."""
+        return {}
+
+    def prune(self) -> None:
+        """Monitor, after a commit: delete the checkpoints no restore needs any more."""
+        self.store.prune(int(self.p["keep"]))
+
+    def committed(self, step: int, parts: dict[str, PartInfo]) -> tuple[str, int]:
+        """Monitor: ``step`` was committed with ``parts``; its (kind, bits) for the dataset row."""
+        return "full", 32
 
     def checkpoint_rows(self) -> list[tuple]:
         return list(self.rows)
