@@ -5,7 +5,9 @@ communicator only (never of ``data``: trainers do not talk to it), and it
 steps in lockstep with the servers through the strategy's hooks, which hold
 the parity rows and do the collective work on ``servers`` (``before_step`` /
 ``after_step`` / ``background``). Invariant: a parity rank's ``completed``
-step advances like a server's, so it votes in the committed-step agreement.
+step only paces the parity pipeline (it may run a step ahead of the servers),
+so it votes neutral in the committed-step agreement and, after a recovery,
+resumes at the step the trainers and servers agreed on.
 """
 
 from __future__ import annotations

@@ -42,7 +42,7 @@ from mpi4py import MPI
 
 from mpiec.comm import Comms, PeerFailure, agree_min, build_comms, guard, shrink
 from mpiec.errors import MpiecError
-from mpiec.layout import MONITOR, SPARE, TRAINER, Slot
+from mpiec.layout import MONITOR, PARITY, SPARE, TRAINER, Slot
 from mpiec.roles.context import RankContext
 from mpiec.strategies.base import Failure, RecoveryPlan, Scope
 
@@ -79,9 +79,10 @@ def detect_ulfm(ctx: RankContext, exc: PeerFailure) -> Detection:
     # still knows these slots died.
     ctx.unrecovered += [old_slots[r] for r in dead if old_slots[r] not in ctx.unrecovered]
     shrunk = ctx.now()
-    # Trainers and servers vote their progress; the monitor, spares and promoted
-    # ranks whose state is not restored yet vote "no constraint".
-    mine = ctx.completed + 1 if ctx.in_step_loop() else INT_MAX
+    # Trainers and servers vote their progress; the monitor, spares, parity ranks (their
+    # steps only pace the parity pipeline) and promoted ranks whose state is not restored
+    # yet vote "no constraint".
+    mine = ctx.completed + 1 if ctx.in_step_loop() and ctx.slot.role != PARITY else INT_MAX
     with guard("agreement on the committed step"):
         agreed = agree_min(new_world, mine)
     committed = agreed - 1 if agreed < INT_MAX else -2  # -2: no trainer or server survived
@@ -296,6 +297,7 @@ def restore(ctx: RankContext, role: Any, plan: RecoveryPlan, replaced: bool) -> 
         copy_dense_replica(ctx, role, plan)
     elif in_loop and replaced:
         ok = ctx.strategy.restore(plan, plan.committed, True)
+    ok = ctx.strategy.rebuild(plan) and ok
     if not agree_all(ctx, ok):
         plan.reason = f"strategy {ctx.cfg.strategy.name} could not restore {plan.replaced}"  # type: ignore
         return None

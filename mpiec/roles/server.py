@@ -56,15 +56,15 @@ def load_rows_by_id(shard: ServerShard, rows: np.ndarray, table: np.ndarray) -> 
     return int(hit.sum())
 
 
-def init_shard(ctx: RankContext, server: int, values: bool = True) -> ServerShard:
-    """The initial shard of ``server``: rows from the hashing RNG, zero optimizer state
-    (``values=False``: zeros, for a replacement whose rows the recovery restores)."""
+def initial_rows(ctx: RankContext, rows: np.ndarray, values: bool = True) -> np.ndarray:
+    """Initial rows ``[weights | zero optimizer state]`` of global ids ``rows`` (ids past the
+    last table, the stripe padding, are zero rows): a pure function of the seed."""
     cfg = ctx.cfg
     dim = cfg.model.dim
     state = 1 if cfg.training.optimizer == "adagrad" else 0
-    rows = server_rows(ctx, server)
+    rows = np.asarray(rows, dtype=np.int64)
     table = np.zeros((rows.size, dim + state), dtype=np.float32)
-    real = rows >= 0
+    real = (rows >= 0) & (rows < ctx.offsets[-1])
     tables = np.searchsorted(ctx.offsets, rows[real], side="right") - 1
     local = np.flatnonzero(real)
     for t in np.unique(tables) if values else []:
@@ -72,7 +72,15 @@ def init_shard(ctx: RankContext, server: int, values: bool = True) -> ServerShar
         ids = rows[real][sel] - ctx.offsets[t]
         card = cfg.data.cardinalities[t]
         table[local[sel], :dim] = init_embedding_rows(cfg.training.seed, int(t), card, ids, dim)
-    return ServerShard(index=server, table=table, global_rows=rows, dim=dim)
+    return table
+
+
+def init_shard(ctx: RankContext, server: int, values: bool = True) -> ServerShard:
+    """The initial shard of ``server`` (``values=False``: zeros, for a replacement whose
+    rows the recovery restores)."""
+    rows = server_rows(ctx, server)
+    return ServerShard(index=server, table=initial_rows(ctx, rows, values), global_rows=rows,
+                       dim=ctx.cfg.model.dim)
 
 
 class Server:
@@ -155,10 +163,17 @@ class Server:
         if with_grads:
             grads = np.empty((slots.size, self.dim), dtype=np.float32)
             reqs.append(ialltoallv(data, _EMPTY_F32, zeros, grads, counts, width=self.dim))
+            wait(reqs[0], where)  # the rows are out: the trainers compute, the strategy may work
+            self.ctx.strategy.overlap(step)
         waitall(reqs, where)
         return slots, grads, headers
 
-    def apply(self, step: int, slots: np.ndarray, grads: np.ndarray) -> None:
+    def replay(self, step: int, slots: np.ndarray, grads: np.ndarray) -> None:
+        """Re-apply the gradients of an earlier ``step`` (slots and gradients in trainer order,
+        as the step's push delivered them): the rows reach that step's state exactly."""
+        self.apply(step, slots, grads, replayed=True)
+
+    def apply(self, step: int, slots: np.ndarray, grads: np.ndarray, replayed: bool = False) -> None:
         t0 = time.perf_counter()
         uniq, inv = unique_inverse(slots)
         acc = np.zeros((uniq.size, self.dim), dtype=np.float32)
@@ -178,7 +193,7 @@ class Server:
             adagrad_apply(table, uniq, acc, self.lr, self.eps)
         else:
             sgd_apply(table, uniq, acc, self.lr)
-        self.ctx.strategy.after_apply(step, uniq, old, delta)
+        self.ctx.strategy.after_apply(step, uniq, old, delta, replayed)
         self.last_apply_us = int((time.perf_counter() - t0) * 1e6)
 
     def run(self) -> None:

@@ -18,14 +18,15 @@ branch on a strategy's name. Invariants every strategy keeps:
 
 Call order on a data rank (trainer or server), every step ``s``::
 
-    before_step(s) → [header exchange: header_word(s) sent] → pull (servers: on_pull)
-    → push (trainers: after_push) → apply (servers: after_apply) → after_step(s, words)
-    → background(s)
+    before_step(s) → [header exchange: header_word(s) sent] → pull (servers: on_pull,
+    rows sent, then overlap) → push (trainers: after_push) → apply (servers: after_apply)
+    → after_step(s, words) → background(s)
 
 Recovery (``mpiec.roles.recovery``): the monitor calls ``plan(failure)``; every
 rank then reconciles, replacements are built and ``bind`` is called on them,
-``restore(plan, role)`` runs on every trainer and server (collectively agreed
-on), then ``on_recovered(plan)`` on every rank.
+``restore(plan, role)`` runs on every trainer and server, ``rebuild(plan)`` on every
+rank (scopes other than ROLLBACK; collective), the outcome is agreed, then
+``on_recovered(plan)`` on every rank.
 """
 
 from __future__ import annotations
@@ -183,6 +184,11 @@ class Strategy:
         ``replayed`` is true when the update re-applies logged gradients.
         """
 
+    def overlap(self, step: int) -> None:
+        """Server, every training step: the rows of ``step`` are sent and its gradients are
+        awaited while the trainers compute, so work done here is off the critical path.
+        Every server calls it at the same point of the step (collectives on ``servers`` match)."""
+
     def after_step(self, step: int, words: np.ndarray | None = None) -> None:
         """``step`` is complete on this trainer/server; ``words`` are every data rank's
         ``header_word`` of this step (indexed by data rank). Local (may send to the monitor)."""
@@ -209,6 +215,15 @@ class Strategy:
         corrupted checkpoint part): the runtime agrees on the outcome over every rank
         and tries the plan's next candidate. Local."""
         return False
+
+    def rebuild(self, plan: RecoveryPlan) -> bool:
+        """Every rank, scopes REPLACED and COMMITTED, after the replacements are built and the
+        dense replica is copied, before the restore is agreed: rebuild lost state from the
+        survivors. Collective: every rank calls it (ranks with nothing to do return at once;
+        others may communicate on ``servers`` / ``data``). False: the state cannot be rebuilt
+        and the run is lost (say why in an event). A peer's death raises ``PeerFailure``
+        and restarts the recovery, so what it changes must survive a second attempt."""
+        return True
 
     def on_recovered(self, plan: RecoveryPlan) -> None:
         """Every rank, after the restore, before training resumes at ``plan.restored + 1``.

@@ -1,0 +1,151 @@
+"""A holder's parity rows and what it needs to move them between versions (no MPI).
+
+Owns, on every rank that holds parity members (every server under rotated
+placement, the dedicated parity ranks otherwise):
+
+* ``array``: the parity rows, one per parity slot (``stripes.parity_stripes``):
+  uint8 ``[n, row_bytes]`` for the GF codes, ``[n, row_bytes / 4]`` of the
+  accumulator dtype for ``sum``;
+* ``applied[src]``: the last step whose deltas from data server ``src`` are in
+  ``array`` -- the *version* of each source's contribution;
+* the incoming deltas of the last ``keep`` steps, per source, so a contribution
+  can be taken out again (recovery undoes steps that the survivors roll back).
+
+Invariant (parity consistency): for the GF codes, ``array`` equals the encoding
+of every source's data rows at version ``applied[src]``, byte for byte; for
+``sum`` it equals it up to rounding.
+
+A delta row travels with one int64 *word*: ``(parity slot << 12) | (i << 8) | j``
+(parity member ``i`` of the stripe, data member ``j``): ``k <= 256``, ``r <= 16``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from mpiec.kernels.codes import Code, SumCode
+
+
+def pack_words(slots: np.ndarray, i: int | np.ndarray, j: np.ndarray) -> np.ndarray:
+    return (np.asarray(slots, dtype=np.int64) << 12) | (np.asarray(i, dtype=np.int64) << 8) | np.asarray(j)
+
+
+def unpack_words(words: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    return words >> 12, (words >> 8) & 0xF, words & 0xFF
+
+
+def payload_width(code: Code, row_bytes: int) -> int:
+    """Bytes of one delta (and one parity) row on the wire and in memory."""
+    if isinstance(code, SumCode):
+        return row_bytes // 4 * code.dtype.itemsize
+    return row_bytes
+
+
+@dataclass
+class Deltas:
+    """Delta rows of one step at one holder: the source of each row, its word, its bytes."""
+
+    src: np.ndarray  # int64 [n]
+    words: np.ndarray  # int64 [n]
+    payload: np.ndarray  # uint8 [n, width]
+
+    @property
+    def nbytes(self) -> int:
+        return self.src.nbytes + self.words.nbytes + self.payload.nbytes
+
+
+class ParityStore:
+    def __init__(self, code: Code, stripes: np.ndarray, members: np.ndarray, row_bytes: int,
+                 n_sources: int, keep: int = 3) -> None:
+        self.code = code
+        self.stripes, self.members = stripes, members  # (stripe, parity index) of each slot
+        self.row_bytes = row_bytes
+        self.width = payload_width(code, row_bytes)
+        self.sum = isinstance(code, SumCode)
+        if self.sum:
+            self.array = np.zeros((stripes.size, row_bytes // 4), dtype=code.dtype)
+        else:
+            self.array = np.zeros((stripes.size, row_bytes), dtype=np.uint8)
+        self.applied = np.full(n_sources, -1, dtype=np.int64)
+        self.keep = keep
+        self.incoming: dict[int, list[Deltas]] = {}
+        self.peak_retained = 0
+
+    @property
+    def nbytes(self) -> int:
+        return int(self.array.nbytes)
+
+    def retained_bytes(self) -> int:
+        return sum(d.nbytes for parts in self.incoming.values() for d in parts)
+
+    def as_bytes(self, slots: np.ndarray) -> np.ndarray:
+        """Parity rows ``slots`` as uint8 ``[n, width]`` (what ``fetch`` sends)."""
+        rows = self.array[slots]
+        return np.ascontiguousarray(rows).view(np.uint8).reshape(len(slots), self.width)
+
+    def load_bytes(self, slots: np.ndarray, rows: np.ndarray) -> None:
+        self.array[slots] = rows.view(self.array.dtype).reshape(len(slots), -1)
+
+    # -- deltas ----------------------------------------------------------------
+    def _mac(self, words: np.ndarray, payload: np.ndarray, negate: bool) -> None:
+        if not words.size:
+            return
+        slots, ii, jj = unpack_words(words)
+        key = ii * 256 + jj
+        order = np.argsort(key, kind="stable")
+        key_sorted = key[order]
+        bounds = np.flatnonzero(np.diff(key_sorted)) + 1
+        for part in np.split(order, bounds):
+            i, j = int(ii[part[0]]), int(jj[part[0]])
+            d = np.ascontiguousarray(payload[part])
+            if self.sum:
+                d = d.view(self.array.dtype).reshape(part.size, -1)
+                if negate:
+                    d = -d
+            self.code.update(self.array, j, slots[part], d, parity_index=i)
+
+    def apply(self, step: int, deltas: Deltas) -> None:
+        """Add the deltas of ``step`` (every source's, or some sources' during recovery)."""
+        self._mac(deltas.words, deltas.payload, negate=False)
+        for s in np.unique(deltas.src):
+            self.applied[s] = max(self.applied[s], step)
+        self.incoming.setdefault(step, []).append(deltas)
+        while len(self.incoming) > self.keep:
+            del self.incoming[min(self.incoming)]
+        self.peak_retained = max(self.peak_retained, self.retained_bytes())
+
+    def mark_applied(self, sources: np.ndarray, step: int) -> None:
+        """Sources that sent nothing this step are at ``step`` too."""
+        self.applied[sources] = np.maximum(self.applied[sources], step)
+
+    def undo(self, src: int, target: int) -> None:
+        """Take source ``src``'s contributions of the steps after ``target`` out again."""
+        for step in range(int(self.applied[src]), target, -1):
+            parts = self.incoming.get(step)
+            if parts is None:
+                raise RuntimeError(f"parity holder: the deltas of step {step} needed to undo it "
+                                   f"are no longer kept (keep = {self.keep})")
+            kept = []
+            for d in parts:
+                mine = d.src == src
+                if mine.any():
+                    self._mac(d.words[mine], d.payload[mine], negate=True)
+                if not mine.all():
+                    kept.append(Deltas(d.src[~mine], d.words[~mine], d.payload[~mine]))
+            self.incoming[step] = kept
+        self.applied[src] = min(self.applied[src], target)
+
+    def drop_after(self, step: int) -> None:
+        for s in [s for s in self.incoming if s > step]:
+            del self.incoming[s]
+
+    # -- verification -------------------------------------------------------------
+    def mismatches(self, slots: np.ndarray, expected: np.ndarray) -> int:
+        """Rows among ``slots`` whose parity differs from ``expected`` (fresh encodings)."""
+        have = self.array[slots]
+        if self.sum:
+            exp = expected.view(self.array.dtype).reshape(have.shape)
+            return int(np.count_nonzero(~np.isclose(have, exp, rtol=1e-4, atol=1e-5).all(axis=1)))
+        return int(np.count_nonzero((have != expected.reshape(have.shape)).any(axis=1)))

@@ -1,0 +1,323 @@
+"""``ecrm``: erasure-coded embedding tables and optimizer state (ECRM / ECRec, Liu, Kosaian, Rashmi).
+
+Owns the strategy's agents: on a server the *source* (after every apply it
+stages the old XOR new bytes of the updated rows for the parity holders of
+their stripes) and, under rotated placement, a *holder* (a ``ParityStore``);
+on a dedicated parity rank a holder only; on a trainer the gradients it
+pushed in the last steps (replayed when a lost shard is rebuilt); on the
+monitor the plan and the tolerance check.
+
+Invariants:
+
+* a row is coded as its raw bytes ``[weights | optimizer state]`` (GF codes:
+  exact; ``sum``: ECRM's float parity, which drifts and is reported, never
+  called lossless);
+* parity consistency (``parity.ParityStore``), checked online every
+  ``verify_every`` steps; the training a failure-free ``ecrm`` run computes is
+  ``none``'s (the parity work only reads the rows);
+* a recovery from at most ``r`` lost members per stripe ends with the rows of
+  the failure-free run (``rebuild``); more than ``r`` end the run with a line
+  naming the stripe and its dead members.
+
+Costs stay bounded: sources keep the outgoing deltas of the last 3 steps,
+holders the incoming ones of the last 3, trainers their pushed gradients of
+the last 4 (the pipeline commits a step one step after it, so recovery needs
+at most 2 of them; the peaks are in the summary).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any, ClassVar
+
+import numpy as np
+
+from mpiec.errors import ConfigError
+from mpiec.layout import PARITY, SERVER, TRAINER, servers_rank
+from mpiec.strategies.base import Failure, RecoveryPlan, Scope, Strategy
+from mpiec.strategies.ecrm.parity import ParityStore, payload_width
+from mpiec.strategies.ecrm.pipeline import DeltaPipeline
+from mpiec.strategies.ecrm.rebuild import RebuildError, encode_jobs, rebuild, run_jobs
+from mpiec.strategies.ecrm.stripes import parity_stripes, residue_holders, stripe_losses
+
+DEFAULTS: dict[str, Any] = {"code": "xor", "k": "auto", "r": 1, "sum_dtype": "float32", "verify_every": 0}
+KEEP_DELTAS, KEEP_GRADS = 3, 4
+
+
+class ErasureCoded(Strategy):
+    name = "ecrm"
+    description = "erasure-coded embedding rows and optimizer state in server memory; lossless rebuild (ECRM)"
+    needs_delta = True
+    recovers = True
+    summary_rules: ClassVar[dict[str, str]] = {
+        "code": "first", "k": "first", "r": "first", "parity_placement": "first",
+        "parity_bytes_per_step": "sum", "parity_rows_per_step": "sum", "parity_memory_bytes": "sum",
+        "shard_memory_bytes": "sum", "parity_stage_s_per_step": "max", "parity_drain_s_per_step": "max",
+        "retained_deltas_peak_bytes": "max", "retained_grads_peak_bytes": "max",
+        "verify_checks": "max", "verify_mismatches": "sum", "rebuilds": "max", "rebuild_s": "max",
+        "rebuild_rows": "sum", "rebuild_bytes": "sum", "reencoded_rows": "sum", "replayed_steps": "max",
+        "rebuild_sync_s": "max", "rebuild_decode_s": "max", "rebuild_replay_s": "max",
+        "rebuild_encode_s": "max", "lossless_code": "first",
+    }
+
+    # -- configuration ------------------------------------------------------------------
+    @classmethod
+    def param_keys(cls) -> set[str]:
+        return set(DEFAULTS)
+
+    @classmethod
+    def resolved(cls, cfg: Any) -> dict[str, Any]:
+        p = {**DEFAULTS, **cfg.strategy.params}
+        if p["k"] == "auto":
+            servers = cfg.layout.servers
+            p["k"] = servers if cfg.layout.parity_ranks else max(1, servers - int(p["r"]))
+        return p
+
+    @classmethod
+    def validate_params(cls, cfg: Any) -> None:
+        p = cfg.strategy.params
+        for key in p:
+            if key not in DEFAULTS:
+                raise ConfigError(f"unknown config key 'strategy.{key}' for strategy 'ecrm' "
+                                  f"(known: {', '.join(sorted(DEFAULTS))})")
+        code = p.get("code", "xor")
+        if code not in ("xor", "rs", "sum"):
+            raise ConfigError(f"strategy.code must be xor, rs or sum, got {code!r}")
+        r = p.get("r", 1)
+        if isinstance(r, bool) or not isinstance(r, int) or r < 1:
+            raise ConfigError(f"strategy.r must be an integer >= 1, got {r!r}")
+        if code in ("xor", "sum") and r != 1:
+            raise ConfigError(f"strategy.code = {code} has one parity row per stripe: strategy.r must be 1, "
+                              f"got {r} (use code = rs for r = 2..4)")
+        if r > 4:
+            raise ConfigError(f"strategy.r must be <= 4, got {r}")
+        k = p.get("k", "auto")
+        if k != "auto" and (isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= 255):
+            raise ConfigError(f"strategy.k must be an integer in 1..255 or 'auto', got {k!r}")
+        if p.get("sum_dtype", "float32") not in ("float32", "float64"):
+            raise ConfigError(f"strategy.sum_dtype must be float32 or float64, got {p.get('sum_dtype')!r}")
+        v = p.get("verify_every", 0)
+        if isinstance(v, bool) or not isinstance(v, int) or v < 0:
+            raise ConfigError(f"strategy.verify_every must be an integer >= 0, got {v!r}")
+        k, r = cls.stripe_shape(cfg)
+        lay = cfg.layout
+        width = k if lay.parity_ranks else k + r
+        if width > lay.servers:
+            where = "data rows" if lay.parity_ranks else "members (k + r)"
+            raise ConfigError(f"strategy.k = {k}, r = {r}: a stripe has {width} {where} on distinct servers, "
+                              f"the layout has layout.servers = {lay.servers}; lower k or add servers")
+        if lay.parity_ranks and cfg.failures.kill and cfg.failures.mode == "emulated":
+            raise ConfigError("dedicated parity ranks (layout.parity_ranks) need ULFM failure detection: "
+                              "failures.mode = emulated cannot stop a parity rank waiting for deltas")
+
+    @classmethod
+    def stripe_shape(cls, cfg: Any) -> tuple[int, int]:
+        p = cls.resolved(cfg)
+        return int(p["k"]), int(p["r"])
+
+    def __init__(self, cfg: Any) -> None:
+        super().__init__(cfg)
+        self.p = self.resolved(cfg)
+        from mpiec.kernels.codes import make_code
+
+        self.code = make_code(self.p["code"], int(self.p["k"]), int(self.p["r"]),
+                              dtype=np.dtype(self.p["sum_dtype"]))
+        self.verify_every = int(self.p["verify_every"])
+        self.store: ParityStore | None = None
+        self.pipeline: DeltaPipeline | None = None
+        self.pushed: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
+        self.replaced_self = False
+        self.steps_run = 0
+        self.peak_grads = 0
+        self.stats: dict[str, float] = {k: 0 for k in (
+            "verify_checks", "verify_mismatches", "rebuilds", "rebuild_rows", "rebuild_bytes",
+            "reencoded_rows", "replayed_steps", "rebuild_s", "rebuild_sync_s", "rebuild_decode_s",
+            "rebuild_replay_s",
+            "rebuild_encode_s")}
+
+    # -- binding: the agent of this rank's role -----------------------------------------------
+    def bind(self, ctx: Any, role: Any) -> None:
+        super().bind(ctx, role)
+        self.pl = ctx.placement
+        dim, state = self.cfg.model.dim, 1 if self.cfg.training.optimizer == "adagrad" else 0
+        self.row_bytes = (dim + state) * 4
+        self.width = payload_width(self.code, self.row_bytes)
+        self.store, self.pipeline = None, None
+        if ctx.slot.role not in (SERVER, PARITY):
+            return
+        rank = servers_rank(ctx.slot, self.cfg.layout.servers)
+        stripes, members = parity_stripes(self.pl, rank)
+        if stripes.size:
+            self.store = ParityStore(self.code, stripes, members, self.row_bytes, self.cfg.layout.servers,
+                                     keep=KEEP_DELTAS)
+            if not ctx.awaiting_restore:
+                self.encode_initial()
+        self.pipeline = DeltaPipeline(lambda: self.ctx.comms.servers, self.pl, self.store, self.width,
+                                      keep=KEEP_DELTAS)
+
+    def encode_initial(self) -> None:
+        """Holder: parity of the initial rows, computed locally (they are a pure function of the seed)."""
+        from mpiec.roles.server import initial_rows
+
+        store, pl, k = self.store, self.pl, self.pl.k
+        for residue in range(min(pl.servers, pl.n_stripes)):
+            sel = np.flatnonzero((store.stripes >= 0) & (store.stripes % pl.servers == residue))
+            if not sel.size:
+                continue
+            i = int(store.members[sel[0]])
+            st = store.stripes[sel]
+            data = [initial_rows(self.ctx, st * k + j).view(np.uint8) for j in range(k)]
+            parity = self.code.encode(data)[i]
+            store.load_bytes(sel, np.ascontiguousarray(parity).view(np.uint8).reshape(sel.size, self.width))
+        store.applied[:] = -1
+
+    # -- helpers the rebuild uses --------------------------------------------------------------
+    def table_bytes(self) -> np.ndarray:
+        table = self.role.state()["table"]
+        return table.view(np.uint8).reshape(table.shape[0], self.row_bytes)
+
+    def provide_data(self, idx: np.ndarray) -> np.ndarray:
+        return self.table_bytes()[idx]
+
+    def provide_parity(self, idx: np.ndarray) -> np.ndarray:
+        return self.store.as_bytes(idx)
+
+    def parity_rows(self, rows: np.ndarray) -> np.ndarray:
+        """Fetched parity bytes in the form the code decodes (``sum``: its float dtype)."""
+        if self.store is not None:
+            dtype = self.store.array.dtype
+        else:
+            dtype = np.uint8 if self.code.name != "sum" else np.dtype(self.p["sum_dtype"])
+        return rows.view(dtype).reshape(rows.shape[0], -1)
+
+    # -- step hooks ----------------------------------------------------------------------------
+    def _last_or_verify(self, step: int) -> bool:
+        last = step + 1 == self.cfg.training.steps
+        return last or (self.verify_every > 0 and (step + 1) % self.verify_every == 0)
+
+    def before_step(self, step: int) -> None:
+        if self.ctx.slot.role == PARITY:
+            self.pipeline.drain()
+
+    def after_push(self, step: int, slots: np.ndarray, counts: np.ndarray, grads: np.ndarray) -> None:
+        self.pushed[step] = (slots.copy(), counts.copy(), grads.copy())
+        for s in [s for s in self.pushed if s <= step - KEEP_GRADS]:
+            del self.pushed[s]
+        self.peak_grads = max(self.peak_grads, sum(a.nbytes + b.nbytes + c.nbytes
+                                                   for a, b, c in self.pushed.values()))
+
+    def after_apply(self, step: int, slots: np.ndarray, old: np.ndarray | None,
+                    delta: np.ndarray | None, replayed: bool = False) -> None:
+        rows = self.role.state()["global_rows"][slots]
+        if self.code.name == "sum":
+            new = self.role.state()["table"][slots]
+            payload = np.ascontiguousarray(self.code.delta(old, new)).view(np.uint8).reshape(slots.size, -1)
+        else:
+            payload = delta
+        self.pipeline.stage(step, rows, payload)
+        if not replayed:
+            self.pipeline.post(step)
+
+    def overlap(self, step: int) -> None:
+        self.pipeline.drain()
+
+    def after_step(self, step: int, words: np.ndarray | None = None) -> None:
+        role = self.ctx.slot.role
+        if role not in (SERVER, PARITY):
+            return
+        self.steps_run += 1
+        if role == PARITY:
+            self.pipeline.post(step)
+        if self._last_or_verify(step):
+            self.pipeline.drain()
+            if self.verify_every > 0 and (step + 1) % self.verify_every == 0:
+                self.verify(step)
+
+    def verify(self, step: int) -> None:
+        """Collective over ``servers``: re-encode every stripe, compare with the parity held."""
+        before = self.stats["verify_mismatches"]
+        run_jobs(self, encode_jobs(self, verify=True) if self.store is not None else [])
+        self.stats["verify_checks"] += 1
+        bad = self.stats["verify_mismatches"] - before
+        if bad:
+            self.ctx.event("parity_mismatch", step, detail=f"{int(bad)} parity rows differ from a re-encode")
+
+    # -- monitor -------------------------------------------------------------------------------
+    def plan(self, failure: Failure) -> RecoveryPlan:
+        S = self.cfg.layout.servers
+        lost = {servers_rank(s, S): s for s in failure.dead if s.role in (SERVER, PARITY)}
+        r = self.pl_r()
+        for residue, members in sorted(stripe_losses(self.ctx.placement, set(lost)).items()):
+            if len(members) > r:
+                holders = residue_holders(self.ctx.placement, residue)
+                names = ", ".join(f"member {m} on {lost[holders[m]]}" for m in members)
+                return RecoveryPlan.abort(
+                    f"stripe {residue} (and every stripe s with s % {S} == {residue}) lost {len(members)} "
+                    f"members ({names}); {self.code.name} with r = {r} rebuilds at most {r} per stripe")
+        return RecoveryPlan(scope=Scope.COMMITTED)
+
+    def pl_r(self) -> int:
+        return int(self.p["r"])
+
+    # -- recovery --------------------------------------------------------------------------------
+    def restore(self, plan: RecoveryPlan, step: int, replaced: bool) -> bool:
+        return True  # a replaced server's rows come from ``rebuild``, not from a saved copy
+
+    def rebuild(self, plan: RecoveryPlan) -> bool:
+        role = self.ctx.slot.role
+        if role not in (SERVER, PARITY, TRAINER):
+            return True
+        t0 = time.perf_counter()
+        me_lost = self.ctx.slot in plan.replaced  # type: ignore[attr-defined]
+        if me_lost and role != TRAINER:
+            self.ctx.event("rebuild_start", plan.step, detail=f"{self.ctx.slot} from its stripes")
+        try:
+            times = rebuild(self, plan)
+        except RebuildError as exc:
+            self.ctx.event("rebuild_failed", plan.step, detail=str(exc)[:250])
+            return False
+        self.stats["rebuilds"] += 1
+        end = time.perf_counter()
+        self.stats["rebuild_s"] = max(self.stats["rebuild_s"], end - t0)
+        for key, a, b in (("rebuild_sync_s", "start", "sync"), ("rebuild_decode_s", "sync", "decode"),
+                          ("rebuild_replay_s", "decode", "replay"), ("rebuild_encode_s", "replay", "encode")):
+            if a in times and b in times:
+                self.stats[key] = max(self.stats[key], times[b] - times[a])
+        if me_lost and role != TRAINER:
+            self.ctx.event("rebuild_end", plan.step, detail=(
+                f"{int(self.stats['rebuild_rows'])} rows decoded, {int(self.stats['reencoded_rows'])} parity "
+                f"rows re-encoded, {int(self.stats['rebuild_bytes'])} bytes fetched, {end - t0:.3f} s"))
+        return True
+
+    def on_recovered(self, plan: RecoveryPlan) -> None:
+        for s in [s for s in self.pushed if s > plan.restored]:
+            del self.pushed[s]
+        if self.pipeline is not None:
+            self.pipeline.reset(plan.restored)
+
+    # -- results -----------------------------------------------------------------------------------
+    def summary(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"code": self.code.name, "k": int(self.p["k"]), "r": int(self.p["r"]),
+                               "parity_placement": "dedicated" if self.cfg.layout.parity_ranks else "rotated",
+                               "lossless_code": self.code.name != "sum"}
+        role = self.ctx.slot.role if self.ctx is not None else ""
+        if role == TRAINER:
+            out["retained_grads_peak_bytes"] = self.peak_grads
+            out["replayed_steps"] = int(self.stats["replayed_steps"])
+        if role not in (SERVER, PARITY):
+            return out
+        steps = max(self.steps_run, 1)
+        pipe = self.pipeline
+        out.update({
+            "parity_bytes_per_step": pipe.bytes_sent / steps, "parity_rows_per_step": pipe.rows_sent / steps,
+            "parity_memory_bytes": self.store.nbytes if self.store is not None else 0,
+            "shard_memory_bytes": int(self.role.state()["table"].nbytes) if role == SERVER else 0,
+            "parity_stage_s_per_step": pipe.seconds_stage / steps,
+            "parity_drain_s_per_step": pipe.seconds_drain / steps,
+            "retained_deltas_peak_bytes": pipe.peak_retained + (self.store.peak_retained if self.store
+                                                                else 0),
+        })
+        out.update({k: (int(v) if k in ("verify_checks", "verify_mismatches", "rebuilds", "rebuild_rows",
+                                         "rebuild_bytes", "reencoded_rows", "replayed_steps") else v)
+                    for k, v in self.stats.items()})
+        return out
