@@ -20,7 +20,12 @@ from mpiec.strategies import STRATEGIES
 pytestmark = [pytest.mark.mpirun, pytest.mark.timeout(300)]
 
 BASE = ["--preset", "tiny", "--steps", "30", "--set", "layout.spares=3"]
-LOSSLESS = {"none", "ckpt"}  # strategies that claim lossless recovery (checked below)
+LOSSLESS = {"none", "ckpt", "cnr"}  # strategies that claim lossless recovery (checked below)
+# every registered strategy with its defaults, plus variants: (id, name, extra --set arguments)
+CNR_DIFFS = [(f"cnr:diff={d}", "cnr", ["--set", f"strategy.diff='{d}'",
+                                       "--set", "strategy.quantization='none'"])
+             for d in ("one-shot", "consecutive", "intermittent")]
+CASES = [(n, n, []) for n in sorted(STRATEGIES) if n != "cnr"] + CNR_DIFFS
 
 
 @pytest.fixture(scope="module")
@@ -30,9 +35,9 @@ def reference(tmp_path_factory):
     return run.result().summary["param_checksum"]
 
 
-@pytest.mark.parametrize("name", sorted(STRATEGIES))
-def test_failure_free_run_trains_what_none_trains(name, reference, tmp_path):
-    run = mpiec(["run", *BASE, "--strategy", name], out=tmp_path)
+@pytest.mark.parametrize("case,name,extra", CASES, ids=[c[0] for c in CASES])
+def test_failure_free_run_trains_what_none_trains(case, name, extra, reference, tmp_path):
+    run = mpiec(["run", *BASE, "--strategy", name, *extra], out=tmp_path)
     assert run.code == 0, run.stdout + run.stderr
     res = run.result()
     s = res.summary
@@ -43,10 +48,10 @@ def test_failure_free_run_trains_what_none_trains(name, reference, tmp_path):
     assert set(rules.values()) <= {"sum", "max", "min", "first"}
 
 
-@pytest.mark.parametrize("name", sorted(STRATEGIES))
-def test_every_planned_kill_fires_once(name, reference, tmp_path):
+@pytest.mark.parametrize("case,name,extra", CASES, ids=[c[0] for c in CASES])
+def test_every_planned_kill_fires_once(case, name, extra, reference, tmp_path):
     kills = "server:1@step=8;trainer:0@step=17;spare:1@step=4"
-    run = mpiec(["run", *BASE, "--strategy", name, "--kill", kills], out=tmp_path, timeout=150)
+    run = mpiec(["run", *BASE, "--strategy", name, *extra, "--kill", kills], out=tmp_path, timeout=150)
     res = run.result()
     fired = [(decode(e["role"]), int(e["role_index"])) for e in res.events if decode(e["kind"]) == "kill"]
     if STRATEGIES[name].recovers:
