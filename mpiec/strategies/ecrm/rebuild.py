@@ -42,7 +42,7 @@ from mpiec.comm import guard
 from mpiec.layout import PARITY, SERVER, TRAINER, servers_rank
 from mpiec.strategies.ecrm.parity import Deltas
 from mpiec.strategies.ecrm.pipeline import alltoallv_rows
-from mpiec.strategies.ecrm.stripes import data_stripes, member_holder, member_index, residue_holders
+from mpiec.strategies.ecrm.stripes import data_stripes, member_index, residue_holders
 
 CHUNK = 1 << 17  # stripes per fetch round: bounds the replacement's memory on big tables
 
@@ -207,29 +207,39 @@ def decode_jobs(agent: object, lost_ranks: set[int]) -> list[Job]:
 
 # -- 4. re-encode ----------------------------------------------------------------------
 
-def encode_jobs(agent: object, verify: bool = False) -> list[Job]:
-    """A holder's rounds: its parity rows from the ``k`` data members of each stripe
-    (``verify``: compare with the parity it holds instead of replacing it)."""
+def encode_jobs(agent: object, mode: str = "encode", lost_ranks: frozenset[int] = frozenset()) -> list[Job]:
+    """A holder's rounds over its parity rows, from the ``k`` data members of each stripe:
+    ``encode`` replaces them, ``verify`` counts the rows that differ, ``drift`` (``sum`` code)
+    records how far they are from a fresh encoding; stripes with a member on ``lost_ranks``
+    are skipped."""
     a = agent
     pl, k, S = a.pl, a.pl.k, a.pl.servers
     store = a.store
     jobs = []
     for residue in range(min(S, pl.n_stripes)):
         sel = np.flatnonzero((store.stripes >= 0) & (store.stripes % S == residue))
-        if not sel.size:
+        if not sel.size or set(residue_holders(pl, residue)) & lost_ranks:
             continue
         i = int(store.members[sel[0]])
+        holders = residue_holders(pl, residue)[:k]
         for start in range(0, sel.size, CHUNK):
             part = sel[start:start + CHUNK]
             st = store.stripes[part]
-            wd = {int(member_holder(pl, st[:1], j)[0]): member_index(pl, st, j) for j in range(k)}
-            holders = [int(member_holder(pl, st[:1], j)[0]) for j in range(k)]
+            wd = {holders[j]: member_index(pl, st, j) for j in range(k)}
 
             def finish(got_d, got_p, part=part, i=i, holders=holders):
                 parity = a.code.encode([got_d[h] for h in holders])[i]
                 rows = np.ascontiguousarray(parity).view(np.uint8).reshape(part.size, a.width)
-                if verify:
+                if mode in ("verify", "drift") and store.sum:
+                    err = float(np.abs(store.array[part].astype(np.float64) - parity.astype(np.float64)).max(
+                        initial=0.0))
+                    mag = max(float(np.abs(parity).max(initial=0.0)), 1e-30)
+                    a.stats["sum_drift_max_abs"] = max(a.stats["sum_drift_max_abs"], err)
+                    a.stats["sum_drift_max_rel"] = max(a.stats["sum_drift_max_rel"], err / mag)
+                if mode == "verify":
                     a.stats["verify_mismatches"] += store.mismatches(part, rows)
+                elif mode == "drift":
+                    pass
                 else:
                     store.load_bytes(part, rows)
                     a.stats["reencoded_rows"] += part.size
@@ -318,6 +328,9 @@ def rebuild(agent: object, plan: object) -> dict[str, float]:
             a.pipeline.outgoing.clear()
         sync(a, {**alive, **versions}, tables)  # undo to V_d, survivors forward to C
         times["sync"] = time.perf_counter()
+        if a.code.name == "sum":  # the decode error is the parity's drift: measure it on intact stripes
+            intact = a.store is not None and not a.replaced_self
+            run_jobs(a, encode_jobs(a, "drift", frozenset(lost_ranks)) if intact else [])
         jobs = decode_jobs(a, lost_ranks) if (a.replaced_self and role == SERVER) else []
         run_jobs(a, jobs)
         times["decode"] = time.perf_counter()

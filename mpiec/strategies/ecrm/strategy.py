@@ -33,7 +33,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from mpiec.errors import ConfigError
-from mpiec.layout import PARITY, SERVER, TRAINER, servers_rank
+from mpiec.layout import PARITY, SERVER, SPARE, TRAINER, servers_rank
 from mpiec.strategies.base import Failure, RecoveryPlan, Scope, Strategy
 from mpiec.strategies.ecrm.parity import ParityStore, payload_width
 from mpiec.strategies.ecrm.pipeline import DeltaPipeline
@@ -57,7 +57,8 @@ class ErasureCoded(Strategy):
         "verify_checks": "max", "verify_mismatches": "sum", "rebuilds": "max", "rebuild_s": "max",
         "rebuild_rows": "sum", "rebuild_bytes": "sum", "reencoded_rows": "sum", "replayed_steps": "max",
         "rebuild_sync_s": "max", "rebuild_decode_s": "max", "rebuild_replay_s": "max",
-        "rebuild_encode_s": "max", "lossless_code": "first",
+        "rebuild_encode_s": "max", "lossless_code": "first", "sum_drift_max_abs": "max",
+        "sum_drift_max_rel": "max",
     }
 
     # -- configuration ------------------------------------------------------------------
@@ -129,10 +130,10 @@ class ErasureCoded(Strategy):
         self.replaced_self = False
         self.steps_run = 0
         self.peak_grads = 0
-        self.stats: dict[str, float] = {k: 0 for k in (
+        self.stats: dict[str, float] = {k: 0.0 for k in (
             "verify_checks", "verify_mismatches", "rebuilds", "rebuild_rows", "rebuild_bytes",
             "reencoded_rows", "replayed_steps", "rebuild_s", "rebuild_sync_s", "rebuild_decode_s",
-            "rebuild_replay_s",
+            "rebuild_replay_s", "sum_drift_max_abs", "sum_drift_max_rel",
             "rebuild_encode_s")}
 
     # -- binding: the agent of this rank's role -----------------------------------------------
@@ -143,6 +144,8 @@ class ErasureCoded(Strategy):
         self.row_bytes = (dim + state) * 4
         self.width = payload_width(self.code, self.row_bytes)
         self.store, self.pipeline = None, None
+        if ctx.slot.role == SPARE:
+            self.warm_up()
         if ctx.slot.role not in (SERVER, PARITY):
             return
         rank = servers_rank(ctx.slot, self.cfg.layout.servers)
@@ -154,6 +157,17 @@ class ErasureCoded(Strategy):
                 self.encode_initial()
         self.pipeline = DeltaPipeline(lambda: self.ctx.comms.servers, self.pl, self.store, self.width,
                                       keep=KEEP_DELTAS)
+
+    def warm_up(self) -> None:
+        """A spare loads the code's kernels now (numba cache): a promoted spare then decodes
+        at once instead of spending its first rebuild round on loading them."""
+        k, w = self.code.k, self.row_bytes
+        data = [np.full((4, w), j + 1, dtype=np.uint8) for j in range(k)]
+        parity = self.code.encode(data)
+        rows = np.arange(2, dtype=np.int64)
+        self.code.update(parity[0], 0, rows, self.code.delta(data[0][:2], data[0][:2]), parity_index=0)
+        self.code.decode([None, *data[1:]], parity, [0])
+        self.code.decode([None, *data[1:]], parity, [0], rows=rows)
 
     def encode_initial(self) -> None:
         """Holder: parity of the initial rows, computed locally (they are a pure function of the seed)."""
@@ -236,7 +250,7 @@ class ErasureCoded(Strategy):
     def verify(self, step: int) -> None:
         """Collective over ``servers``: re-encode every stripe, compare with the parity held."""
         before = self.stats["verify_mismatches"]
-        run_jobs(self, encode_jobs(self, verify=True) if self.store is not None else [])
+        run_jobs(self, encode_jobs(self, "verify") if self.store is not None else [])
         self.stats["verify_checks"] += 1
         bad = self.stats["verify_mismatches"] - before
         if bad:
