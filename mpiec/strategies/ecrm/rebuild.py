@@ -47,13 +47,20 @@ from mpiec.strategies.ecrm.stripes import data_stripes, member_index, residue_ho
 CHUNK = 1 << 17  # stripes per fetch round: bounds the replacement's memory on big tables
 
 
+def collective(where: str):  # noqa: ANN201 - a context manager
+    """``guard`` for the rebuild's collectives: under ULFM, Open MPI reports some collectives
+    that meet a dead peer as ``MPI_ERR_OTHER``; that is a peer failure here too (it restarts the
+    recovery, and the runtime ends a run whose failures show no dead rank)."""
+    return guard(where, nonblocking_collective=True)
+
+
 class RebuildError(Exception):
     """The state cannot be rebuilt (beyond the code's tolerance, or kept data missing)."""
 
 
 def check_all(comm: MPI.Intracomm, problem: str) -> None:
     """Collective: raise ``RebuildError`` on every member if any member has a problem."""
-    with guard("ecrm rebuild check"):
+    with collective("ecrm rebuild check"):
         problems = comm.allgather(problem)
     bad = [p for p in problems if p]
     if bad:
@@ -69,7 +76,7 @@ def fetch(comm: MPI.Intracomm, want: dict[int, np.ndarray], width: int,
     for h, idx in want.items():
         scounts[h] = idx.size
     rcounts = np.empty(size, dtype=np.int64)
-    with guard("ecrm rebuild fetch"):
+    with collective("ecrm rebuild fetch"):
         comm.Alltoall([scounts, 1, MPI.INT64_T], [rcounts, 1, MPI.INT64_T])
         sidx = np.concatenate([want[h] for h in range(size) if h in want] or [np.empty(0, np.int64)])
         ridx = np.empty(int(rcounts.sum()), dtype=np.int64)
@@ -102,7 +109,7 @@ def run_jobs(agent: object, jobs: list[Job]) -> None:
     jobs = list(jobs)
     while True:
         job = jobs.pop(0) if jobs else None
-        with guard("ecrm rebuild round"):
+        with collective("ecrm rebuild round"):
             more = comm.allreduce(0 if job is None else 1, op=MPI.MAX)
         if not more:
             return
@@ -150,7 +157,7 @@ def sync(agent: object, targets: dict[int, int], tables: list) -> None:
     s = np.concatenate(steps or [np.empty(0, np.int64)])
     p = np.concatenate(payloads or [np.empty((0, a.width), np.uint8)])
     rcounts = np.empty(size, dtype=np.int64)
-    with guard("ecrm parity sync"):
+    with collective("ecrm parity sync"):
         comm.Alltoall([counts, 1, MPI.INT64_T], [rcounts, 1, MPI.INT64_T])
         n = int(rcounts.sum())
         rw, rs = np.empty(n, np.int64), np.empty(n, np.int64)
@@ -257,7 +264,7 @@ def replay(agent: object, versions: dict[int, int], committed: int) -> int:
     ctx = a.ctx
     data = ctx.comms.data
     T = ctx.cfg.layout.trainers
-    with guard("ecrm replay plan"):
+    with collective("ecrm replay plan"):
         versions = data.bcast(versions, root=T)  # server 0 took part in the sync: it knows them
     first = min(versions.values(), default=committed) + 1
     steps = range(first, committed + 1)
@@ -283,7 +290,7 @@ def replay(agent: object, versions: dict[int, int], committed: int) -> int:
                     scounts[T + d] = hi - lo
         rcounts = np.empty(size, dtype=np.int64)
         dim = ctx.cfg.model.dim
-        with guard("ecrm replay"):
+        with collective("ecrm replay"):
             data.Alltoall([scounts, 1, MPI.INT64_T], [rcounts, 1, MPI.INT64_T])
             n = int(rcounts.sum())
             rslots = np.empty(n, dtype=np.int64)
@@ -318,7 +325,7 @@ def rebuild(agent: object, plan: object) -> dict[str, float]:
         comm = ctx.comms.servers
         a.replaced_self = comm.Get_rank() in lost_ranks
         mine = None if (a.store is None or a.replaced_self) else a.store.applied.copy()
-        with guard("ecrm parity versions"):
+        with collective("ecrm parity versions"):
             tables = comm.allgather(mine)
         holders = [t for t in tables if t is not None]
         for d in lost_sources:
@@ -338,7 +345,7 @@ def rebuild(agent: object, plan: object) -> dict[str, float]:
         a.stats["replayed_steps"] = max(a.stats["replayed_steps"], replay(a, versions, C))
         times["replay"] = time.perf_counter()
     if role in (SERVER, PARITY):
-        with guard("ecrm parity versions"):
+        with collective("ecrm parity versions"):
             tables = ctx.comms.servers.allgather(None if (a.store is None or a.replaced_self)
                                                  else a.store.applied.copy())
         sync(a, {d: C for d in lost_sources}, tables)

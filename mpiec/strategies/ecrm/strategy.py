@@ -27,6 +27,7 @@ at most 2 of them; the peaks are in the summary).
 
 from __future__ import annotations
 
+import os
 import time
 from typing import Any, ClassVar
 
@@ -245,7 +246,17 @@ class ErasureCoded(Strategy):
         if self._last_or_verify(step):
             self.pipeline.drain()
             if self.verify_every > 0 and (step + 1) % self.verify_every == 0:
+                self.corrupt_for_test(step)
                 self.verify(step)
+
+    def corrupt_for_test(self, step: int) -> None:
+        """Test hook: ``MPIEC_ECRM_CORRUPT_PARITY_AT_STEP=s`` flips one parity byte of the first
+        holder after step ``s`` (how the tests prove that ``verify_every`` sees a bad byte)."""
+        at = os.environ.get("MPIEC_ECRM_CORRUPT_PARITY_AT_STEP")
+        first = self.cfg.layout.servers if self.cfg.layout.parity_ranks else 0
+        if at and int(at) == step and self.store is not None and self.store.array.size \
+                and self.ctx.comms.servers.Get_rank() == first:
+            self.store.array.view(np.uint8).reshape(-1)[0] ^= 0x01
 
     def verify(self, step: int) -> None:
         """Collective over ``servers``: re-encode every stripe, compare with the parity held."""

@@ -1,0 +1,111 @@
+"""``ecrm`` under real kills: every recovery within the code's tolerance ends with the
+failure-free ``param_checksum``; beyond it, one line names the stripe; the online
+verification finds no mismatch in a correct run and finds a corrupted byte."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+from run_helpers import mpiec
+
+from mpiec.results import decode
+
+pytestmark = [pytest.mark.mpirun, pytest.mark.timeout(600)]
+
+STEPS = 60
+BASE = ["--preset", "tiny", "--steps", str(STEPS), "--strategy", "ecrm"]
+
+
+def ecrm(tmp_path, servers: int, spares: int, kill: str = "", *sets: str, env: dict | None = None):
+    args = [*BASE, "--set", f"layout.servers={servers}", "--set", f"layout.spares={spares}"]
+    for s in sets:
+        args += ["--set", s]
+    if kill:
+        args += ["--kill", kill]
+    old = dict(os.environ)
+    os.environ.update(env or {})
+    try:
+        return mpiec(["run", *args], out=tmp_path, timeout=240)
+    finally:
+        os.environ.clear()
+        os.environ.update(old)
+
+
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory):
+    run = mpiec(["run", "--preset", "tiny", "--steps", str(STEPS), "--strategy", "none"],
+                out=tmp_path_factory.mktemp("ref"))
+    assert run.code == 0, run.stdout + run.stderr
+    return run.result().summary["param_checksum"]
+
+
+def events(res, kind):
+    return [decode(e["detail"]) for e in res.events if decode(e["kind"]) == kind]
+
+
+LOSSLESS_CASES = [
+    ("server-at-step", 3, 1, "server:1@step=20", []),
+    ("server-mid-step", 3, 1, "server:1@time=0.35", []),
+    ("trainer", 3, 1, "trainer:1@step=25", []),
+    ("rs-r2-two-servers", 4, 2, "server:1@step=20;server:2@step=20", ["strategy.code='rs'", "strategy.k=2",
+                                                                     "strategy.r=2"]),
+    ("rs-r3-k2-two-servers", 5, 2, "server:0@step=20;server:3@step=20", ["strategy.code='rs'", "strategy.k=2",
+                                                                        "strategy.r=3"]),
+    ("two-disjoint-stripe-sets", 6, 2, "server:1@step=20;server:4@step=30", ["strategy.k=2"]),
+    ("parity-rank", 3, 1, "parity:0@step=20", ["layout.parity_ranks=1", "strategy.k=3"]),
+    ("server-with-parity-ranks", 3, 1, "server:2@time=0.35", ["layout.parity_ranks=1", "strategy.k=3"]),
+    ("random-mtbf", 4, 3, "random:mtbf=0.4s,seed=3,max=3,targets=server", ["strategy.code='rs'",
+                                                                            "strategy.k=2", "strategy.r=2"]),
+]
+
+
+@pytest.mark.parametrize("case,servers,spares,kill,sets", LOSSLESS_CASES, ids=[c[0] for c in LOSSLESS_CASES])
+def test_recovery_within_tolerance_is_lossless(case, servers, spares, kill, sets, reference, tmp_path):
+    run = ecrm(tmp_path, servers, spares, kill, *sets, "strategy.verify_every=10")
+    assert run.code == 0, run.stdout + run.stderr
+    s = run.result().summary
+    assert s["kills_fired"] >= 1 and s["recoveries"] >= 1
+    assert s["param_checksum"] == reference, (case, run.stdout)
+    assert s["verify_checks"] == STEPS // 10 and s["verify_mismatches"] == 0
+    if "server" in kill or "random" in kill:
+        assert s["rebuild_rows"] > 0 and events(run.result(), "rebuild_end")
+    if "parity:" in kill:
+        assert s["reencoded_rows"] > 0
+
+
+def test_a_second_kill_near_the_first_recovery_is_recovered_too(reference, tmp_path):
+    """Server 4 dies around the recovery of server 1 (before, during or after it, depending on
+    timing): two stripe sets rebuilt, the failure-free checksum either way."""
+    for delay in ("0.2", "0.3", "0.45"):
+        run = ecrm(tmp_path / delay, 6, 2, f"server:1@step=20;server:4@time={delay}", "strategy.k=2")
+        assert run.code == 0, run.stdout + run.stderr
+        s = run.result().summary
+        assert s["kills_fired"] == 2 and s["param_checksum"] == reference, (delay, run.stdout)
+
+
+def test_more_failures_than_r_in_a_stripe_end_the_run_with_one_line(tmp_path):
+    run = ecrm(tmp_path, 3, 2, "server:0@step=20;server:1@step=20")
+    assert run.code == 1
+    s = run.result().summary
+    assert s["lost"]
+    reason = s["abort_reason"]
+    assert "stripe 0" in reason and "server:0" in reason and "server:1" in reason and "r = 1" in reason
+    assert reason in run.stdout + run.stderr
+
+
+def test_verify_sees_a_corrupted_parity_byte(tmp_path):
+    run = ecrm(tmp_path, 3, 0, "", "strategy.verify_every=5", env={"MPIEC_ECRM_CORRUPT_PARITY_AT_STEP": "19"})
+    assert run.code == 0, run.stdout + run.stderr
+    res = run.result()
+    assert res.summary["verify_mismatches"] >= 1
+    assert any("differ from a re-encode" in d for d in events(res, "parity_mismatch"))
+
+
+def test_sum_code_recovers_with_its_error_reported_and_is_not_called_lossless(reference, tmp_path):
+    run = ecrm(tmp_path, 4, 1, "server:0@step=20", "strategy.code='sum'", "strategy.k=2", "strategy.verify_every=10")
+    assert run.code == 0, run.stdout + run.stderr
+    s = run.result().summary
+    assert s["recoveries"] == 1 and not s["lossless_code"]
+    assert s["sum_drift_max_abs"] >= 0 and s["sum_drift_max_rel"] < 1e-3
+    assert s["param_checksum"] != reference or s["sum_drift_max_abs"] == 0
