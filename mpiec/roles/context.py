@@ -13,6 +13,7 @@ import dataclasses
 import json
 import os
 import socket
+import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,6 +28,8 @@ from mpiec.layout import MONITOR, SPARE, TRAINER, RowPlacement, Slot, table_offs
 from mpiec.roles.exchange import STATUS_DYING, STATUS_OK
 from mpiec.strategies import get_strategy_class
 from mpiec.strategies.base import Strategy
+
+TRACE_EVENTS = os.environ.get("MPIEC_TRACE_EVENTS", "") not in ("", "0")
 
 # Message tags between ranks and the monitor.
 TAG_STEPS, TAG_EVAL, TAG_DONE, TAG_CONTROL, TAG_FAILURE, TAG_STRATEGY = 11, 12, 13, 14, 15, 16
@@ -58,6 +61,7 @@ class RankContext:
     unrecovered: list[Slot] = field(default_factory=list)  # slots dead since the last completed recovery
     empty_failures: int = 0  # monitor: consecutive failures in which no rank had died
     role_slot: Slot | None = None  # the slot the rank's current role object was built for
+    role: Any = None  # that role object (``runner.make_role``): survives an interrupted recovery
     retired: list[Any] = field(default_factory=list)  # monitor: (old world, emulated victims' ranks)
     retired_world: Any = None  # emulated victim: the world it left
     recoveries: list[dict[str, float]] = field(default_factory=list)  # phase times of each recovery
@@ -119,6 +123,9 @@ class RankContext:
         s = slot or self.slot
         self.events.append((step, self.now() if at is None else at, kind,
                             self.first_rank if rank == self.rank else rank, s.role, s.index, detail))
+        if TRACE_EVENTS:  # MPIEC_TRACE_EVENTS=1: every event on stderr as it happens (debugging hangs)
+            print(f"[trace {self.now():8.3f} rank {self.first_rank} {self.slot}] {kind} step {step} {s} "
+                  f"{detail}", file=sys.stderr, flush=True)
 
     def arm_kills(self) -> None:
         """Arm the kills planned for this rank's slot that have not fired yet (replacing any)."""

@@ -45,7 +45,7 @@ def make_role(ctx: RankContext) -> Any:
 
     role = {MONITOR: Monitor, TRAINER: Trainer, SERVER: Server, SPARE: Spare,
             PARITY: Parity}[ctx.slot.role](ctx)
-    ctx.role_slot = ctx.slot
+    ctx.role_slot, ctx.role = ctx.slot, role
     ctx.strategy.bind(ctx, role)
     return role
 
@@ -70,6 +70,9 @@ def recover(ctx: RankContext, role: Any, exc: Exception) -> tuple[Any, str]:
                 log_detection(ctx, detection, plan)
                 ctx.event("abort", plan.step, ctx.rank, detail=plan.reason[:250])
                 return role, plan.reason or "aborted"
+            # An earlier attempt may have promoted this rank before a failure cut it short: its
+            # role is then the one built for the new slot, not the one it entered recovery with.
+            role = ctx.role if ctx.role is not None else role
             new_role = carry_out(ctx, role, plan, detection, make_role)
             if new_role is None:
                 ctx.event("abort", plan.step, ctx.rank, detail=plan.reason[:250])
