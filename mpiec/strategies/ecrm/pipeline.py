@@ -37,16 +37,28 @@ from mpiec.strategies.ecrm.stripes import member_holder, member_index
 
 @dataclass
 class Outgoing:
-    """A source's deltas of one step, sorted by destination holder."""
+    """A source's deltas of one step, sorted by destination holder, as they travel: one
+    uint8 row per delta, ``[int64 word | payload]`` (one message per holder, not two)."""
 
     dest: np.ndarray  # int64 [n]
-    words: np.ndarray  # int64 [n]
-    payload: np.ndarray  # uint8 [n, width]
+    wire: np.ndarray  # uint8 [n, 8 + width]
     counts: np.ndarray  # int64 [size]: rows per holder
 
     @property
+    def words(self) -> np.ndarray:
+        return words_of(self.wire)
+
+    @property
+    def payload(self) -> np.ndarray:
+        return self.wire[:, 8:]
+
+    @property
     def nbytes(self) -> int:
-        return self.dest.nbytes + self.words.nbytes + self.payload.nbytes
+        return self.dest.nbytes + self.wire.nbytes
+
+
+def words_of(wire: np.ndarray) -> np.ndarray:
+    return np.ascontiguousarray(wire[:, :8]).view(np.int64).reshape(-1)
 
 
 def build_outgoing(pl: RowPlacement, global_rows: np.ndarray, payload: np.ndarray, size: int) -> Outgoing:
@@ -55,10 +67,15 @@ def build_outgoing(pl: RowPlacement, global_rows: np.ndarray, payload: np.ndarra
     j = global_rows % pl.k
     dest = np.concatenate([member_holder(pl, stripe, pl.k + i) for i in range(pl.r)])
     words = np.concatenate([pack_words(member_index(pl, stripe, pl.k + i), i, j) for i in range(pl.r)])
-    order = np.argsort(dest, kind="stable")
-    rows = np.tile(np.arange(global_rows.size), pl.r)[order]
+    order = np.argsort(dest, kind="stable") if pl.r > 1 or not np.all(dest[1:] >= dest[:-1]) else None
+    rows = np.tile(np.arange(global_rows.size), pl.r)
+    if order is not None:
+        dest, words, rows = dest[order], words[order], rows[order]
+    wire = np.empty((rows.size, 8 + payload.shape[1]), dtype=np.uint8)
+    wire[:, :8] = words.view(np.uint8).reshape(-1, 8)
+    wire[:, 8:] = payload[rows]
     counts = np.bincount(dest, minlength=size).astype(np.int64)
-    return Outgoing(dest[order], words[order], payload[rows], counts)
+    return Outgoing(dest, wire, counts)
 
 
 def alltoallv_rows(comm: MPI.Intracomm, send: np.ndarray, scounts: np.ndarray, recv: np.ndarray,
@@ -121,20 +138,16 @@ class DeltaPipeline:
         comm = self.comm
         out = self.outgoing.get(step)
         n = int(rcounts.sum())
-        words = np.empty(n, dtype=np.int64)
-        payload = np.empty((n, self.width), dtype=np.uint8)
-        send_w = out.words if out is not None else np.empty(0, np.int64)
-        send_p = out.payload if out is not None else np.empty((0, self.width), np.uint8)
-        r1 = alltoallv_rows(comm, send_w, scounts, words, rcounts, 1)
-        r2 = alltoallv_rows(comm, send_p, scounts, payload, rcounts, self.width)
-        wait(r1, where)
-        wait(r2, where)
+        width = 8 + self.width
+        wire = np.empty((n, width), dtype=np.uint8)
+        send = out.wire if out is not None else np.empty((0, width), np.uint8)
+        wait(alltoallv_rows(comm, send, scounts, wire, rcounts, width), where)
         self.pending = None
         self.bytes_sent += int(scounts.sum()) * (self.width + 8)
         self.rows_sent += int(scounts.sum())
         if self.store is not None:
             src = np.repeat(np.arange(comm.Get_size(), dtype=np.int64), rcounts)
-            self.store.apply(step, Deltas(src, words, payload))
+            self.store.apply(step, Deltas(src, words_of(wire), wire[:, 8:]))
             self.store.mark_applied(np.arange(self.pl.servers), step)
         self.seconds_drain += time.perf_counter() - t0
         return step

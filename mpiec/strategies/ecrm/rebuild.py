@@ -1,26 +1,25 @@
-"""``ecrm`` recovery: bring parity to one version, decode lost rows, replay, re-encode.
+"""``ecrm`` recovery: bring parity to one version, rebuild what the replay needs, replay.
 
 Owns the collective work of an ``ecrm`` recovery, after the runtime's detect,
 reconcile and replace (``mpiec.roles.recovery``): every survivor holds its data
 at the agreed committed step ``C``; replaced servers and parity ranks hold
-nothing yet. In order, on the ranks concerned:
+nothing yet. Members still being rebuilt from an earlier failure count as lost
+again (their rebuild starts over). In order, on the ranks concerned:
 
 1. **sync** (``servers``): holders undo the contributions newer than their target
    (``C`` for a surviving source, ``V_d`` = the oldest version any holder has of
-   a replaced source ``d``) from their kept incoming deltas, and receive the
+   a lost source ``d``) from their kept incoming deltas, and receive the
    surviving sources' deltas they miss up to ``C`` from the sources' kept
    outgoing ones. Parity now encodes the survivors at ``C`` and each lost
    source at ``V_d``.
-2. **decode** (``servers``): each replacement fetches, stripe class by stripe
-   class and in chunks, ``k`` surviving members of each of its stripes and
-   decodes its data rows (at ``V_d``: the code is linear, so survivors at ``C``
-   and the lost member at ``V_d`` decode exactly).
-3. **replay** (``data``): the trainers send the row gradients they pushed to the
-   lost servers in steps ``V_d + 1 .. C``; the replacement applies them through
-   the server's normal apply, in trainer order: its rows reach exactly the
-   failure-free state at ``C``; the deltas go to the holders (**sync** again).
-4. **re-encode** (``servers``): a replaced holder recomputes its parity rows from
-   the data rows, now all at ``C``.
+2. **replay** (``data``, then ``servers``): the trainers send the row gradients
+   they pushed to the lost servers in steps ``V_d + 1 .. C``; the replacement
+   decodes those rows (at ``V_d``: the code is linear, so survivors at ``C`` and
+   the lost member at ``V_d`` decode exactly) and applies the gradients through
+   the server's normal apply, in trainer order: the rows reach exactly the
+   failure-free state at ``C``; their deltas go to the holders (**sync** again).
+3. the other lost rows and parity rows are rebuilt by ``rebuilder.Rebuilder``:
+   at once (``strategy.rebuild = "sync"``) or in rounds while training goes on.
 
 Every step that can fail for another reason than a peer's death (a kept delta
 or gradient missing) is checked on every member at once, so no member enters a
@@ -38,59 +37,14 @@ from dataclasses import dataclass
 import numpy as np
 from mpi4py import MPI
 
-from mpiec.comm import guard
 from mpiec.layout import PARITY, SERVER, TRAINER, servers_rank
 from mpiec.strategies.ecrm.parity import Deltas
 from mpiec.strategies.ecrm.pipeline import alltoallv_rows
-from mpiec.strategies.ecrm.stripes import data_stripes, member_index, residue_holders
+from mpiec.strategies.ecrm.rebuilder import Rebuilder
+from mpiec.strategies.ecrm.stripes import member_index, residue_holders
+from mpiec.strategies.ecrm.transfer import check_all, collective, fetch
 
 CHUNK = 1 << 17  # stripes per fetch round: bounds the replacement's memory on big tables
-
-
-def collective(where: str):  # noqa: ANN201 - a context manager
-    """``guard`` for the rebuild's collectives: under ULFM, Open MPI reports some collectives
-    that meet a dead peer as ``MPI_ERR_OTHER``; that is a peer failure here too (it restarts the
-    recovery, and the runtime ends a run whose failures show no dead rank)."""
-    return guard(where, nonblocking_collective=True)
-
-
-class RebuildError(Exception):
-    """The state cannot be rebuilt (beyond the code's tolerance, or kept data missing)."""
-
-
-def check_all(comm: MPI.Intracomm, problem: str) -> None:
-    """Collective: raise ``RebuildError`` on every member if any member has a problem."""
-    with collective("ecrm rebuild check"):
-        problems = comm.allgather(problem)
-    bad = [p for p in problems if p]
-    if bad:
-        raise RebuildError(bad[0])
-
-
-def fetch(comm: MPI.Intracomm, want: dict[int, np.ndarray], width: int,
-          provide: Callable[[np.ndarray], np.ndarray]) -> dict[int, np.ndarray]:
-    """Collective over ``comm``: rows ``want[h]`` of every member ``h``; ``provide(idx)``
-    answers the others' requests with uint8 ``[len(idx), width]`` rows."""
-    size = comm.Get_size()
-    scounts = np.zeros(size, dtype=np.int64)
-    for h, idx in want.items():
-        scounts[h] = idx.size
-    rcounts = np.empty(size, dtype=np.int64)
-    with collective("ecrm rebuild fetch"):
-        comm.Alltoall([scounts, 1, MPI.INT64_T], [rcounts, 1, MPI.INT64_T])
-        sidx = np.concatenate([want[h] for h in range(size) if h in want] or [np.empty(0, np.int64)])
-        ridx = np.empty(int(rcounts.sum()), dtype=np.int64)
-        alltoallv_rows(comm, np.ascontiguousarray(sidx, dtype=np.int64), scounts, ridx, rcounts, 1,
-                       blocking=True)
-        rows = provide(ridx) if ridx.size else np.empty((0, width), dtype=np.uint8)
-        back = np.empty((int(scounts.sum()), width), dtype=np.uint8)
-        alltoallv_rows(comm, np.ascontiguousarray(rows), rcounts, back, scounts, width, blocking=True)
-    out, start = {}, 0
-    for h in range(size):
-        if h in want:
-            out[h] = back[start:start + want[h].size]
-            start += want[h].size
-    return out
 
 
 @dataclass
@@ -174,44 +128,6 @@ def sync(agent: object, targets: dict[int, int], tables: list) -> None:
             store.applied[src_] = tgt
 
 
-# -- 2. decode -------------------------------------------------------------------------
-
-def decode_jobs(agent: object, lost_ranks: set[int]) -> list[Job]:
-    """A replaced server's rounds: decode its data rows from ``k`` surviving members."""
-    a = agent
-    pl, k, r, S = a.pl, a.pl.k, a.pl.r, a.pl.servers
-    me = a.ctx.comms.servers.Get_rank()
-    stripes, members = data_stripes(pl, me)
-    table = a.table_bytes()
-    jobs = []
-    for residue in range(min(S, pl.n_stripes)):
-        sel = np.flatnonzero(stripes % S == residue)
-        if not sel.size:
-            continue
-        m = int(members[sel[0]])
-        holders = residue_holders(pl, residue)
-        lost = [x for x, h in enumerate(holders) if h in lost_ranks]
-        if len(lost) > r:
-            raise RebuildError(f"stripe {residue} lost {len(lost)} members, the code tolerates {r}")
-        chosen = [x for x in range(k + r) if x not in lost][:k]
-        for start in range(0, sel.size, CHUNK):
-            part = sel[start:start + CHUNK]
-            st = stripes[part]
-            wd = {holders[x]: member_index(pl, st, x) for x in chosen if x < k}
-            wp = {holders[x]: member_index(pl, st, x) for x in chosen if x >= k}
-
-            def finish(got_d, got_p, part=part, chosen=chosen, m=m, holders=holders):
-                data = [got_d[holders[x]] if x in chosen and x < k else None for x in range(k)]
-                par = [a.parity_rows(got_p[holders[k + i]]) if k + i in chosen else None for i in range(r)]
-                (rows,) = a.code.decode(data, par, [m])
-                table[part] = rows
-                a.stats["rebuild_rows"] += part.size
-                a.stats["rebuild_bytes"] += sum(x.nbytes for x in list(got_d.values()) + list(got_p.values()))
-
-            jobs.append(Job(wd, wp, finish))
-    return jobs
-
-
 # -- 4. re-encode ----------------------------------------------------------------------
 
 def encode_jobs(agent: object, mode: str = "encode", lost_ranks: frozenset[int] = frozenset()) -> list[Job]:
@@ -255,17 +171,17 @@ def encode_jobs(agent: object, mode: str = "encode", lost_ranks: frozenset[int] 
     return jobs
 
 
-# -- 3. replay ------------------------------------------------------------------------------
+# -- 2. replay ----------------------------------------------------------------------------
 
-def replay(agent: object, versions: dict[int, int], committed: int) -> int:
-    """Collective over ``data``: lost servers re-apply the trainers' kept gradients of the
-    steps after their decoded version. Returns the number of steps replayed."""
+def gather_replay(agent: object, versions: dict[int, int], committed: int) -> list[tuple[int, np.ndarray,
+                                                                                          np.ndarray]]:
+    """Collective over ``data``: the trainers' kept gradients of the steps after each lost
+    server's decoded version, sent to it; returns (step, slots, gradients) on a lost server."""
     a = agent
     ctx = a.ctx
     data = ctx.comms.data
     T = ctx.cfg.layout.trainers
-    with collective("ecrm replay plan"):
-        versions = data.bcast(versions, root=T)  # server 0 took part in the sync: it knows them
+    dim = ctx.cfg.model.dim
     first = min(versions.values(), default=committed) + 1
     steps = range(first, committed + 1)
     problem = ""
@@ -276,6 +192,7 @@ def replay(agent: object, versions: dict[int, int], committed: int) -> int:
                        f"rebuilt servers {sorted(versions)} need (it was itself replaced)")
     check_all(data, problem)
     size = data.Get_size()
+    out = []
     for t in steps:
         scounts = np.zeros(size, dtype=np.int64)
         sslots, sgrads = [], []
@@ -289,7 +206,6 @@ def replay(agent: object, versions: dict[int, int], committed: int) -> int:
                     sgrads.append(grads[lo:hi])
                     scounts[T + d] = hi - lo
         rcounts = np.empty(size, dtype=np.int64)
-        dim = ctx.cfg.model.dim
         with collective("ecrm replay"):
             data.Alltoall([scounts, 1, MPI.INT64_T], [rcounts, 1, MPI.INT64_T])
             n = int(rcounts.sum())
@@ -297,62 +213,74 @@ def replay(agent: object, versions: dict[int, int], committed: int) -> int:
             rgrads = np.empty((n, dim), dtype=np.float32)
             ss = np.concatenate(sslots or [np.empty(0, np.int64)])
             sg = np.ascontiguousarray(np.concatenate(sgrads or [np.empty((0, dim), np.float32)]))
-            from mpiec.roles.exchange import displacements
-            data.Alltoallv([ss, (scounts, displacements(scounts)), MPI.INT64_T],
-                           [rslots, (rcounts, displacements(rcounts)), MPI.INT64_T])
-            data.Alltoallv([sg.reshape(-1), (scounts * dim, displacements(scounts * dim)), MPI.FLOAT],
-                           [rgrads.reshape(-1), (rcounts * dim, displacements(rcounts * dim)), MPI.FLOAT])
+            alltoallv_rows(data, ss, scounts, rslots, rcounts, 1, blocking=True)
+            alltoallv_rows(data, sg.view(np.uint8).reshape(-1, dim * 4), scounts,
+                           rgrads.view(np.uint8).reshape(-1, dim * 4), rcounts, dim * 4, blocking=True)
         if ctx.slot.role == SERVER and ctx.slot.index in versions and t > versions[ctx.slot.index]:
-            a.role.replay(t, rslots, rgrads)
-    return len(steps)
+            out.append((t, rslots, rgrads))
+    return out
 
 
 # -- the whole sequence -------------------------------------------------------------------------
 
+def holder_tables(agent: object) -> list:
+    """Collective over ``servers``: every member's (parity versions or None, ranks it still rebuilds)."""
+    a = agent
+    mine = None if (a.store is None or a.replaced_self) else a.store.applied.copy()
+    carried = sorted(a.rebuilder.lost) if a.rebuilder is not None else []
+    with collective("ecrm parity versions"):
+        return a.ctx.comms.servers.allgather((mine, carried))
+
+
 def rebuild(agent: object, plan: object) -> dict[str, float]:
-    """Every rank of the run (ranks outside ``servers`` and ``data`` return at once)."""
+    """Every trainer, server and parity rank; returns the phase times (perf_counter)."""
     a = agent
     ctx = a.ctx
     C = plan.committed
     S = ctx.cfg.layout.servers
-    lost = [s for s in plan.replaced if s.role in (SERVER, PARITY)]
-    lost_ranks = {servers_rank(s, S) for s in lost}
-    lost_sources = sorted(s.index for s in lost if s.role == SERVER)
+    T = ctx.cfg.layout.trainers
+    replaced = {servers_rank(s, S) for s in plan.replaced if s.role in (SERVER, PARITY)}
     times = {"start": time.perf_counter()}
     role = ctx.slot.role
     versions: dict[int, int] = {}
     if role in (SERVER, PARITY):
         comm = ctx.comms.servers
-        a.replaced_self = comm.Get_rank() in lost_ranks
-        mine = None if (a.store is None or a.replaced_self) else a.store.applied.copy()
-        with collective("ecrm parity versions"):
-            tables = comm.allgather(mine)
-        holders = [t for t in tables if t is not None]
+        a.replaced_self = comm.Get_rank() in replaced
+        tables = holder_tables(a)
+        lost = frozenset(replaced.union(*[set(c) for _, c in tables]))
+        a.replaced_self = comm.Get_rank() in lost
+        applied = [None if (t is None or h in lost) else t for h, (t, _) in enumerate(tables)]
+        holders = [t for t in applied if t is not None]
+        lost_sources = sorted(h for h in lost if h < S)
         for d in lost_sources:
             versions[d] = min(int(t[d]) for t in holders) if holders else C
-        alive = {src: C for src in range(S) if src not in lost_sources}
         if a.replaced_self:
             a.pipeline.outgoing.clear()
-        sync(a, {**alive, **versions}, tables)  # undo to V_d, survivors forward to C
+        a.rebuilder = Rebuilder(a, lost, a.chunk)  # raises RebuildError beyond tolerance, on every member
+        sync(a, {**{src: C for src in range(S) if src not in lost}, **versions}, applied)
         times["sync"] = time.perf_counter()
-        if a.code.name == "sum":  # the decode error is the parity's drift: measure it on intact stripes
-            intact = a.store is not None and not a.replaced_self
-            run_jobs(a, encode_jobs(a, "drift", frozenset(lost_ranks)) if intact else [])
-        jobs = decode_jobs(a, lost_ranks) if (a.replaced_self and role == SERVER) else []
-        run_jobs(a, jobs)
-        times["decode"] = time.perf_counter()
     if role in (SERVER, TRAINER):
-        a.stats["replayed_steps"] = max(a.stats["replayed_steps"], replay(a, versions, C))
-        times["replay"] = time.perf_counter()
+        with collective("ecrm replay plan"):
+            versions = ctx.comms.data.bcast(versions, root=T)  # server 0 knows them (it took part above)
+        replay = gather_replay(a, versions, C)
+        a.stats["replayed_steps"] = max(a.stats["replayed_steps"], len(replay))
     if role in (SERVER, PARITY):
-        with collective("ecrm parity versions"):
-            tables = ctx.comms.servers.allgather(None if (a.store is None or a.replaced_self)
-                                                 else a.store.applied.copy())
-        sync(a, {d: C for d in lost_sources}, tables)
-        run_jobs(a, encode_jobs(a) if (a.replaced_self and a.store is not None) else [])
-        if a.store is not None:
+        rows = np.empty(0, np.int64)
+        if role == SERVER and replay:
+            rows = np.concatenate([s for _, s, _ in replay])
+        a.rebuilder.decode(rows)  # the rows the replay updates, decoded at V_d
+        times["decode"] = time.perf_counter()
+        for t, slots, grads in replay if role == SERVER else []:
+            a.role.replay(t, slots, grads)
+        times["replay"] = time.perf_counter()
+        applied = [None if (t is None or h in a.rebuilder.lost) else t
+                   for h, (t, _) in enumerate(holder_tables(a))]
+        sync(a, {d: C for d in versions}, applied)
+        if a.store is not None and not a.replaced_self:
             a.store.applied[:] = C
+        if a.store is not None:
             a.store.drop_after(C)
+        if a.p["rebuild"] == "sync":
+            a.rebuilder.finish()
         times["encode"] = time.perf_counter()
-        a.replaced_self = False
     return times

@@ -27,6 +27,7 @@ at most 2 of them; the peaks are in the summary).
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import time
 from typing import Any, ClassVar
@@ -36,12 +37,16 @@ import numpy as np
 from mpiec.errors import ConfigError
 from mpiec.layout import PARITY, SERVER, SPARE, TRAINER, servers_rank
 from mpiec.strategies.base import Failure, RecoveryPlan, Scope, Strategy
+from mpiec.strategies.ckpt import FullCheckpoint
 from mpiec.strategies.ecrm.parity import ParityStore, payload_width
 from mpiec.strategies.ecrm.pipeline import DeltaPipeline
-from mpiec.strategies.ecrm.rebuild import RebuildError, encode_jobs, rebuild, run_jobs
+from mpiec.strategies.ecrm.rebuild import encode_jobs, rebuild, run_jobs
 from mpiec.strategies.ecrm.stripes import parity_stripes, residue_holders, stripe_losses
+from mpiec.strategies.ecrm.transfer import RebuildError
 
-DEFAULTS: dict[str, Any] = {"code": "xor", "k": "auto", "r": 1, "sum_dtype": "float32", "verify_every": 0}
+DEFAULTS: dict[str, Any] = {"code": "xor", "k": "auto", "r": 1, "sum_dtype": "float32", "verify_every": 0,
+                            "rebuild": "background", "rebuild_rows": 32768, "fallback": "none",
+                            "fallback_interval": 0}
 KEEP_DELTAS, KEEP_GRADS = 3, 4
 
 
@@ -52,14 +57,16 @@ class ErasureCoded(Strategy):
     recovers = True
     summary_rules: ClassVar[dict[str, str]] = {
         "code": "first", "k": "first", "r": "first", "parity_placement": "first",
-        "parity_bytes_per_step": "sum", "parity_rows_per_step": "sum", "parity_memory_bytes": "sum",
+        "parity_bytes_per_step": "sum", "parity_bytes": "sum", "parity_rows_per_step": "sum",
+        "parity_memory_bytes": "sum",
         "shard_memory_bytes": "sum", "parity_stage_s_per_step": "max", "parity_drain_s_per_step": "max",
         "retained_deltas_peak_bytes": "max", "retained_grads_peak_bytes": "max",
         "verify_checks": "max", "verify_mismatches": "sum", "rebuilds": "max", "rebuild_s": "max",
         "rebuild_rows": "sum", "rebuild_bytes": "sum", "reencoded_rows": "sum", "replayed_steps": "max",
         "rebuild_sync_s": "max", "rebuild_decode_s": "max", "rebuild_replay_s": "max",
-        "rebuild_encode_s": "max", "lossless_code": "first", "sum_drift_max_abs": "max",
-        "sum_drift_max_rel": "max",
+        "rebuild_encode_s": "max", "lossless_code": "first", "rebuild_total_s": "max",
+        "rebuild_rounds": "max", "degraded_rows": "sum", "rebuild_mode": "first", "sum_drift_max_abs": "max",
+        "sum_drift_max_rel": "max", **FullCheckpoint.summary_rules,
     }
 
     # -- configuration ------------------------------------------------------------------
@@ -98,6 +105,19 @@ class ErasureCoded(Strategy):
             raise ConfigError(f"strategy.k must be an integer in 1..255 or 'auto', got {k!r}")
         if p.get("sum_dtype", "float32") not in ("float32", "float64"):
             raise ConfigError(f"strategy.sum_dtype must be float32 or float64, got {p.get('sum_dtype')!r}")
+        if p.get("rebuild", "background") not in ("background", "sync"):
+            raise ConfigError(f"strategy.rebuild must be background or sync, got {p.get('rebuild')!r}")
+        rr = p.get("rebuild_rows", 32768)
+        if isinstance(rr, bool) or not isinstance(rr, int) or rr < 1:
+            raise ConfigError(f"strategy.rebuild_rows must be an integer >= 1 (rows per step), got {rr!r}")
+        if p.get("fallback", "none") not in ("none", "ckpt"):
+            raise ConfigError(f"strategy.fallback must be none or ckpt, got {p.get('fallback')!r}")
+        fi = p.get("fallback_interval", 0)
+        if isinstance(fi, bool) or not isinstance(fi, int) or fi < 0:
+            raise ConfigError(f"strategy.fallback_interval must be a number of steps >= 1, got {fi!r}")
+        if p.get("fallback", "none") == "ckpt" and fi < 1:
+            raise ConfigError("strategy.fallback = ckpt needs strategy.fallback_interval = N (steps between "
+                              "the fallback checkpoints)")
         v = p.get("verify_every", 0)
         if isinstance(v, bool) or not isinstance(v, int) or v < 0:
             raise ConfigError(f"strategy.verify_every must be an integer >= 0, got {v!r}")
@@ -129,17 +149,29 @@ class ErasureCoded(Strategy):
         self.pipeline: DeltaPipeline | None = None
         self.pushed: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
         self.replaced_self = False
+        self.rebuilder: Any = None  # the rebuild in progress (servers and parity ranks), None when complete
+        self.chunk = int(self.p["rebuild_rows"])
+        self.rebuild_t0 = 0.0
+        # fallback = "ckpt": rare full checkpoints, a rollback when a stripe lost more than r members
+        self.fallback: FullCheckpoint | None = None
+        if self.p["fallback"] == "ckpt":
+            params = {"interval": int(self.p["fallback_interval"])}
+            self.fallback = FullCheckpoint(dataclasses.replace(
+                cfg, strategy=dataclasses.replace(cfg.strategy, name="ckpt", params=params)))
         self.steps_run = 0
         self.peak_grads = 0
         self.stats: dict[str, float] = {k: 0.0 for k in (
             "verify_checks", "verify_mismatches", "rebuilds", "rebuild_rows", "rebuild_bytes",
             "reencoded_rows", "replayed_steps", "rebuild_s", "rebuild_sync_s", "rebuild_decode_s",
-            "rebuild_replay_s", "sum_drift_max_abs", "sum_drift_max_rel",
+            "rebuild_replay_s", "sum_drift_max_abs", "sum_drift_max_rel", "rebuild_total_s", "rebuild_rounds",
+            "degraded_rows",
             "rebuild_encode_s")}
 
     # -- binding: the agent of this rank's role -----------------------------------------------
     def bind(self, ctx: Any, role: Any) -> None:
         super().bind(ctx, role)
+        if self.fallback is not None:
+            self.fallback.bind(ctx, role)
         self.pl = ctx.placement
         dim, state = self.cfg.model.dim, 1 if self.cfg.training.optimizer == "adagrad" else 0
         self.row_bytes = (dim + state) * 4
@@ -206,20 +238,27 @@ class ErasureCoded(Strategy):
         return rows.view(dtype).reshape(rows.shape[0], -1)
 
     # -- step hooks ----------------------------------------------------------------------------
-    def _last_or_verify(self, step: int) -> bool:
+    def _drain_now(self, step: int) -> bool:
+        """Apply the deltas of ``step`` at its end (not during the next step): after the last step,
+        before a verification, and while a rebuild needs parity and data at the same step."""
         last = step + 1 == self.cfg.training.steps
-        return last or (self.verify_every > 0 and (step + 1) % self.verify_every == 0)
+        return last or self.rebuilder is not None or self._verify_due(step)
 
-    def before_step(self, step: int) -> None:
-        if self.ctx.slot.role == PARITY:
-            self.pipeline.drain()
+    def _verify_due(self, step: int) -> bool:
+        return self.verify_every > 0 and (step + 1) % self.verify_every == 0 and self.rebuilder is None
 
     def after_push(self, step: int, slots: np.ndarray, counts: np.ndarray, grads: np.ndarray) -> None:
-        self.pushed[step] = (slots.copy(), counts.copy(), grads.copy())
+        self.pushed[step] = (slots, counts, grads)  # fresh arrays every step: kept, not copied
         for s in [s for s in self.pushed if s <= step - KEEP_GRADS]:
             del self.pushed[s]
         self.peak_grads = max(self.peak_grads, sum(a.nbytes + b.nbytes + c.nbytes
                                                    for a, b, c in self.pushed.values()))
+
+    def on_pull(self, step: int, slots: np.ndarray | None) -> None:
+        """Servers (and parity ranks, mirroring every pull with ``slots = None``): while rows are
+        lost, decode the requested ones before they are served (degraded read). Collective."""
+        if self.rebuilder is not None:
+            self.rebuilder.degraded(slots)
 
     def after_apply(self, step: int, slots: np.ndarray, old: np.ndarray | None,
                     delta: np.ndarray | None, replayed: bool = False) -> None:
@@ -234,20 +273,57 @@ class ErasureCoded(Strategy):
             self.pipeline.post(step)
 
     def overlap(self, step: int) -> None:
+        """Servers and parity ranks: the previous step's deltas; one rebuild round if one runs."""
         self.pipeline.drain()
+        if self.rebuilder is not None and not self.rebuilder.step():
+            self.rebuild_done(step)
+
+    def header_word(self, step: int) -> int:
+        return self.fallback.header_word(step) if self.fallback is not None else 0
+
+    def background(self, step: int) -> None:
+        if self.fallback is not None:
+            self.fallback.background(step)
+
+    def on_message(self, source: Any, payload: Any) -> None:
+        if self.fallback is not None:
+            self.fallback.on_message(source, payload)
+
+    def checkpoint_rows(self) -> list[tuple]:
+        return self.fallback.checkpoint_rows() if self.fallback is not None else []
 
     def after_step(self, step: int, words: np.ndarray | None = None) -> None:
+        if self.fallback is not None and words is not None:
+            self.fallback.after_step(step, words)
         role = self.ctx.slot.role
         if role not in (SERVER, PARITY):
             return
         self.steps_run += 1
         if role == PARITY:
             self.pipeline.post(step)
-        if self._last_or_verify(step):
+        if self._drain_now(step):
             self.pipeline.drain()
-            if self.verify_every > 0 and (step + 1) % self.verify_every == 0:
-                self.corrupt_for_test(step)
-                self.verify(step)
+        if step + 1 == self.cfg.training.steps and self.rebuilder is not None:
+            self.rebuilder.finish()  # the final state must be complete
+            self.rebuild_done(step)
+        if self._verify_due(step):
+            self.corrupt_for_test(step)
+            self.verify(step)
+
+    def rebuild_done(self, step: int) -> None:
+        rb = self.rebuilder
+        self.rebuilder = None
+        seconds = time.perf_counter() - self.rebuild_t0
+        self.stats["rebuild_total_s"] = max(self.stats["rebuild_total_s"], seconds)
+        self.stats["rebuild_rounds"] += rb.rounds
+        for key, value in (("rebuild_rows", rb.rows), ("rebuild_bytes", rb.bytes),
+                           ("reencoded_rows", rb.reencoded), ("degraded_rows", rb.degraded_rows)):
+            self.stats[key] += value
+        if rb.decoding or rb.encoding:
+            self.ctx.event("rebuild_end", step, detail=(
+                f"{rb.rows} rows decoded ({rb.degraded_rows} by degraded reads), {rb.reencoded} parity rows "
+                f"re-encoded, {rb.bytes} bytes fetched, {rb.rounds} rounds, {seconds:.3f} s since the "
+                f"rebuild started"))
 
     def corrupt_for_test(self, step: int) -> None:
         """Test hook: ``MPIEC_ECRM_CORRUPT_PARITY_AT_STEP=s`` flips one parity byte of the first
@@ -276,6 +352,11 @@ class ErasureCoded(Strategy):
             if len(members) > r:
                 holders = residue_holders(self.ctx.placement, residue)
                 names = ", ".join(f"member {m} on {lost[holders[m]]}" for m in members)
+                if self.fallback is not None:
+                    plan = self.fallback.plan(failure)
+                    plan.reason = (f"stripe {residue} lost {len(members)} members (r = {r}): rollback to the "
+                                   f"fallback checkpoint")
+                    return plan
                 return RecoveryPlan.abort(
                     f"stripe {residue} (and every stripe s with s % {S} == {residue}) lost {len(members)} "
                     f"members ({names}); {self.code.name} with r = {r} rebuilds at most {r} per stripe")
@@ -286,6 +367,8 @@ class ErasureCoded(Strategy):
 
     # -- recovery --------------------------------------------------------------------------------
     def restore(self, plan: RecoveryPlan, step: int, replaced: bool) -> bool:
+        if plan.scope is Scope.ROLLBACK and self.ctx.slot.role != PARITY:  # the fallback's rollback
+            return self.fallback.restore(plan, step, replaced)
         return True  # a replaced server's rows come from ``rebuild``, not from a saved copy
 
     def rebuild(self, plan: RecoveryPlan) -> bool:
@@ -293,28 +376,40 @@ class ErasureCoded(Strategy):
         if role not in (SERVER, PARITY, TRAINER):
             return True
         t0 = time.perf_counter()
-        me_lost = self.ctx.slot in plan.replaced  # type: ignore[attr-defined]
-        if me_lost and role != TRAINER:
-            self.ctx.event("rebuild_start", plan.step, detail=f"{self.ctx.slot} from its stripes")
+        if self.ctx.slot in plan.replaced and role != TRAINER:  # type: ignore[attr-defined]
+            self.ctx.event("rebuild_start", plan.step, detail=f"{self.ctx.slot} from its stripes "
+                                                              f"({self.p['rebuild']})")
         try:
             times = rebuild(self, plan)
         except RebuildError as exc:
             self.ctx.event("rebuild_failed", plan.step, detail=str(exc)[:250])
+            self.rebuilder = None
             return False
         self.stats["rebuilds"] += 1
         end = time.perf_counter()
+        self.rebuild_t0 = t0  # a new failure restarts any rebuild in progress
         self.stats["rebuild_s"] = max(self.stats["rebuild_s"], end - t0)
         for key, a, b in (("rebuild_sync_s", "start", "sync"), ("rebuild_decode_s", "sync", "decode"),
                           ("rebuild_replay_s", "decode", "replay"), ("rebuild_encode_s", "replay", "encode")):
             if a in times and b in times:
                 self.stats[key] = max(self.stats[key], times[b] - times[a])
-        if me_lost and role != TRAINER:
-            self.ctx.event("rebuild_end", plan.step, detail=(
-                f"{int(self.stats['rebuild_rows'])} rows decoded, {int(self.stats['reencoded_rows'])} parity "
-                f"rows re-encoded, {int(self.stats['rebuild_bytes'])} bytes fetched, {end - t0:.3f} s"))
+        if self.rebuilder is not None and self.rebuilder.phase is None:
+            self.rebuild_done(plan.step)
         return True
 
     def on_recovered(self, plan: RecoveryPlan) -> None:
+        """After a rollback (the fallback) every holder re-encodes its parity from the restored
+        rows: collective over ``servers``, like every rank's on_recovered call order."""
+        if self.fallback is not None:
+            self.fallback.on_recovered(plan)
+        if plan.scope is Scope.ROLLBACK and self.pipeline is not None:
+            self.rebuilder = None
+            self.pipeline.outgoing.clear()
+            if self.store is not None:
+                self.store.incoming.clear()
+            run_jobs(self, encode_jobs(self, "encode") if self.store is not None else [])
+            if self.store is not None:
+                self.store.applied[:] = plan.restored
         for s in [s for s in self.pushed if s > plan.restored]:
             del self.pushed[s]
         if self.pipeline is not None:
@@ -322,9 +417,15 @@ class ErasureCoded(Strategy):
 
     # -- results -----------------------------------------------------------------------------------
     def summary(self) -> dict[str, Any]:
+        out = self._summary()
+        if self.fallback is not None:
+            out.update(self.fallback.summary())
+        return out
+
+    def _summary(self) -> dict[str, Any]:
         out: dict[str, Any] = {"code": self.code.name, "k": int(self.p["k"]), "r": int(self.p["r"]),
                                "parity_placement": "dedicated" if self.cfg.layout.parity_ranks else "rotated",
-                               "lossless_code": self.code.name != "sum"}
+                               "lossless_code": self.code.name != "sum", "rebuild_mode": self.p["rebuild"]}
         role = self.ctx.slot.role if self.ctx is not None else ""
         if role == TRAINER:
             out["retained_grads_peak_bytes"] = self.peak_grads
@@ -334,7 +435,8 @@ class ErasureCoded(Strategy):
         steps = max(self.steps_run, 1)
         pipe = self.pipeline
         out.update({
-            "parity_bytes_per_step": pipe.bytes_sent / steps, "parity_rows_per_step": pipe.rows_sent / steps,
+            "parity_bytes_per_step": pipe.bytes_sent / steps, "parity_bytes": pipe.bytes_sent,
+            "parity_rows_per_step": pipe.rows_sent / steps,
             "parity_memory_bytes": self.store.nbytes if self.store is not None else 0,
             "shard_memory_bytes": int(self.role.state()["table"].nbytes) if role == SERVER else 0,
             "parity_stage_s_per_step": pipe.seconds_stage / steps,
@@ -343,6 +445,7 @@ class ErasureCoded(Strategy):
                                                                 else 0),
         })
         out.update({k: (int(v) if k in ("verify_checks", "verify_mismatches", "rebuilds", "rebuild_rows",
-                                         "rebuild_bytes", "reencoded_rows", "replayed_steps") else v)
+                                         "rebuild_bytes", "reencoded_rows", "replayed_steps",
+                                         "rebuild_rounds", "degraded_rows") else v)
                     for k, v in self.stats.items()})
         return out

@@ -1,0 +1,176 @@
+"""Rebuilding lost members while training goes on: degraded reads and background rounds.
+
+Owns, on every member of ``servers`` after an ``ecrm`` recovery, the state of
+the rebuild in progress: which ranks' members are lost (``lost``), on a
+replacement which of its rows are rebuilt, on a replaced holder which of its
+parity rows are still to re-encode, and the phase (``decode`` then ``encode``).
+
+Invariants:
+
+* every round is collective over ``servers`` and every member takes the same
+  branches: the phase and the end of the rebuild are decided by an
+  ``allreduce`` of what is left, so they change on every member at once;
+* a lost row is decoded at a *consistent point*: the survivors' rows and the
+  parity are at the same step (while a rebuild runs, parity deltas are applied
+  at the end of each step instead of during the next one), and a lost row
+  that is not rebuilt yet was never updated since the recovery (a row is
+  decoded before it is served -- a *degraded read* -- and only served rows get
+  gradients), so decoding it at any later consistent point gives its value;
+* parity rows are re-encoded only once every data row is rebuilt.
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+from mpi4py import MPI
+
+from mpiec.layout import SERVER
+from mpiec.strategies.ecrm.stripes import data_stripes, member_index, residue_holders, stripe_losses
+from mpiec.strategies.ecrm.transfer import RebuildError, collective, fetch
+
+
+def residue_plan(pl: object, lost: frozenset[int]) -> dict[int, tuple[list[int], list[int]]]:
+    """Residue -> (holder of every member, the k members a decode reads). Raises beyond tolerance."""
+    out = {}
+    losses = stripe_losses(pl, set(lost))
+    for residue in range(min(pl.servers, pl.n_stripes)):
+        members = losses.get(residue, [])
+        if len(members) > pl.r:
+            raise RebuildError(f"stripe {residue} lost {len(members)} members (with the rows still "
+                               f"being rebuilt), the code tolerates {pl.r}")
+        chosen = [x for x in range(pl.k + pl.r) if x not in members][:pl.k]  # data first: cheaper
+        out[residue] = (residue_holders(pl, residue), chosen)
+    return out
+
+
+class Rebuilder:
+    def __init__(self, agent: object, lost: frozenset[int], chunk: int) -> None:
+        a = self.a = agent
+        self.lost, self.chunk = lost, max(1, int(chunk))
+        pl = a.pl
+        self.plan = residue_plan(pl, lost)
+        me = a.ctx.comms.servers.Get_rank()
+        self.decoding = me in lost and a.ctx.slot.role == SERVER
+        self.encoding = me in lost and a.store is not None
+        self.phase: str | None = "decode"
+        self.cursor = 0
+        if self.decoding:
+            self.stripes, self.members = data_stripes(pl, me)
+            self.rebuilt = np.zeros(self.stripes.size, dtype=bool)
+        self.parts: list[np.ndarray] = []
+        if self.encoding:
+            st = a.store.stripes
+            for residue in range(min(pl.servers, pl.n_stripes)):
+                sel = np.flatnonzero((st >= 0) & (st % pl.servers == residue))
+                self.parts += [sel[i:i + self.chunk] for i in range(0, sel.size, self.chunk)]
+        self.t_start = time.perf_counter()
+        self.rows = self.bytes = self.reencoded = self.degraded_rows = self.rounds = 0
+
+    # -- decode ------------------------------------------------------------------------------
+    def decode(self, slots: np.ndarray) -> None:
+        """Collective: a replacement decodes its local ``slots`` not rebuilt yet (others: none)."""
+        a, pl, k, r = self.a, self.a.pl, self.a.pl.k, self.a.pl.r
+        todo = np.empty(0, dtype=np.int64)
+        if self.decoding and slots.size:
+            slots = np.unique(np.asarray(slots, dtype=np.int64))
+            todo = slots[~self.rebuilt[slots]]
+        want = ({}, {})  # per kind (data, parity): holder -> list of index arrays
+        blocks = []  # (residue part, member, kind, holder, position in the holder's list)
+        for residue in np.unique(self.stripes[todo] % pl.servers) if todo.size else []:
+            part = todo[self.stripes[todo] % pl.servers == residue]
+            holders, chosen = self.plan[int(residue)]
+            st = self.stripes[part]
+            for x in chosen:
+                kind = 0 if x < k else 1
+                lst = want[kind].setdefault(holders[x], [])
+                blocks.append((part, x, kind, holders[x], len(lst)))
+                lst.append(member_index(pl, st, x))
+        got = []
+        for kind, width, provide in ((0, a.row_bytes, a.provide_data), (1, a.width, a.provide_parity)):
+            w = {h: np.concatenate(v) for h, v in want[kind].items()}
+            rows = fetch(a.ctx.comms.servers, w, width, provide)
+            split = {}
+            for h, v in want[kind].items():
+                bounds = np.cumsum([x.size for x in v])[:-1]
+                split[h] = np.split(rows[h], bounds)
+                self.bytes += rows[h].nbytes
+            got.append(split)
+        if not todo.size:
+            return
+        table = a.table_bytes()
+        by_part: dict[int, tuple[np.ndarray, list, list]] = {}
+        for part, x, kind, h, pos in blocks:
+            key = id(part)
+            if key not in by_part:
+                by_part[key] = (part, [None] * k, [None] * r)
+            rows = got[kind][h][pos]
+            if kind == 0:
+                by_part[key][1][x] = rows
+            else:
+                by_part[key][2][x - k] = a.parity_rows(rows)
+        for part, data, par in by_part.values():
+            m = int(self.members[part[0]])
+            (rows,) = a.code.decode(data, par, [m])
+            table[part] = rows
+            self.rebuilt[part] = True
+            self.rows += part.size
+
+    def degraded(self, slots: np.ndarray | None) -> None:
+        """Collective, at a pull while rows are still lost: decode the requested ones first."""
+        if self.phase != "decode":
+            return
+        before = self.rows
+        self.decode(slots if slots is not None and self.decoding else np.empty(0, np.int64))
+        self.degraded_rows += self.rows - before
+
+    # -- background rounds ------------------------------------------------------------------------
+    def left(self) -> tuple[int, int]:
+        dec = int((~self.rebuilt).sum()) if self.decoding else 0
+        return dec, len(self.parts) if self.encoding else 0
+
+    def step(self) -> bool:
+        """Collective: one background round (``chunk`` rows); False once everything is rebuilt."""
+        a = self.a
+        mine = np.array(self.left(), dtype=np.int64)
+        left = np.empty(2, dtype=np.int64)
+        with collective("ecrm rebuild progress"):
+            a.ctx.comms.servers.Allreduce(mine, left, op=MPI.MAX)
+        self.rounds += 1
+        if left[0] > 0:
+            idx = np.empty(0, dtype=np.int64)
+            if self.decoding:
+                pending = np.flatnonzero(~self.rebuilt[self.cursor:]) + self.cursor
+                idx = pending[:self.chunk]
+                self.cursor = int(idx[-1]) + 1 if idx.size else self.rebuilt.size
+            self.decode(idx)
+            return True
+        if left[1] > 0:
+            self.phase = "encode"
+            self.encode(self.parts.pop(0) if self.parts else None)
+            return True
+        self.phase = None
+        return False
+
+    def encode(self, part: np.ndarray | None) -> None:
+        """Collective: a replaced holder re-encodes parity slots ``part`` from the data rows."""
+        a, pl, k = self.a, self.a.pl, self.a.pl.k
+        want, holders, i = {}, [], 0
+        if part is not None:
+            st = a.store.stripes[part]
+            holders, _ = self.plan[int(st[0] % pl.servers)]
+            holders = holders[:k]
+            i = int(a.store.members[part[0]])
+            want = {holders[j]: member_index(pl, st, j) for j in range(k)}
+        got = fetch(a.ctx.comms.servers, want, a.row_bytes, a.provide_data)
+        if part is None:
+            return
+        parity = a.code.encode([got[h] for h in holders])[i]
+        a.store.load_bytes(part, np.ascontiguousarray(parity).view(np.uint8).reshape(part.size, a.width))
+        self.reencoded += part.size
+        self.bytes += sum(x.nbytes for x in got.values())
+
+    def finish(self) -> None:
+        while self.step():
+            pass

@@ -1,0 +1,64 @@
+"""Collective building blocks of an ``ecrm`` rebuild over the ``servers`` communicator.
+
+Owns the request/response row transfer (``fetch``) and the collective error check
+(``check_all``): every member of ``servers`` calls them in the same order, with or
+without rows of its own to ask for.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+from mpi4py import MPI
+
+from mpiec.comm import guard
+from mpiec.strategies.ecrm.pipeline import alltoallv_rows
+
+
+def collective(where: str):  # noqa: ANN201 - a context manager
+    """``guard`` for the rebuild's collectives: under ULFM, Open MPI reports some collectives
+    that meet a dead peer as ``MPI_ERR_OTHER``; that is a peer failure here too (it restarts the
+    recovery, and the runtime ends a run whose failures show no dead rank)."""
+    return guard(where, nonblocking_collective=True)
+
+
+class RebuildError(Exception):
+    """The state cannot be rebuilt (beyond the code's tolerance, or kept data missing)."""
+
+
+def check_all(comm: MPI.Intracomm, problem: str) -> None:
+    """Collective: raise ``RebuildError`` on every member if any member has a problem."""
+    with collective("ecrm rebuild check"):
+        problems = comm.allgather(problem)
+    bad = [p for p in problems if p]
+    if bad:
+        raise RebuildError(bad[0])
+
+
+def fetch(comm: MPI.Intracomm, want: dict[int, np.ndarray], width: int,
+          provide: Callable[[np.ndarray], np.ndarray]) -> dict[int, np.ndarray]:
+    """Collective over ``comm``: rows ``want[h]`` of every member ``h``; ``provide(idx)``
+    answers the others' requests with uint8 ``[len(idx), width]`` rows."""
+    size = comm.Get_size()
+    scounts = np.zeros(size, dtype=np.int64)
+    for h, idx in want.items():
+        scounts[h] = idx.size
+    rcounts = np.empty(size, dtype=np.int64)
+    with collective("ecrm rebuild fetch"):
+        comm.Alltoall([scounts, 1, MPI.INT64_T], [rcounts, 1, MPI.INT64_T])
+        sidx = np.concatenate([want[h] for h in range(size) if h in want] or [np.empty(0, np.int64)])
+        ridx = np.empty(int(rcounts.sum()), dtype=np.int64)
+        alltoallv_rows(comm, np.ascontiguousarray(sidx, dtype=np.int64), scounts, ridx, rcounts, 1,
+                       blocking=True)
+        rows = provide(ridx) if ridx.size else np.empty((0, width), dtype=np.uint8)
+        back = np.empty((int(scounts.sum()), width), dtype=np.uint8)
+        alltoallv_rows(comm, np.ascontiguousarray(rows), rcounts, back, scounts, width, blocking=True)
+    out, start = {}, 0
+    for h in range(size):
+        if h in want:
+            out[h] = back[start:start + want[h].size]
+            start += want[h].size
+    return out
+
+
