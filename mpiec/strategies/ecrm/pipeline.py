@@ -6,18 +6,23 @@ the sources' retained outgoing deltas. Per step ``s`` every member of
 
 1. ``post(s)``: an ``Ialltoall`` of row counts per holder -- on a server right
    after its apply of ``s`` (``after_apply``), on a parity rank at its step ``s``;
-2. ``drain()``: the ``Ialltoallv`` of the delta words and bytes of ``s``; each
-   holder then applies them to its parity. Servers drain while the trainers
-   compute step ``s + 1`` (the ``overlap`` hook: rows of ``s + 1`` sent,
-   gradients awaited), so the parity work is off the critical path; after the
-   last step, and before an online verification, they drain at once.
+2. ``advance()``: the ``Ialltoallv`` of the delta rows of ``s``, posted while the
+   trainers compute step ``s + 1`` (the servers' ``overlap`` point: rows of
+   ``s + 1`` sent, gradients awaited); it progresses while the servers wait for
+   their other messages (any MPI call drives it), nobody spins on it;
+3. ``poll()``: a holder applies the exchanges that completed, in step order,
+   at the next hooks; one still pending at ``overlap`` of ``s + 2`` is waited
+   for there, so at most two steps are in flight. After the last step, before
+   an online verification and while a rebuild runs, members ``drain()`` at the
+   end of the step instead.
 
-Invariants: every member posts and drains the same steps in the same order (so
-the nonblocking collectives match); a holder that completed the drain of ``s``
-received every source's deltas of ``s``; once a member completed the drain of
-``s + 1``, every holder has applied ``s`` (it posted ``s + 1`` after applying
-``s``): step ``s`` is *committed*. Sources keep their outgoing deltas of the last
-``keep`` steps (recovery resends the ones a holder misses).
+Invariants: every member posts the same steps' exchanges in the same order (so
+the nonblocking collectives match; completion order is free); a holder applies
+a step only once it received every source's deltas of it, and steps in order;
+a holder has applied ``s`` at the latest at ``overlap`` of ``s + 2``, so a
+recovery finds every holder within two steps of the committed step. Sources
+keep their outgoing deltas of the last ``keep`` steps (recovery resends the
+ones a holder misses).
 """
 
 from __future__ import annotations
@@ -28,7 +33,7 @@ from dataclasses import dataclass
 import numpy as np
 from mpi4py import MPI
 
-from mpiec.comm import wait
+from mpiec.comm import guard, wait
 from mpiec.layout import RowPlacement
 from mpiec.roles.exchange import displacements
 from mpiec.strategies.ecrm.parity import Deltas, ParityStore, pack_words
@@ -96,7 +101,8 @@ class DeltaPipeline:
         self.comm_of = comm_of  # callable: the current ``servers`` communicator (rebuilt on recovery)
         self.pl, self.store, self.width, self.keep = pl, store, width, keep
         self.outgoing: dict[int, Outgoing] = {}
-        self.pending: tuple[int, np.ndarray, np.ndarray, MPI.Request] | None = None
+        # in step order: [step, send counts, receive counts, request, receive buffer once posted]
+        self.pending: list[list] = []
         self.bytes_sent = 0
         self.rows_sent = 0
         self.seconds_stage = 0.0  # on the critical path (after the apply)
@@ -124,36 +130,59 @@ class DeltaPipeline:
         scounts = out.counts if out is not None else np.zeros(size, dtype=np.int64)
         rcounts = np.empty(size, dtype=np.int64)
         req = self.comm.Ialltoall([scounts, 1, MPI.INT64_T], [rcounts, 1, MPI.INT64_T])
-        self.pending = (step, scounts, rcounts, req)
+        self.pending.append([step, scounts, rcounts, req, None])
         self.seconds_stage += time.perf_counter() - t0
 
-    def drain(self) -> int | None:
-        """Complete the pending exchange and apply what this holder received; the step, or None."""
-        if self.pending is None:
-            return None
+    def advance(self, upto: int) -> None:
+        """Post the delta rows of every pending step ``<= upto`` whose counts are known (waiting
+        for the counts, which were posted a step earlier); they then progress while this rank
+        waits for its other messages."""
         t0 = time.perf_counter()
-        step, scounts, rcounts, req = self.pending
-        where = f"parity deltas of step {step}"
-        wait(req, where)
-        comm = self.comm
-        out = self.outgoing.get(step)
-        n = int(rcounts.sum())
-        width = 8 + self.width
-        wire = np.empty((n, width), dtype=np.uint8)
-        send = out.wire if out is not None else np.empty((0, width), np.uint8)
-        wait(alltoallv_rows(comm, send, scounts, wire, rcounts, width), where)
-        self.pending = None
-        self.bytes_sent += int(scounts.sum()) * (self.width + 8)
-        self.rows_sent += int(scounts.sum())
-        if self.store is not None:
-            src = np.repeat(np.arange(comm.Get_size(), dtype=np.int64), rcounts)
-            self.store.apply(step, Deltas(src, words_of(wire), wire[:, 8:]))
-            self.store.mark_applied(np.arange(self.pl.servers), step)
+        for entry in self.pending:
+            step, scounts, rcounts, req, wire = entry
+            if wire is not None or step > upto:
+                continue
+            wait(req, f"parity delta counts of step {step}")
+            out = self.outgoing.get(step)
+            width = 8 + self.width
+            wire = np.empty((int(rcounts.sum()), width), dtype=np.uint8)
+            send = out.wire if out is not None else np.empty((0, width), np.uint8)
+            entry[3], entry[4] = alltoallv_rows(self.comm, send, scounts, wire, rcounts, width), wire
         self.seconds_drain += time.perf_counter() - t0
-        return step
+
+    def poll(self, upto: int | None = None) -> None:
+        """Apply the exchanges that completed, in step order; those of steps ``<= upto`` are
+        waited for (``None``: only what already arrived, never waiting)."""
+        t0 = time.perf_counter()
+        while self.pending:
+            step, scounts, rcounts, req, wire = self.pending[0]
+            if wire is None:
+                if upto is None or step > upto:
+                    break
+                self.advance(step)
+                continue
+            where = f"parity deltas of step {step}"
+            if upto is not None and step <= upto:
+                wait(req, where)
+            else:
+                with guard(where, nonblocking_collective=True):
+                    if not req.Test():
+                        break
+            self.pending.pop(0)
+            self.bytes_sent += int(scounts.sum()) * (self.width + 8)
+            self.rows_sent += int(scounts.sum())
+            if self.store is not None:
+                src = np.repeat(np.arange(self.comm.Get_size(), dtype=np.int64), rcounts)
+                self.store.apply(step, Deltas(src, words_of(wire), wire[:, 8:]))
+                self.store.mark_applied(np.arange(self.pl.servers), step)
+        self.seconds_drain += time.perf_counter() - t0
+
+    def drain(self) -> None:
+        """Complete every pending exchange and apply it (collective over ``servers``)."""
+        self.poll(upto=2**62)
 
     def reset(self, committed: int) -> None:
         """After a recovery: nothing in flight, nothing kept beyond the committed step."""
-        self.pending = None
+        self.pending = []
         for s in [s for s in self.outgoing if s > committed]:
             del self.outgoing[s]

@@ -19,10 +19,10 @@ Invariants:
   the failure-free run (``rebuild``); more than ``r`` end the run with a line
   naming the stripe and its dead members.
 
-Costs stay bounded: sources keep the outgoing deltas of the last 3 steps,
-holders the incoming ones of the last 3, trainers their pushed gradients of
-the last 4 (the pipeline commits a step one step after it, so recovery needs
-at most 2 of them; the peaks are in the summary).
+Costs stay bounded: sources keep the outgoing deltas of the last 4 steps,
+holders the incoming ones of the last 4, trainers their pushed gradients of
+the last 5 (a holder applies a step at most two steps after it, so recovery
+needs at most 3 of them; the peaks are in the summary).
 """
 
 from __future__ import annotations
@@ -46,8 +46,8 @@ from mpiec.strategies.ecrm.transfer import RebuildError
 
 DEFAULTS: dict[str, Any] = {"code": "xor", "k": "auto", "r": 1, "sum_dtype": "float32", "verify_every": 0,
                             "rebuild": "background", "rebuild_rows": 32768, "fallback": "none",
-                            "fallback_interval": 0}
-KEEP_DELTAS, KEEP_GRADS = 3, 4
+                            "fallback_interval": 0, "exchange": "overlap"}
+KEEP_DELTAS, KEEP_GRADS = 4, 5
 
 
 class ErasureCoded(Strategy):
@@ -65,7 +65,8 @@ class ErasureCoded(Strategy):
         "rebuild_rows": "sum", "rebuild_bytes": "sum", "reencoded_rows": "sum", "replayed_steps": "max",
         "rebuild_sync_s": "max", "rebuild_decode_s": "max", "rebuild_replay_s": "max",
         "rebuild_encode_s": "max", "lossless_code": "first", "rebuild_total_s": "max",
-        "rebuild_rounds": "max", "degraded_rows": "sum", "rebuild_mode": "first", "sum_drift_max_abs": "max",
+        "rebuild_rounds": "max", "degraded_rows": "sum", "rebuild_mode": "first",
+        "parity_exchange": "first", "sum_drift_max_abs": "max",
         "sum_drift_max_rel": "max", **FullCheckpoint.summary_rules,
     }
 
@@ -110,6 +111,9 @@ class ErasureCoded(Strategy):
         rr = p.get("rebuild_rows", 32768)
         if isinstance(rr, bool) or not isinstance(rr, int) or rr < 1:
             raise ConfigError(f"strategy.rebuild_rows must be an integer >= 1 (rows per step), got {rr!r}")
+        if p.get("exchange", "overlap") not in ("overlap", "immediate"):
+            raise ConfigError("strategy.exchange must be overlap or immediate, "
+                              f"got {p.get('exchange')!r}")
         if p.get("fallback", "none") not in ("none", "ckpt"):
             raise ConfigError(f"strategy.fallback must be none or ckpt, got {p.get('fallback')!r}")
         fi = p.get("fallback_interval", 0)
@@ -152,6 +156,7 @@ class ErasureCoded(Strategy):
         self.rebuilder: Any = None  # the rebuild in progress (servers and parity ranks), None when complete
         self.chunk = int(self.p["rebuild_rows"])
         self.rebuild_t0 = 0.0
+        self.immediate = self.p["exchange"] == "immediate"
         # fallback = "ckpt": rare full checkpoints, a rollback when a stripe lost more than r members
         self.fallback: FullCheckpoint | None = None
         if self.p["fallback"] == "ckpt":
@@ -242,7 +247,7 @@ class ErasureCoded(Strategy):
         """Apply the deltas of ``step`` at its end (not during the next step): after the last step,
         before a verification, and while a rebuild needs parity and data at the same step."""
         last = step + 1 == self.cfg.training.steps
-        return last or self.rebuilder is not None or self._verify_due(step)
+        return last or self.immediate or self.rebuilder is not None or self._verify_due(step)
 
     def _verify_due(self, step: int) -> bool:
         return self.verify_every > 0 and (step + 1) % self.verify_every == 0 and self.rebuilder is None
@@ -268,13 +273,16 @@ class ErasureCoded(Strategy):
             payload = np.ascontiguousarray(self.code.delta(old, new)).view(np.uint8).reshape(slots.size, -1)
         else:
             payload = delta
+        if not replayed:
+            self.pipeline.poll()  # deltas of earlier steps that arrived meanwhile
         self.pipeline.stage(step, rows, payload)
         if not replayed:
             self.pipeline.post(step)
 
     def overlap(self, step: int) -> None:
-        """Servers and parity ranks: the previous step's deltas; one rebuild round if one runs."""
-        self.pipeline.drain()
+        """Servers and parity ranks: post the previous step's deltas; one rebuild round if one runs."""
+        self.pipeline.poll(upto=step - 2)
+        self.pipeline.advance(upto=step - 1)
         if self.rebuilder is not None and not self.rebuilder.step():
             self.rebuild_done(step)
 
@@ -300,6 +308,7 @@ class ErasureCoded(Strategy):
             return
         self.steps_run += 1
         if role == PARITY:
+            self.pipeline.poll()
             self.pipeline.post(step)
         if self._drain_now(step):
             self.pipeline.drain()
@@ -425,7 +434,8 @@ class ErasureCoded(Strategy):
     def _summary(self) -> dict[str, Any]:
         out: dict[str, Any] = {"code": self.code.name, "k": int(self.p["k"]), "r": int(self.p["r"]),
                                "parity_placement": "dedicated" if self.cfg.layout.parity_ranks else "rotated",
-                               "lossless_code": self.code.name != "sum", "rebuild_mode": self.p["rebuild"]}
+                               "lossless_code": self.code.name != "sum", "rebuild_mode": self.p["rebuild"],
+                               "parity_exchange": "immediate" if self.immediate else "overlap"}
         role = self.ctx.slot.role if self.ctx is not None else ""
         if role == TRAINER:
             out["retained_grads_peak_bytes"] = self.peak_grads
