@@ -56,9 +56,11 @@ class Rebuilder:
         self.encoding = me in lost and a.store is not None
         self.phase: str | None = "decode"
         self.cursor = 0
+        self.todo_rows = 0  # rows of this replacement not rebuilt yet (kept, not recounted: O(1))
         if self.decoding:
             self.stripes, self.members = data_stripes(pl, me)
             self.rebuilt = np.zeros(self.stripes.size, dtype=bool)
+            self.todo_rows = self.stripes.size
         self.parts: list[np.ndarray] = []
         if self.encoding:
             st = a.store.stripes
@@ -116,6 +118,7 @@ class Rebuilder:
             table[part] = rows
             self.rebuilt[part] = True
             self.rows += part.size
+            self.todo_rows -= part.size
 
     def degraded(self, slots: np.ndarray | None) -> None:
         """Collective, at a pull while rows are still lost: decode the requested ones first."""
@@ -127,11 +130,11 @@ class Rebuilder:
 
     # -- background rounds ------------------------------------------------------------------------
     def left(self) -> tuple[int, int]:
-        dec = int((~self.rebuilt).sum()) if self.decoding else 0
-        return dec, len(self.parts) if self.encoding else 0
+        return self.todo_rows, len(self.parts) if self.encoding else 0
 
-    def step(self) -> bool:
-        """Collective: one background round (``chunk`` rows); False once everything is rebuilt."""
+    def step(self, rows: int | None = None) -> bool:
+        """Collective: one background round (``rows`` rows to decode, default ``chunk``); False
+        once everything is rebuilt."""
         a = self.a
         mine = np.array(self.left(), dtype=np.int64)
         left = np.empty(2, dtype=np.int64)
@@ -141,9 +144,12 @@ class Rebuilder:
         if left[0] > 0:
             idx = np.empty(0, dtype=np.int64)
             if self.decoding:
-                pending = np.flatnonzero(~self.rebuilt[self.cursor:]) + self.cursor
-                idx = pending[:self.chunk]
-                self.cursor = int(idx[-1]) + 1 if idx.size else self.rebuilt.size
+                want, found, end = rows or self.chunk, [], self.cursor
+                while end < self.rebuilt.size and sum(x.size for x in found) < want:
+                    start, end = end, min(self.rebuilt.size, end + 2 * want)  # a window, not the shard
+                    found.append(np.flatnonzero(~self.rebuilt[start:end]) + start)
+                idx = np.concatenate(found or [np.empty(0, np.int64)])[:want]
+                self.cursor = int(idx[-1]) + 1 if idx.size else end
             self.decode(idx)
             return True
         if left[1] > 0:
@@ -172,5 +178,6 @@ class Rebuilder:
         self.bytes += sum(x.nbytes for x in got.values())
 
     def finish(self) -> None:
-        while self.step():
+        """Collective: everything left, in big rounds (inside a recovery, or after the last step)."""
+        while self.step(max(self.chunk, 1 << 17)):
             pass

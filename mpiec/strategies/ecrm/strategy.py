@@ -45,7 +45,8 @@ from mpiec.strategies.ecrm.stripes import parity_stripes, residue_holders, strip
 from mpiec.strategies.ecrm.transfer import RebuildError
 
 DEFAULTS: dict[str, Any] = {"code": "xor", "k": "auto", "r": 1, "sum_dtype": "float32", "verify_every": 0,
-                            "rebuild": "background", "rebuild_rows": 32768, "fallback": "none",
+                            "rebuild": "background", "rebuild_rows": "auto",
+                            "rebuild_budget": 0.1, "fallback": "none",
                             "fallback_interval": 0, "exchange": "overlap"}
 KEEP_DELTAS, KEEP_GRADS = 4, 5
 
@@ -108,9 +109,14 @@ class ErasureCoded(Strategy):
             raise ConfigError(f"strategy.sum_dtype must be float32 or float64, got {p.get('sum_dtype')!r}")
         if p.get("rebuild", "background") not in ("background", "sync"):
             raise ConfigError(f"strategy.rebuild must be background or sync, got {p.get('rebuild')!r}")
-        rr = p.get("rebuild_rows", 32768)
-        if isinstance(rr, bool) or not isinstance(rr, int) or rr < 1:
-            raise ConfigError(f"strategy.rebuild_rows must be an integer >= 1 (rows per step), got {rr!r}")
+        rr = p.get("rebuild_rows", "auto")
+        if rr != "auto" and (isinstance(rr, bool) or not isinstance(rr, int) or rr < 1):
+            raise ConfigError(f"strategy.rebuild_rows must be 'auto' or an integer >= 1 (rows per step), "
+                              f"got {rr!r}")
+        rb = p.get("rebuild_budget", 0.1)
+        if isinstance(rb, bool) or not isinstance(rb, (int, float)) or not 0 < rb <= 10:
+            raise ConfigError(f"strategy.rebuild_budget must be a fraction of the step time in (0, 10], "
+                              f"got {rb!r}")
         if p.get("exchange", "overlap") not in ("overlap", "immediate"):
             raise ConfigError("strategy.exchange must be overlap or immediate, "
                               f"got {p.get('exchange')!r}")
@@ -154,7 +160,11 @@ class ErasureCoded(Strategy):
         self.pushed: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
         self.replaced_self = False
         self.rebuilder: Any = None  # the rebuild in progress (servers and parity ranks), None when complete
-        self.chunk = int(self.p["rebuild_rows"])
+        self.paced = self.p["rebuild_rows"] == "auto"
+        self.chunk = 1 << 15 if self.paced else int(self.p["rebuild_rows"])  # also the re-encode part size
+        self.sec_per_row = 2e-6  # paced rebuild: measured cost of a decoded row (first guess)
+        self.last_overlap = 0.0
+        self.last_round = 0.0
         self.rebuild_t0 = 0.0
         self.immediate = self.p["exchange"] == "immediate"
         # fallback = "ckpt": rare full checkpoints, a rollback when a stripe lost more than r members
@@ -283,7 +293,20 @@ class ErasureCoded(Strategy):
         """Servers and parity ranks: post the previous step's deltas; one rebuild round if one runs."""
         self.pipeline.poll(upto=step - 2)
         self.pipeline.advance(upto=step - 1)
-        if self.rebuilder is not None and not self.rebuilder.step():
+        now = time.perf_counter()
+        step_s, self.last_overlap = now - self.last_overlap, now
+        if self.rebuilder is None:
+            return
+        rows = self.chunk
+        if self.paced:  # rows worth ``rebuild_budget`` of the step time without the round
+            budget = float(self.p["rebuild_budget"]) * max(step_s - self.last_round, 1e-4)
+            rows = int(min(max(budget / self.sec_per_row, 256), 1 << 20))
+        before = self.rebuilder.rows
+        more = self.rebuilder.step(rows)
+        self.last_round = time.perf_counter() - now
+        if self.rebuilder.rows > before:
+            self.sec_per_row = 0.5 * self.sec_per_row + 0.5 * self.last_round / (self.rebuilder.rows - before)
+        if not more:
             self.rebuild_done(step)
 
     def header_word(self, step: int) -> int:
