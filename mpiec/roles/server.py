@@ -193,10 +193,7 @@ class Server:
             adagrad_apply(table, uniq, acc, self.lr, self.eps)
         else:
             sgd_apply(table, uniq, acc, self.lr)
-        if replayed:
-            self.ctx.strategy.after_apply(step, uniq, old, delta, replayed=True)
-        else:
-            self.ctx.strategy.after_apply(step, uniq, old, delta)
+        self.ctx.strategy.after_apply(step, uniq, old, delta, replayed=replayed)
         self.last_apply_us = int((time.perf_counter() - t0) * 1e6)
 
     def run(self) -> None:

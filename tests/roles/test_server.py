@@ -24,7 +24,7 @@ class Recorder(Strategy):
         super().__init__(cfg)
         self.calls = []
 
-    def after_apply(self, step, slots, old, delta):
+    def after_apply(self, step, slots, old, delta, replayed=False):
         self.calls.append((step, slots.copy(), old.copy(), delta.copy()))
 
 
