@@ -67,10 +67,19 @@ def exchange_headers(comm: MPI.Intracomm, counts: np.ndarray, status: int, info:
     return recv
 
 
+_MPI_TYPES = {np.dtype(np.int64): MPI.INT64_T, np.dtype(np.float32): MPI.FLOAT, np.dtype(np.uint8): MPI.BYTE}
+
+
+def alltoallv_buffers(send: np.ndarray, scounts: np.ndarray, recv: np.ndarray, rcounts: np.ndarray,
+                      width: int = 1) -> tuple[list, list]:
+    """Send and receive buffer specs of an all-to-all of rows of ``width`` elements (int64,
+    float32 or uint8); counts are in rows, rows are contiguous by destination/source."""
+    mpitype = _MPI_TYPES[send.dtype]
+    sc, rc = scounts * width, rcounts * width
+    return [send, (sc, displacements(sc)), mpitype], [recv, (rc, displacements(rc)), mpitype]
+
+
 def ialltoallv(comm: MPI.Intracomm, send: np.ndarray, scounts: np.ndarray, recv: np.ndarray,
                rcounts: np.ndarray, width: int = 1) -> MPI.Request:
     """Post an ``Ialltoallv`` of rows of ``width`` elements; counts are in rows."""
-    mpitype = MPI.INT64_T if send.dtype == np.int64 else MPI.FLOAT
-    sc, rc = scounts * width, rcounts * width
-    return comm.Ialltoallv([send, (sc, displacements(sc)), mpitype],
-                           [recv, (rc, displacements(rc)), mpitype])
+    return comm.Ialltoallv(*alltoallv_buffers(send, scounts, recv, rcounts, width))

@@ -35,7 +35,7 @@ from mpi4py import MPI
 
 from mpiec.comm import guard, wait
 from mpiec.layout import RowPlacement
-from mpiec.roles.exchange import displacements
+from mpiec.roles.exchange import ialltoallv
 from mpiec.strategies.ecrm.parity import Deltas, ParityStore, pack_words
 from mpiec.strategies.ecrm.stripes import member_holder, member_index
 
@@ -81,18 +81,6 @@ def build_outgoing(pl: RowPlacement, global_rows: np.ndarray, payload: np.ndarra
     wire[:, 8:] = payload[rows]
     counts = np.bincount(dest, minlength=size).astype(np.int64)
     return Outgoing(dest, wire, counts)
-
-
-def alltoallv_rows(comm: MPI.Intracomm, send: np.ndarray, scounts: np.ndarray, recv: np.ndarray,
-                   rcounts: np.ndarray, width: int, blocking: bool = False) -> MPI.Request | None:
-    """Rows of ``width`` items (int64 words, or bytes for uint8) per destination."""
-    mpitype = MPI.INT64_T if send.dtype == np.int64 else MPI.BYTE
-    sc, rc = scounts * width, rcounts * width
-    args = ([send, (sc, displacements(sc)), mpitype], [recv, (rc, displacements(rc)), mpitype])
-    if blocking:
-        comm.Alltoallv(*args)
-        return None
-    return comm.Ialltoallv(*args)
 
 
 class DeltaPipeline:
@@ -147,7 +135,7 @@ class DeltaPipeline:
             width = 8 + self.width
             wire = np.empty((int(rcounts.sum()), width), dtype=np.uint8)
             send = out.wire if out is not None else np.empty((0, width), np.uint8)
-            entry[3], entry[4] = alltoallv_rows(self.comm, send, scounts, wire, rcounts, width), wire
+            entry[3], entry[4] = ialltoallv(self.comm, send, scounts, wire, rcounts, width), wire
         self.seconds_drain += time.perf_counter() - t0
 
     def poll(self, upto: int | None = None) -> None:

@@ -38,8 +38,8 @@ import numpy as np
 from mpi4py import MPI
 
 from mpiec.layout import PARITY, SERVER, TRAINER, servers_rank
+from mpiec.roles.exchange import alltoallv_buffers
 from mpiec.strategies.ecrm.parity import Deltas
-from mpiec.strategies.ecrm.pipeline import alltoallv_rows
 from mpiec.strategies.ecrm.rebuilder import Rebuilder
 from mpiec.strategies.ecrm.stripes import member_index, residue_holders
 from mpiec.strategies.ecrm.transfer import check_all, collective, fetch
@@ -116,9 +116,9 @@ def sync(agent: object, targets: dict[int, int], tables: list) -> None:
         n = int(rcounts.sum())
         rw, rs = np.empty(n, np.int64), np.empty(n, np.int64)
         rp = np.empty((n, a.width), np.uint8)
-        alltoallv_rows(comm, w, counts, rw, rcounts, 1, blocking=True)
-        alltoallv_rows(comm, s, counts, rs, rcounts, 1, blocking=True)
-        alltoallv_rows(comm, np.ascontiguousarray(p), counts, rp, rcounts, a.width, blocking=True)
+        comm.Alltoallv(*alltoallv_buffers(w, counts, rw, rcounts))
+        comm.Alltoallv(*alltoallv_buffers(s, counts, rs, rcounts))
+        comm.Alltoallv(*alltoallv_buffers(np.ascontiguousarray(p), counts, rp, rcounts, a.width))
     if store is not None:
         src = np.repeat(np.arange(size, dtype=np.int64), rcounts)
         for t in np.unique(rs):
@@ -213,9 +213,8 @@ def gather_replay(agent: object, versions: dict[int, int], committed: int) -> li
             rgrads = np.empty((n, dim), dtype=np.float32)
             ss = np.concatenate(sslots or [np.empty(0, np.int64)])
             sg = np.ascontiguousarray(np.concatenate(sgrads or [np.empty((0, dim), np.float32)]))
-            alltoallv_rows(data, ss, scounts, rslots, rcounts, 1, blocking=True)
-            alltoallv_rows(data, sg.view(np.uint8).reshape(-1, dim * 4), scounts,
-                           rgrads.view(np.uint8).reshape(-1, dim * 4), rcounts, dim * 4, blocking=True)
+            data.Alltoallv(*alltoallv_buffers(ss, scounts, rslots, rcounts))
+            data.Alltoallv(*alltoallv_buffers(sg, scounts, rgrads, rcounts, dim))
         if ctx.slot.role == SERVER and ctx.slot.index in versions and t > versions[ctx.slot.index]:
             out.append((t, rslots, rgrads))
     return out

@@ -13,7 +13,7 @@ import numpy as np
 from mpi4py import MPI
 
 from mpiec.comm import guard
-from mpiec.strategies.ecrm.pipeline import alltoallv_rows
+from mpiec.roles.exchange import alltoallv_buffers
 
 
 def collective(where: str):  # noqa: ANN201 - a context manager
@@ -49,11 +49,11 @@ def fetch(comm: MPI.Intracomm, want: dict[int, np.ndarray], width: int,
         comm.Alltoall([scounts, 1, MPI.INT64_T], [rcounts, 1, MPI.INT64_T])
         sidx = np.concatenate([want[h] for h in range(size) if h in want] or [np.empty(0, np.int64)])
         ridx = np.empty(int(rcounts.sum()), dtype=np.int64)
-        alltoallv_rows(comm, np.ascontiguousarray(sidx, dtype=np.int64), scounts, ridx, rcounts, 1,
-                       blocking=True)
+        comm.Alltoallv(*alltoallv_buffers(np.ascontiguousarray(sidx, dtype=np.int64), scounts, ridx,
+                                          rcounts))
         rows = provide(ridx) if ridx.size else np.empty((0, width), dtype=np.uint8)
         back = np.empty((int(scounts.sum()), width), dtype=np.uint8)
-        alltoallv_rows(comm, np.ascontiguousarray(rows), rcounts, back, scounts, width, blocking=True)
+        comm.Alltoallv(*alltoallv_buffers(np.ascontiguousarray(rows), rcounts, back, scounts, width))
     out, start = {}, 0
     for h in range(size):
         if h in want:
