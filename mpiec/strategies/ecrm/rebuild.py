@@ -31,8 +31,6 @@ recovery: holders track the version of every source's contribution
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
-from dataclasses import dataclass
 
 import numpy as np
 from mpi4py import MPI
@@ -40,38 +38,8 @@ from mpi4py import MPI
 from mpiec.layout import PARITY, SERVER, TRAINER, servers_rank
 from mpiec.roles.exchange import alltoallv_buffers
 from mpiec.strategies.ecrm.parity import Deltas
-from mpiec.strategies.ecrm.rebuilder import Rebuilder
-from mpiec.strategies.ecrm.stripes import member_index, residue_holders
-from mpiec.strategies.ecrm.transfer import check_all, collective, fetch
-
-CHUNK = 1 << 17  # stripes per fetch round: bounds the replacement's memory on big tables
-
-
-@dataclass
-class Job:
-    """One fetch round of one member: which rows it needs and what it does with them."""
-
-    want_data: dict[int, np.ndarray]
-    want_parity: dict[int, np.ndarray]
-    finish: Callable[[dict[int, np.ndarray], dict[int, np.ndarray]], None]
-
-
-def run_jobs(agent: object, jobs: list[Job]) -> None:
-    """Collective over ``servers``: rounds until every member's jobs are done."""
-    a = agent
-    comm = a.ctx.comms.servers
-    jobs = list(jobs)
-    while True:
-        job = jobs.pop(0) if jobs else None
-        with collective("ecrm rebuild round"):
-            more = comm.allreduce(0 if job is None else 1, op=MPI.MAX)
-        if not more:
-            return
-        got_d = fetch(comm, job.want_data if job else {}, a.row_bytes, a.provide_data)
-        got_p = fetch(comm, job.want_parity if job else {}, a.width, a.provide_parity)
-        if job is not None:
-            job.finish(got_d, got_p)
-
+from mpiec.strategies.ecrm.rebuilder import Rebuilder, encode_jobs
+from mpiec.strategies.ecrm.transfer import check_all, collective, run_jobs
 
 # -- 1. sync -------------------------------------------------------------------------
 
@@ -126,49 +94,6 @@ def sync(agent: object, targets: dict[int, int], tables: list) -> None:
             store.apply(int(t), Deltas(src[sel], rw[sel], rp[sel]))
         for src_, tgt in targets.items():
             store.applied[src_] = tgt
-
-
-# -- 4. re-encode ----------------------------------------------------------------------
-
-def encode_jobs(agent: object, mode: str = "encode", lost_ranks: frozenset[int] = frozenset()) -> list[Job]:
-    """A holder's rounds over its parity rows, from the ``k`` data members of each stripe:
-    ``encode`` replaces them, ``verify`` counts the rows that differ, ``drift`` (``sum`` code)
-    records how far they are from a fresh encoding; stripes with a member on ``lost_ranks``
-    are skipped."""
-    a = agent
-    pl, k, S = a.pl, a.pl.k, a.pl.servers
-    store = a.store
-    jobs = []
-    for residue in range(min(S, pl.n_stripes)):
-        sel = np.flatnonzero((store.stripes >= 0) & (store.stripes % S == residue))
-        if not sel.size or set(residue_holders(pl, residue)) & lost_ranks:
-            continue
-        i = int(store.members[sel[0]])
-        holders = residue_holders(pl, residue)[:k]
-        for start in range(0, sel.size, CHUNK):
-            part = sel[start:start + CHUNK]
-            st = store.stripes[part]
-            wd = {holders[j]: member_index(pl, st, j) for j in range(k)}
-
-            def finish(got_d, got_p, part=part, i=i, holders=holders):
-                parity = a.code.encode([got_d[h] for h in holders])[i]
-                rows = np.ascontiguousarray(parity).view(np.uint8).reshape(part.size, a.width)
-                if mode in ("verify", "drift") and store.sum:
-                    err = float(np.abs(store.array[part].astype(np.float64) - parity.astype(np.float64)).max(
-                        initial=0.0))
-                    mag = max(float(np.abs(parity).max(initial=0.0)), 1e-30)
-                    a.stats["sum_drift_max_abs"] = max(a.stats["sum_drift_max_abs"], err)
-                    a.stats["sum_drift_max_rel"] = max(a.stats["sum_drift_max_rel"], err / mag)
-                if mode == "verify":
-                    a.stats["verify_mismatches"] += store.mismatches(part, rows)
-                elif mode == "drift":
-                    pass
-                else:
-                    store.load_bytes(part, rows)
-                    a.stats["reencoded_rows"] += part.size
-
-            jobs.append(Job(wd, {}, finish))
-    return jobs
 
 
 # -- 2. replay ----------------------------------------------------------------------------
@@ -258,6 +183,8 @@ def rebuild(agent: object, plan: object) -> dict[str, float]:
         a.rebuilder = Rebuilder(a, lost, a.chunk)  # raises RebuildError beyond tolerance, on every member
         sync(a, {**{src: C for src in range(S) if src not in lost}, **versions}, applied)
         times["sync"] = time.perf_counter()
+        if a.code.name == "sum":  # a decoded row carries its stripe's parity drift: measure it where intact
+            run_jobs(a, encode_jobs(a, "drift", lost) if a.store is not None and not a.replaced_self else [])
     if role in (SERVER, TRAINER):
         with collective("ecrm replay plan"):
             versions = ctx.comms.data.bcast(versions, root=T)  # server 0 knows them (it took part above)

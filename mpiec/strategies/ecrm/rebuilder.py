@@ -28,7 +28,49 @@ from mpi4py import MPI
 
 from mpiec.layout import SERVER
 from mpiec.strategies.ecrm.stripes import data_stripes, member_index, residue_holders, stripe_losses
-from mpiec.strategies.ecrm.transfer import RebuildError, collective, fetch
+from mpiec.strategies.ecrm.transfer import Job, RebuildError, collective, fetch, run_round
+
+CHUNK = 1 << 17  # stripes per round inside a recovery: bounds the memory a round needs on big tables
+
+
+def encode_jobs(agent: object, mode: str = "encode", lost_ranks: frozenset[int] = frozenset(),
+                chunk: int = CHUNK) -> list[Job]:
+    """A holder's rounds over its parity rows, from the ``k`` data members of each stripe:
+    ``encode`` replaces them, ``verify`` counts the rows that differ, ``drift`` (``sum`` code)
+    records how far they are from a fresh encoding (``verify`` too); stripes with a member on
+    ``lost_ranks`` are skipped."""
+    a = agent
+    pl, k, S = a.pl, a.pl.k, a.pl.servers
+    store = a.store
+    jobs = []
+    for residue in range(min(S, pl.n_stripes)):
+        sel = np.flatnonzero((store.stripes >= 0) & (store.stripes % S == residue))
+        if not sel.size or set(residue_holders(pl, residue)) & lost_ranks:
+            continue
+        i = int(store.members[sel[0]])
+        holders = residue_holders(pl, residue)[:k]
+        for start in range(0, sel.size, chunk):
+            part = sel[start:start + chunk]
+            st = store.stripes[part]
+            wd = {holders[j]: member_index(pl, st, j) for j in range(k)}
+
+            def finish(got_d, got_p, part=part, i=i, holders=holders):
+                parity = a.code.encode([got_d[h] for h in holders])[i]
+                rows = np.ascontiguousarray(parity).view(np.uint8).reshape(part.size, a.width)
+                if mode == "encode":
+                    store.load_bytes(part, rows)
+                    return
+                if store.sum:
+                    err = float(np.abs(store.array[part].astype(np.float64) - parity.astype(np.float64)).max(
+                        initial=0.0))
+                    mag = max(float(np.abs(parity).max(initial=0.0)), 1e-30)
+                    a.stats["sum_drift_max_abs"] = max(a.stats["sum_drift_max_abs"], err)
+                    a.stats["sum_drift_max_rel"] = max(a.stats["sum_drift_max_rel"], err / mag)
+                if mode == "verify":
+                    a.stats["verify_mismatches"] += store.mismatches(part, rows)
+
+            jobs.append(Job(wd, {}, finish, rows=part.size))
+    return jobs
 
 
 def residue_plan(pl: object, lost: frozenset[int]) -> dict[int, tuple[list[int], list[int]]]:
@@ -61,12 +103,7 @@ class Rebuilder:
             self.stripes, self.members = data_stripes(pl, me)
             self.rebuilt = np.zeros(self.stripes.size, dtype=bool)
             self.todo_rows = self.stripes.size
-        self.parts: list[np.ndarray] = []
-        if self.encoding:
-            st = a.store.stripes
-            for residue in range(min(pl.servers, pl.n_stripes)):
-                sel = np.flatnonzero((st >= 0) & (st % pl.servers == residue))
-                self.parts += [sel[i:i + self.chunk] for i in range(0, sel.size, self.chunk)]
+        self.parts = encode_jobs(a, "encode", chunk=self.chunk) if self.encoding else []
         self.t_start = time.perf_counter()
         self.rows = self.bytes = self.reencoded = self.degraded_rows = self.rounds = 0
 
@@ -153,29 +190,13 @@ class Rebuilder:
             self.decode(idx)
             return True
         if left[1] > 0:
-            self.phase = "encode"
-            self.encode(self.parts.pop(0) if self.parts else None)
+            self.phase = "encode"  # every data row is rebuilt: the lost parity rows can be encoded
+            job = self.parts.pop(0) if self.parts else None
+            self.bytes += run_round(self.a, job)
+            self.reencoded += job.rows if job is not None else 0
             return True
         self.phase = None
         return False
-
-    def encode(self, part: np.ndarray | None) -> None:
-        """Collective: a replaced holder re-encodes parity slots ``part`` from the data rows."""
-        a, pl, k = self.a, self.a.pl, self.a.pl.k
-        want, holders, i = {}, [], 0
-        if part is not None:
-            st = a.store.stripes[part]
-            holders, _ = self.plan[int(st[0] % pl.servers)]
-            holders = holders[:k]
-            i = int(a.store.members[part[0]])
-            want = {holders[j]: member_index(pl, st, j) for j in range(k)}
-        got = fetch(a.ctx.comms.servers, want, a.row_bytes, a.provide_data)
-        if part is None:
-            return
-        parity = a.code.encode([got[h] for h in holders])[i]
-        a.store.load_bytes(part, np.ascontiguousarray(parity).view(np.uint8).reshape(part.size, a.width))
-        self.reencoded += part.size
-        self.bytes += sum(x.nbytes for x in got.values())
 
     def finish(self) -> None:
         """Collective: everything left, in big rounds (inside a recovery, or after the last step)."""

@@ -40,9 +40,10 @@ from mpiec.strategies.base import Failure, RecoveryPlan, Scope, Strategy
 from mpiec.strategies.ckpt import FullCheckpoint
 from mpiec.strategies.ecrm.parity import ParityStore, payload_width
 from mpiec.strategies.ecrm.pipeline import DeltaPipeline
-from mpiec.strategies.ecrm.rebuild import encode_jobs, rebuild, run_jobs
+from mpiec.strategies.ecrm.rebuild import rebuild
+from mpiec.strategies.ecrm.rebuilder import encode_jobs
 from mpiec.strategies.ecrm.stripes import parity_stripes, residue_holders, stripe_losses
-from mpiec.strategies.ecrm.transfer import RebuildError
+from mpiec.strategies.ecrm.transfer import RebuildError, run_jobs
 
 DEFAULTS: dict[str, Any] = {"code": "xor", "k": "auto", "r": 1, "sum_dtype": "float32", "verify_every": 0,
                             "rebuild": "background", "rebuild_rows": "auto",
@@ -439,7 +440,9 @@ class ErasureCoded(Strategy):
             self.pipeline.outgoing.clear()
             if self.store is not None:
                 self.store.incoming.clear()
-            run_jobs(self, encode_jobs(self, "encode") if self.store is not None else [])
+            jobs = encode_jobs(self, "encode") if self.store is not None else []
+            run_jobs(self, jobs)
+            self.stats["reencoded_rows"] += sum(job.rows for job in jobs)
             if self.store is not None:
                 self.store.applied[:] = plan.restored
         for s in [s for s in self.pushed if s > plan.restored]:

@@ -8,6 +8,7 @@ without rows of its own to ask for.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 
 import numpy as np
 from mpi4py import MPI
@@ -62,3 +63,37 @@ def fetch(comm: MPI.Intracomm, want: dict[int, np.ndarray], width: int,
     return out
 
 
+
+
+@dataclass
+class Job:
+    """One fetch round of one member: which rows it needs and what it does with them."""
+
+    want_data: dict[int, np.ndarray]
+    want_parity: dict[int, np.ndarray]
+    finish: Callable[[dict[int, np.ndarray], dict[int, np.ndarray]], None]
+    rows: int = 0  # rows the round rebuilds or checks (for the figures)
+
+
+def run_round(agent: object, job: Job | None) -> int:
+    """Collective over ``servers``: one round (a member without a job only answers the others'
+    requests); returns the bytes this member received."""
+    a = agent
+    comm = a.ctx.comms.servers
+    got_d = fetch(comm, job.want_data if job else {}, a.row_bytes, a.provide_data)
+    got_p = fetch(comm, job.want_parity if job else {}, a.width, a.provide_parity)
+    if job is not None:
+        job.finish(got_d, got_p)
+    return sum(x.nbytes for x in list(got_d.values()) + list(got_p.values()))
+
+
+def run_jobs(agent: object, jobs: list[Job]) -> None:
+    """Collective over ``servers``: rounds until every member's jobs are done."""
+    jobs = list(jobs)
+    while True:
+        job = jobs.pop(0) if jobs else None
+        with collective("ecrm rebuild round"):
+            more = agent.ctx.comms.servers.allreduce(0 if job is None else 1, op=MPI.MAX)
+        if not more:
+            return
+        run_round(agent, job)
