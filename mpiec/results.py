@@ -160,7 +160,8 @@ _UNITS: dict[str, dict[str, str]] = {
 #: Event kinds the runtime uses; other short ASCII kinds are accepted too.
 EVENT_KINDS = (
     "kill", "emulated_kill", "detect", "revoke", "shrink", "agree", "replace",
-    "rebuild_start", "rebuild_end", "checkpoint_start", "checkpoint_end", "restore",
+    "rebuild_start", "rebuild_end", "rebuild_failed", "parity_mismatch", "checkpoint_start", "checkpoint_end",
+    "restore",
     "restore_start", "restore_end", "restore_failed", "undo", "resume", "checkpoint_fail", "abort",
 )
 

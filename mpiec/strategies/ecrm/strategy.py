@@ -247,10 +247,7 @@ class ErasureCoded(Strategy):
 
     def parity_rows(self, rows: np.ndarray) -> np.ndarray:
         """Fetched parity bytes in the form the code decodes (``sum``: its float dtype)."""
-        if self.store is not None:
-            dtype = self.store.array.dtype
-        else:
-            dtype = np.uint8 if self.code.name != "sum" else np.dtype(self.p["sum_dtype"])
+        dtype = np.dtype(self.p["sum_dtype"]) if self.code.name == "sum" else np.dtype(np.uint8)
         return rows.view(dtype).reshape(rows.shape[0], -1)
 
     # -- step hooks ----------------------------------------------------------------------------
@@ -380,7 +377,7 @@ class ErasureCoded(Strategy):
     def plan(self, failure: Failure) -> RecoveryPlan:
         S = self.cfg.layout.servers
         lost = {servers_rank(s, S): s for s in failure.dead if s.role in (SERVER, PARITY)}
-        r = self.pl_r()
+        r = self.code.r
         for residue, members in sorted(stripe_losses(self.ctx.placement, set(lost)).items()):
             if len(members) > r:
                 holders = residue_holders(self.ctx.placement, residue)
@@ -394,9 +391,6 @@ class ErasureCoded(Strategy):
                     f"stripe {residue} (and every stripe s with s % {S} == {residue}) lost {len(members)} "
                     f"members ({names}); {self.code.name} with r = {r} rebuilds at most {r} per stripe")
         return RecoveryPlan(scope=Scope.COMMITTED)
-
-    def pl_r(self) -> int:
-        return int(self.p["r"])
 
     # -- recovery --------------------------------------------------------------------------------
     def restore(self, plan: RecoveryPlan, step: int, replaced: bool) -> bool:
