@@ -49,6 +49,7 @@ LOSSLESS_CASES = [
     ("server-at-step", 3, 1, "server:1@step=20", []),
     ("server-rebuilt-in-the-recovery", 3, 1, "server:1@step=20", ["strategy.rebuild='sync'"]),
     ("server-mid-step", 3, 1, "server:1@time=0.35", []),
+    ("server-mid-step-immediate-exchange", 3, 1, "server:1@time=0.35", ["strategy.exchange='immediate'"]),
     ("trainer", 3, 1, "trainer:1@step=25", []),
     ("rs-r2-two-servers", 4, 2, "server:1@step=20;server:2@step=20", ["strategy.code='rs'", "strategy.k=2",
                                                                      "strategy.r=2"]),
