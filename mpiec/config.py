@@ -97,6 +97,7 @@ class StrategyConfig:
 class FailuresConfig:
     kill: list[str] = field(default_factory=list)
     mtbf_s: float = 0.0  # expected mean time between failures (for checkpoint intervals)
+    mtbf_steps: float = 0.0  # the same in steps (mpiec bench gives a failure-free run its scenario's)
     timeout_s: float = 0.0  # whole-run wall-clock bound; 0 = derived from steps
     mode: str = "auto"  # auto | ulfm | emulated
 
@@ -398,6 +399,7 @@ def validate(cfg: Config, memory: bool = True) -> None:
     _need(t.log_every >= 1, f"training.log_every must be >= 1, got {t.log_every}")
     _need(0 <= t.seed < 2**63, f"training.seed must be in [0, 2^63), got {t.seed}")
     _need(f.mtbf_s >= 0, f"failures.mtbf_s must be >= 0, got {f.mtbf_s}")
+    _need(0 <= f.mtbf_steps <= MAX_SECONDS, f"failures.mtbf_steps must be in [0, 1e9], got {f.mtbf_steps}")
     _need(f.timeout_s >= 0, f"failures.timeout_s must be >= 0, got {f.timeout_s}")
     _need(f.mtbf_s <= MAX_SECONDS, f"failures.mtbf_s must be <= {MAX_SECONDS:.0e}, got {f.mtbf_s}")
     _need(f.timeout_s <= MAX_SECONDS, f"failures.timeout_s must be <= {MAX_SECONDS:.0e}, got {f.timeout_s}")

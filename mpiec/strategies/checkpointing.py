@@ -19,9 +19,12 @@ def checkpoint_root(cfg: Any, out_path: Path) -> Path:
 
 
 def expected_mtbf_s(cfg: Any) -> tuple[float | None, float | None]:
-    """(MTBF in seconds, MTBF in steps) from ``failures.mtbf_s`` or the kill plan; None if unknown."""
+    """(MTBF in seconds, MTBF in steps) from ``failures.mtbf_s`` / ``mtbf_steps`` or the kill plan;
+    None if unknown."""
     if cfg.failures.mtbf_s > 0:
         return cfg.failures.mtbf_s, None
+    if cfg.failures.mtbf_steps > 0:
+        return None, float(cfg.failures.mtbf_steps)
     from mpiec.faults import parse_kill_plans
 
     kills = parse_kill_plans(cfg.failures.kill, cfg)
