@@ -10,7 +10,12 @@ Owns the definitions behind the result's headline figures:
   state]`` in **global row order** (no padding, no parity), so it does not
   depend on the number of servers or the striping;
 * **recovery breakdown** — per recovery: detection (kill → first detect),
-  shrink and agree, replacement, restore, back to 95 % of the normal step rate.
+  shrink and agree, replacement, restore, back to 95 % of the normal step rate;
+  its **time lost** = kill → back to normal, plus the time spent re-executing
+  rolled-back steps after that (work done twice is time lost too);
+* **ETTR** (effective training time ratio) = ``1 − (time lost to failures +
+  protection stall on the critical path) / wall time`` and **goodput** = samples
+  that survive to the final model per second of wall time (both 0 for a lost run).
 """
 
 from __future__ import annotations
@@ -89,12 +94,35 @@ def recovery_breakdown(recoveries: list[list[dict[str, float]]], kill_times: lis
         if len(after) and normal > 0:
             ok = after[after["dt"] <= normal / 0.95]
             back = float(ok["t_end"][0]) if len(ok) else float(after["t_end"][-1])
+        redo = after[after["reexec"] & (after["t_end"] > back)] if len(after) else after
+        reexec_s = float(redo["dt"].sum()) if len(redo) else 0.0
         out.append({"epoch": epoch, "kill": killed, "detection_s": first - killed,
                     "shrink_agree_s": agreed - first, "plan_s": planned - agreed,
                     "replace_s": replaced - planned, "restore_s": restored - replaced,
                     "back_to_normal_s": max(0.0, back - restored), "recovery_s": restored - killed,
-                    "time_lost_s": max(0.0, back - killed)})
+                    "reexec_s": reexec_s, "time_lost_s": max(0.0, back - killed) + reexec_s})
     return out
+
+
+def final_samples(timeline: np.ndarray) -> int:
+    """Samples of the last execution of every step (a re-executed step counts once)."""
+    if not len(timeline):
+        return 0
+    last: dict[int, int] = {}
+    for step, samples in zip(timeline["step"], timeline["samples"], strict=True):
+        last[int(step)] = int(samples)  # the timeline is in time order: the last wins
+    return sum(last.values())
+
+
+def efficiency(timeline: np.ndarray, time_lost_s: float, stall_s: float, lost_samples: int,
+               lost: bool) -> dict[str, float]:
+    """``ettr``, ``goodput_sps`` and ``unproductive_s`` of a run (see the module docstring)."""
+    wall = float(timeline["t_end"][-1]) if len(timeline) else 0.0
+    if lost or wall <= 0:
+        return {"ettr": 0.0, "goodput_sps": 0.0, "unproductive_s": wall}
+    unproductive = min(wall, max(0.0, time_lost_s) + max(0.0, stall_s))
+    kept = max(0, final_samples(timeline) - lost_samples)
+    return {"ettr": 1.0 - unproductive / wall, "goodput_sps": kept / wall, "unproductive_s": unproductive}
 
 
 def _normal_step_time(timeline: np.ndarray) -> float:
@@ -115,4 +143,5 @@ def reexecuted_steps(timeline: np.ndarray) -> int:
     return int(timeline["reexec"].sum()) if len(timeline) else 0
 
 
-__all__ = ["merge_timelines", "param_checksum", "recovery_breakdown", "unique_steps", "reexecuted_steps"]
+__all__ = ["efficiency", "final_samples", "merge_timelines", "param_checksum", "recovery_breakdown",
+           "reexecuted_steps", "unique_steps"]

@@ -6,7 +6,14 @@ import numpy as np
 
 from mpiec.layout import RowPlacement
 from mpiec.results import TIMELINE_DTYPE
-from mpiec.roles.accounting import merge_timelines, param_checksum, recovery_breakdown, unique_steps
+from mpiec.roles.accounting import (
+    efficiency,
+    final_samples,
+    merge_timelines,
+    param_checksum,
+    recovery_breakdown,
+    unique_steps,
+)
 
 
 def records(steps, epoch, t0=0.0, dt=0.01):
@@ -54,3 +61,23 @@ def test_breakdown_splits_a_recovery_into_phases():
     (b,) = recovery_breakdown(ranks, kill_times=[1.0], timeline=tl)
     assert abs(b["detection_s"] - 0.05) < 1e-9 and abs(b["shrink_agree_s"] - 0.12) < 1e-9
     assert abs(b["recovery_s"] - 0.30) < 1e-9 and b["replace_s"] > 0 and b["restore_s"] > 0
+
+
+def test_time_lost_counts_the_rolled_back_steps_executed_again():
+    before = records(range(10), 0)  # steps 0..9, then a kill at 0.1 s and a rollback to step 4
+    after = merge_timelines([before, records(range(5, 15), 1, t0=0.5)])
+    ranks = [[{"epoch": 1, "detect": 0.12, "agree": 0.13, "plan": 0.13, "replaced": 0.2, "restored": 0.5}]]
+    (b,) = recovery_breakdown(ranks, kill_times=[0.1], timeline=after)
+    # steps 5..9 ran twice: the first re-execution (back at the normal rate) is inside kill -> back,
+    # the other four are added
+    assert abs(b["reexec_s"] - 0.04) < 1e-9
+    assert abs(b["time_lost_s"] - (0.41 + b["reexec_s"])) < 1e-9  # kill -> first normal step + redo
+
+
+def test_efficiency_of_a_run_with_time_lost_and_lost_samples():
+    tl = records(range(100), 0)  # 1 s of wall time, 1000 samples
+    eff = efficiency(tl, time_lost_s=0.2, stall_s=0.05, lost_samples=100, lost=False)
+    assert abs(eff["ettr"] - 0.75) < 1e-9 and abs(eff["goodput_sps"] - 900.0) < 1e-6
+    assert efficiency(tl, 0.0, 0.0, 0, lost=True)["goodput_sps"] == 0.0
+    again = merge_timelines([tl, records(range(50, 60), 1, t0=1.0)])
+    assert final_samples(again) == 1000  # re-executed steps count once
