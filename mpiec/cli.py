@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import argparse
 import sys
-import time
 from pathlib import Path
 
 from mpiec import __version__
+from mpiec.bench import add_bench_args, cmd_bench
 from mpiec.config import DEFAULT_PRESET, PRESETS, Config, load_config
 from mpiec.errors import MpiecError
 
@@ -38,6 +38,15 @@ exit codes:
 examples:
   mpiec run --preset tiny --out results/
   mpiec run --strategy none --kill server:1@step=10 --set training.steps=50
+"""
+
+
+EPILOG_BENCH = """examples:
+  mpiec bench                                          every strategy, laptop preset, a server kill
+  mpiec bench --preset tiny --scenario two-servers
+  mpiec bench --strategies none,ckpt,ecrm:code=rs:r=2 --set layout.servers=4 --scenario random --mtbf 20
+  mpiec bench --preset tiny --trace FILE.json --trace-scale 86400    one trace day per run second
+  mpiec bench --kill server:0@time=5 --kill trainer:1@step=300       a custom scenario
 """
 
 
@@ -117,60 +126,6 @@ def cmd_run(args: argparse.Namespace) -> int:
     return outcome.code
 
 
-def variant_config(args: argparse.Namespace, variant: str) -> Config:
-    """``ckpt:interval=10:mode=async``: a strategy with its own keys. ``--set strategy.KEY=...``
-    applies only to the strategies that know KEY."""
-    from mpiec.strategies import get_strategy_class
-
-    name, *own = variant.split(":")
-    cls = get_strategy_class(name.strip())
-    sets = []
-    for assignment in args.sets:
-        key = assignment.partition("=")[0].strip()
-        parts = key.split(".")
-        if parts[0] == "strategy" and parts[-1] not in ("name",) and len(parts) >= 2:
-            if parts[-1] not in cls.param_keys():
-                continue
-        sets.append(assignment)
-    for item in own:
-        if "=" not in item:
-            raise MpiecError(f"--strategies: '{variant}': expected NAME:KEY=VALUE, got '{item}'")
-        sets.append(f"strategy.{item}")
-    cfg = load_config(preset=args.preset, config_file=args.config, sets=sets, strategy=name.strip(),
-                      kill=args.kill, steps=args.steps)
-    return cfg
-
-
-def cmd_bench(args: argparse.Namespace) -> int:
-    from mpiec.analysis.tables import comparison_table
-    from mpiec.launcher import EXIT_CRASH, launch
-    from mpiec.results import read_result
-    from mpiec.strategies import available
-
-    variants = [v.strip() for v in args.strategies.split(",")] if args.strategies else available()
-    cfgs = [variant_config(args, v) for v in variants if v]  # validate all first
-    if not cfgs:
-        raise MpiecError("--strategies names no strategy")
-    out = Path(args.out or Path(cfgs[0].output.dir) / f"bench-{time.strftime('%Y%m%d-%H%M%S')}")
-    results, worst = [], 0
-    for cfg in cfgs:
-        label = cfg.variant
-        cfg.output.name = f"{cfg.preset}-{label.replace(':', '-').replace('=', '')}-s{cfg.training.seed}"
-        print(f"[mpiec bench] strategy {label} ...", flush=True)
-        outcome = launch(cfg, out, timeout=args.timeout, quiet=args.quiet, unique_name=True)
-        if outcome.message:
-            print(f"[mpiec bench] {label}: {outcome.message}", flush=True)
-        if outcome.path:
-            results.append(read_result(outcome.path))
-        if outcome.code == EXIT_CRASH:
-            worst = EXIT_CRASH
-    if results:
-        print()
-        print(comparison_table(results))
-        print(f"\nresult files in {out}")
-    return worst
-
-
 def cmd_config(args: argparse.Namespace) -> int:
     # Not this machine's memory: a config is resolved here for a cluster too (mpiec run and the
     # ranks check the memory where they start).
@@ -223,16 +178,19 @@ def build_parser() -> argparse.ArgumentParser:
                           "(its config, under --set overrides: e.g. another layout.servers)")
     run.set_defaults(func=cmd_run)
 
-    bench = sub.add_parser("bench", help="run every strategy on the same preset and kill plan, compare",
-                           description="Run every strategy (or --strategies) one after the other on the "
-                                       "same config and kill plan, one result file each, then print "
-                                       "one comparison table. Exit code 3 if any run crashed, else 0.")
+    bench = sub.add_parser("bench", help="every strategy failure-free and under a failure scenario, compared",
+                           description="Run every strategy (or --strategies) failure-free and under one "
+                                       "failure scenario (default: a server killed in the middle step), "
+                                       "with the same seed and the same kills for all, one result file "
+                                       "per run, then print the failure-free and the failure tables and "
+                                       "write the report (CSV, Markdown, plots, HTML) next to the result "
+                                       "files. Checkpoint intervals follow each strategy's own rule at "
+                                       "the scenario's MTBF. Exit code 3 if any run crashed, else 0.",
+                           epilog=EPILOG_BENCH, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_config_args(bench, strategy=False)
-    bench.add_argument("--strategies", metavar="A,B:KEY=V,...",
-                       help="strategies (variants with their own keys, e.g. none,ckpt:interval=10,"
-                            "ckpt:mode=async) to run (default: all)")
+    add_bench_args(bench)
     bench.add_argument("--out", metavar="DIR",
-                       help="directory for the result files (default: output.dir/bench-TIME)")
+                       help="directory for the result files and the report (default: output.dir/bench-TIME)")
     bench.add_argument("--timeout", type=positive, metavar="SECONDS",
                        help="per-run time limit (default: 180 s + 2 s x training.steps)")
     bench.add_argument("--quiet", action="store_true", help="hide each run's progress lines")

@@ -1,0 +1,306 @@
+"""``mpiec bench``: every strategy failure-free and under one failure scenario, then one comparison.
+
+Owns the bench's plan: the built-in failure scenarios, the settings that make the
+comparison fair, the order of the runs, the progress line with its ETA, and the
+hand-over of the result files to the analysis package (tables, plots, HTML).
+
+Invariants:
+
+* **Same failures for all.** Every strategy variant runs once failure-free and once
+  under the scenario's kill plan; the plan is resolved once, before the failure runs
+  (a ``random:`` plan and a trace become the same explicit kill times for every
+  strategy), so every failure run sees the same kills at the same steps or times.
+* **Twins differ only in ``failures`` and ``output``.** A variant's failure-free run and
+  its failure run have the same config otherwise (spares included), so the analysis
+  pairs them (ΔAUC, lossless) and the failure-free one measures the overhead.
+* **Fair intervals.** A checkpointing strategy whose interval comes from a rule
+  (Young's formula for ``ckpt``, the PLS target for ``cpr``) gets the scenario's MTBF
+  through ``failures.mtbf_s`` / ``failures.mtbf_steps`` in both of its runs, unless the
+  user set one; a variant with an explicit interval keeps it.
+* **Spares cover the kills**: ``layout.spares`` is raised to the number of kills.
+* Bad input (unknown scenario, strategy, malformed trace) fails before any run starts.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import time
+from pathlib import Path
+
+from mpiec.config import Config, load_config
+from mpiec.errors import MpiecError
+
+__all__ = ["SCENARIOS", "BenchRun", "add_bench_args", "cmd_bench", "scenario_plans"]
+
+#: Built-in scenarios: name → what it kills (the help text).
+SCENARIOS = {
+    "server": "one server (slot 1, or 0 with one server) at the start of the middle step",
+    "trainer": "the last trainer at the start of the middle step",
+    "two-servers": "server 0 at 35 % of the steps, server 1 at 70 %",
+    "random": "exponential inter-arrival times at --mtbf over servers and trainers (at most --max-kills)",
+    "none": "no failure run: failure-free runs only",
+}
+
+
+@dataclasses.dataclass
+class BenchRun:
+    """One run of the bench: a strategy variant, failure-free or under the scenario."""
+
+    variant: str
+    failure: bool
+    cfg: Config
+
+    @property
+    def label(self) -> str:
+        return f"{self.variant} ({'failure' if self.failure else 'failure-free'})"
+
+
+def scenario_plans(name: str, cfg: Config, *, mtbf_s: float, max_kills: int, seed: int) -> list[str]:
+    """The kill plans of a built-in scenario for ``cfg``'s layout and steps."""
+    steps, servers, trainers = cfg.training.steps, cfg.layout.servers, cfg.layout.trainers
+    mid = max(1, steps // 2)
+    if name == "server":
+        return [f"server:{min(1, servers - 1)}@step={mid}"]
+    if name == "trainer":
+        return [f"trainer:{trainers - 1}@step={mid}"]
+    if name == "two-servers":
+        return [f"server:0@step={max(1, int(steps * 0.35))}",
+                f"server:{min(1, servers - 1)}@step={max(2, int(steps * 0.7))}"]
+    if name == "random":
+        return [f"random:mtbf={mtbf_s:.3f}s,seed={seed},max={max_kills},targets=server+trainer"]
+    if name == "none":
+        return []
+    raise MpiecError(f"--scenario: unknown scenario '{name}' (known: {', '.join(SCENARIOS)})")
+
+
+def resolved_kills(plans: list[str], cfg: Config) -> list[str]:
+    """The kills a plan fires, one explicit ``slot@when`` plan each (``random:`` drawn once)."""
+    from mpiec.faults import parse_kill_plans
+
+    out = []
+    for k in parse_kill_plans(plans, cfg):
+        when = f"step={k.step}" if k.step is not None else f"time={k.time:.3f}"
+        out.append(f"{k.role}:{k.index}@{when}")
+    return out
+
+
+def add_bench_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--strategies", metavar="A,B:KEY=V,...",
+                   help="strategies (variants with their own keys, e.g. none,ckpt:interval=10,"
+                        "ckpt:mode=async) to run (default: all)")
+    p.add_argument("--scenario", default=None, choices=list(SCENARIOS),
+                   help=("failure scenario of the failure runs (default: server; --kill and --trace "
+                         "replace it): " + "; ".join(f"{k}: {v}" for k, v in SCENARIOS.items())
+                         ).replace("%", "%%"))
+    p.add_argument("--mtbf", metavar="SECONDS", type=float, default=None,
+                   help="MTBF of the random scenario (default: a third of the failure-free none run's "
+                        "training time)")
+    p.add_argument("--max-kills", type=int, default=3, metavar="N",
+                   help="at most N kills in the random and trace scenarios (default: 3)")
+    p.add_argument("--trace", metavar="FILE",
+                   help="replay a node fault trace (InfiniteHBD JSON or LANL CSV) as the failure "
+                        "scenario, nodes mapped onto servers and trainers (seeded by training.seed)")
+    p.add_argument("--trace-scale", type=float, default=None, metavar="X",
+                   help="trace seconds per run second (default: the trace's span over 80 %% of the "
+                        "failure-free none run's training time)")
+    p.add_argument("--no-failure-free", action="store_true",
+                   help="skip the failure-free runs (no overhead, no lossless check)")
+    p.add_argument("--no-report", action="store_true", help="print the tables only (no plots, no HTML)")
+
+
+def variant_config(args: argparse.Namespace, variant: str, kill: list[str]) -> Config:
+    """``ckpt:interval=10:mode=async``: a strategy with its own keys. ``--set strategy.KEY=...``
+    applies only to the strategies that know KEY."""
+    from mpiec.strategies import get_strategy_class
+
+    name, *own = variant.split(":")
+    cls = get_strategy_class(name.strip())
+    sets = []
+    for assignment in args.sets:
+        key = assignment.partition("=")[0].strip()
+        parts = key.split(".")
+        if parts[0] == "strategy" and parts[-1] not in ("name",) and len(parts) >= 2:
+            if parts[-1] not in cls.param_keys():
+                continue
+        sets.append(assignment)
+    for item in own:
+        if "=" not in item:
+            raise MpiecError(f"--strategies: '{variant}': expected NAME:KEY=VALUE, got '{item}'")
+        sets.append(f"strategy.{item}")
+    return load_config(preset=args.preset, config_file=args.config, sets=sets, strategy=name.strip(),
+                       kill=kill, steps=args.steps)
+
+
+class Progress:
+    """``[mpiec bench] run i/n ...`` lines with the elapsed time and an ETA for the whole bench."""
+
+    def __init__(self, total: int) -> None:
+        self.total, self.done, self.t0 = total, 0, time.monotonic()
+
+    def start(self, what: str) -> None:
+        elapsed = time.monotonic() - self.t0
+        eta = f", ETA {_clock(elapsed / self.done * (self.total - self.done))}" if self.done else ""
+        print(f"[mpiec bench] run {self.done + 1}/{self.total}: {what} (elapsed {_clock(elapsed)}{eta})",
+              flush=True)
+
+    def finish(self) -> None:
+        self.done += 1
+
+
+def _clock(seconds: float) -> str:
+    m, s = divmod(int(round(seconds)), 60)
+    return f"{m}m{s:02d}s" if m else f"{s}s"
+
+
+def _training_time(path: Path | None) -> float:
+    from mpiec.results import read_result
+
+    if path is None:
+        return 0.0
+    tl = read_result(path).timeline
+    return float(tl["t_end"][-1]) if len(tl) else 0.0
+
+
+class Bench:
+    """The bench's runs, in order: failure-free first (``none`` first), then the failure runs."""
+
+    def __init__(self, args: argparse.Namespace) -> None:
+        from mpiec.strategies import available
+
+        self.args = args
+        names = [v.strip() for v in args.strategies.split(",")] if args.strategies else available()
+        self.variants = [v for v in names if v]
+        if not self.variants:
+            raise MpiecError("--strategies names no strategy")
+        if args.kill and args.trace:
+            raise MpiecError("--kill and --trace both give the failure scenario: use one")
+        if args.scenario and (args.kill or args.trace):
+            raise MpiecError("--scenario and --kill/--trace both give the failure scenario: use one")
+        if args.max_kills < 1:
+            raise MpiecError(f"--max-kills must be >= 1, got {args.max_kills}")
+        for value, what in ((args.mtbf, "--mtbf"), (args.trace_scale, "--trace-scale")):
+            if value is not None and not value > 0:
+                raise MpiecError(f"{what} must be > 0, got {value}")
+        self.scenario = "custom" if args.kill else "trace" if args.trace else (args.scenario or "server")
+        self.trace = None
+        if args.trace:
+            from mpiec.traces import load_trace
+
+            self.trace = load_trace(args.trace)
+            if not self.trace:
+                raise MpiecError(f"--trace {args.trace}: the trace holds no failure")
+        # Validate every variant (and the custom kill plan) before any run starts.
+        self.base = {v: variant_config(args, v, list(args.kill)) for v in self.variants}
+        if "none" in self.variants:  # the baseline first: its time sizes the random and trace plans
+            self.variants.remove("none")
+            self.variants.insert(0, "none")
+        self.first = self.base[self.variants[0]]
+        self.out = Path(args.out or Path(self.first.output.dir) / f"bench-{time.strftime('%Y%m%d-%H%M%S')}")
+        self.failure_free_s = 0.0  # training time of the first failure-free run
+        self.kills: list[str] | None = None  # the scenario's kills, resolved once
+        self.spares = 0  # spares every run gets (failure-free twins too)
+
+    # -- the failure scenario ------------------------------------------------------------------
+    def kill_plan(self, cfg: Config) -> list[str]:
+        """The scenario as explicit kills, the same for every strategy (resolved once)."""
+        a = self.args
+        if self.scenario == "custom":
+            return resolved_kills(list(a.kill), cfg)
+        horizon = self.failure_free_s or 60.0
+        if self.scenario == "trace":
+            from mpiec.traces import trace_kill_plans
+
+            span = max(f.time_s for f in self.trace) or 1.0
+            scale = a.trace_scale or span / (0.8 * horizon)
+            targets = [f"server:{i}" for i in range(cfg.layout.servers)] + \
+                      [f"trainer:{i}" for i in range(cfg.layout.trainers)]
+            plans = trace_kill_plans(self.trace, targets, scale=scale, seed=cfg.training.seed,
+                                     start_s=0.1 * horizon, max_kills=a.max_kills, horizon_s=0.9 * horizon)
+            print(f"[mpiec bench] trace {a.trace}: {len(self.trace)} failures, scale {scale:.4g} trace s per "
+                  f"run s -> {len(plans)} kills", flush=True)
+            return resolved_kills(plans, cfg)
+        mtbf = a.mtbf or max(1.0, horizon / 3.0)
+        return resolved_kills(scenario_plans(self.scenario, cfg, mtbf_s=mtbf, max_kills=a.max_kills,
+                                             seed=cfg.training.seed), cfg)
+
+    def fair(self, cfg: Config, failure: bool) -> Config:
+        """``cfg`` with the scenario's MTBF for the interval rules, spares for the kills, a name."""
+        from mpiec.strategies.checkpointing import expected_mtbf_s
+
+        kills = self.kills or []
+        cfg = dataclasses.replace(cfg)
+        cfg.failures = dataclasses.replace(cfg.failures, kill=list(kills) if failure else [])
+        cfg.layout = dataclasses.replace(cfg.layout, spares=max(cfg.layout.spares, self.spares))
+        cfg.output = dataclasses.replace(cfg.output)
+        if kills and not (cfg.failures.mtbf_s > 0 or cfg.failures.mtbf_steps > 0):
+            probe = dataclasses.replace(cfg, failures=dataclasses.replace(cfg.failures, kill=list(kills)))
+            mtbf_s, mtbf_steps = expected_mtbf_s(probe)
+            cfg.failures.mtbf_s = mtbf_s or 0.0
+            cfg.failures.mtbf_steps = mtbf_steps or 0.0
+        label = cfg.variant.replace(":", "-").replace("=", "")
+        cfg.output.name = f"{cfg.preset}-{label}-{self.scenario if failure else 'ff'}-s{cfg.training.seed}"
+        return cfg
+
+    # -- running -----------------------------------------------------------------------------
+    def run(self) -> int:
+        from mpiec.launcher import EXIT_CRASH, launch
+
+        a = self.args
+        failure_free = not a.no_failure_free
+        with_failures = self.scenario != "none"
+        if not failure_free and not with_failures:
+            raise MpiecError("--no-failure-free with --scenario none leaves nothing to run")
+        runs = ([(v, False) for v in self.variants] if failure_free else []) + \
+               ([(v, True) for v in self.variants] if with_failures else [])
+        progress = Progress(len(runs))
+        kinds = [x for x, on in (("failure-free", failure_free), (self.scenario, with_failures)) if on]
+        print(f"[mpiec bench] {len(self.variants)} strategies x {' + '.join(kinds)} = {len(runs)} runs; "
+              f"results in {self.out}", flush=True)
+        # A random or trace plan sized by the failure-free run's time is drawn after that run;
+        # every other plan is known now. Either way it is drawn once, for all strategies.
+        sized_later = self.scenario in ("random", "trace") and failure_free and \
+            not (a.mtbf if self.scenario == "random" else a.trace_scale)
+        self.kills = None if not with_failures else [] if sized_later else self.kill_plan(self.first)
+        self.spares = a.max_kills if sized_later else len(self.kills or [])
+        paths: list[Path] = []
+        worst = 0
+        for v, failure in runs:
+            if with_failures and self.kills is None and self.failure_free_s > 0:
+                self.kills = self.kill_plan(self.first)
+                plan = "; ".join(self.kills) or "no kill"
+                print(f"[mpiec bench] failure scenario '{self.scenario}': {plan}", flush=True)
+            if failure and not self.kills:
+                print(f"[mpiec bench] {v}: the scenario fires no kill in this run's time; "
+                      "failure run skipped", flush=True)
+                progress.finish()
+                continue
+            cfg = self.fair(self.base[v], failure)
+            progress.start(f"{v} {'under ' + self.scenario if failure else 'failure-free'}")
+            outcome = launch(cfg, self.out, timeout=a.timeout, quiet=a.quiet, unique_name=True)
+            progress.finish()
+            if outcome.message:
+                print(f"[mpiec bench] {v}: {outcome.message}", flush=True)
+            if outcome.path:
+                paths.append(outcome.path)
+                if not failure and not self.failure_free_s:
+                    self.failure_free_s = _training_time(outcome.path)
+            if outcome.code == EXIT_CRASH:
+                worst = EXIT_CRASH
+        self.report(paths)
+        return worst
+
+    def report(self, paths: list[Path]) -> None:
+        from mpiec.analysis.tables import comparison_table
+        from mpiec.results import read_result
+
+        if not paths:
+            return
+        results = [read_result(p) for p in paths]
+        print()
+        print(comparison_table(results))
+        print(f"\nresult files in {self.out}")
+
+
+def cmd_bench(args: argparse.Namespace) -> int:
+    return Bench(args).run()

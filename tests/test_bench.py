@@ -1,0 +1,73 @@
+"""mpiec bench's plan: scenarios, one kill plan for all, twins that differ only in failures."""
+
+from __future__ import annotations
+
+import argparse
+
+import pytest
+
+from mpiec.bench import Bench, add_bench_args, resolved_kills, scenario_plans
+from mpiec.cli import add_config_args
+from mpiec.config import load_config
+from mpiec.errors import MpiecError
+from mpiec.faults import parse_kill_plans
+
+
+def bench_args(*argv: str) -> argparse.Namespace:
+    p = argparse.ArgumentParser()
+    add_config_args(p, strategy=False)
+    add_bench_args(p)
+    p.add_argument("--out")
+    p.add_argument("--timeout")
+    p.add_argument("--quiet", action="store_true")
+    return p.parse_args(["--preset", "tiny", *argv])
+
+
+@pytest.mark.parametrize("name", ["server", "trainer", "two-servers", "random"])
+def test_every_scenario_parses_for_the_layout(name):
+    cfg = load_config(preset="tiny", sets=["layout.servers=3"])
+    plans = scenario_plans(name, cfg, mtbf_s=1.0, max_kills=2, seed=3)
+    kills = parse_kill_plans(plans, cfg)
+    assert kills and len(kills) <= 2
+    assert all(k.step is None or 0 < k.step < cfg.training.steps for k in kills)
+
+
+def test_a_random_plan_is_drawn_once_into_explicit_kills():
+    cfg = load_config(preset="tiny")
+    plans = scenario_plans("random", cfg, mtbf_s=0.5, max_kills=3, seed=7)
+    once, again = resolved_kills(plans, cfg), resolved_kills(plans, cfg)
+    assert once == again and 1 <= len(once) <= 3
+    assert all("@time=" in k and not k.startswith("random") for k in once)
+    assert resolved_kills(scenario_plans("random", cfg, mtbf_s=0.5, max_kills=3, seed=8), cfg) != once
+
+
+def test_failure_free_and_failure_runs_differ_only_in_failures_and_output():
+    bench = Bench(bench_args("--strategies", "none,ckpt,cpr", "--scenario", "two-servers"))
+    bench.kills, bench.spares = bench.kill_plan(bench.first), 2
+    for v in bench.variants:
+        ff, fail = bench.fair(bench.base[v], False), bench.fair(bench.base[v], True)
+        assert ff.failures.kill == [] and len(fail.failures.kill) == 2
+        assert ff.layout == fail.layout and ff.layout.spares == 2 and ff.strategy == fail.strategy
+        # the interval rules see the scenario's MTBF in both runs: last kill step + 1 over 2 kills
+        assert ff.failures.mtbf_steps == fail.failures.mtbf_steps == (int(40 * 0.7) + 1) / 2
+        assert ff.output.name != fail.output.name
+    assert bench.variants[0] == "none"
+
+
+def test_a_given_mtbf_is_kept():
+    bench = Bench(bench_args("--strategies", "ckpt", "--set", "failures.mtbf_s=30"))
+    bench.kills, bench.spares = bench.kill_plan(bench.first), 1
+    cfg = bench.fair(bench.base["ckpt"], True)
+    assert cfg.failures.mtbf_s == 30 and cfg.failures.mtbf_steps == 0
+
+
+@pytest.mark.parametrize(("argv", "message"), [
+    (["--scenario", "server", "--kill", "server:0@step=3"], "--scenario and --kill/--trace"),
+    (["--strategies", "none,magic"], "unknown strategy 'magic'"),
+    (["--max-kills", "0"], "--max-kills must be >= 1"),
+    (["--mtbf", "-2"], "--mtbf must be > 0"),
+    (["--kill", "server:9@step=3"], "server:9"),
+])
+def test_bad_bench_input_is_refused_before_any_run(argv, message):
+    with pytest.raises(MpiecError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        Bench(bench_args(*argv))
