@@ -49,9 +49,11 @@ if [[ ${STUB_WRITE:-1} == 1 ]]; then
 import sys
 from pathlib import Path
 from mpiec.results import ResultWriter
-out = Path(sys.argv[1])
-w = ResultWriter(out / f"{out.name}.h5", {"config": {}, "strategy": "none", "seed": 1,
-                                         "failure_mode": "ulfm", "ulfm": True})
+out = Path(sys.argv[1])  # a result file, or a directory to write <dir name>.h5 into
+path = out if out.suffix == ".h5" else out / f"{out.name}.h5"
+path.parent.mkdir(parents=True, exist_ok=True)
+w = ResultWriter(path, {"config": {}, "strategy": "none", "seed": 1,
+                        "failure_mode": "ulfm", "ulfm": True})
 w.close({"lost": False})
 EOF
 fi
@@ -164,7 +166,7 @@ def test_run_mpirun_ulfm_and_config_args(stubs, tmp_path):
     (ranks_call,) = [c for c in logged(log, "mpiec") if c.endswith(" --ranks")]
     assert ranks_call == config_call.replace(f" --write {cfg}", " --ranks")
     (launch,) = logged(log, "mpirun")
-    worker = f"{sys.executable} -m mpiec.worker {cfg} --out {out / 'r1'}"
+    worker = f"{sys.executable} -m mpiec.worker {cfg} --out {out / 'r1' / 'r1.h5'}"
     assert launch == f"mpirun -n 5 --with-ft ulfm {worker}"
     assert "launcher exited with status 137" in r.stdout  # reported, not fatal
     assert "+ mpirun -n 5" in r.stdout  # prints what it runs
@@ -178,13 +180,29 @@ def test_run_resumes_from_its_checkpoint_when_requeued(stubs, tmp_path):
     step.mkdir(parents=True)
     (step / "MANIFEST.json").write_text("{}")
     r = bash(JOBS / "run.sbatch", env, PRESET="tiny", STRATEGY="ckpt", OUT=str(out), RUN_NAME="r2",
-             SLURM_RESTART_COUNT="1")
-    (launch,) = logged(log, "mpirun")  # (the stub writes no result at a file path: status aside)
-    assert f"--out {out / 'r2' / 'r2-restart1.h5'} --resume {out / 'r2' / 'r2.ckpt'}" in launch
+             SLURM_RESTART_COUNT="1", KILL="server:1@step=30")
+    assert r.returncode == 0, r.stdout + r.stderr
+    (launch,) = logged(log, "mpirun")
+    restart_cfg = out / "r2" / "config-restart1.json"
+    assert launch.endswith(f"{restart_cfg} --out {out / 'r2' / 'r2-restart1.h5'} "
+                           f"--resume {out / 'r2' / 'r2.ckpt'}")
     assert "resuming from the newest checkpoint" in r.stdout
+    # the resumed attempt drops the first attempt's kills (as `mpiec run --resume` does)
+    (config_call,) = [c for c in logged(log, "mpiec") if "--write" in c]
+    assert "--kill" not in config_call and f"--write {restart_cfg}" in config_call
+    assert "runs without the kill plans (server:1@step=30)" in r.stdout
+    # its validity check reads its own result file only
+    assert logged(log, "mpiec")[-1] == f"mpiec report {out / 'r2' / 'r2-restart1.h5'} --no-events"
     # a first start (no restart) does not resume, even with a checkpoint there
     bash(JOBS / "run.sbatch", env, PRESET="tiny", STRATEGY="ckpt", OUT=str(out), RUN_NAME="r3")
     assert "--resume" not in logged(log, "mpirun")[-1]
+    # a restart without a complete checkpoint starts over, kills included, into its own file
+    r = bash(JOBS / "run.sbatch", env, PRESET="tiny", STRATEGY="ckpt", OUT=str(out), RUN_NAME="r4",
+             SLURM_RESTART_COUNT="2", KILL="server:1@step=30")
+    assert r.returncode == 0 and "no complete checkpoint" in r.stdout
+    assert "--resume" not in logged(log, "mpirun")[-1]
+    assert logged(log, "mpirun")[-1].endswith(f"--out {out / 'r4' / 'r4-restart2.h5'}")
+    assert "--kill server:1@step=30" in [c for c in logged(log, "mpiec") if "--write" in c][-1]
 
 
 def test_run_fails_without_valid_result(stubs, tmp_path):
@@ -193,7 +211,7 @@ def test_run_fails_without_valid_result(stubs, tmp_path):
              STUB_WRITE="0", STUB_RC="3")
     assert r.returncode == 3
     assert "left no valid result file" in r.stderr
-    (tmp_path / "o" / "x" / "bad.h5").write_text("junk")
+    (tmp_path / "o" / "x" / "x.h5").write_text("junk")
     r = bash(JOBS / "run.sbatch", env, OUT=str(tmp_path / "o"), RUN_NAME="x",
              STUB_WRITE="0", STUB_RC="0")
     assert r.returncode != 0 and "not an HDF5 file" in r.stderr
