@@ -31,42 +31,39 @@ from pathlib import Path
 from mpiec.config import Config, load_config
 from mpiec.errors import MpiecError
 
-__all__ = ["SCENARIOS", "BenchRun", "add_bench_args", "cmd_bench", "scenario_plans"]
+__all__ = ["SCENARIOS", "Bench", "add_bench_args", "cmd_bench", "scenario_plans"]
 
-#: Built-in scenarios: name → what it kills (the help text).
+#: Built-in scenarios: name → what it kills (the help text). "Training time" is the failure-free
+#: ``none`` run's: the kills happen at the same wall-clock moments for every strategy, mid-step,
+#: like real failures (a kill at a fixed step can land right after some strategy's checkpoint).
 SCENARIOS = {
-    "server": "one server (slot 1, or 0 with one server) at the start of the middle step",
-    "trainer": "the last trainer at the start of the middle step",
-    "two-servers": "server 0 at 35 % of the steps, server 1 at 70 %",
+    "server": "server 1 (0 with one server) at half the training time",
+    "trainer": "the last trainer at half the training time",
+    "two-servers": "server 0 at 35 %% and server 1 at 70 %% of the training time",
     "random": "exponential inter-arrival times at --mtbf over servers and trainers (at most --max-kills)",
     "none": "no failure run: failure-free runs only",
 }
+FIXED_KILLS = {"server": 1, "trainer": 1, "two-servers": 2}
 
 
-@dataclasses.dataclass
-class BenchRun:
-    """One run of the bench: a strategy variant, failure-free or under the scenario."""
-
-    variant: str
-    failure: bool
-    cfg: Config
-
-    @property
-    def label(self) -> str:
-        return f"{self.variant} ({'failure' if self.failure else 'failure-free'})"
-
-
-def scenario_plans(name: str, cfg: Config, *, mtbf_s: float, max_kills: int, seed: int) -> list[str]:
-    """The kill plans of a built-in scenario for ``cfg``'s layout and steps."""
-    steps, servers, trainers = cfg.training.steps, cfg.layout.servers, cfg.layout.trainers
-    mid = max(1, steps // 2)
+def scenario_plans(name: str, cfg: Config, *, horizon_s: float, mtbf_s: float, max_kills: int,
+                   seed: int) -> list[str]:
+    """The kill plans of a built-in scenario for ``cfg``'s layout; ``horizon_s`` is the training
+    time of the failure-free baseline run, or 0 when there is none (then fixed kills are placed at
+    steps instead: the middle step, 35 % and 70 % of the steps)."""
+    servers, trainers = cfg.layout.servers, cfg.layout.trainers
+    if horizon_s > 0:
+        def at(f: float) -> str:
+            return f"time={horizon_s * f:.3f}"
+    else:
+        def at(f: float) -> str:
+            return f"step={max(1, int(cfg.training.steps * f))}"
     if name == "server":
-        return [f"server:{min(1, servers - 1)}@step={mid}"]
+        return [f"server:{min(1, servers - 1)}@{at(0.5)}"]
     if name == "trainer":
-        return [f"trainer:{trainers - 1}@step={mid}"]
+        return [f"trainer:{trainers - 1}@{at(0.5)}"]
     if name == "two-servers":
-        return [f"server:0@step={max(1, int(steps * 0.35))}",
-                f"server:{min(1, servers - 1)}@step={max(2, int(steps * 0.7))}"]
+        return [f"server:0@{at(0.35)}", f"server:{min(1, servers - 1)}@{at(0.7)}"]
     if name == "random":
         return [f"random:mtbf={mtbf_s:.3f}s,seed={seed},max={max_kills},targets=server+trainer"]
     if name == "none":
@@ -90,9 +87,8 @@ def add_bench_args(p: argparse.ArgumentParser) -> None:
                    help="strategies (variants with their own keys, e.g. none,ckpt:interval=10,"
                         "ckpt:mode=async) to run (default: all)")
     p.add_argument("--scenario", default=None, choices=list(SCENARIOS),
-                   help=("failure scenario of the failure runs (default: server; --kill and --trace "
-                         "replace it): " + "; ".join(f"{k}: {v}" for k, v in SCENARIOS.items())
-                         ).replace("%", "%%"))
+                   help="failure scenario of the failure runs (default: server; --kill and --trace "
+                        "replace it): " + "; ".join(f"{k}: {v}" for k, v in SCENARIOS.items()))
     p.add_argument("--mtbf", metavar="SECONDS", type=float, default=None,
                    help="MTBF of the random scenario (default: a third of the failure-free none run's "
                         "training time)")
@@ -192,9 +188,15 @@ class Bench:
                 raise MpiecError(f"--trace {args.trace}: the trace holds no failure")
         # Validate every variant (and the custom kill plan) before any run starts.
         self.base = {v: variant_config(args, v, list(args.kill)) for v in self.variants}
-        if "none" in self.variants:  # the baseline first: its time sizes the random and trace plans
+        # The baseline first (added when missing and failure-free runs are on): its training time
+        # sizes the scenario and the strategies' overhead is measured against it.
+        self.baseline_added = "none" not in self.variants and not args.no_failure_free
+        if "none" in self.variants:
             self.variants.remove("none")
             self.variants.insert(0, "none")
+        elif self.baseline_added:  # failure-free only: it is the yardstick, not a contender
+            self.variants.insert(0, "none")
+            self.base["none"] = variant_config(args, "none", list(args.kill))
         self.first = self.base[self.variants[0]]
         self.out = Path(args.out or Path(self.first.output.dir) / f"bench-{time.strftime('%Y%m%d-%H%M%S')}")
         self.failure_free_s = 0.0  # training time of the first failure-free run
@@ -221,8 +223,8 @@ class Bench:
                   f"run s -> {len(plans)} kills", flush=True)
             return resolved_kills(plans, cfg)
         mtbf = a.mtbf or max(1.0, horizon / 3.0)
-        return resolved_kills(scenario_plans(self.scenario, cfg, mtbf_s=mtbf, max_kills=a.max_kills,
-                                             seed=cfg.training.seed), cfg)
+        return resolved_kills(scenario_plans(self.scenario, cfg, horizon_s=self.failure_free_s, mtbf_s=mtbf,
+                                             max_kills=a.max_kills, seed=cfg.training.seed), cfg)
 
     def fair(self, cfg: Config, failure: bool) -> Config:
         """``cfg`` with the scenario's MTBF for the interval rules, spares for the kills, a name."""
@@ -251,18 +253,19 @@ class Bench:
         with_failures = self.scenario != "none"
         if not failure_free and not with_failures:
             raise MpiecError("--no-failure-free with --scenario none leaves nothing to run")
+        contenders = self.variants[1:] if self.baseline_added else self.variants
         runs = ([(v, False) for v in self.variants] if failure_free else []) + \
-               ([(v, True) for v in self.variants] if with_failures else [])
+               ([(v, True) for v in contenders] if with_failures else [])
         progress = Progress(len(runs))
         kinds = [x for x, on in (("failure-free", failure_free), (self.scenario, with_failures)) if on]
         print(f"[mpiec bench] {len(self.variants)} strategies x {' + '.join(kinds)} = {len(runs)} runs; "
               f"results in {self.out}", flush=True)
-        # A random or trace plan sized by the failure-free run's time is drawn after that run;
-        # every other plan is known now. Either way it is drawn once, for all strategies.
-        sized_later = self.scenario in ("random", "trace") and failure_free and \
-            not (a.mtbf if self.scenario == "random" else a.trace_scale)
-        self.kills = None if not with_failures else [] if sized_later else self.kill_plan(self.first)
-        self.spares = a.max_kills if sized_later else len(self.kills or [])
+        # A plan sized by the baseline's training time is drawn after that run (the first);
+        # a custom one is known now. Either way it is drawn once, for all strategies.
+        sized_later = failure_free and self.scenario != "custom"
+        self.kills = [] if not with_failures else None if sized_later else self.kill_plan(self.first)
+        self.spares = (FIXED_KILLS.get(self.scenario, a.max_kills) if sized_later
+                       else len(self.kills or []))
         paths: list[Path] = []
         worst = 0
         for v, failure in runs:

@@ -180,7 +180,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     bench = sub.add_parser("bench", help="every strategy failure-free and under a failure scenario, compared",
                            description="Run every strategy (or --strategies) failure-free and under one "
-                                       "failure scenario (default: a server killed in the middle step), "
+                                       "failure scenario (default: a server killed at half the "
+                                       "training time), "
                                        "with the same seed and the same kills for all, one result file "
                                        "per run, then print the failure-free and the failure tables and "
                                        "write the report (CSV, Markdown, plots, HTML) next to the result "

@@ -26,32 +26,39 @@ def bench_args(*argv: str) -> argparse.Namespace:
 @pytest.mark.parametrize("name", ["server", "trainer", "two-servers", "random"])
 def test_every_scenario_parses_for_the_layout(name):
     cfg = load_config(preset="tiny", sets=["layout.servers=3"])
-    plans = scenario_plans(name, cfg, mtbf_s=1.0, max_kills=2, seed=3)
-    kills = parse_kill_plans(plans, cfg)
-    assert kills and len(kills) <= 2
-    assert all(k.step is None or 0 < k.step < cfg.training.steps for k in kills)
+    for horizon in (0.0, 4.0):  # no baseline run: at steps; else at times of the baseline's training
+        plans = scenario_plans(name, cfg, horizon_s=horizon, mtbf_s=1.0, max_kills=2, seed=3)
+        kills = parse_kill_plans(plans, cfg)
+        assert kills and len(kills) <= 2
+        assert all(k.step is None or 0 < k.step < cfg.training.steps for k in kills)
+        if name != "random":
+            assert all((k.time is not None) == (horizon > 0) for k in kills)
+            assert all(k.time is None or 0 < k.time < horizon for k in kills)
 
 
 def test_a_random_plan_is_drawn_once_into_explicit_kills():
     cfg = load_config(preset="tiny")
-    plans = scenario_plans("random", cfg, mtbf_s=0.5, max_kills=3, seed=7)
+    plans = scenario_plans("random", cfg, horizon_s=0.0, mtbf_s=0.5, max_kills=3, seed=7)
     once, again = resolved_kills(plans, cfg), resolved_kills(plans, cfg)
     assert once == again and 1 <= len(once) <= 3
     assert all("@time=" in k and not k.startswith("random") for k in once)
-    assert resolved_kills(scenario_plans("random", cfg, mtbf_s=0.5, max_kills=3, seed=8), cfg) != once
+    other = scenario_plans("random", cfg, horizon_s=0.0, mtbf_s=0.5, max_kills=3, seed=8)
+    assert resolved_kills(other, cfg) != once
 
 
 def test_failure_free_and_failure_runs_differ_only_in_failures_and_output():
-    bench = Bench(bench_args("--strategies", "none,ckpt,cpr", "--scenario", "two-servers"))
+    bench = Bench(bench_args("--strategies", "ckpt,cpr", "--scenario", "two-servers"))
+    assert bench.variants == ["none", "ckpt", "cpr"] and bench.baseline_added
+    bench.failure_free_s = 10.0  # the baseline's training time, as measured by its run
     bench.kills, bench.spares = bench.kill_plan(bench.first), 2
+    assert bench.kills == ["server:0@time=3.500", "server:1@time=7.000"]
     for v in bench.variants:
         ff, fail = bench.fair(bench.base[v], False), bench.fair(bench.base[v], True)
         assert ff.failures.kill == [] and len(fail.failures.kill) == 2
         assert ff.layout == fail.layout and ff.layout.spares == 2 and ff.strategy == fail.strategy
-        # the interval rules see the scenario's MTBF in both runs: last kill step + 1 over 2 kills
-        assert ff.failures.mtbf_steps == fail.failures.mtbf_steps == (int(40 * 0.7) + 1) / 2
+        # the interval rules see the scenario's MTBF in both runs: last kill time over 2 kills
+        assert ff.failures.mtbf_s == fail.failures.mtbf_s == 3.5
         assert ff.output.name != fail.output.name
-    assert bench.variants[0] == "none"
 
 
 def test_a_given_mtbf_is_kept():
