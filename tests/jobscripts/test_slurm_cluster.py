@@ -11,6 +11,7 @@ the node runs one job at a time. Set ``MPIEC_SLURM_KEEP=1`` to keep the scratch 
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import os
 import re
@@ -24,13 +25,17 @@ from pathlib import Path
 import pytest
 from slurm_cluster import ClusterError, SlurmCluster, SlurmUnavailable, ensure_installed
 
+from mpiec.errors import ResultFileError
 from mpiec.results import read_result
 
-pytestmark = [pytest.mark.mpirun, pytest.mark.kill, pytest.mark.timeout(600)]
+
+def on_cluster(test):
+    """The tests that submit jobs: they launch mpirun, kill ranks, and are bounded."""
+    return pytest.mark.mpirun(pytest.mark.kill(pytest.mark.timeout(600)(test)))
 
 ROOT = Path(__file__).resolve().parents[2]
 JOBS = ROOT / "jobscripts"
-STEPS = 200  # long enough for a requeue to land mid-run, short enough for CI (about 3 s of training)
+STEPS = 300  # long enough for a requeue to land mid-run, short enough for CI (3-5 s of training)
 SETS = f"layout.spares=1 training.steps={STEPS}"
 KILL_PLAN = "server:1@step=20"
 JOB_TIMEOUT = 300.0
@@ -111,6 +116,7 @@ def result(run_dir: Path):
     return read_result(run_dir / f"{run_dir.name}.h5")
 
 
+@on_cluster
 def test_study_runs_complete_with_the_failure_free_checksum(cluster, study):
     out, records, (sweep, kill, analyze) = study
     assert_completed(cluster, records[sweep] + records[kill])
@@ -134,6 +140,7 @@ def test_study_runs_complete_with_the_failure_free_checksum(cluster, study):
     assert lost.summary["kills_fired"] == 1 and lost.summary["lost"]
 
 
+@on_cluster
 def test_analysis_runs_after_the_arrays_and_reports_every_run(cluster, study):
     out, records, (sweep, kill, analyze) = study
     (rec,) = records[analyze]
@@ -149,6 +156,7 @@ def test_analysis_runs_after_the_arrays_and_reports_every_run(cluster, study):
     assert sorted(r["run"] for r in rows) == sorted(names)
 
 
+@on_cluster
 def test_requeued_run_resumes_from_its_last_checkpoint(cluster, study):
     c = cluster
     out = c.dir / "requeue"
@@ -160,12 +168,16 @@ def test_requeued_run_resumes_from_its_last_checkpoint(cluster, study):
     deadline = time.monotonic() + JOB_TIMEOUT
     while not list(run_dir.glob("rq.ckpt/step-*/MANIFEST.json")):
         state = c.records(job)[0]["JobState"]
-        if state != "PENDING" and state != "RUNNING" or time.monotonic() > deadline:
+        if state not in ("PENDING", "RUNNING") or time.monotonic() > deadline:
             raise ClusterError(f"no checkpoint before the requeue (job {state})\n{job_logs(c)}")
         time.sleep(0.1)
     first = sorted(run_dir.glob("rq.ckpt/step-*/MANIFEST.json"))[0].parent.name
     c.scontrol("requeue", job)
     (rec,) = c.wait([job], JOB_TIMEOUT)[job]
+    # the first attempt really was cut short (SLURM also requeues a job that has just ended)
+    if (run_dir / "rq.h5").exists():
+        with contextlib.suppress(ResultFileError):
+            assert not read_result(run_dir / "rq.h5").complete, "the run ended before the requeue"
     log = (c.dir / f"requeue-{job}.out").read_text()
     assert_completed(c, [rec])
     assert rec["Restarts"] == "1", rec
@@ -178,3 +190,16 @@ def test_requeued_run_resumes_from_its_last_checkpoint(cluster, study):
     # lossless: the resumed run ends where the uninterrupted one did
     ref = result(study[0] / "sweep-ckpt-s1").summary["param_checksum"]
     assert res.summary["param_checksum"] == ref
+
+
+def test_install_refused_without_root_says_why(monkeypatch):
+    import slurm_cluster
+
+    monkeypatch.setattr(slurm_cluster.shutil, "which", lambda name: None)
+    monkeypatch.setattr(slurm_cluster.os, "geteuid", lambda: 1000)
+    with pytest.raises(SlurmUnavailable, match=r"slurmctld.*missing.*needs root"):
+        ensure_installed()
+    monkeypatch.setattr(slurm_cluster.os, "geteuid", lambda: 0)
+    with pytest.raises(SlurmUnavailable, match="no apt-get"):
+        ensure_installed()
+
