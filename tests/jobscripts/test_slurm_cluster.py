@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import csv
+import importlib.util
 import os
 import re
 import shutil
@@ -154,6 +155,12 @@ def test_analysis_runs_after_the_arrays_and_reports_every_run(cluster, study):
         assert name in report, report
     rows = list(csv.DictReader((out / "summary.csv").open()))
     assert sorted(r["run"] for r in rows) == sorted(names)
+    by_run = {r["run"]: r for r in rows}  # the report says what the result files say
+    assert by_run["kill-none-p0"]["lost"] == "True" and by_run["kill-ckpt-p0"]["lost"] == "False"
+    assert by_run["kill-ckpt-p0"]["param_checksum"] == by_run["sweep-ckpt-s1"]["param_checksum"] \
+        == result(out / "sweep-ckpt-s1").summary["param_checksum"]
+    if importlib.util.find_spec("matplotlib") is not None:  # analyze.sbatch plots only with it
+        assert list((out / "plots").glob("*.png")), job_logs(cluster)
 
 
 @on_cluster
