@@ -70,8 +70,9 @@ def ensure_installed(timeout: float = 300.0) -> None:
         raise SlurmUnavailable(f"SLURM is not installed ({', '.join(missing)} missing) and there is no "
                                "apt-get to install Debian's slurm-wlm and munge")
     env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
-    for cmd in (["apt-get", "update", "-qq"],
-                ["apt-get", "install", "-y", "-qq", "--no-install-recommends", *PACKAGES]):
+    wait_lock = ["-o", "DPkg::Lock::Timeout=120"]  # another apt-get may be running (CI setup)
+    for cmd in (["apt-get", *wait_lock, "update", "-qq"],
+                ["apt-get", *wait_lock, "install", "-y", "-qq", "--no-install-recommends", *PACKAGES]):
         try:
             proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout)
         except subprocess.TimeoutExpired:
@@ -170,7 +171,7 @@ class SlurmCluster:
         ]))
 
     def _spawn(self, name: str, cmd: list[str]) -> None:
-        log = open(self.logs / f"{name}.out", "ab")  # noqa: SIM115 - the daemon owns it until stop()
+        log = open(self.logs / f"{name}.out", "ab")  # the daemon keeps its own copy of the fd
         self.procs[name] = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=self.env(),
                                             stdin=subprocess.DEVNULL, cwd=self.dir,
                                             preexec_fn=_die_with_parent)
