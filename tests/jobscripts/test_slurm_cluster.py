@@ -161,6 +161,10 @@ def test_analysis_runs_after_the_arrays_and_reports_every_run(cluster, study):
         == result(out / "sweep-ckpt-s1").summary["param_checksum"]
     if importlib.util.find_spec("matplotlib") is not None:  # analyze.sbatch plots only with it
         assert list((out / "plots").glob("*.png")), job_logs(cluster)
+        helptext = subprocess.run([sys.executable, "-m", "mpiec", "report", "--help"],
+                                  capture_output=True, text=True, timeout=60).stdout
+        if "--html" in helptext:
+            assert (out / "report.html").stat().st_size > 0, job_logs(cluster)
 
 
 @on_cluster
