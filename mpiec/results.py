@@ -64,11 +64,14 @@ __all__ = [
     "decode",
 ]
 
-SCHEMA_VERSION = 2
-SUPPORTED_SCHEMA_VERSIONS = frozenset({1, 2})
+SCHEMA_VERSION = 3
+SUPPORTED_SCHEMA_VERSIONS = frozenset({1, 2, 3})
 #: Columns and summary attributes added in version 2; a version-1 file reads with defaults.
 _ADDED_IN_2 = {"timeline": ("epoch", "reexec"), "ranks": ("digest",),
                "summary": ("recoveries", "reexecuted_steps", "time_lost_s")}
+#: Columns added in version 3; an older file reads them as "unknown" (``_UNKNOWN``), not as 0.
+_ADDED_IN_3 = {"checkpoints": ("rows", "stall_s")}
+_UNKNOWN = {"checkpoints": {"rows": -1, "stall_s": math.nan}}
 
 TIMELINE_DTYPE = np.dtype(
     [
@@ -115,8 +118,10 @@ CHECKPOINTS_DTYPE = np.dtype(
         ("step", np.int64),
         ("kind", "S16"),
         ("bytes", np.int64),
-        ("seconds", np.float64),
+        ("seconds", np.float64),  # total: snapshot or write on the training thread + background write
         ("bits", np.int32),
+        ("rows", np.int64),  # embedding rows saved (v3; -1: unknown)
+        ("stall_s", np.float64),  # on the critical path: the slowest training thread (v3; nan: unknown)
     ]
 )
 
@@ -152,7 +157,8 @@ _UNITS: dict[str, dict[str, str]] = {
     },
     "eval": {"step": "", "samples_seen": "samples", "auc": "", "logloss": "nats",
              "accuracy": ""},
-    "checkpoints": {"step": "", "kind": "", "bytes": "B", "seconds": "s", "bits": "bit"},
+    "checkpoints": {"step": "", "kind": "", "bytes": "B", "seconds": "s", "bits": "bit", "rows": "rows",
+                    "stall_s": "s"},
     "ranks": {"rank": "", "role": "", "role_index": "", "host": "", "pid": "",
               "peak_rss_mb": "MiB", "digest": ""},
 }
@@ -370,14 +376,16 @@ class ResultWriter:
         )
 
     def add_checkpoint(
-        self, step: int, kind: str, bytes: int, seconds: float, bits: int = 32  # noqa: A002
+        self, step: int, kind: str, bytes: int, seconds: float, bits: int = 32,  # noqa: A002
+        rows: int = -1, stall_s: float = math.nan,
     ) -> None:
-        """Append one checkpoint (``bytes`` written, ``seconds`` taken, ``bits``
-        per value: 32 unquantized)."""
+        """Append one checkpoint (``bytes`` written, ``seconds`` taken in total, ``bits``
+        per value: 32 unquantized, embedding ``rows`` saved, ``stall_s`` on the critical
+        path; -1 / nan: unknown)."""
         self._check_open()
         self._checkpoints.append((
             int(step), _encode_fixed(kind, 16, "checkpoint kind", truncate=False),
-            int(bytes), float(seconds), int(bits),
+            int(bytes), float(seconds), int(bits), int(rows), float(stall_s),
         ))
 
     def set_attr(self, key: str, value: Any) -> None:
@@ -650,7 +658,8 @@ def _read_open(path: Path, f: h5py.File) -> RunResult:
     for name, dtype in DATASET_DTYPES.items():
         ds = f[name]
         names = ds.dtype.names or ()
-        optional = _ADDED_IN_2.get(name, ()) if version == 1 else ()
+        optional = ((_ADDED_IN_2.get(name, ()) if version < 2 else ())
+                    + (_ADDED_IN_3.get(name, ()) if version < 3 else ()))
         cols = [c for c in dtype.names if c not in names and c not in optional]
         if cols:
             raise fail(f"dataset {name} lacks column(s) {', '.join(cols)}")
@@ -659,6 +668,8 @@ def _read_open(path: Path, f: h5py.File) -> RunResult:
         raw = ds[()]
         if any(c not in names for c in dtype.names):
             full = np.zeros(raw.shape, dtype=dtype)
+            for c, unknown in _UNKNOWN.get(name, {}).items():
+                full[c] = unknown
             for c in names:
                 if c in dtype.names:
                     full[c] = raw[c]

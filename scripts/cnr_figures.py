@@ -26,7 +26,6 @@ defaults (laptop preset).
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import platform
 import subprocess
@@ -39,13 +38,13 @@ import numpy as np
 from mpiec.kernels.quantize import METHODS, dequantize, quantize, row_l2_error
 
 from mpiec.checkpoint import CheckpointStore
-from mpiec.results import read_result
+from mpiec.results import RunResult, read_result
 
 BITS = (2, 3, 4, 8)
 MODES = ("one-shot", "consecutive", "intermittent")
 
 
-def run(args: list[str], out: Path, timeout: float = 900) -> dict:
+def run(args: list[str], out: Path, timeout: float = 900) -> RunResult:
     cmd = [
         sys.executable,
         "-P",
@@ -62,7 +61,7 @@ def run(args: list[str], out: Path, timeout: float = 900) -> dict:
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
     if proc.returncode != 0:
         raise SystemExit(f"run failed ({proc.returncode}):\n{proc.stdout}{proc.stderr}")
-    return read_result(next(out.glob("*.h5"))).summary
+    return read_result(next(out.glob("*.h5")))
 
 
 def trained_rows(preset: str, steps: int, work: Path) -> np.ndarray:
@@ -128,19 +127,19 @@ def reductions(preset: str, steps: int, intervals: list[int], work: Path) -> lis
                 "--set",
                 "strategy.bits=4",
             ]
-            s = run(
+            res = run(
                 ["--preset", preset, "--steps", str(steps), "--strategy", "cnr", *sets],
                 work / f"r-{interval}-{mode}-{quant}",
             )
-            detail = json.loads(s["cnr_checkpoints"])
+            s, ck = res.summary, res.checkpoints
             rows.append(
                 {
                     "interval": interval,
                     "mode": mode,
                     "quant": quant,
-                    "checkpoints": len(detail),
+                    "checkpoints": len(ck),
                     "baselines": s["baseline_checkpoints"],
-                    "diff_rows": [d[2] for d in detail[1:]],
+                    "diff_rows": [int(r) for r in ck["rows"][1:]],
                     "write_reduction": s["write_reduction"],
                     "capacity_reduction": s["capacity_reduction"],
                     "stall_s": s["checkpoint_critical_s"],

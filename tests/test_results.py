@@ -58,9 +58,9 @@ def test_dtype_fields_are_the_schema():
     assert EVENTS_DTYPE["kind"].itemsize == 16 and EVENTS_DTYPE["detail"].itemsize == 256
     assert EVENTS_DTYPE["role"].itemsize == 8 and EVENTS_DTYPE["rank"] == np.int32
     assert EVAL_DTYPE.names == ("step", "samples_seen", "auc", "logloss", "accuracy")
-    assert CHECKPOINTS_DTYPE.names == ("step", "kind", "bytes", "seconds", "bits")
+    assert CHECKPOINTS_DTYPE.names == ("step", "kind", "bytes", "seconds", "bits", "rows", "stall_s")
     assert RANKS_DTYPE["host"].itemsize == 64
-    assert SCHEMA_VERSION == 2
+    assert SCHEMA_VERSION == 3
 
 
 def test_roundtrip(tmp_path):
@@ -71,7 +71,8 @@ def test_roundtrip(tmp_path):
     w.add_event(3, 1.25, "kill", rank=4, role="server", role_index=1, detail={"plan": "x"})
     w.add_event(4, 1.75, "detect")
     w.add_eval(10, 640, 0.75, 0.5, 0.8)
-    w.add_checkpoint(5, "diff", 1234, 0.01, bits=4)
+    w.add_checkpoint(5, "diff", 1234, 0.01, bits=4, rows=77, stall_s=0.002)
+    w.add_checkpoint(9, "full", 4321, 0.02)  # rows and stall not known
     ranks = np.zeros(2, RANKS_DTYPE)
     ranks["rank"] = [0, 1]
     ranks["role"] = [b"monitor", b"trainer"]
@@ -95,6 +96,8 @@ def test_roundtrip(tmp_path):
     assert ev[1]["rank"] == -1 and ev[1]["role_index"] == -1
     assert r.eval["auc"][0] == 0.75
     assert decode(r.checkpoints["kind"][0]) == "diff" and r.checkpoints["bits"][0] == 4
+    assert r.checkpoints["rows"][0] == 77 and r.checkpoints["stall_s"][0] == 0.002
+    assert r.checkpoints["rows"][1] == -1 and math.isnan(r.checkpoints["stall_s"][1])
     assert decode(r.ranks["role"][1]) == "trainer"
     s = r.summary
     assert s["throughput_sps"] == 123.5 and s["param_checksum"] == "abc"
@@ -102,7 +105,7 @@ def test_roundtrip(tmp_path):
     assert s["complete"] is True and s["lost"] is False
     # derived values for what the caller did not give, listed as defaulted
     assert s["steps_completed"] == 11 and s["samples_completed"] == 11 * 64
-    assert s["final_auc"] == 0.75 and s["checkpoint_bytes"] == 1234
+    assert s["final_auc"] == 0.75 and s["checkpoint_bytes"] == 1234 + 4321
     assert math.isnan(s["recovery_latency_s"])
     assert "final_auc" in s["defaulted"] and "throughput_sps" not in s["defaulted"]
     assert set(SUMMARY_FIELDS) <= set(s)
@@ -246,7 +249,7 @@ def test_not_mpiec(tmp_path):
         read_result(p)
 
 
-@pytest.mark.parametrize("version", [3, 0])
+@pytest.mark.parametrize("version", [SCHEMA_VERSION + 1, 0])
 def test_unsupported_version(tmp_path, version):
     p = good_file(tmp_path)
     with h5py.File(p, "a") as f:
@@ -274,6 +277,40 @@ def test_incomplete_files(tmp_path, mutate, message):
         read_result(p)
     assert str(p) in str(ei.value) and "\n" not in str(ei.value)
     assert isinstance(ei.value, MpiecError)
+
+
+@pytest.mark.parametrize("version", [1, 2])
+def test_older_files_read_new_columns_as_unknown(tmp_path, version):
+    """A file written before a column existed reads with it filled as unknown (-1, nan), not 0;
+    the columns it has keep their values."""
+    old_ck = np.dtype([(n, CHECKPOINTS_DTYPE[n]) for n in ("step", "kind", "bytes", "seconds", "bits")])
+    p = tmp_path / "old.h5"
+    w = ResultWriter(p, ATTRS)
+    w.add_steps(steps(0, 3))
+    w.close({})
+    with h5py.File(p, "a") as f:
+        del f["checkpoints"]
+        f["checkpoints"] = np.array([(4, b"full", 100, 0.5, 32), (9, b"diff", 30, 0.25, 4)], old_ck)
+        f.attrs["schema_version"] = version
+        if version == 1:
+            tl = f["timeline"][()]
+            del f["timeline"]
+            f["timeline"] = tl[[n for n in TIMELINE_DTYPE.names if n not in ("epoch", "reexec")]]
+    ck = read_result(p).checkpoints
+    assert ck.dtype == CHECKPOINTS_DTYPE
+    assert list(ck["step"]) == [4, 9] and list(ck["bytes"]) == [100, 30] and list(ck["bits"]) == [32, 4]
+    assert list(ck["rows"]) == [-1, -1] and np.isnan(ck["stall_s"]).all()
+    assert list(ck["seconds"]) == [0.5, 0.25]
+
+
+def test_current_file_must_have_the_new_columns(tmp_path):
+    p = good_file(tmp_path)
+    with h5py.File(p, "a") as f:
+        old_ck = np.dtype([(n, CHECKPOINTS_DTYPE[n]) for n in ("step", "kind", "bytes", "seconds", "bits")])
+        del f["checkpoints"]
+        f["checkpoints"] = np.zeros(1, old_ck)
+    with pytest.raises(ResultFileError, match="dataset checkpoints lacks column.* rows, stall_s"):
+        read_result(p)
 
 
 def test_missing_column(tmp_path):

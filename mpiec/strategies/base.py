@@ -231,8 +231,9 @@ class Strategy:
 
     # -- results -------------------------------------------------------------------
     def checkpoint_rows(self) -> list[tuple]:
-        """Monitor, at the end: ``(step, kind, bytes, seconds, bits)`` of every checkpoint
-        committed, for the result's ``checkpoints`` dataset."""
+        """Monitor, at the end: ``(step, kind, bytes, seconds, bits, rows, stall_s)`` of every
+        checkpoint committed (``ResultWriter.add_checkpoint``'s arguments), for the result's
+        ``checkpoints`` dataset."""
         return []
 
     def summary(self) -> dict[str, Any]:

@@ -27,7 +27,15 @@ Interval (``strategy.interval``): a number of steps, or ``"auto"`` = Young's
 ``sqrt(2 · t_save · MTBF)`` with ``t_save`` the slowest part's write time
 measured at the first checkpoint (taken after ``first`` steps) and the MTBF
 from ``failures.mtbf_s``, else from the kill plan, else one failure per run;
-``strategy.interval_s`` sets a fixed interval in seconds instead.
+``strategy.interval_s`` sets a fixed interval in seconds instead. The summary says which
+rule chose the interval (``checkpoint_interval_rule``: ``given``, ``given-seconds``,
+``young``; ``cpr`` adds ``pls``) and what it came to in steps (``checkpoint_interval_steps``:
+the rule's steps, or for a rule in seconds the median gap between the checkpoints taken).
+
+Per checkpoint (the result's ``checkpoints`` dataset): kind, bytes and embedding rows of all
+its parts, ``stall_s`` = the longest time a writer's training thread spent on it (the whole
+write in ``sync`` mode, the snapshot copy in ``async`` mode), ``seconds`` = the slowest
+part's total (its stall plus, in ``async`` mode, its background write).
 """
 
 from __future__ import annotations
@@ -61,6 +69,8 @@ class FullCheckpoint(Strategy):
         "checkpoint_critical_s": "max", "checkpoint_write_s": "max", "checkpoint_max_part_s": "max",
         "restores": "max", "restore_s": "max", "checkpoint_mode": "first",
         "emulated_bandwidth": "first", "checkpoint_dir": "first", "checkpoint_parts_sent": "sum",
+        "checkpoint_interval_steps": "first", "checkpoint_interval_rule": "first",
+        "checkpoint_interval_s": "first",
     }
 
     # -- configuration ------------------------------------------------------------
@@ -104,6 +114,9 @@ class FullCheckpoint(Strategy):
         self.writer: BackgroundWriter | None = None
         self.interval_steps = self.p["interval"] if self.p["interval"] != "auto" else None
         self.interval_s = float(self.p["interval_s"]) or None
+        self.interval_rule = ("given" if self.interval_steps else "given-seconds" if self.interval_s
+                              else "young")
+        self.taken: list[int] = []  # trainer 0: steps after which a checkpoint was started
         self.last_ckpt_t = 0.0
         self.last_ckpt_step = -1
         self.t_save = 0.0  # trainer 0: slowest part's write time, from the servers' header words
@@ -112,10 +125,12 @@ class FullCheckpoint(Strategy):
         self.critical_s = self.write_s = self.max_part_s = self.restore_s = 0.0
         self.restores = self.parts_sent = 0
         self.submitted: list[tuple[int, int]] = []  # (step, epoch) of background writes, in order
+        self.stalls: dict[tuple[int, int], float] = {}  # (step, epoch) -> stall of a background write
         self._last_t: float | None = None
         # monitor (coordinator)
         self.pending: dict[int, dict[str, PartInfo]] = {}
-        self.rows: list[tuple] = []
+        self.part_figures: dict[int, dict[str, dict[str, Any]]] = {}  # step -> part -> rows, stall, total
+        self.rows: list[tuple] = []  # the checkpoints dataset's rows (``add_checkpoint``'s arguments)
         self.committed_bytes = 0
 
     def bind(self, ctx: Any, role: Any) -> None:
@@ -186,6 +201,7 @@ class FullCheckpoint(Strategy):
         if ctx.slot == Slot(TRAINER, 0):
             ctx.event("checkpoint_start", step, ctx.rank, detail=f"{self.p['mode']} full checkpoint")
             self.last_ckpt_t, self.last_ckpt_step = ctx.now(), step
+            self.taken.append(step)
         name = self.part_name()
         if name:
             self.save(step, name)
@@ -197,11 +213,16 @@ class FullCheckpoint(Strategy):
             snap = {k: np.array(v, copy=True) for k, v in state.items()}
             self.writer.submit(step, name, snap)
             self.submitted.append((step, self.ctx.epoch))
+            self.stalls[(step, self.ctx.epoch)] = time.perf_counter() - t0
         else:
             info = self.write_now(step, name, state)
             if info is not None:
-                self.report(step, info, self.ctx.epoch)
+                self.report(step, info, self.ctx.epoch, stall=time.perf_counter() - t0)
         self.critical_s += time.perf_counter() - t0
+
+    def part_rows(self) -> int:
+        """Embedding rows this rank's part holds (0 for the trainer's dense part)."""
+        return self.role.n_rows() if self.ctx.slot.role == SERVER else 0
 
     def write_now(self, step: int, name: str, state: dict[str, np.ndarray],
                   store: Any = None) -> PartInfo | None:
@@ -214,9 +235,18 @@ class FullCheckpoint(Strategy):
         self.max_part_s = max(self.max_part_s, info.seconds)
         return info
 
-    def report(self, step: int, info: PartInfo, epoch: int) -> None:
+    def report(self, step: int, info: PartInfo, epoch: int, stall: float | None = None,
+               rows: int | None = None) -> None:
+        """Tell the monitor that part ``info`` of checkpoint ``step`` is written, with its
+        embedding ``rows`` (default: the whole shard), the training thread's ``stall`` and the
+        total (``stall=None``: a background write, whose stall was recorded at the snapshot)."""
         self.parts_sent += 1
-        self.ctx.tell_monitor(("part", step, epoch, info.to_dict()))
+        background = stall is None
+        stall = self.stalls.pop((step, epoch), 0.0) if background else stall
+        total = stall + info.seconds if background else stall
+        rows = self.part_rows() if rows is None else rows
+        self.ctx.tell_monitor(("part", step, epoch, info.to_dict(),
+                               {"rows": rows, "stall_s": stall, "total_s": total}))
 
     def background(self, step: int) -> None:
         if self.writer is None:
@@ -226,10 +256,12 @@ class FullCheckpoint(Strategy):
             done = self.writer.poll()
         except CheckpointError as exc:
             self.ctx.event("checkpoint_fail", step, self.ctx.rank, detail=str(exc)[:250])
-            self.submitted.pop(0)
+            self.stalls.pop(self.submitted.pop(0), None)
             done = []
         for info in done:
             written, epoch = self.submitted.pop(0)
+            if epoch != self.ctx.epoch:
+                self.stalls.pop((written, epoch), None)
             self.write_s += info.seconds
             self.max_part_s = max(self.max_part_s, info.seconds)
             if epoch == self.ctx.epoch:
@@ -238,14 +270,16 @@ class FullCheckpoint(Strategy):
 
     # -- monitor: commit -----------------------------------------------------------------------
     def on_message(self, source: Slot, payload: Any) -> None:
-        kind, step, epoch, info = payload
+        kind, step, epoch, info, figures = payload
         if kind != "part" or epoch != self.ctx.epoch:
             return  # a part of an epoch a failure ended: its checkpoint may never complete
         parts = self.pending.setdefault(step, {})
         parts[info["part"]] = PartInfo.from_dict(info)
+        self.part_figures.setdefault(step, {})[info["part"]] = figures
         if set(parts) != self.expected_parts():
             return
         del self.pending[step]
+        figs = self.part_figures.pop(step, {}).values()
         meta = {"config": self.cfg.to_dict(), "servers": self.cfg.layout.servers, "epoch": epoch,
                 "result": str(self.ctx.out_path), **self.commit_meta(step)}
         try:
@@ -258,7 +292,8 @@ class FullCheckpoint(Strategy):
         slowest = max(p.seconds for p in parts.values())
         self.committed_bytes += nbytes
         kind, bits = self.committed(step, parts)
-        self.rows.append((step, kind, nbytes, slowest, bits))
+        self.rows.append((step, kind, nbytes, max(f["total_s"] for f in figs), bits,
+                          sum(f["rows"] for f in figs), max(f["stall_s"] for f in figs)))
         self.ctx.event("checkpoint_end", step, self.ctx.rank,
                        detail=f"{nbytes} bytes, slowest part {slowest:.3f} s")
 
@@ -284,7 +319,7 @@ class FullCheckpoint(Strategy):
         trainer_dead = TRAINER in failure.dead_roles()
         if not lost_state and originals and not (trainer_dead and self.p["on_trainer_failure"] == "rollback"):
             return RecoveryPlan(Scope.COMMITTED, reason="no embedding state lost")
-        self.pending.clear()
+        self.drop_pending()
         candidates = [s for s in self.store.complete_steps() if s <= max(failure.committed, -1)] + [-1]
         return RecoveryPlan(Scope.ROLLBACK, candidates=candidates, reason="full rollback")
 
@@ -319,8 +354,13 @@ class FullCheckpoint(Strategy):
             raise CheckpointError(f"checkpoint of step {step} holds {loaded} of this server's "
                                   f"{self.role.n_rows()} rows")
 
-    def on_recovered(self, plan: RecoveryPlan) -> None:
+    def drop_pending(self) -> None:
+        """Monitor: forget the parts of checkpoints not committed yet (a failure ended their epoch)."""
         self.pending.clear()
+        self.part_figures.clear()
+
+    def on_recovered(self, plan: RecoveryPlan) -> None:
+        self.drop_pending()
         if self.ctx.rank == 0 and plan.scope is Scope.ROLLBACK:
             # Checkpoints newer than the restored one are corrupt or unusable: the re-executed
             # steps write them again.
@@ -338,6 +378,8 @@ class FullCheckpoint(Strategy):
         out: dict[str, Any] = {"checkpoint_critical_s": self.critical_s, "checkpoint_write_s": self.write_s,
                                "checkpoint_max_part_s": self.max_part_s, "restores": self.restores,
                                "restore_s": self.restore_s, "checkpoint_parts_sent": self.parts_sent}
+        if self.ctx is not None and self.ctx.slot == Slot(TRAINER, 0):
+            out.update(self.interval_figures())
         if self.ctx is not None and self.ctx.rank == 0:
             interval = (f"{self.interval_steps} steps" if self.interval_steps else
                         f"{self.interval_s:g} s" if self.interval_s else "auto (Young)")
@@ -346,3 +388,18 @@ class FullCheckpoint(Strategy):
                         "emulated_bandwidth": bool(self.store and self.store.emulated_bandwidth),
                         "checkpoint_dir": str(self.store.root) if self.store else ""})
         return out
+
+    def interval_figures(self) -> dict[str, Any]:
+        """Trainer 0: the interval used, in steps (resolved), its rule, and in seconds for a rule
+        in seconds (nan otherwise). A rule in seconds gives the median gap between the
+        checkpoints taken, else (fewer than two) the seconds over the median step time."""
+        seconds = self.interval_s or (None if self.interval_steps else self.young_interval_s())
+        steps = self.interval_steps or -1
+        if not self.interval_steps:
+            gaps = np.diff(sorted(set(self.taken)))
+            if gaps.size:
+                steps = int(round(float(np.median(gaps))))
+            elif self.step_times:
+                steps = max(1, int(round(seconds / float(np.median(self.step_times)))))
+        return {"checkpoint_interval_steps": int(steps), "checkpoint_interval_rule": self.interval_rule,
+                "checkpoint_interval_s": float(seconds) if seconds else math.nan}

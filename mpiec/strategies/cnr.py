@@ -37,7 +37,6 @@ write, makes the server's next checkpoint a baseline).
 
 from __future__ import annotations
 
-import json
 import math
 import sys
 import threading
@@ -205,7 +204,6 @@ class CheckNRun(FullCheckpoint):
         "capacity_reduction": "first", "checkpoint_quantize_s": "max",
         "quant_row_error_max": "first", "quant_row_error_mean": "first",
         "restore_row_error_max": "max", "restore_row_error_mean": "max", "restore_error_servers": "sum",
-        "cnr_checkpoints": "first",
     }
 
     @classmethod
@@ -241,7 +239,6 @@ class CheckNRun(FullCheckpoint):
         self.restore_errors: list[tuple[float, float]] = []  # (max, mean) row error of each restore
         # monitor
         self.extra: dict[int, dict[str, dict[str, Any]]] = {}
-        self.detail: list[list[Any]] = []  # per checkpoint: step, kind, rows, bytes, bits, stall, write
         self.full_bytes: list[int] = []
         self.capacity = 0
         self.quant_errors: list[tuple[float, float, int]] = []  # (max, sum, rows) per server part
@@ -316,15 +313,15 @@ class CheckNRun(FullCheckpoint):
             self.sizes = self.sizes + [size]
         self.prev = step
         stall = time.perf_counter() - t0
-        self.sent[step]["snapshot_s"] = stall
         self.critical_s += stall
         if self.writer is not None:
             self.writer.submit(step, name, snap)
             self.submitted.append((step, self.ctx.epoch))
+            self.stalls[(step, self.ctx.epoch)] = stall
             return
         info = self.write_now(step, name, snap, store=self.qstore)
-        if info is not None:
-            self.report(step, info, self.ctx.epoch)
+        if info is not None:  # sync: the write is on the training thread too
+            self.report(step, info, self.ctx.epoch, stall=time.perf_counter() - t0)
         else:
             self.base = -1  # a failed write breaks the chain: the next checkpoint is a baseline
         self.critical_s += time.perf_counter() - t0 - stall
@@ -339,7 +336,8 @@ class CheckNRun(FullCheckpoint):
                 for s in failed:
                     del self.sent[s]
 
-    def report(self, step: int, info: PartInfo, epoch: int) -> None:
+    def report(self, step: int, info: PartInfo, epoch: int, stall: float | None = None,
+               rows: int | None = None) -> None:
         if self.ctx.slot.role == SERVER:
             sent = self.sent.pop(step, None)
             errors, quant_s = self.qstore.take(step)
@@ -359,7 +357,8 @@ class CheckNRun(FullCheckpoint):
                 sent.update({"quantize_s": quant_s, "err_max": float(err.max()),
                              "err_sum": float(err.sum()) if errors is not None else 0.0})
                 self.ctx.tell_monitor(("cnr", step, epoch, sent))
-        super().report(step, info, epoch)
+                rows = sent["rows"]
+        super().report(step, info, epoch, stall, rows)
 
     # -- monitor: commit, prune, figures ---------------------------------------------------------
     def on_message(self, source: Slot, payload: Any) -> None:
@@ -397,8 +396,6 @@ class CheckNRun(FullCheckpoint):
             del self.extra[s]
         kinds = {e["kind"] for e in extra.values()}
         kind = "baseline" if "baseline" in kinds else "diff"
-        rows = sum(e["rows"] for e in extra.values())
-        nbytes = sum(p.bytes for p in parts.values())
         trainer = parts["trainer"].bytes if "trainer" in parts else 0
         self.full_bytes.append(sum(e["full_bytes"] for e in extra.values()) + trainer)
         try:  # bytes that must be kept to restore this checkpoint: every member of its chains
@@ -411,9 +408,6 @@ class CheckNRun(FullCheckpoint):
             pass
         for e in extra.values():
             self.quant_errors.append((e["err_max"], e["err_sum"], e["rows"]))
-        stall = max((e["snapshot_s"] for e in extra.values()), default=0.0)
-        write = max((p.seconds for p in parts.values()), default=0.0)
-        self.detail.append([step, kind, rows, nbytes, self.bits, round(stall, 6), round(write, 6)])
         return kind, self.bits
 
     # -- recovery --------------------------------------------------------------------------------
@@ -500,23 +494,22 @@ class CheckNRun(FullCheckpoint):
                 out["restore_row_error_mean"] = max(e[1] for e in errs)
                 out["restore_error_servers"] = 1
         if self.ctx is not None and self.ctx.rank == 0:
-            written = sum(r[3] for r in self.detail)
+            written = sum(r[2] for r in self.rows)
             full = float(np.mean(self.full_bytes)) if self.full_bytes else 0.0
             qrows = sum(r for _m, _s, r in self.quant_errors)
             out.update({
                 "cnr_diff": self.diff, "cnr_quantization": self.method, "cnr_bits": self.bits,
                 "cnr_optimizer_state": OPTIMIZER_STATE,
                 "cnr_expected_restores": expected_restores(self.cfg),
-                "baseline_checkpoints": sum(1 for r in self.detail if r[1] == "baseline"),
-                "diff_checkpoints": sum(1 for r in self.detail if r[1] == "diff"),
-                "rows_saved": sum(r[2] for r in self.detail),
+                "baseline_checkpoints": sum(1 for r in self.rows if r[1] == "baseline"),
+                "diff_checkpoints": sum(1 for r in self.rows if r[1] == "diff"),
+                "rows_saved": sum(r[5] for r in self.rows),
                 "full_checkpoint_bytes": full,
-                "write_reduction": full * len(self.detail) / written if written else math.nan,
+                "write_reduction": full * len(self.rows) / written if written else math.nan,
                 "capacity_bytes": self.capacity,
                 "capacity_reduction": full / self.capacity if self.capacity else math.nan,
                 "quant_row_error_max": max((m for m, _s, _r in self.quant_errors), default=0.0),
                 "quant_row_error_mean": sum(s for _m, s, _r in self.quant_errors) / qrows if qrows else 0.0,
-                "cnr_checkpoints": json.dumps(self.detail),
             })
         return out
 

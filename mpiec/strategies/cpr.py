@@ -86,7 +86,7 @@ class PartialRecovery(FullCheckpoint):
         **FullCheckpoint.summary_rules,
         "lost_updates": "max", "pls": "first", "pls_predicted": "first", "pls_target": "first",
         "pls_failures": "first", "full_checkpoint_bytes": "first", "partial_checkpoints": "first",
-        "partial_checkpoint_bytes": "first", "partial_rows_saved": "sum",
+        "partial_checkpoint_bytes": "first", "partial_rows_saved": "first",
     }
 
     @classmethod
@@ -113,6 +113,7 @@ class PartialRecovery(FullCheckpoint):
         self.target_pls = float(self.p["target_pls"])
         if self.interval_steps is None and self.interval_s is None:
             self.interval_steps, self.interval_s = cpr_interval(cfg, self.target_pls)
+            self.interval_rule = "pls"
         self.every = int(self.p.get(f"{self.kind}_every", 0)) if self.kind else 0
         if self.kind and not self.every:  # default: four partials per full interval
             self.every = max(1, (self.interval_steps or 4) // 4)
@@ -122,7 +123,6 @@ class PartialRecovery(FullCheckpoint):
         self._last_apply: tuple[int, np.ndarray] | None = None
         self.full_steps: list[int] = []  # server: steps of the full checkpoints it wrote
         self.partial_store: CheckpointStore | None = None
-        self.partial_rows = 0
         # trainers: every server's unsaved-update total, by step (from the header words)
         self.words: dict[int, np.ndarray] = {}
         self.lost_updates = 0
@@ -198,9 +198,9 @@ class PartialRecovery(FullCheckpoint):
             return
         self.unsaved_total -= int(self.unsaved[rows].sum())
         self.unsaved[rows] = 0
-        self.partial_rows += int(rows.size)
-        self.critical_s += time.perf_counter() - t0
-        self.ctx.tell_monitor(("partial", step, self.ctx.epoch, info.to_dict(), int(rows.size)))
+        stall = time.perf_counter() - t0  # written on the training thread: stall = total
+        self.critical_s += stall
+        self.ctx.tell_monitor(("partial", step, self.ctx.epoch, info.to_dict(), int(rows.size), stall))
 
     def prune_partials(self) -> None:
         """Partials older than the second-newest full checkpoint written are never needed."""
@@ -214,14 +214,15 @@ class PartialRecovery(FullCheckpoint):
     def on_message(self, source: Slot, payload: Any) -> None:
         if payload[0] != "partial":
             return super().on_message(source, payload)
-        _, step, _epoch, info, rows = payload
-        entry = self.partial_rows_by_step.setdefault(step, [0, 0.0, 0])
+        _, step, _epoch, info, rows, stall = payload
+        entry = self.partial_rows_by_step.setdefault(step, [0, 0.0, 0])  # bytes, slowest s, rows
         entry[0] += int(info["bytes"])
-        entry[1] = max(entry[1], float(info["seconds"]))
+        entry[1] = max(entry[1], float(stall))
         entry[2] += rows
 
     def checkpoint_rows(self) -> list[tuple]:
-        parts = [(s, self.kind, b, sec, 32) for s, (b, sec, _r) in self.partial_rows_by_step.items()]
+        # a partial is written on the training thread: its stall is its total time
+        parts = [(s, self.kind, b, sec, 32, r, sec) for s, (b, sec, r) in self.partial_rows_by_step.items()]
         return sorted(list(self.rows) + parts, key=lambda r: (r[0], r[1] != "full"))
 
     def plan(self, failure: Failure) -> RecoveryPlan:
@@ -231,7 +232,7 @@ class PartialRecovery(FullCheckpoint):
             return RecoveryPlan(Scope.COMMITTED, reason="no embedding state lost")
         if not originals:  # no dense replica survives: every rank goes back to a full checkpoint
             return super().plan(failure)
-        self.pending.clear()
+        self.drop_pending()
         fulls = [s for s in self.store.complete_steps() if s <= failure.committed]
         since = failure.committed - (fulls[0] if fulls else -1)
         self.pending_loss = {s: since for s in dead_servers}
@@ -340,8 +341,6 @@ class PartialRecovery(FullCheckpoint):
         role = self.ctx.slot.role if self.ctx is not None else ""
         if role == TRAINER:
             out["lost_updates"] = self.lost_updates
-        if role == SERVER:
-            out["partial_rows_saved"] = self.partial_rows
         if self.ctx is not None and self.ctx.rank == 0:
             fulls = [r[2] for r in self.rows]
             parts = [b for b, _s, _r in self.partial_rows_by_step.values()]
@@ -353,6 +352,8 @@ class PartialRecovery(FullCheckpoint):
                 "full_checkpoint_bytes": float(np.mean(fulls)) if fulls else 0.0,
                 "partial_checkpoints": len(parts),
                 "partial_checkpoint_bytes": float(np.mean(parts)) if parts else 0.0,
+                # the monitor's count: a replaced server's own count died with it
+                "partial_rows_saved": sum(r for _b, _s, r in self.partial_rows_by_step.values()),
             })
             out["checkpoints"] = len(self.rows) + len(parts)
             out["checkpoint_bytes"] = self.committed_bytes + int(sum(parts))

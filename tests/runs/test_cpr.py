@@ -5,12 +5,14 @@ from __future__ import annotations
 import pytest
 from run_helpers import mpiec
 
+from mpiec.config import load_config
 from mpiec.results import decode
 
 pytestmark = [pytest.mark.mpirun, pytest.mark.kill, pytest.mark.timeout(300)]
 
 TINY = ["--preset", "tiny", "--set", "layout.spares=1", "--set", "strategy.interval=5"]
 VARIANTS = ["cpr", "cpr-mfu", "cpr-ssu"]
+ROWS = sum(load_config(preset="tiny").data.cardinalities)
 
 
 @pytest.fixture(scope="module")
@@ -37,11 +39,20 @@ def test_server_kill_is_recovered_partially_and_loses_updates(name, reference, t
     assert abs(s["final_auc"] - reference["final_auc"]) < 0.1
     kinds = {decode(k) for k in res.checkpoints["kind"]}
     assert "full" in kinds
+    ck = res.checkpoints
+    full = [decode(k) == "full" for k in ck["kind"]]
+    assert set(ck["rows"][full]) == {ROWS}  # every embedding row
+    # mode sync, partials on the training thread: the whole write is on the critical path
+    assert all(ck["stall_s"] > 0) and all(ck["seconds"] >= ck["stall_s"])
+    assert s["checkpoint_interval_steps"] == 5 and s["checkpoint_interval_rule"] == "given"
     restore = [decode(e["detail"]) for e in res.events if decode(e["kind"]) == "restore"]
     assert len(restore) == 1 and "full checkpoint 19" in restore[0]
     if name != "cpr":
         kind = name.split("-")[1]
         assert kind in kinds and s["partial_checkpoints"] > 0
+        partial = [not f for f in full]
+        assert 0 < ck["rows"][partial].max() < ROWS
+        assert int(ck["rows"][partial].sum()) == s["partial_rows_saved"]
         assert 0 < s["partial_checkpoint_bytes"] < s["full_checkpoint_bytes"]
         assert f"{kind} checkpoints on top" in restore[0] and " 0 " not in restore[0]
 
@@ -84,6 +95,7 @@ def test_interval_from_the_target_pls(tmp_path):
     res = run.result()
     s = res.summary
     assert s["checkpoint_interval"] == "10 steps" and s["pls_target"] == 0.1
+    assert s["checkpoint_interval_steps"] == 10 and s["checkpoint_interval_rule"] == "pls"
     assert s["pls_predicted"] == pytest.approx(0.1, rel=0.05)
     assert [int(x) for x in res.checkpoints["step"]] == [9, 19, 29]
     assert s["pls"] == pytest.approx(3 / (2 * 40))

@@ -61,6 +61,34 @@ def test_strategy_picks_the_interval():
     assert PartialRecoveryMFU(cfg).every == 2  # default: four partials per full interval
 
 
+def test_interval_rule_and_resolved_steps_in_the_summary_keys():
+    """Every checkpointing strategy says which rule chose its interval and what it came to in steps."""
+    from mpiec.strategies.ckpt import FullCheckpoint
+
+    kill = ["server:1@step=23"]
+    given = PartialRecovery(load_config("tiny", strategy="cpr", kill=kill, sets=["strategy.interval=7"]))
+    assert given.interval_figures()["checkpoint_interval_steps"] == 7
+    assert given.interval_figures()["checkpoint_interval_rule"] == "given"
+    assert math.isnan(given.interval_figures()["checkpoint_interval_s"])
+    pls = PartialRecovery(load_config("tiny", strategy="cpr", kill=kill, sets=["strategy.target_pls=0.1"]))
+    assert pls.interval_figures() == {"checkpoint_interval_steps": 10, "checkpoint_interval_rule": "pls",
+                                      "checkpoint_interval_s": pytest.approx(math.nan, nan_ok=True)}
+    pls_s = PartialRecovery(load_config("tiny", strategy="cpr", sets=["failures.mtbf_s=60.0"]))
+    pls_s.step_times.extend([0.5] * 5)  # no checkpoint taken yet: seconds over the step time
+    fig = pls_s.interval_figures()
+    assert fig["checkpoint_interval_rule"] == "pls" and fig["checkpoint_interval_s"] == pytest.approx(12.0)
+    assert fig["checkpoint_interval_steps"] == 24
+    young = FullCheckpoint(load_config("tiny", strategy="ckpt", kill=kill))
+    young.taken = [3, 10, 16, 22, 22, 29]  # a re-executed checkpoint counts once: gaps 7, 6, 6, 7
+    young.t_save, young.step_times = 0.02, young.step_times.__class__([0.1] * 5, maxlen=50)
+    fig = young.interval_figures()
+    assert fig["checkpoint_interval_rule"] == "young" and fig["checkpoint_interval_steps"] in (6, 7)
+    # Young: sqrt(2 · t_save · MTBF), the MTBF of 24 steps at 0.1 s a step
+    assert fig["checkpoint_interval_s"] == pytest.approx(math.sqrt(2 * 0.02 * 24 * 0.1))
+    secs = FullCheckpoint(load_config("tiny", strategy="ckpt", sets=["strategy.interval_s=2.5"]))
+    assert secs.interval_figures()["checkpoint_interval_rule"] == "given-seconds"
+
+
 @pytest.mark.parametrize("assignment", ["strategy.target_pls=0.0", "strategy.target_pls=2.0",
                                         "strategy.mfu_fraction=0", "strategy.mfu_every=-1",
                                         "strategy.ssu_rate=1.5", "strategy.bogus=1"])
