@@ -70,6 +70,7 @@ class LayoutConfig:
     parity_ranks: int = 0  # dedicated parity holders (ecrm); 0 = rotated parity on servers
     wait: str = "auto"  # spin | sleep | auto (sleep-poll when ranks outnumber cores)
     replacement: str = "spare"  # spare: warmed-up spare ranks; spawn: MPI_Comm_spawn when no spare is left
+    ranks_per_node: int = 0  # emulated nodes of N ranks after the monitor (layout.rank_nodes); 0 = none
 
 
 @dataclass
@@ -376,6 +377,7 @@ def validate(cfg: Config, memory: bool = True) -> None:
     _need(lay.servers >= 1, f"layout.servers must be >= 1, got {lay.servers}")
     _need(lay.spares >= 0, f"layout.spares must be >= 0, got {lay.spares}")
     _need(lay.parity_ranks >= 0, f"layout.parity_ranks must be >= 0, got {lay.parity_ranks}")
+    _need(lay.ranks_per_node >= 0, f"layout.ranks_per_node must be >= 0, got {lay.ranks_per_node}")
     _need(lay.replacement in ("spare", "spawn"),
           f"layout.replacement must be spare or spawn, got '{lay.replacement}'")
     _need(lay.wait in ("auto", "spin", "sleep"),

@@ -4,6 +4,10 @@ Owns the kill-plan syntax of DESIGN.md and the act of dying. Invariants:
 
 * a plan names a *role slot* (``server:2``), not a world rank: after a spare
   takes over ``server:2`` a later kill of ``server:2`` hits the replacement;
+* a node plan (``node:1``) names the processes of a node (``layout.rank_nodes``):
+  every one of them dies at the same planned point, each by its own ``SIGKILL``,
+  whatever slot it holds by then (the monitor never: it belongs to no node's kill);
+  the launcher's daemon on the node stays, the failure Open MPI 5.0.x survives;
 * every rank expands the same plans to the same concrete kills (``random``
   plans are a pure function of their seed), so no coordination is needed;
 * a victim dies by ``SIGKILL`` of its own process (never ``sys.exit``, which
@@ -16,9 +20,10 @@ Syntax (several plans: repeat ``--kill`` or separate with ``;``)::
     trainer:0@time=12.5     trainer 0 dies 12.5 s after training started
     parity:1@step=40        dedicated parity rank 1 (needs layout.parity_ranks)
     spare:0@time=3          spare 0 dies while it waits (or while it is promoted)
+    node:1@step=40          every rank of node 1 dies at the start of step 40
     random:mtbf=60s,seed=7  exponential inter-arrival times, uniform victims
                             among servers and trainers (optional
-                            targets=server+trainer+parity, max=N kills)
+                            targets=server+trainer+parity+spare+node, max=N kills)
 """
 
 from __future__ import annotations
@@ -35,11 +40,12 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from mpiec.errors import KillPlanError
+from mpiec.layout import node_count
 
 if TYPE_CHECKING:
     from mpiec.config import Config
 
-KILLABLE_ROLES = ("server", "trainer", "parity", "spare")
+KILLABLE_ROLES = ("server", "trainer", "parity", "spare", "node")  # "node": every rank of a node
 _NUMBER = r"(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?"  # 12, 1.5, .5, 2e3; not 1e, ., +
 _FIXED = re.compile(r"^([a-z]+):([0-9]+)@(step|time)=(.*)$")
 _DURATION = re.compile(rf"^({_NUMBER})\s*(ms|s|m|min|h)?$")
@@ -90,6 +96,8 @@ def parse_duration(text: str, what: str) -> float:
 
 def _role_count(role: str, cfg: Config) -> int:
     lay = cfg.layout
+    if role == "node":
+        return node_count(cfg.n_ranks, lay.ranks_per_node)
     return {"server": lay.servers, "trainer": lay.trainers, "parity": lay.parity_ranks,
             "spare": lay.spares}[role]
 
@@ -160,6 +168,14 @@ def parse_kill_plan(plan: str, cfg: Config) -> list[Kill]:
     role, index, kind, value = m.groups()
     count = _role_count(role, cfg)
     idx = int(index) if len(index) <= _MAX_DIGITS else count
+    if idx >= count and role == "node":
+        lay = cfg.layout
+        workers = cfg.n_ranks - 1
+        how = (f"layout.ranks_per_node = {lay.ranks_per_node} groups its {workers} ranks after the monitor"
+               if lay.ranks_per_node else
+               f"without layout.ranks_per_node each of its {workers} ranks after the monitor is a node")
+        raise KillPlanError(f"kill plan '{shown}': node:{_show(index)} does not exist (the layout has "
+                            f"{count} node{'s' if count != 1 else ''}, 0 to {count - 1}: {how})")
     if idx >= count:
         have = f"only {count} {role} rank{'s' if count != 1 else ''}" if count else f"no {role} ranks"
         raise KillPlanError(f"kill plan '{shown}': {role}:{_show(index)} does not exist "
@@ -201,21 +217,24 @@ def die_now() -> None:
 
 
 class KillSwitch:
-    """The kills planned for the role slot this rank currently holds.
+    """The kills planned for the role slot this rank currently holds, and for its node.
 
     ``at_step(step)`` is called at each step boundary and returns the kill due
     (ULFM mode dies inside it). Time kills fire from a timer thread so a rank
     can die mid-step, as a real crash does; in emulated mode they are reported
-    at the next step boundary instead.
+    at the next step boundary instead. ``node``: the node of this process (None:
+    no node kill applies, as for the monitor).
     """
 
     def __init__(self, kills: list[Kill], role: str, index: int, real: bool, t0: float,
-                 on_fire: Callable[[Kill], None] | None = None) -> None:
+                 on_fire: Callable[[Kill], None] | None = None, node: int | None = None) -> None:
         self.real = real
-        self.steps = {k.step: k for k in kills if k.role == role and k.index == index
-                      and k.step is not None}
-        self.times = sorted((k for k in kills if k.role == role and k.index == index
-                             and k.time is not None), key=lambda k: k.time or 0.0)
+        mine = [k for k in kills if (k.role == role and k.index == index)
+                or (node is not None and k.role == "node" and k.index == node)]
+        self.steps: dict[int, Kill] = {}
+        for k in sorted((k for k in mine if k.step is not None), key=lambda k: k.seq):
+            self.steps.setdefault(k.step, k)  # type: ignore[arg-type]
+        self.times = sorted((k for k in mine if k.time is not None), key=lambda k: k.time or 0.0)
         self.t0 = t0
         self._timer: threading.Timer | None = None
         if real and self.times:

@@ -70,8 +70,8 @@ SUPPORTED_SCHEMA_VERSIONS = frozenset({1, 2, 3})
 _ADDED_IN_2 = {"timeline": ("epoch", "reexec"), "ranks": ("digest",),
                "summary": ("recoveries", "reexecuted_steps", "time_lost_s")}
 #: Columns added in version 3; an older file reads them as "unknown" (``_UNKNOWN``), not as 0.
-_ADDED_IN_3 = {"checkpoints": ("rows", "stall_s")}
-_UNKNOWN = {"checkpoints": {"rows": -1, "stall_s": math.nan}}
+_ADDED_IN_3 = {"checkpoints": ("rows", "stall_s"), "ranks": ("node",)}
+_UNKNOWN = {"checkpoints": {"rows": -1, "stall_s": math.nan}, "ranks": {"node": -1}}
 
 TIMELINE_DTYPE = np.dtype(
     [
@@ -131,6 +131,7 @@ RANKS_DTYPE = np.dtype(
         ("role", "S8"),
         ("role_index", np.int32),
         ("host", "S64"),
+        ("node", np.int32),  # the node it fails with (layout.rank_nodes; -1: none, e.g. the monitor; v3)
         ("pid", np.int64),
         ("peak_rss_mb", np.float64),
         ("digest", "S64"),  # servers: SHA-256 (hex) of the shard's rows in local order
@@ -159,7 +160,7 @@ _UNITS: dict[str, dict[str, str]] = {
              "accuracy": ""},
     "checkpoints": {"step": "", "kind": "", "bytes": "B", "seconds": "s", "bits": "bit", "rows": "rows",
                     "stall_s": "s"},
-    "ranks": {"rank": "", "role": "", "role_index": "", "host": "", "pid": "",
+    "ranks": {"rank": "", "role": "", "role_index": "", "host": "", "node": "", "pid": "",
               "peak_rss_mb": "MiB", "digest": ""},
 }
 

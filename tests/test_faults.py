@@ -126,3 +126,42 @@ def test_real_time_kills_belong_to_the_timer():
         assert sw.due(0, now=t0 + 2000.0) is None  # the step loop must not act on it a second time
     finally:
         sw.cancel()
+
+
+@pytest.fixture
+def nodes_cfg():
+    return load_config("tiny", sets=["training.steps=100", "layout.servers=6", "layout.spares=2",
+                                     "layout.ranks_per_node=2"])
+
+
+def test_node_plans(nodes_cfg):
+    assert parse_kill_plans(["node:1@step=40", "node:4@time=3.5"], nodes_cfg) == [
+        Kill("node", 1, step=40), Kill("node", 4, time=3.5)]
+    assert str(Kill("node", 2, step=7)) == "node:2@step=7"
+    with pytest.raises(KillPlanError) as err:  # 10 ranks after the monitor, 2 per node: nodes 0..4
+        parse_kill_plans(["node:5@step=4"], nodes_cfg)
+    assert "node:5 does not exist" in str(err.value) and "5 nodes, 0 to 4" in str(err.value)
+    assert "layout.ranks_per_node = 2" in str(err.value)
+    # without ranks_per_node every rank after the monitor is its own node
+    plain = load_config("tiny")
+    assert parse_kill_plans(["node:3@step=4"], plain) == [Kill("node", 3, step=4)]
+    with pytest.raises(KillPlanError, match="node:4 does not exist .*4 nodes"):
+        parse_kill_plans(["node:4@step=4"], plain)
+
+
+def test_random_plans_draw_nodes(nodes_cfg):
+    kills = parse_kill_plans(["random:mtbf=1s,seed=3,targets=node,max=20"], nodes_cfg)
+    assert {k.role for k in kills} == {"node"} and {k.index for k in kills} <= set(range(5))
+    assert len({k.index for k in kills}) > 1
+    mixed = parse_kill_plans(["random:mtbf=1s,seed=3,targets=server+node,max=30"], nodes_cfg)
+    assert {k.role for k in mixed} == {"server", "node"}
+
+
+def test_kill_switch_takes_its_node_kills_and_its_slot_kills():
+    kills = [Kill("node", 1, step=5, seq=0), Kill("server", 2, step=3, seq=1), Kill("node", 0, step=4, seq=2),
+             Kill("node", 1, time=50.0, seq=3)]
+    sw = KillSwitch(kills, "server", 2, real=False, t0=0.0, node=1)
+    assert sw.due(3, now=0.0) == kills[1] and sw.due(4, now=0.0) is None
+    assert sw.due(5, now=0.0) == kills[0] and sw.due(6, now=51.0) == kills[3]
+    monitor = KillSwitch(kills, "monitor", 0, real=False, t0=0.0, node=None)  # never a node's victim
+    assert all(monitor.due(s, now=100.0) is None for s in range(10))

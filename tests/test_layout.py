@@ -44,3 +44,27 @@ def test_slots_and_offsets():
     assert [str(s) for s in slots] == ["monitor:0", "trainer:0", "trainer:1", "server:0", "server:1",
                                        "server:2", "spare:0"]
     assert table_offsets([3, 4]).tolist() == [0, 3, 7]
+
+
+def test_rank_nodes_group_ranks_after_the_monitor():
+    from mpiec.layout import node_count, rank_nodes
+
+    assert rank_nodes(8, 3) == [-1, 0, 0, 0, 1, 1, 1, 2]  # the monitor belongs to no node
+    assert node_count(8, 3) == 3 and node_count(8, 0) == 7
+    assert rank_nodes(4) == [-1, 0, 1, 2]  # no nodes: every rank its own
+    assert rank_nodes(4, 0, ["a", "a", "a", "a"]) == [-1, 0, 1, 2]  # one host: the same
+    # several hosts: a node is a host, numbered in order of first appearance (the monitor's first)
+    assert rank_nodes(5, 0, ["h2", "h1", "h2", "h3", "h1"]) == [0, 1, 0, 2, 1]
+    assert rank_nodes(5, 2, ["h2", "h1", "h2", "h3", "h1"]) == [-1, 0, 0, 1, 1]  # the config's nodes win
+
+
+def test_spread_order_keeps_the_identity_when_it_is_as_good():
+    from mpiec.layout import spread_order, window_collisions
+
+    assert spread_order([-1, -1, -1, -1], 3) == [0, 1, 2, 3]  # no shared node
+    assert spread_order([0, 1, 2, 0, 1, 2], 3) == [0, 1, 2, 3, 4, 5]  # already spread
+    order = spread_order([0, 0, 1, 1, 2, 2], 3)
+    assert window_collisions(order, [0, 0, 1, 1, 2, 2], 3) == 1
+    assert window_collisions(list(range(6)), [0, 0, 1, 1, 2, 2], 3) == 2
+    # impossible to spread (a node of 2 in a stripe of all 3 servers): as good as it gets, 2
+    assert window_collisions(spread_order([0, 0, 1], 3), [0, 0, 1], 3) == 2

@@ -24,7 +24,16 @@ import numpy as np
 from mpiec.comm import Comms
 from mpiec.config import Config
 from mpiec.faults import Kill, KillSwitch, die_now, parse_kill_plans
-from mpiec.layout import MONITOR, SPARE, TRAINER, RowPlacement, Slot, table_offsets
+from mpiec.layout import (
+    MONITOR,
+    SPARE,
+    TRAINER,
+    RowPlacement,
+    Slot,
+    rank_nodes,
+    stripe_placement,
+    table_offsets,
+)
 from mpiec.roles.exchange import STATUS_DYING, STATUS_OK
 from mpiec.strategies import get_strategy_class
 from mpiec.strategies.base import Strategy
@@ -69,14 +78,19 @@ class RankContext:
     resumed_step: int = -1  # the checkpoint step a resumed run started from
     worker_args: list[str] = field(default_factory=list)  # how this worker was started (spawn reuses them)
     spawned: int = 0  # monitor: processes spawned so far (their first_rank follows n_ranks)
+    hosts: list[str] = field(default_factory=list)  # processor name of each original world rank; [] unknown
 
     def __post_init__(self) -> None:
         self.first_rank = self.comms.world.Get_rank()  # rank in the original world, for reports
         self.strategy = get_strategy_class(self.cfg.strategy.name)(self.cfg)
         k, r = type(self.strategy).stripe_shape(self.cfg)
         self.offsets = table_offsets(self.cfg.data.cardinalities)
-        self.placement = RowPlacement(int(self.offsets[-1]), self.cfg.layout.servers, k, r,
-                                      dedicated_parity=self.cfg.layout.parity_ranks > 0)
+        self.placement = stripe_placement(self.cfg.layout, int(self.offsets[-1]), k, r)
+        # node of every original world rank (layout.rank_nodes: the config's, or the hosts')
+        self.nodes = rank_nodes(self.cfg.n_ranks, self.cfg.layout.ranks_per_node, self.hosts or None)
+        # node of the process holding each slot (updated when a plan's slot table is adopted)
+        self.holder_nodes: dict[Slot, int] = {slot: self.nodes[r] if r < len(self.nodes) else -1
+                                              for r, slot in enumerate(self.slots)}
         self.kills = [dataclasses.replace(k, seq=i)
                       for i, k in enumerate(parse_kill_plans(self.cfg.failures.kill, self.cfg))]
 
@@ -88,6 +102,11 @@ class RankContext:
     @property
     def slot(self) -> Slot:
         return self.slots[self.rank]
+
+    @property
+    def node(self) -> int:
+        """This process's node (-1: none, e.g. a spawned replacement); fixed for its life."""
+        return self.nodes[self.first_rank] if self.first_rank < len(self.nodes) else -1
 
     def world_rank_of(self, role: str, index: int) -> int:
         return self.slots.index(Slot(role, index))
@@ -132,8 +151,10 @@ class RankContext:
         self.disarm_kills()
         t0_mono = time.monotonic() - self.now()
         live = [k for k in self.kills if k.seq not in self.consumed]
+        node = self.node if self.slot.role != MONITOR and self.node >= 0 else None  # the monitor never dies
         self.switch = KillSwitch(live, self.slot.role, self.slot.index, real=self.ulfm, t0=t0_mono,
-                                 on_fire=lambda kill: self.record_own_death(kill, self.current_step))
+                                 on_fire=lambda kill: self.record_own_death(kill, self.current_step),
+                                 node=node)
 
     def disarm_kills(self) -> None:
         if self.switch is not None:
@@ -165,7 +186,8 @@ class RankContext:
 
     def rank_info(self) -> dict[str, Any]:
         return {"rank": self.first_rank, "role": self.slot.role, "role_index": self.slot.index,
-                "host": socket.gethostname(), "pid": os.getpid(), "peak_rss_mb": peak_rss_mb()}
+                "host": socket.gethostname(), "node": self.node, "pid": os.getpid(),
+                "peak_rss_mb": peak_rss_mb()}
 
 
 def kill_notes_dir(out_path: Path, run_id: str) -> Path:

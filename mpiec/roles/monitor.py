@@ -98,7 +98,8 @@ class Monitor:
         }
         self.writer = ResultWriter(ctx.out_path, attrs)
         self.next_print = 0
-        self.relay_steps = any(k.role == "spare" and k.step is not None for k in ctx.kills)
+        # spares die of step kills when they hear of the step: theirs, or their node's
+        self.relay_steps = any(k.role in ("spare", "node") and k.step is not None for k in ctx.kills)
         self.timeline: list[np.ndarray] = []
         self.evals: list[tuple] = []
         self.source = make_source(cfg)
@@ -194,7 +195,7 @@ class Monitor:
         ranks = np.zeros(len(reports), dtype=RANKS_DTYPE)
         for i, r in enumerate(reports):
             info = r["info"]
-            ranks[i] = (info["rank"], info["role"], info["role_index"], info["host"][:64],
+            ranks[i] = (info["rank"], info["role"], info["role_index"], info["host"][:64], info["node"],
                         info["pid"], info["peak_rss_mb"], r["role"].get("shard_digest", ""))
         w.set_ranks(ranks)
         w.set_attr("hosts", sorted({r["info"]["host"] for r in reports}))

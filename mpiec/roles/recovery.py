@@ -6,9 +6,10 @@ Owns what happens between a detected failure and the next step:
    last step every surviving trainer and server completed (``agree_min``);
    emulated: the victim leaves ``world`` by a split, the step is known to all;
 2. **plan** — the monitor asks the strategy (``Strategy.plan``), picks spares
-   for the dead slots (lowest spare for the lowest dead slot), decides which
-   planned kills fired, and broadcasts the plan with the authoritative slot
-   table; every rank acts on that one plan;
+   for the dead slots (lowest spare for the lowest dead slot, spares on nodes
+   that lost no process first), decides which planned kills fired, and
+   broadcasts the plan with the authoritative slot table; every rank acts on
+   that one plan;
 3. **reconcile** — a trainer or server that completed one step more than the
    agreed committed step undoes it from its one-step undo record (unless every
    rank rolls back anyway);
@@ -135,11 +136,14 @@ def merge(previous: Detection | None, new: Detection) -> Detection:
 # -- 2. plan (monitor) ------------------------------------------------------------------
 
 def consumed_kills(ctx: RankContext, failure: Failure) -> list[int]:
-    """The planned kill that killed each dead slot's holder (at most one per slot)."""
+    """The planned kill that killed each dead slot's holder (at most one per slot), and the node
+    kill that killed each node with a dead holder (one per node)."""
     out = []
     now = ctx.now()
-    for slot in failure.dead:
-        mine = [k for k in ctx.kills if k.role == slot.role and k.index == slot.index
+    targets = [(slot.role, slot.index) for slot in failure.dead]
+    targets += [("node", n) for n in dead_nodes(ctx, failure)]
+    for role, index in targets:
+        mine = [k for k in ctx.kills if k.role == role and k.index == index
                 and k.seq not in ctx.consumed and k.seq not in out]
         timed = sorted((k for k in mine if k.time is not None and k.time <= now + 0.5), key=lambda k: k.time)
         stepped = sorted((k for k in mine if k.step is not None and k.step <= failure.step + 1),
@@ -148,6 +152,11 @@ def consumed_kills(ctx: RankContext, failure: Failure) -> list[int]:
         if pick is not None:
             out.append(pick.seq)
     return out
+
+
+def dead_nodes(ctx: RankContext, failure: Failure) -> set[int]:
+    """Nodes that lost a process since the last completed recovery (-1, no node, left out)."""
+    return {n for n in (ctx.holder_nodes.get(s, -1) for s in failure.dead) if n >= 0}
 
 
 def make_plan(ctx: RankContext, failure: Failure) -> RecoveryPlan:
@@ -168,7 +177,10 @@ def make_plan(ctx: RankContext, failure: Failure) -> RecoveryPlan:
     if not plan.aborts:
         held = set(slots)
         need = sorted((s for s in failure.dead if s.role != SPARE and s not in held), key=slot_order)
-        spares = sorted((s for s in slots if s.role == SPARE), key=slot_order)
+        # spares on a node that lost nothing first (a failing node may take its other ranks next)
+        broken = dead_nodes(ctx, failure)
+        spares = sorted((s for s in slots if s.role == SPARE),
+                        key=lambda s: (ctx.holder_nodes.get(s, -1) in broken, slot_order(s)))
         for dead in need:
             if not spares and ctx.cfg.layout.replacement == "spawn":
                 plan.spawn.append(dead)  # a fresh process, appended to world after the survivors
@@ -242,6 +254,10 @@ def carry_out(ctx: RankContext, role: Any, plan: RecoveryPlan, detection: Detect
         spawn_replacements(ctx, plan)
     me_before = ctx.role_slot  # the slot this rank's role was built for (an attempt that a
     ctx.slots = list(plan.slots)  # type: ignore[attr-defined]  # failure cut may have moved it)
+    for spare, dead in plan.assignments.items():  # the promoted processes' nodes go with their slots
+        ctx.holder_nodes[dead] = ctx.holder_nodes.pop(spare, -1)
+    for slot in plan.spawn:
+        ctx.holder_nodes[slot] = -1
     promoted = spawned or ctx.slot != me_before
     if promoted:  # from now on this rank's state is not its slot's: it votes neutral until restored
         ctx.awaiting_restore = True

@@ -24,7 +24,7 @@ class Spare:
     def run(self) -> None:
         # A step kill planned for a spare fires when the monitor's step notice arrives: poll often
         # then, or the run may pass (or lose) the step before the spare hears of it.
-        by_step = any(k.role == "spare" and k.step is not None for k in self.ctx.kills)
+        by_step = any(k.role in ("spare", "node") and k.step is not None for k in self.ctx.kills)
         while True:
             kind, payload = recv(self.ctx.comms.world, self.ctx.monitor_rank, TAG_CONTROL, "spare wait",
                                  max_pause=0.002 if by_step else 0.05)

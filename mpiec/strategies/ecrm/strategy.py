@@ -35,21 +35,45 @@ from typing import Any, ClassVar
 import numpy as np
 
 from mpiec.errors import ConfigError
-from mpiec.layout import PARITY, SERVER, SPARE, TRAINER, servers_rank
+from mpiec.layout import PARITY, SERVER, SPARE, TRAINER, holder_nodes, servers_rank, stripe_placement
 from mpiec.strategies.base import Failure, RecoveryPlan, Scope, Strategy
 from mpiec.strategies.ckpt import FullCheckpoint
 from mpiec.strategies.ecrm.parity import ParityStore, payload_width
 from mpiec.strategies.ecrm.pipeline import DeltaPipeline
 from mpiec.strategies.ecrm.rebuild import rebuild
 from mpiec.strategies.ecrm.rebuilder import encode_jobs
-from mpiec.strategies.ecrm.stripes import parity_stripes, residue_holders, stripe_losses
+from mpiec.strategies.ecrm.stripes import node_losses, parity_stripes, residue_holders, stripe_losses
 from mpiec.strategies.ecrm.transfer import RebuildError, run_jobs
 
 DEFAULTS: dict[str, Any] = {"code": "xor", "k": "auto", "r": 1, "sum_dtype": "float32", "verify_every": 0,
                             "rebuild": "background", "rebuild_rows": "auto",
                             "rebuild_budget": 0.1, "fallback": "none",
-                            "fallback_interval": 0, "exchange": "overlap"}
+                            "fallback_interval": 0, "exchange": "overlap", "allow_colocated": False}
 KEEP_DELTAS, KEEP_GRADS = 4, 5
+
+
+def colocation_problem(cfg: Any, k: int, r: int) -> str:
+    """The line refusing a layout where one node failure takes more than ``r`` members of a stripe
+    (the placement spreads stripes over ``layout.ranks_per_node``'s nodes as well as it can); ""
+    when every single node failure is within the code's tolerance."""
+    lay = cfg.layout
+    if not lay.ranks_per_node:
+        return ""  # every rank is its own node: a node failure is a rank failure
+    pl = stripe_placement(lay, int(sum(cfg.data.cardinalities)), k, r)
+    nodes = holder_nodes(lay)
+    S = lay.servers
+    for residue, (node, members) in sorted(node_losses(pl, nodes).items()):
+        if len(members) <= r:
+            continue
+        holders = residue_holders(pl, residue)
+        names = ", ".join(f"member {m} on {'server' if holders[m] < S else 'parity'} "
+                          f"{holders[m] if holders[m] < S else holders[m] - S}" for m in members)
+        return (f"stripe {residue} (and every stripe s with s % {S} == {residue}) would lose {len(members)} "
+                f"members to one failure of node {node} ({names}), more than r = {r}: "
+                f"layout.ranks_per_node = {lay.ranks_per_node} puts more than r of a stripe's {k + r} "
+                "members on one node; lower layout.ranks_per_node, add servers, lower strategy.k or raise "
+                "strategy.r, or set strategy.allow_colocated = true to run it anyway")
+    return ""
 
 
 class ErasureCoded(Strategy):
@@ -139,6 +163,13 @@ class ErasureCoded(Strategy):
             where = "data rows" if lay.parity_ranks else "members (k + r)"
             raise ConfigError(f"strategy.k = {k}, r = {r}: a stripe has {width} {where} on distinct servers, "
                               f"the layout has layout.servers = {lay.servers}; lower k or add servers")
+        colocated = p.get("allow_colocated", False)
+        if not isinstance(colocated, bool):
+            raise ConfigError(f"strategy.allow_colocated must be true or false, got {colocated!r}")
+        if not colocated:
+            problem = colocation_problem(cfg, k, r)
+            if problem:
+                raise ConfigError(problem)
         if lay.parity_ranks and cfg.failures.kill and cfg.failures.mode == "emulated":
             raise ConfigError("dedicated parity ranks (layout.parity_ranks) need ULFM failure detection: "
                               "failures.mode = emulated cannot stop a parity rank waiting for deltas")

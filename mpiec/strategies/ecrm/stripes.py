@@ -7,7 +7,10 @@ communicator, index in the holder's local array), on top of
 (parity slot). Invariant: under rotated and dedicated placement the holders of
 a stripe's members depend only on ``s % S`` (S = servers), so stripes are
 handled in *residue classes*: every stripe of one class has its members on the
-same holders, and its losses follow one pattern.
+same holders, and its losses follow one pattern. Rotation works on *positions*
+(``RowPlacement.order``: the server at each position, spread over nodes), so
+member ``m`` of stripe ``s`` lives on ``order[(s + m) % S]``; ``node_losses``
+says what one node failure costs each residue class.
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ def member_holder(pl: RowPlacement, stripes: np.ndarray, m: int) -> np.ndarray:
     """``servers`` rank holding member ``m`` of each stripe."""
     stripes = np.asarray(stripes, dtype=np.int64)
     if m < pl.k:
-        return (stripes + m) % pl.servers
+        return pl.order[(stripes + m) % pl.servers]
     h = pl.parity_holder(stripes, m - pl.k)
     return h + pl.servers if pl.dedicated_parity else h
 
@@ -43,7 +46,7 @@ def residue_holders(pl: RowPlacement, residue: int) -> list[int]:
 def data_stripes(pl: RowPlacement, server: int) -> tuple[np.ndarray, np.ndarray]:
     """(stripe, member) of each local data slot of ``server``, in slot order (padding included)."""
     stripes = np.arange(pl.n_stripes, dtype=np.int64)
-    member = (server - stripes) % pl.servers
+    member = (pl.position[server] - stripes) % pl.servers
     mine = member < pl.k
     return stripes[mine], member[mine]
 
@@ -61,7 +64,7 @@ def parity_stripes(pl: RowPlacement, rank: int) -> tuple[np.ndarray, np.ndarray]
         return stripes, np.full(stripes.size, rank - S, dtype=np.int64)
     out_s, out_i, out_slot = [], [], []
     for i in range(r):
-        sel = stripes[(stripes + k + i) % S == rank]
+        sel = stripes[(stripes + k + i) % S == pl.position[rank]]
         out_s.append(sel)
         out_i.append(np.full(sel.size, i, dtype=np.int64))
         out_slot.append(pl.parity_slot(sel, i))
@@ -82,4 +85,23 @@ def stripe_losses(pl: RowPlacement, lost_ranks: set[int]) -> dict[int, list[int]
         lost = [m for m, h in enumerate(residue_holders(pl, residue)) if h in lost_ranks]
         if lost:
             out[residue] = lost
+    return out
+
+
+def node_losses(pl: RowPlacement, holder_nodes: list[int]) -> dict[int, tuple[int, list[int]]]:
+    """Residue -> (node, members) of the node that holds the most members of those stripes.
+
+    ``holder_nodes[h]``: node of ``servers`` rank ``h`` (servers, then dedicated parity ranks;
+    -1 = a node of its own). What one node failure costs each residue class at worst: a
+    placement tolerates every single node failure when no entry has more than ``r`` members.
+    """
+    out = {}
+    for residue in range(min(pl.servers, pl.n_stripes)):
+        by_node: dict[int, list[int]] = {}
+        for m, h in enumerate(residue_holders(pl, residue)):
+            if holder_nodes[h] >= 0:
+                by_node.setdefault(holder_nodes[h], []).append(m)
+        if by_node:
+            node = max(sorted(by_node), key=lambda n: len(by_node[n]))
+            out[residue] = (node, by_node[node])
     return out
