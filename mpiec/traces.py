@@ -53,12 +53,16 @@ class TraceFailure:
     repair_s: float | None  # fault_end - fault_start (or Down Time), None if unknown
 
 
-def _show(value: Any, limit: int = 60) -> str:
-    """A value as it goes into a one-line message: escaped, shortened."""
-    text = value if isinstance(value, str) else json.dumps(value, default=repr)
+def _escaped(text: str, limit: int = 60) -> str:
+    """Text as it goes into a one-line message: control characters escaped, shortened."""
     if len(text) > limit:
         text = text[:limit] + "..."
     return text if text.isprintable() else text.encode("unicode_escape").decode("ascii")
+
+
+def _show(value: Any) -> str:
+    """A value of the file as a message shows it: a string quoted, anything else as JSON."""
+    return f"'{_escaped(value)}'" if isinstance(value, str) else _escaped(json.dumps(value, default=repr))
 
 
 # ---------------------------------------------------------------- loading
@@ -70,7 +74,7 @@ def load_trace(path: str | Path, *, system: str | None = None) -> list[TraceFail
     file mixes 22 clusters, and a researcher usually replays one of them.
     """
     p = Path(path)
-    where = f"trace {_show(str(p), 200)}"
+    where = f"trace {_escaped(str(p), 200)}"
     try:
         raw = p.read_bytes()
     except FileNotFoundError:
@@ -160,8 +164,9 @@ def _load_hbd_json(text: str, where: str) -> list[TraceFailure]:
         elif etype == "fault_end":
             pending = open_starts.get((node, kind))
             if not pending:
-                raise DataError(f"{at}: fault_end of node {_show(node)} ({_show(kind) or 'no fault_type'}) "
-                                "has no open fault_start before it")
+                what = _show(kind) if kind else "no fault_type"
+                raise DataError(f"{at}: fault_end of node {_show(node)} ({what}) has no open fault_start "
+                                "before it")
             j = pending.popleft()
             start = failures[j]
             repair = float(t) * DAY_S - start.time_s
