@@ -1,5 +1,5 @@
 """Shared pieces of the checkpointing strategies (``ckpt``, ``cpr``): where checkpoints go, the
-expected MTBF, and CPR's portion-of-lost-samples model.
+expected MTBF, Young's interval and CPR's portion-of-lost-samples model.
 
 Invariants: pure functions of the config (no MPI, no I/O besides paths), so the
 launcher, every rank and the unit tests compute the same numbers.
@@ -35,6 +35,15 @@ def expected_mtbf_s(cfg: Any) -> tuple[float | None, float | None]:
     if steps:
         return None, (steps[-1] + 1) / len(steps)
     return None, None
+
+
+def young_interval(t_save: float, mtbf: float) -> float:
+    """Young's checkpoint interval ``sqrt(2 · t_save · MTBF)``: the one that minimises checkpoint
+    cost plus expected re-executed work when failures are rare; in the unit of ``mtbf``
+    (``t_save`` in seconds)."""
+    if not t_save >= 0 or not mtbf > 0:
+        raise ValueError(f"young_interval: t_save {t_save}, mtbf {mtbf}")
+    return math.sqrt(2.0 * t_save * mtbf)
 
 
 def predicted_pls(interval: float, shards: int, mtbf: float) -> float:

@@ -53,7 +53,7 @@ from mpiec.checkpoint import BackgroundWriter, CheckpointError, CheckpointStore,
 from mpiec.errors import ConfigError
 from mpiec.layout import SERVER, TRAINER, Slot
 from mpiec.strategies.base import Failure, RecoveryPlan, Scope, Strategy
-from mpiec.strategies.checkpointing import checkpoint_root, expected_mtbf_s
+from mpiec.strategies.checkpointing import checkpoint_root, expected_mtbf_s, young_interval
 
 DEFAULTS: dict[str, Any] = {"interval": "auto", "interval_s": 0.0, "first": 10, "mode": "sync", "dir": "",
                             "keep": 2, "bandwidth_mb_s": 0.0, "on_trainer_failure": "peer"}
@@ -182,7 +182,7 @@ class FullCheckpoint(Strategy):
         t_step = float(np.median(self.step_times)) if self.step_times else 0.01
         if mtbf_s is None:
             mtbf_s = (mtbf_steps if mtbf_steps is not None else self.cfg.training.steps) * t_step
-        return math.sqrt(2.0 * max(self.t_save, 1e-4) * mtbf_s)
+        return young_interval(max(self.t_save, 1e-4), mtbf_s)
 
     # -- the checkpoint ---------------------------------------------------------------------
     def after_step(self, step: int, words: np.ndarray | None = None) -> None:
