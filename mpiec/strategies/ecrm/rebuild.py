@@ -40,6 +40,7 @@ from mpiec.roles.exchange import alltoallv_buffers
 from mpiec.strategies.ecrm.parity import Deltas
 from mpiec.strategies.ecrm.rebuilder import Rebuilder, encode_jobs
 from mpiec.strategies.ecrm.transfer import check_all, collective, run_jobs
+from mpiec.strategies.replay import replay_steps
 
 # -- 1. sync -------------------------------------------------------------------------
 
@@ -101,48 +102,10 @@ def sync(agent: object, targets: dict[int, int], tables: list) -> None:
 def gather_replay(agent: object, versions: dict[int, int], committed: int) -> list[tuple[int, np.ndarray,
                                                                                           np.ndarray]]:
     """Collective over ``data``: the trainers' kept gradients of the steps after each lost
-    server's decoded version, sent to it; returns (step, slots, gradients) on a lost server."""
+    server's decoded version, sent to it (``replay.replay_steps``); returns (step, slots,
+    gradients) on a lost server."""
     a = agent
-    ctx = a.ctx
-    data = ctx.comms.data
-    T = ctx.cfg.layout.trainers
-    dim = ctx.cfg.model.dim
-    first = min(versions.values(), default=committed) + 1
-    steps = range(first, committed + 1)
-    problem = ""
-    if ctx.slot.role == TRAINER:
-        missing = [t for t in steps if t not in a.pushed]
-        if missing:
-            problem = (f"trainer {ctx.slot.index} does not keep the gradients of step {missing[0]} that the "
-                       f"rebuilt servers {sorted(versions)} need (it was itself replaced)")
-    check_all(data, problem)
-    size = data.Get_size()
-    out = []
-    for t in steps:
-        scounts = np.zeros(size, dtype=np.int64)
-        sslots, sgrads = [], []
-        if ctx.slot.role == TRAINER:
-            slots, counts, grads = a.pushed[t]
-            starts = np.concatenate([[0], np.cumsum(counts)])
-            for d in sorted(versions):
-                if t > versions[d]:
-                    lo, hi = starts[T + d], starts[T + d + 1]
-                    sslots.append(slots[lo:hi])
-                    sgrads.append(grads[lo:hi])
-                    scounts[T + d] = hi - lo
-        rcounts = np.empty(size, dtype=np.int64)
-        with collective("ecrm replay"):
-            data.Alltoall([scounts, 1, MPI.INT64_T], [rcounts, 1, MPI.INT64_T])
-            n = int(rcounts.sum())
-            rslots = np.empty(n, dtype=np.int64)
-            rgrads = np.empty((n, dim), dtype=np.float32)
-            ss = np.concatenate(sslots or [np.empty(0, np.int64)])
-            sg = np.ascontiguousarray(np.concatenate(sgrads or [np.empty((0, dim), np.float32)]))
-            data.Alltoallv(*alltoallv_buffers(ss, scounts, rslots, rcounts))
-            data.Alltoallv(*alltoallv_buffers(sg, scounts, rgrads, rcounts, dim))
-        if ctx.slot.role == SERVER and ctx.slot.index in versions and t > versions[ctx.slot.index]:
-            out.append((t, rslots, rgrads))
-    return out
+    return list(replay_steps(a.ctx, a.pushed if a.ctx.slot.role == TRAINER else None, versions, committed))
 
 
 # -- the whole sequence -------------------------------------------------------------------------

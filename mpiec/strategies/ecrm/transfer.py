@@ -1,8 +1,9 @@
 """Collective building blocks of an ``ecrm`` rebuild over the ``servers`` communicator.
 
-Owns the request/response row transfer (``fetch``) and the collective error check
-(``check_all``): every member of ``servers`` calls them in the same order, with or
-without rows of its own to ask for.
+Owns the request/response row transfer (``fetch``) and the fetch rounds: every member of
+``servers`` calls them in the same order, with or without rows of its own to ask for. The
+collective error check (``check_all``, ``RebuildError``) and the collective guard are the
+shared ones of ``mpiec.strategies.replay`` (``log`` uses them too), re-exported here.
 """
 
 from __future__ import annotations
@@ -13,28 +14,10 @@ from dataclasses import dataclass
 import numpy as np
 from mpi4py import MPI
 
-from mpiec.comm import guard
 from mpiec.roles.exchange import alltoallv_buffers
+from mpiec.strategies.replay import RebuildError, check_all, collective
 
-
-def collective(where: str):  # noqa: ANN201 - a context manager
-    """``guard`` for the rebuild's collectives: under ULFM, Open MPI reports some collectives
-    that meet a dead peer as ``MPI_ERR_OTHER``; that is a peer failure here too (it restarts the
-    recovery, and the runtime ends a run whose failures show no dead rank)."""
-    return guard(where, nonblocking_collective=True)
-
-
-class RebuildError(Exception):
-    """The state cannot be rebuilt (beyond the code's tolerance, or kept data missing)."""
-
-
-def check_all(comm: MPI.Intracomm, problem: str) -> None:
-    """Collective: raise ``RebuildError`` on every member if any member has a problem."""
-    with collective("ecrm rebuild check"):
-        problems = comm.allgather(problem)
-    bad = [p for p in problems if p]
-    if bad:
-        raise RebuildError(bad[0])
+__all__ = ["Job", "RebuildError", "check_all", "collective", "fetch", "run_jobs", "run_round"]
 
 
 def fetch(comm: MPI.Intracomm, want: dict[int, np.ndarray], width: int,

@@ -1,0 +1,10 @@
+"""``log``: checkpoints + trainers' update logs, lossless partial recovery (see ``strategy``).
+
+Modules: ``spill`` (the on-disk record format, checksummed), ``store`` (a trainer's log:
+memory up to a bound, spill files beyond, trimmed at committed checkpoints), ``strategy``
+(the plug-in: plan, restore on the replacement, replay through ``mpiec.strategies.replay``).
+"""
+
+from mpiec.strategies.log.strategy import UpdateLog
+
+__all__ = ["UpdateLog"]

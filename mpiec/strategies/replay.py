@@ -1,0 +1,104 @@
+"""Replay of kept row gradients to replaced servers, shared by ``ecrm`` and ``log``.
+
+Owns the collective that sends the row gradients the trainers kept (what they pushed at
+each step, as ``after_push`` gave it: local slots grouped by server in ``data`` rank order,
+the counts per data rank, the gradient rows) to the servers being rebuilt, step by step,
+and the collective error check every member of a recovery collective runs before it.
+
+Invariants:
+
+* every rank of ``data`` iterates the same steps in the same order, whether or not it sends
+  or receives anything (the collectives match); a trainer that lacks a needed step, or whose
+  kept copy of it is unusable, says so in the check before the first step, so no rank enters
+  a collective the others skip;
+* a replaced server receives each step's gradients in ``data`` rank order (trainer 0 first,
+  each trainer's rows in the order it pushed them): the order of the original push, so
+  ``Server.replay`` (the normal apply, which sums a row's gradients in that order) reaches
+  the step's failure-free state bit for bit.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+from mpi4py import MPI
+
+from mpiec.comm import guard
+from mpiec.layout import SERVER, TRAINER
+from mpiec.roles.exchange import alltoallv_buffers
+
+#: one step's push as a trainer kept it: (local slots, counts per data rank, gradient rows)
+Pushed = tuple[np.ndarray, np.ndarray, np.ndarray]
+
+
+def collective(where: str):  # noqa: ANN201 - a context manager
+    """``guard`` for a recovery's collectives: under ULFM, Open MPI reports some collectives
+    that meet a dead peer as ``MPI_ERR_OTHER``; that is a peer failure here too (it restarts the
+    recovery, and the runtime ends a run whose failures show no dead rank)."""
+    return guard(where, nonblocking_collective=True)
+
+
+class RebuildError(Exception):
+    """The lost state cannot be rebuilt (beyond a code's tolerance, or kept data missing)."""
+
+
+def check_all(comm: MPI.Intracomm, problem: str) -> None:
+    """Collective: raise ``RebuildError`` on every member if any member has a problem."""
+    with collective("rebuild check"):
+        problems = comm.allgather(problem)
+    bad = [p for p in problems if p]
+    if bad:
+        raise RebuildError(bad[0])
+
+
+def replay_steps(ctx: Any, kept: Mapping[int, Pushed] | None, versions: dict[int, int], committed: int,
+                 verify: Callable[[Sequence[int]], str] | None = None) -> Iterator[tuple[int, np.ndarray,
+                                                                                         np.ndarray]]:
+    """Collective over ``data``: the kept gradients of the steps after each lost server's
+    version, sent to it. ``versions`` maps a lost server's index to the step its rows are at
+    (it receives the steps ``versions[d] + 1 .. committed``); ``kept`` is a trainer's kept
+    pushes by step (None elsewhere), ``verify`` an optional trainer-side check of the kept
+    copies of some steps ("" when usable, else what is wrong). Yields, on a lost server,
+    ``(step, slots, gradients)`` of each step it needs, in step order; every rank must
+    exhaust the iterator. Raises ``RebuildError`` on every rank if a trainer cannot send."""
+    data = ctx.comms.data
+    T = ctx.cfg.layout.trainers
+    dim = ctx.cfg.model.dim
+    first = min(versions.values(), default=committed) + 1
+    steps = range(first, committed + 1)
+    problem = ""
+    if ctx.slot.role == TRAINER:
+        missing = [t for t in steps if kept is None or t not in kept]
+        if missing:
+            problem = (f"trainer {ctx.slot.index} does not keep the gradients of step {missing[0]} that the "
+                       f"rebuilt servers {sorted(versions)} need (it was itself replaced)")
+        elif verify is not None:
+            problem = verify(list(steps))
+    check_all(data, problem)
+    size = data.Get_size()
+    for t in steps:
+        scounts = np.zeros(size, dtype=np.int64)
+        sslots, sgrads = [], []
+        if ctx.slot.role == TRAINER:
+            slots, counts, grads = kept[t]
+            starts = np.concatenate([[0], np.cumsum(counts)])
+            for d in sorted(versions):
+                if t > versions[d]:
+                    lo, hi = starts[T + d], starts[T + d + 1]
+                    sslots.append(slots[lo:hi])
+                    sgrads.append(grads[lo:hi])
+                    scounts[T + d] = hi - lo
+        rcounts = np.empty(size, dtype=np.int64)
+        with collective("replay"):
+            data.Alltoall([scounts, 1, MPI.INT64_T], [rcounts, 1, MPI.INT64_T])
+            n = int(rcounts.sum())
+            rslots = np.empty(n, dtype=np.int64)
+            rgrads = np.empty((n, dim), dtype=np.float32)
+            ss = np.ascontiguousarray(np.concatenate(sslots or [np.empty(0, np.int64)]), dtype=np.int64)
+            sg = np.ascontiguousarray(np.concatenate(sgrads or [np.empty((0, dim), np.float32)]))
+            data.Alltoallv(*alltoallv_buffers(ss, scounts, rslots, rcounts))
+            data.Alltoallv(*alltoallv_buffers(sg, scounts, rgrads, rcounts, dim))
+        if ctx.slot.role == SERVER and ctx.slot.index in versions and t > versions[ctx.slot.index]:
+            yield t, rslots, rgrads
