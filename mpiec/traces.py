@@ -133,8 +133,10 @@ def _load_hbd_json(text: str, where: str) -> list[TraceFailure]:
         raise DataError(f"{where}: not valid JSON at line {exc.lineno} column {exc.colno} "
                         f"({exc.msg})") from None
     if not isinstance(events, list):
+        got = {dict: "an object", str: "a string", bool: "a boolean", type(None): "null"}.get(
+            type(events), "a number")
         raise DataError(f"{where}: expected a JSON list of events (InfiniteHBD-Trace's "
-                        f"fault_trace.json), got a JSON {type(events).__name__}")
+                        f"fault_trace.json), got {got}")
     failures: list[TraceFailure] = []
     # (node, kind) -> indices into failures of the starts not yet closed, oldest first
     open_starts: dict[tuple[str, str], deque[int]] = defaultdict(deque)
