@@ -389,8 +389,8 @@ def trace_kill_plans(failures: list[TraceFailure], targets: list[str], *, scale:
     last: dict[str, float] = {}
     plans: list[str] = []
     for t, target in kills:
-        if horizon_s is not None and t > horizon_s:
-            break  # sorted by time: every later kill is beyond the horizon too
+        if not math.isfinite(t) or (horizon_s is not None and t > horizon_s):
+            break  # sorted by time: every later kill is beyond too (inf: a tiny scale overflowed)
         if target in last and t - last[target] < min_gap_s:
             continue
         last[target] = t

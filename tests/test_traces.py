@@ -275,6 +275,9 @@ def test_horizon_and_max_kills():
     capped = trace_kill_plans(failures, TARGETS, scale=100.0, seed=0, max_kills=3)
     assert capped == trace_kill_plans(failures, TARGETS, scale=100.0, seed=0)[:3]
     assert trace_kill_plans(failures, TARGETS, scale=100.0, seed=0, max_kills=0) == []
+    # a scale so small that t / scale overflows: only the kill at trace time 0 is representable
+    tiny_scale = trace_kill_plans(failures, TARGETS, scale=1e-308, seed=0)
+    assert len(tiny_scale) == 1 and tiny_scale[0].endswith("@time=0")
     # the cap counts kills after merging: merged duplicates do not use it up
     dup = [TraceFailure("a", 0.0, "", None)] * 3 + [TraceFailure("a", 10.0, "", None)]
     assert len(trace_kill_plans(dup, ["server:0"], scale=1.0, seed=0, max_kills=2)) == 2
