@@ -71,7 +71,7 @@ def load_trace(path: str | Path, *, system: str | None = None) -> list[TraceFail
     """Format detected from content (JSON vs CSV), sorted by time; MpiecError on anything malformed.
 
     ``system`` (LANL CSV only): keep only the records of that ``System`` value; the LANL
-    file mixes 22 clusters, and a researcher usually replays one of them.
+    file mixes LANL's clusters (23 System values), and a researcher usually replays one.
     """
     p = Path(path)
     where = f"trace {_escaped(str(p), 200)}"
