@@ -68,6 +68,7 @@ from mpiec.layout import SERVER, TRAINER, Slot
 from mpiec.strategies.base import Failure, RecoveryPlan, Scope
 from mpiec.strategies.ckpt import DEFAULTS as CKPT_DEFAULTS
 from mpiec.strategies.ckpt import WORD_CHECKPOINT, FullCheckpoint
+from mpiec.strategies.log.spill import HEADER
 from mpiec.strategies.log.store import LogStore
 from mpiec.strategies.replay import RebuildError, collective, replay_steps
 
@@ -220,6 +221,8 @@ class UpdateLog(FullCheckpoint):
         with collective("log replay plan"):
             mine = (self.ctx.slot.index, self.base) if replaced else None
             versions = dict(v for v in self.ctx.comms.data.allgather(mine) if v is not None)
+        if role == TRAINER:
+            self.corrupt_for_test(min(versions.values(), default=plan.committed) + 1, plan.committed)
         steps = rows = 0
         try:
             for t, slots, grads in replay_steps(self.ctx, self.log, versions, plan.committed,
@@ -240,6 +243,21 @@ class UpdateLog(FullCheckpoint):
                            detail=f"{self.ctx.slot}: {steps} logged steps ({self.base + 1}.."
                                   f"{plan.committed}), {rows} gradient rows applied in {seconds:.3f} s")
         return True
+
+    def corrupt_for_test(self, first: int, last: int) -> None:
+        """Test hook: ``MPIEC_LOG_CORRUPT_SPILL=1`` flips one payload byte of trainer 0's oldest
+        spilled record of the steps a replay needs (how the tests prove that a corrupted record
+        is named, never replayed)."""
+        if not os.environ.get("MPIEC_LOG_CORRUPT_SPILL") or self.ctx.slot.index != 0:
+            return
+        steps = [t for t in sorted(self.log.spilled) if first <= t <= last]
+        if steps:
+            seg, offset = self.log.spilled[steps[0]]
+            with open(seg.path, "r+b") as f:
+                f.seek(offset + HEADER.size)
+                byte = f.read(1)
+                f.seek(offset + HEADER.size)
+                f.write(bytes([byte[0] ^ 0x01]))
 
     def on_recovered(self, plan: RecoveryPlan) -> None:
         super().on_recovered(plan)
