@@ -175,6 +175,10 @@ class FullCheckpoint(Strategy):
             return now - self.last_ckpt_t >= self.interval_s
         if self.last_ckpt_step < 0:  # auto: the first checkpoint measures t_save
             return step + 1 >= min(int(self.p["first"]), max(1, self.cfg.training.steps // 10))
+        if self.t_save <= 0 and step - self.last_ckpt_step <= int(self.p["first"]):
+            # The measurement travels in the servers' next header words (later for a background
+            # write): without it Young's interval would be ~0 and the next step checkpoint again.
+            return False
         return now - self.last_ckpt_t >= self.young_interval_s()
 
     def young_interval_s(self) -> float:

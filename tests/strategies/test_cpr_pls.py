@@ -89,6 +89,23 @@ def test_interval_rule_and_resolved_steps_in_the_summary_keys():
     assert secs.interval_figures()["checkpoint_interval_rule"] == "given-seconds"
 
 
+def test_young_waits_for_the_measured_save_time():
+    """After the first checkpoint, Young's interval needs t_save, which arrives a step later (or
+    later still for a background write): no second checkpoint right after the first."""
+    from types import SimpleNamespace
+
+    from mpiec.strategies.ckpt import FullCheckpoint
+
+    young = FullCheckpoint(load_config("tiny", strategy="ckpt", kill=["server:1@step=23"]))
+    young.ctx = SimpleNamespace(now=lambda: 5.0)  # due() reads only the clock
+    young.last_ckpt_step, young.last_ckpt_t = 9, 1.0
+    assert not any(young.due(s) for s in range(10, 10 + young.p["first"]))
+    young.t_save = 0.02  # measured: sqrt(2 · 0.02 · MTBF) is well below the 4 s since
+    assert young.due(10)
+    young.t_save = 0.0  # never measured (writes failing): the rule resumes after `first` steps
+    assert young.due(10 + young.p["first"])
+
+
 @pytest.mark.parametrize("assignment", ["strategy.target_pls=0.0", "strategy.target_pls=2.0",
                                         "strategy.mfu_fraction=0", "strategy.mfu_every=-1",
                                         "strategy.ssu_rate=1.5", "strategy.bogus=1"])
