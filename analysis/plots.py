@@ -1,102 +1,415 @@
-"""Optional PNG plots of result files (needs matplotlib: ``pip install 'mpiec[plot]'``).
+"""The report's figures (matplotlib, Agg; PNG and PDF): ``pip install 'mpiec[plot]'``.
 
-Owns the figures ``mpiec report --plots`` writes:
+Owns the figures ``mpiec report --plots`` and the HTML page show, each written as
+``<stem>.png`` and ``<stem>.pdf`` (``FIGURES``: stem → what it shows):
 
-* ``throughput.png`` — throughput over wall time of every run (samples/s,
-  smoothed over a moving window of steps), failure-related events of each run
-  marked as vertical lines in the run's colour;
-* ``auc.png`` — held-out AUC over steps of every run.
+* ``throughput`` — samples/s over wall time, one panel per strategy variant: its failure-free
+  run in grey, its failure run in colour; the failure run's kills (red lines), recoveries
+  (kill → training resumes, red band), the slow stretch after it (until back to 95 % of the
+  normal step rate, orange band), a lost run's end (black line) and checkpoints (ticks);
+* ``overhead_ettr`` — failure-free throughput overhead vs ``none`` and ETTR failure-free and
+  under failures, per variant;
+* ``recovery`` — the mean recovery of each failure run split into its phases (stacked);
+* ``protection`` — bytes written or sent for protection per variant (checkpoints, parity) and
+  the size of every checkpoint over the steps;
+* ``auc_vs_lost`` — ΔAUC vs the failure-free twin against the samples lost, per failure run;
+* ``auc`` — held-out AUC over the steps of every run.
 
-Invariants: matplotlib is imported only when a plot is drawn, with the
-non-interactive ``Agg`` backend; ``matplotlib_available()`` tells callers
-beforehand; files are overwritten in the output directory, nothing else is
-touched.
+A figure with nothing to show for the given runs (no recovery, no failure run) is not written.
+Every number comes from ``metrics``. Invariants: matplotlib is imported only when a figure is
+drawn, with the non-interactive ``Agg`` backend (``matplotlib_available()`` tells callers
+beforehand); files in the output directory are overwritten, nothing else is touched; the
+variant → colour mapping is the same in every figure of one call.
 """
 
 from __future__ import annotations
 
 import importlib.util
+import math
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 from mpiec.results import RunResult, decode
 
-__all__ = ["MARKED_EVENTS", "matplotlib_available", "plot_results", "throughput_series"]
+from .metrics import PHASE_LABELS, RECOVERY_PHASES, RunMetrics, compare, finite, recovery_list
 
-#: Event kinds drawn as vertical lines on the throughput plot.
-MARKED_EVENTS = frozenset({
-    "kill", "emulated_kill", "detect", "replace", "rebuild_start", "rebuild_end", "restore",
-    "abort",
-})
-_STYLE = {"kill": "-", "emulated_kill": "-", "detect": "--", "abort": "-",
-          "rebuild_end": ":", "restore": ":"}
+__all__ = ["FIGURES", "matplotlib_available", "plot_results", "throughput_series"]
+
+FIGURES = {
+    "throughput": "throughput over time per strategy, with failures and recoveries",
+    "overhead_ettr": "failure-free overhead and ETTR per strategy",
+    "recovery": "recovery latency split into its phases",
+    "protection": "bytes written or sent for protection, and per checkpoint",
+    "auc_vs_lost": "ΔAUC against lost samples",
+    "auc": "held-out AUC over steps",
+}
+MIB = 1024.0 * 1024.0
+#: An idle gap between two steps longer than this many median step times is drawn as a stop.
+IDLE_GAP = 3.0
+#: tab10 without red (kills and recoveries are red) and grey (failure-free runs are grey).
+PALETTE = ("C0", "C1", "C2", "C4", "C5", "C6", "C8", "C9")
 
 
 def matplotlib_available() -> bool:
     return importlib.util.find_spec("matplotlib") is not None
 
 
+def auto_window(n_steps: int) -> int:
+    """Steps in the throughput window: a tenth of the run, 1 to 10 steps."""
+    return max(1, min(10, n_steps // 10))
+
+
 def throughput_series(result: RunResult, window: int = 10) -> tuple[np.ndarray, np.ndarray]:
-    """(t_end, samples/s) over a trailing window of ``window`` steps."""
+    """(time, samples/s): the samples of the last ``window`` steps over the wall time they took.
+
+    Wall time, not Σ dt: time no step was running (a recovery) counts. Where the gap between two
+    steps exceeds ``IDLE_GAP`` times the median step time, the series drops to 0 for the gap (two
+    points at 0 are inserted), so a recovery shows as a stop, not as a line across it.
+    """
     tl = result.timeline
     if len(tl) == 0:
         return np.zeros(0), np.zeros(0)
     w = max(1, min(window, len(tl)))
+    t_end = tl["t_end"].astype(np.float64)
+    dt = tl["dt"].astype(np.float64)
+    start = np.concatenate([[t_end[0] - dt[0]], t_end])  # start[i]: when step i's window opens
     samples = np.cumsum(np.concatenate([[0], tl["samples"].astype(np.float64)]))
-    dt = np.cumsum(np.concatenate([[0.0], tl["dt"].astype(np.float64)]))
     idx = np.arange(1, len(tl) + 1)
     lo = np.maximum(idx - w, 0)
-    span = dt[idx] - dt[lo]
+    span = start[idx] - start[lo]
     with np.errstate(divide="ignore", invalid="ignore"):
         tp = np.where(span > 0, (samples[idx] - samples[lo]) / span, np.nan)
-    return tl["t_end"].astype(np.float64), tp
+    idle = t_end[1:] - dt[1:] - t_end[:-1]
+    limit = IDLE_GAP * float(np.median(dt)) if len(dt) else math.inf
+    times, values = [t_end[:1]], [tp[:1]]
+    for i in range(1, len(tl)):
+        if idle[i - 1] > limit:
+            times.append(np.array([t_end[i - 1], t_end[i] - dt[i]]))
+            values.append(np.zeros(2))
+        times.append(t_end[i:i + 1])
+        values.append(tp[i:i + 1])
+    return np.concatenate(times), np.concatenate(values)
 
 
-def plot_results(results: list[RunResult], outdir: str | Path, window: int = 10) -> list[Path]:
-    """Write ``throughput.png`` and ``auc.png`` into ``outdir``; return their paths."""
+# -- helpers ----------------------------------------------------------------------------------------
+
+def _pyplot() -> Any:
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    outdir = Path(outdir)
-    outdir.mkdir(parents=True, exist_ok=True)
-    written: list[Path] = []
+    plt.rcParams.update({"axes.grid": True, "grid.alpha": 0.3, "axes.spines.top": False,
+                         "axes.spines.right": False, "font.size": 9})
+    return plt
 
-    fig, ax = plt.subplots(figsize=(10, 5))
-    for i, r in enumerate(results):
-        color = f"C{i % 10}"
-        label = r.name + (" (emulated)" if r.summary["emulated"] else "")
-        t, tp = throughput_series(r, window)
-        ax.plot(t, tp, color=color, label=label, linewidth=1.2)
-        for e in r.events:
-            kind = decode(e["kind"])
-            if kind in MARKED_EVENTS:
-                ax.axvline(float(e["time"]), color=color, alpha=0.6,
-                           linestyle=_STYLE.get(kind, "-."), linewidth=0.8)
-    ax.set_xlabel("time since start (s)")
-    ax.set_ylabel(f"throughput (samples/s, {window}-step window)")
-    ax.set_title("throughput; vertical lines: kill (solid), detect (dashed), rebuilt (dotted)")
-    if results:
-        ax.legend(fontsize="small")
-    fig.tight_layout()
-    written.append(outdir / "throughput.png")
-    fig.savefig(written[-1], dpi=120)
+
+def _save(plt: Any, fig: Any, outdir: Path, stem: str, formats: Sequence[str]) -> list[Path]:
+    paths = []
+    for fmt in formats:
+        paths.append(outdir / f"{stem}.{fmt}")
+        fig.savefig(paths[-1], dpi=120 if fmt == "png" else None, bbox_inches="tight")
     plt.close(fig)
+    return paths
 
-    fig, ax = plt.subplots(figsize=(10, 5))
-    for i, r in enumerate(results):
+
+def _labels(metrics: list[RunMetrics]) -> dict[str, str]:
+    """run → label: the variant, or the run's name where a variant has several runs of a kind."""
+    seen: dict[tuple[str, bool], int] = {}
+    for m in metrics:
+        seen[(m.variant, m.failure)] = seen.get((m.variant, m.failure), 0) + 1
+    return {m.run: m.variant if seen[(m.variant, m.failure)] == 1 else m.run for m in metrics}
+
+
+def _colors(metrics: list[RunMetrics]) -> dict[str, str]:
+    variants = list(dict.fromkeys(m.variant for m in metrics))
+    return {v: PALETTE[i % len(PALETTE)] for i, v in enumerate(variants)}
+
+
+def _first_times(r: RunResult, kinds: set[str]) -> list[float]:
+    """Times of the events of ``kinds``, one per (kind, step): every rank logs its own detect."""
+    seen, out = set(), []
+    for e in r.events:
+        kind = decode(e["kind"])
+        key = (kind, int(e["step"]))
+        if kind in kinds and key not in seen:
+            seen.add(key)
+            out.append(float(e["time"]))
+    return out
+
+
+# -- figures ----------------------------------------------------------------------------------------
+
+def _throughput(plt: Any, pairs: list[tuple[RunResult, RunMetrics]], colors: dict[str, str],
+                window: int | None) -> Any:
+    from matplotlib.lines import Line2D
+    from matplotlib.patches import Patch
+
+    variants = list(dict.fromkeys(m.variant for _, m in pairs))
+    fig, axes = plt.subplots(len(variants), 1, figsize=(10, 1.25 + 1.45 * len(variants)), sharex=True,
+                             squeeze=False)
+    top = 0.0
+    w = window or auto_window(max(len(r.timeline) for r, _ in pairs))
+    used: set[str] = set()
+    for ax, v in zip(axes[:, 0], variants, strict=True):
+        for r, m in ((r, m) for r, m in pairs if m.variant == v):
+            t, tp = throughput_series(r, w)
+            if len(tp) and np.isfinite(tp).any():
+                top = max(top, float(np.nanmax(tp)))
+            if not m.failure:
+                ax.plot(t, tp, color="0.6", linewidth=1.3, zorder=2)
+                used.add("ff")
+                continue
+            ax.plot(t, tp, color=colors[v], linewidth=1.6, zorder=3)
+            used.add("fail")
+            for rec in recovery_list(r):
+                kill = float(rec.get("kill", math.nan))
+                resume = kill + float(rec.get("recovery_s", math.nan))
+                normal = resume + float(rec.get("back_to_normal_s", 0.0))
+                if finite(kill) and finite(resume):
+                    ax.axvspan(kill, resume, color="tab:red", alpha=0.18, linewidth=0, zorder=1)
+                    used.add("recovering")
+                    if finite(normal) and normal > resume:
+                        ax.axvspan(resume, normal, color="tab:orange", alpha=0.15, linewidth=0, zorder=1)
+                        used.add("slow")
+            for k in _first_times(r, {"kill", "emulated_kill"}):
+                ax.axvline(k, color="tab:red", linewidth=1.2, zorder=4)
+                used.add("kill")
+            for k in _first_times(r, {"abort"})[:1]:
+                ax.axvline(k, color="black", linewidth=1.6, zorder=4)
+                used.add("abort")
+            for k in _first_times(r, {"checkpoint_end"}):
+                ax.plot([k], [0.0], marker="|", color=colors[v], markersize=7, clip_on=False, zorder=4,
+                        transform=ax.get_xaxis_transform())
+                used.add("ckpt")
+        ax.text(0.005, 0.93, v, transform=ax.transAxes, va="top", ha="left", fontweight="bold",
+                bbox={"facecolor": "white", "edgecolor": "none", "alpha": 0.8, "pad": 1.5})
+        ax.set_ylabel("samples/s")
+    for ax in axes[:, 0]:
+        ax.set_ylim(0, top * 1.12 if top > 0 else 1)
+    axes[-1, 0].set_xlabel("wall time since the run started (s)")
+    fig.suptitle(f"Throughput over time ({w}-step window): failure-free (grey) and under failures (colour)",
+                 fontsize=11)
+    proxies = {
+        "ff": Line2D([], [], color="0.6", linewidth=1.3, label="failure-free run"),
+        "fail": Line2D([], [], color="0.2", linewidth=1.6, label="run under failures"),
+        "kill": Line2D([], [], color="tab:red", linewidth=1.2, label="kill"),
+        "recovering": Patch(color="tab:red", alpha=0.3, label="recovering (kill → resume)"),
+        "slow": Patch(color="tab:orange", alpha=0.3, label="below 95 % of normal speed"),
+        "abort": Line2D([], [], color="black", linewidth=1.6, label="run lost"),
+        "ckpt": Line2D([], [], color="0.3", marker="|", linestyle="none", markersize=7, label="checkpoint"),
+    }
+    handles = [p for k, p in proxies.items() if k in used]
+    fig.tight_layout()
+    fig.legend(handles=handles, loc="upper center", ncol=min(len(handles), 4), frameon=False,
+               bbox_to_anchor=(0.5, 0.0))
+    return fig
+
+
+def _barh_labels(ax: Any, bars: Any, fmt: str) -> None:
+    for b in bars:
+        w = b.get_width()
+        if finite(w):
+            ax.annotate(format(w, fmt), (w, b.get_y() + b.get_height() / 2), xytext=(3, 0),
+                        textcoords="offset points", va="center", fontsize=8)
+
+
+def _overhead_ettr(plt: Any, metrics: list[RunMetrics], colors: dict[str, str]) -> Any:
+    variants = list(dict.fromkeys(m.variant for m in metrics))
+    ff = {m.variant: m for m in metrics if not m.failure}
+    fail = {m.variant: m for m in metrics if m.failure}
+    fig, (a1, a2) = plt.subplots(1, 2, figsize=(11, 0.9 + 0.45 * len(variants)), sharey=True)
+    y = np.arange(len(variants))
+    over = [ff[v].overhead_pct if v in ff and ff[v].overhead_pct is not None else math.nan for v in variants]
+    bars = a1.barh(y, over, color=[colors[v] for v in variants])
+    _barh_labels(a1, bars, "+.1f")
+    a1.axvline(0, color="black", linewidth=0.8)
+    a1.set_yticks(y, variants)
+    a1.invert_yaxis()
+    a1.set_xlabel("throughput overhead vs none, failure-free (%)")
+    a1.set_title("Cost when nothing fails")
+    if np.isfinite(over).any():  # room for the value labels, and for negative overheads (noise)
+        a1.set_xlim(min(0.0, np.nanmin(over)) * 1.3, max(1.0, np.nanmax(over)) * 1.2)
+    h = 0.38
+    e_ff = [ff[v].ettr if v in ff and ff[v].ettr is not None else math.nan for v in variants]
+    e_fail = [fail[v].ettr if v in fail and fail[v].ettr is not None else math.nan for v in variants]
+    b1 = a2.barh(y - h / 2, e_ff, height=h, color="0.7", label="failure-free")
+    b2 = a2.barh(y + h / 2, e_fail, height=h, color=[colors[v] for v in variants], label="under failures")
+    _barh_labels(a2, b1, ".2f")
+    lost = {v for v in variants if v in fail and fail[v].lost}
+    _barh_labels(a2, [b for b, v in zip(b2, variants, strict=True) if v not in lost], ".2f")
+    for i, v in enumerate(variants):
+        if v in lost:
+            a2.annotate("0: run lost", (0, i + h / 2), xytext=(3, 0), textcoords="offset points", va="center",
+                        fontsize=8, color="black")
+    a2.set_xlim(0, 1.12)
+    a2.set_xlabel("ETTR (productive time / wall time)")
+    a2.set_title("Effective training time ratio")
+    from matplotlib.patches import Patch
+
+    a2.legend(handles=[Patch(facecolor="0.7", label="failure-free"),
+                       Patch(facecolor="0.35", label="under failures\n(strategy's colour)")],
+              loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=8, frameon=False)
+    fig.tight_layout()
+    return fig
+
+
+def _recovery(plt: Any, metrics: list[RunMetrics], labels: dict[str, str]) -> Any:
+    rows = [m for m in metrics if m.recovery]
+    fig, ax = plt.subplots(figsize=(10, 1.4 + 0.5 * len(rows)))
+    y = np.arange(len(rows))
+    left = np.zeros(len(rows))
+    cmap = plt.get_cmap("tab10")
+    for j, phase in enumerate(RECOVERY_PHASES):
+        vals = np.array([m.recovery.get(phase, 0.0) for m in rows], dtype=float)
+        vals = np.where(np.isfinite(vals), vals, 0.0)
+        ax.barh(y, vals, left=left, color=cmap(j), label=PHASE_LABELS[phase], edgecolor="white",
+                linewidth=0.5)
+        left += vals
+    for i, m in enumerate(rows):
+        total = m.recovery.get("time_lost_s", left[i])
+        ax.annotate(f"{total:.2f} s" + (f" × {m.recoveries}" if m.recoveries > 1 else ""),
+                    (left[i], i), xytext=(4, 0), textcoords="offset points", va="center", fontsize=8)
+    ax.set_yticks(y, [labels[m.run] for m in rows])
+    ax.invert_yaxis()
+    ax.set_xlim(0, max(left.max() if len(left) else 1.0, 1e-3) * 1.18)
+    ax.set_xlabel("seconds per recovery (mean over the run's recoveries)")
+    ax.set_title("Where a recovery's time goes: kill → detection → shrink+agree → plan → replace → "
+                 "restore → back to 95 % speed (+ re-executed steps)", fontsize=10)
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.5 / (1 + 0.35 * len(rows))), ncol=7, fontsize=8,
+              frameon=False)
+    fig.tight_layout()
+    return fig
+
+
+_KIND_MARKERS = {"full": "o", "baseline": "s", "diff": "^", "mfu": "v", "ssu": "D"}
+
+
+def _protection(plt: Any, pairs: list[tuple[RunResult, RunMetrics]], colors: dict[str, str],
+                labels: dict[str, str]) -> Any:
+    ff = [(r, m) for r, m in pairs if not m.failure] or pairs
+    fig, (a1, a2) = plt.subplots(1, 2, figsize=(12, 1.6 + 0.45 * len(ff)),
+                                 gridspec_kw={"width_ratios": [1, 1.3]})
+    y = np.arange(len(ff))
+    ck = np.array([m.checkpoint_bytes for _, m in ff], dtype=float) / MIB
+    par = np.array([m.parity_bytes for _, m in ff], dtype=float) / MIB
+    a1.barh(y, ck, color=[colors[m.variant] for _, m in ff])
+    a1.barh(y, par, left=ck, color=[colors[m.variant] for _, m in ff], hatch="///", edgecolor="white")
+    for i, total in enumerate(ck + par):
+        a1.annotate(f"{total:.1f}", (total, i), xytext=(3, 0), textcoords="offset points", va="center",
+                    fontsize=8)
+    a1.set_yticks(y, [labels[m.run] for _, m in ff])
+    a1.invert_yaxis()
+    a1.set_xlim(0, max(float((ck + par).max()) if len(ff) else 0.0, 1e-3) * 1.2)
+    a1.set_xlabel("MiB written or sent for protection, whole run")
+    some_ff = any(not m.failure for _, m in pairs)
+    a1.set_title("Protection traffic" + (" (failure-free runs)" if some_ff else ""))
+    from matplotlib.lines import Line2D
+    from matplotlib.patches import Patch
+
+    a1.legend(handles=[Patch(facecolor="0.55", label="checkpoints (written)"),
+                       Patch(facecolor="0.55", hatch="///", edgecolor="white", label="parity deltas (sent)")],
+              fontsize=8, loc="lower right")
+    kinds_used = set()
+    with_ckpt = [(r, m) for r, m in ff if len(r.checkpoints)]
+    for i, (r, m) in enumerate(with_ckpt):
+        kinds = np.array([decode(k) for k in r.checkpoints["kind"]])
+        size = 4 + 3 * (len(with_ckpt) - 1 - i)  # hollow and nested: equal checkpoints stay visible
+        for kind in dict.fromkeys(kinds):
+            sel = kinds == kind
+            kinds_used.add(kind)
+            a2.plot(r.checkpoints["step"][sel], r.checkpoints["bytes"][sel] / MIB, linestyle="none",
+                    marker=_KIND_MARKERS.get(kind, "x"), color=colors[m.variant], markersize=size,
+                    markerfacecolor="none", markeredgewidth=1.5)
+
+    handles = [Line2D([], [], color=colors[m.variant], marker="o", linestyle="none", label=labels[m.run],
+                      markerfacecolor="none", markeredgewidth=1.5) for r, m in with_ckpt]
+    handles += [Line2D([], [], color="0.3", marker=_KIND_MARKERS.get(k, "x"), linestyle="none", label=k,
+                       markerfacecolor="none", markeredgewidth=1.5)
+                for k in sorted(kinds_used)]
+    if handles:
+        a2.legend(handles=handles, fontsize=8, ncol=2)
+        a2.set_ylim(bottom=0)
+    else:
+        a2.text(0.5, 0.5, "no checkpoint taken", transform=a2.transAxes, ha="center", va="center")
+    a2.set_xlabel("step the checkpoint holds")
+    a2.set_ylabel("MiB per checkpoint")
+    a2.set_title("Size of each checkpoint (marker: kind)")
+    fig.tight_layout()
+    return fig
+
+
+def _auc_vs_lost(plt: Any, metrics: list[RunMetrics], colors: dict[str, str], labels: dict[str, str]) -> Any:
+    rows = [m for m in metrics if m.failure and m.delta_auc is not None]
+    fig, ax = plt.subplots(figsize=(7.5, 4.8))
+    from matplotlib.ticker import MaxNLocator
+
+    at: dict[tuple[float, float], list[RunMetrics]] = {}
+    for m in rows:
+        at.setdefault((float(m.lost_samples), float(m.delta_auc)), []).append(m)
+    for (x, y), ms in at.items():  # runs on the same point share one marker (grey) and one label
+        color = colors[ms[0].variant] if len(ms) == 1 else "0.5"
+        ax.scatter([x], [y], s=60, color=color, zorder=3, marker="o" if ms[0].lossless else "X",
+                   edgecolor="black", linewidth=0.5)
+        names = ", ".join(labels[m.run] + (" (lossless)" if m.lossless else "") for m in ms)
+        ax.annotate(names, (x, y), xytext=(6, 6), textcoords="offset points", fontsize=8)
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.axhline(0, color="black", linewidth=0.8)
+    xs = [float(m.lost_samples) for m in rows] or [1.0]
+    ys = [abs(float(m.delta_auc)) for m in rows] or [0.0]
+    ax.set_xlim(-0.05 * max(max(xs), 1.0), max(max(xs), 1.0) * 1.35)
+    span = max(max(ys), 1e-4) * 1.6
+    ax.set_ylim(-span, span)
+    ax.set_xlabel("samples lost (updates not in the final model)")
+    ax.set_ylabel("ΔAUC vs the failure-free twin")
+    ax.set_title("Model quality lost to failures (o: lossless, X: not)")
+    fig.tight_layout()
+    return fig
+
+
+def _auc(plt: Any, pairs: list[tuple[RunResult, RunMetrics]], colors: dict[str, str],
+         labels: dict[str, str]) -> Any:
+    fig, ax = plt.subplots(figsize=(9, 4.5))
+    for r, m in pairs:
         if len(r.eval):
-            ax.plot(r.eval["step"], r.eval["auc"], marker="o", markersize=3,
-                    color=f"C{i % 10}", label=r.name)
+            ax.plot(r.eval["step"], r.eval["auc"], marker="o", markersize=3, color=colors[m.variant],
+                    linestyle="-" if m.failure else "--", alpha=1.0 if m.failure else 0.6,
+                    label=labels[m.run] + (" (under failures)" if m.failure else " (failure-free)"))
+    teacher = [m.teacher_auc for _, m in pairs if finite(m.teacher_auc)]
+    if teacher:
+        ax.axhline(teacher[0], color="0.4", linestyle=":", linewidth=1, label="teacher model (ceiling)")
     ax.set_xlabel("step")
     ax.set_ylabel("held-out AUC")
-    ax.set_title("AUC over steps")
-    if any(len(r.eval) for r in results):
-        ax.legend(fontsize="small")
+    ax.set_title("Held-out AUC over training (identical curves overlap: same model)")
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
     fig.tight_layout()
-    written.append(outdir / "auc.png")
-    fig.savefig(written[-1], dpi=120)
-    plt.close(fig)
+    return fig
+
+
+def plot_results(results: list[RunResult], outdir: str | Path, window: int | None = None,
+                 formats: Sequence[str] = ("png", "pdf"), baseline: str = "none") -> list[Path]:
+    """Write the ``FIGURES`` that have something to show into ``outdir`` (created), each in every
+    format of ``formats``; return the paths written. ``window``: steps of the throughput window
+    (default ``auto_window`` of each run)."""
+    outdir = Path(outdir)
+    outdir.mkdir(parents=True, exist_ok=True)
+    if not results:
+        return []
+    plt = _pyplot()
+    metrics = compare(results, baseline)
+    pairs = list(zip(results, metrics, strict=True))
+    colors, labels = _colors(metrics), _labels(metrics)
+    written: list[Path] = []
+    written += _save(plt, _throughput(plt, pairs, colors, window), outdir, "throughput", formats)
+    written += _save(plt, _overhead_ettr(plt, metrics, colors), outdir, "overhead_ettr", formats)
+    if any(m.recovery for m in metrics):
+        written += _save(plt, _recovery(plt, metrics, labels), outdir, "recovery", formats)
+    written += _save(plt, _protection(plt, pairs, colors, labels), outdir, "protection", formats)
+    if any(m.failure and m.delta_auc is not None for m in metrics):
+        written += _save(plt, _auc_vs_lost(plt, metrics, colors, labels), outdir, "auc_vs_lost", formats)
+    if any(len(r.eval) for r in results):
+        written += _save(plt, _auc(plt, pairs, colors, labels), outdir, "auc", formats)
     return written

@@ -1,12 +1,13 @@
-"""``mpiec report PATH… [--plots OUTDIR] [--csv FILE]``: tables (and plots) of result files.
+"""``mpiec report PATH… [--plots OUTDIR] [--csv FILE] [--markdown FILE] [--html FILE]`` and ``write_report``.
 
-Owns the report command. Invariants: tables go to stdout; nothing is ever written
-onto a result file or an input (``check_output_path``, also used by ``mpiec config
---write``): checked before anything is read or written; a bad result file
-raises ``ResultFileError`` to the caller (the CLI prints
-``mpiec: error: …`` and exits 2) unless ``--skip-bad``; a missing optional
-dependency or no result file at all is one error line on stderr and exit
-code 2; the CSV has one row per run with the raw (unformatted) summary values.
+Owns the report command and the report ``mpiec bench`` writes next to its result files.
+Invariants: tables go to stdout; nothing is ever written onto a result file or an input
+(``check_output_path``, also used by ``mpiec config --write``): every output is checked before
+anything is read or written; a bad result file raises ``ResultFileError`` to the caller (the CLI
+prints ``mpiec: error: …`` and exits 2) unless ``--skip-bad``; ``--plots`` without matplotlib or
+no result file at all is one error line on stderr and exit code 2 (``--html`` without matplotlib
+writes the page without figures, saying so); the CSV has one row per run with the raw
+(unformatted) figures of ``metrics.RunMetrics``.
 """
 
 from __future__ import annotations
@@ -17,25 +18,35 @@ import sys
 from pathlib import Path
 
 from mpiec.errors import MpiecError, ResultFileError
+from mpiec.results import RunResult
 
+from .html import write_html
 from .plots import matplotlib_available, plot_results
 from .read import load_results
-from .tables import comparison_table, format_events, phase_table, summary_rows
+from .tables import comparison_table, comparison_tables, format_events, phase_table, runs_table, summary_rows
 
-__all__ = ["build_parser", "check_output_path", "main", "write_csv"]
+__all__ = ["REPORT_FILES", "build_parser", "check_output_path", "main", "write_csv", "write_markdown",
+           "write_report"]
 
 PROG = "mpiec report"
+#: What ``write_report`` writes into its directory (the figures go to ``plots/``).
+REPORT_FILES = {"text": "comparison.txt", "markdown": "comparison.md", "csv": "summary.csv",
+                "html": "report.html", "plots": "plots"}
 
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog=PROG,
-        description="Compare mpiec runs: a summary table, phase breakdowns and events "
-        "of every result file (*.h5) in the given directories (recursively) or files.",
+        description="Compare mpiec runs: the failure-free and the failure table, the recovery "
+        "breakdown, one row per run, phase breakdowns and events of every result file (*.h5) in "
+        "the given directories (recursively) or files.",
     )
     p.add_argument("paths", nargs="+", metavar="DIR", help="result directory or .h5 file")
-    p.add_argument("--plots", metavar="OUTDIR", help="write PNG plots here (needs matplotlib)")
-    p.add_argument("--csv", metavar="FILE", help="write the summary rows as CSV to FILE")
+    p.add_argument("--plots", metavar="OUTDIR", help="write the figures here, PNG and PDF (needs matplotlib)")
+    p.add_argument("--csv", metavar="FILE", help="write every run's figures as CSV to FILE")
+    p.add_argument("--markdown", metavar="FILE", help="write the comparison tables as Markdown to FILE")
+    p.add_argument("--html", metavar="FILE",
+                   help="write one self-contained HTML page (tables and figures) to FILE")
     p.add_argument("--baseline", default="none", metavar="STRATEGY",
                    help="strategy the overhead is measured against (default: none)")
     p.add_argument("--warmup", type=int, default=None, metavar="N",
@@ -76,6 +87,11 @@ def check_output_path(target: str | Path, inputs: list[str | Path], what: str) -
             raise MpiecError(f"{what} {t} is an input of this command; it is never overwritten")
 
 
+def _check_plots_dir(target: str | Path, what: str) -> None:
+    if Path(target).exists() and not Path(target).is_dir():
+        raise MpiecError(f"{what} {target} is a file, not a directory")
+
+
 def write_csv(rows: list[dict], path: str | Path) -> None:
     """Write summary rows (from ``summary_rows``) as CSV; nan/None as empty."""
     path = Path(path)
@@ -90,34 +106,93 @@ def write_csv(rows: list[dict], path: str | Path) -> None:
             })
 
 
+def write_markdown(results: list[RunResult], path: str | Path, baseline: str = "none") -> Path:
+    """The comparison tables and the runs table as Markdown."""
+    path = Path(path)
+    tables = [*comparison_tables(results, baseline), runs_table(results, baseline)]
+    path.write_text("\n\n".join(t.markdown() for t in tables) + "\n", encoding="utf-8")
+    return path
+
+
+def write_report(results: list[RunResult], out_dir: str | Path, baseline: str = "none") -> list[Path]:
+    """Write the whole report of ``results`` into ``out_dir`` and return the paths written.
+
+    Contract: ``out_dir`` is created if missing; it receives ``REPORT_FILES``: the comparison
+    tables as text (``comparison.txt``, what ``comparison_table`` prints, plus the runs table) and
+    Markdown (``comparison.md``), every run's raw figures (``summary.csv``), the figures as PNG and
+    PDF in ``plots/`` (only when matplotlib is installed) and the self-contained page
+    (``report.html``, without figures when matplotlib is missing). Files of those names are
+    overwritten, nothing else in ``out_dir`` is touched; a target that is an HDF5 file or a
+    directory raises ``MpiecError`` before anything is written; an empty ``results`` raises
+    ``ResultFileError``.
+    """
+    if not results:
+        raise ResultFileError("no result files to report on")
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    inputs = [r.path for r in results]
+    files = {k: out / v for k, v in REPORT_FILES.items()}
+    for key, target in files.items():
+        if key == "plots":
+            _check_plots_dir(target, "report figures directory")
+        else:
+            check_output_path(target, inputs, f"report {key} file")
+    text = comparison_table(results, baseline) + "\n\n" + runs_table(results, baseline).text() + "\n"
+    files["text"].write_text(text, encoding="utf-8")
+    write_markdown(results, files["markdown"], baseline)
+    write_csv(summary_rows(results, baseline), files["csv"])
+    written = [files["text"], files["markdown"], files["csv"]]
+    figures: list[Path] = []
+    if matplotlib_available():
+        figures = plot_results(results, files["plots"], baseline=baseline)
+        written += figures
+    written.append(write_html(results, files["html"], pngs=figures if figures else None, baseline=baseline))
+    return written
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    if args.csv:
-        check_output_path(args.csv, args.paths, "--csv")
-    if args.plots and Path(args.plots).exists() and not Path(args.plots).is_dir():
-        raise MpiecError(f"--plots {args.plots} is a file, not a directory")
-    if args.plots and not matplotlib_available():
-        print(f"{PROG}: error: --plots needs matplotlib (pip install 'mpiec[plot]')",
-              file=sys.stderr)
-        return 2
+    for value, what in ((args.csv, "--csv"), (args.markdown, "--markdown"), (args.html, "--html")):
+        if value:
+            check_output_path(value, args.paths, what)
+    outs = [Path(v).resolve() for v in (args.csv, args.markdown, args.html) if v]
+    if len(set(outs)) < len(outs):
+        raise MpiecError("--csv, --markdown and --html name the same file")
+    if args.plots:
+        _check_plots_dir(args.plots, "--plots")
+        if not matplotlib_available():
+            print(f"{PROG}: error: --plots needs matplotlib (pip install 'mpiec[plot]')", file=sys.stderr)
+            return 2
     results = load_results(args.paths, skip_bad=args.skip_bad)
     if not results:
         raise ResultFileError(f"no result files (*.h5) found in {' '.join(args.paths)}")
 
     out = sys.stdout
     print(comparison_table(results, baseline=args.baseline), file=out)
+    print("", file=out)
+    print(runs_table(results, baseline=args.baseline).text(), file=out)
     print("\nphase breakdown (share of step time):", file=out)
     print(phase_table(results, warmup=args.warmup), file=out)
     if not args.no_events:
         for r in results:
             print("", file=out)
             print(format_events(r), file=out)
+    print("", file=out)
     if args.csv:
         write_csv(summary_rows(results, baseline=args.baseline), args.csv)
-        print(f"\nwrote {args.csv}", file=out)
+        print(f"wrote {args.csv}", file=out)
+    if args.markdown:
+        print(f"wrote {write_markdown(results, args.markdown, args.baseline)}", file=out)
+    figures: list[Path] = []
     if args.plots:
-        for path in plot_results(results, args.plots):
+        figures = plot_results(results, args.plots, baseline=args.baseline)
+        for path in figures:
             print(f"wrote {path}", file=out)
+    if args.html:
+        if not matplotlib_available():
+            print(f"{PROG}: note: matplotlib is not installed: the page has no figures", file=sys.stderr)
+        path = write_html(results, args.html, pngs=figures or None, baseline=args.baseline)
+        print(f"wrote {path}", file=out)
     return 0
 
 

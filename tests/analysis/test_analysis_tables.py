@@ -14,7 +14,7 @@ from mpiec.analysis import (
     phase_breakdown,
     summary_rows,
 )
-from mpiec.analysis.tables import phase_table
+from mpiec.analysis.tables import phase_table, runs_table
 
 
 def by_strategy(rows):
@@ -39,19 +39,18 @@ def test_baseline_prefers_clean_run_with_same_seed(tmp_path, make_run):
     assert rows["d"]["overhead_pct"] == pytest.approx(10.0)
 
 
-def test_table_layout_and_markers(runs_dir):
-    text = comparison_table(load_results(runs_dir))
-    lines = text.splitlines()
-    header, sep, *body = lines
-    assert "samples/s" in header and "overhead" in header and "parity bytes" in header
-    table = [ln for ln in body if not ln.startswith("overhead:")]
+def test_runs_table_layout_and_markers(runs_dir):
+    text = runs_table(load_results(runs_dir)).text()
+    title, header, sep, *table = text.splitlines()
+    assert title == "runs"
+    assert "samples/s" in header and "overhead %" in header and "protection B" in header
     assert len(table) == 3
     # aligned: every row is as wide as the separator (trailing blanks stripped)
     assert all(len(ln) <= len(sep) for ln in table)
     cpr = next(ln for ln in table if "cpr" in ln)
     ecrm = next(ln for ln in table if "ecrm" in ln)
     assert "(emulated)" in cpr and "(emulated)" not in ecrm
-    assert "+20.0%" in cpr and "+10.0%" in ecrm
+    assert "+20.0" in cpr and "+10.0" in ecrm
     assert "0.250" in ecrm and "3.0 MiB" in ecrm
     none = next(ln for ln in table if ln.startswith("none"))
     assert "—" in none  # no recovery latency
@@ -60,25 +59,12 @@ def test_table_layout_and_markers(runs_dir):
     assert all(ln[col_end - 1].isdigit() for ln in table)
 
 
-def test_baseline_must_have_the_same_config(tmp_path, make_run):
-    from mpiec.results import ResultWriter
-
-    make_run(tmp_path / "a.h5", "ecrm", throughput=900.0)
-    w = ResultWriter(tmp_path / "b.h5", {
-        "config": {"layout": {"servers": 8}}, "strategy": "none", "seed": 1,
-        "failure_mode": "ulfm", "ulfm": True})
-    w.close({"throughput_sps": 1000.0})
-    rows = {r["run"]: r for r in summary_rows(load_results(tmp_path))}
-    assert rows["a"]["overhead_pct"] is None and rows["a"]["baseline_run"] is None
-    assert rows["b"]["overhead_pct"] == pytest.approx(0.0)
-
-
 def test_no_baseline_prints_dash(tmp_path, make_run):
     make_run(tmp_path / "x.h5", "ecrm")
     text = comparison_table(load_results(tmp_path))
-    row = text.splitlines()[2]
-    assert "—" in row and "%" not in row
-    assert "no 'none' run" in text
+    row = text.splitlines()[3]
+    assert row.startswith("ecrm") and "—" in row and "+" not in row
+    assert "no such 'none' run here" in text
 
 
 def test_partial_marker(tmp_path):

@@ -1,0 +1,341 @@
+"""The derived numbers of the comparison, one definition each: pure functions over ``RunResult`` lists.
+
+Owns how runs are paired and every figure computed from more than one summary value:
+
+* **variant** of a run = its root attribute ``variant`` (``ckpt:interval=10``), else its strategy.
+* **failure run** = a run with a kill planned (``config.failures.kill``) or fired (a ``kill`` /
+  ``emulated_kill`` event); every other run is **failure-free**.
+* **baseline** of a run (for the overhead and the memory overhead) = a run of the ``baseline``
+  strategy (``none``) whose config is the same apart from ``strategy``, ``failures``, ``output`` and
+  ``training.seed``: preferably failure-free and not lost, then the same seed, then the first in list
+  order. **overhead** = ``100 · (1 − throughput / throughput_baseline)`` (percent of throughput lost);
+  **memory overhead** = Σ ``peak_rss_mb`` over the ranks minus the baseline's.
+* **twin** of a failure run = a failure-free run of the same variant whose config is the same apart
+  from ``failures`` and ``output`` (same seed, same strategy keys, same spares), not lost, the first in
+  list order. **ΔAUC**, **Δlogloss** = the run's final value minus its twin's; **lossless** = the
+  run's ``param_checksum`` equals its twin's (``None`` when there is no twin, when either checksum
+  is empty, or when the run was lost).
+* **ETTR**, **goodput** = the summary's ``ettr`` / ``goodput_sps``; files written before those keys
+  get them from ``mpiec.roles.accounting.efficiency`` (the runtime's own definition: ``1 −
+  (time lost + checkpoint stall on the critical path) / wall``, and the samples of the last execution
+  of every step minus the lost samples, per second of wall time).
+* **lost samples** = the summary's ``lost_samples`` (older files: at least ``pls ×`` the samples
+  trained, as the runtime counts partial recovery now); **PLS** = ``cpr``'s ``pls`` when recorded,
+  else lost samples / the samples the run was to keep (a lost run: trained + lost).
+* **recovery breakdown** = the mean per recovery of each phase of ``summary.recovery_breakdown``
+  (``RECOVERY_PHASES``, which add up to ``time_lost_s`` of that recovery); **time lost per failure**
+  = ``time_lost_s / recoveries``.
+* **protection bytes** = ``protection_bytes``, else ``checkpoint_bytes + parity_bytes``.
+* **interval** of a checkpointing run = ``checkpoint_interval_steps`` and ``_rule`` of its summary
+  (older files: the ``checkpoint_interval`` text, else the median gap of its full checkpoints).
+
+Invariants: no I/O, no MPI, no matplotlib; a number that cannot be computed is ``None`` (or nan in
+a float field), never a made-up value; ``compare`` keeps the order of the runs it is given.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import numpy as np
+
+from mpiec.results import RunResult, decode
+from mpiec.roles.accounting import efficiency, final_samples
+
+__all__ = [
+    "KILL_KINDS",
+    "RECOVERY_PHASES",
+    "RunMetrics",
+    "baseline_for",
+    "compare",
+    "failure_run",
+    "finite",
+    "interval_label",
+    "kills_fired",
+    "overhead_pct",
+    "recovery_means",
+    "twin_for",
+    "variant",
+]
+
+KILL_KINDS = frozenset({"kill", "emulated_kill"})
+
+#: The phases of one recovery, in order, as ``summary.recovery_breakdown`` names them; together
+#: they make up that recovery's ``time_lost_s`` (kill → back to 95 % of the normal step rate,
+#: plus the rolled-back steps executed again after that).
+RECOVERY_PHASES = ("detection_s", "shrink_agree_s", "plan_s", "replace_s", "restore_s",
+                   "back_to_normal_s", "reexec_s")
+#: Short labels of ``RECOVERY_PHASES`` for tables and legends.
+PHASE_LABELS = {"detection_s": "detect", "shrink_agree_s": "shrink+agree", "plan_s": "plan",
+                "replace_s": "replace", "restore_s": "restore", "back_to_normal_s": "to 95% speed",
+                "reexec_s": "re-exec"}
+
+_NOT_IN_BASELINE_KEY = ("strategy", "failures", "output")
+_NOT_IN_TWIN_KEY = ("failures", "output")
+
+
+def finite(x: Any) -> bool:
+    """A real, finite number (bools are not numbers here)."""
+    return isinstance(x, int | float) and not isinstance(x, bool) and math.isfinite(x)
+
+
+def variant(r: RunResult) -> str:
+    """The strategy variant as ``mpiec bench --strategies`` spells it."""
+    return str(r.attrs.get("variant") or r.strategy)
+
+
+def kills_fired(r: RunResult) -> int:
+    return int(sum(decode(k) in KILL_KINDS for k in r.events["kind"]))
+
+
+def _planned_kills(r: RunResult) -> list[Any]:
+    failures = r.config.get("failures")
+    kills = failures.get("kill") if isinstance(failures, dict) else None
+    return list(kills) if isinstance(kills, list | tuple) else []
+
+
+def failure_run(r: RunResult) -> bool:
+    """A kill was planned or fired in this run."""
+    return bool(_planned_kills(r)) or kills_fired(r) > 0
+
+
+def _config_key(r: RunResult, drop: tuple[str, ...], drop_seed: bool) -> str:
+    cfg = {k: v for k, v in r.config.items() if k not in drop}
+    training = cfg.get("training")
+    if drop_seed and isinstance(training, dict):
+        cfg["training"] = {k: v for k, v in training.items() if k != "seed"}
+    return json.dumps(cfg, sort_keys=True, default=str)
+
+
+def _clean(r: RunResult) -> bool:
+    return not r.summary["lost"] and not failure_run(r)
+
+
+def baseline_for(run: RunResult, results: list[RunResult], baseline: str = "none") -> RunResult | None:
+    """The ``baseline`` strategy's run ``run`` is measured against (see the module docstring)."""
+    key = _config_key(run, _NOT_IN_BASELINE_KEY, drop_seed=True)
+    cands = [b for b in results if b.strategy == baseline
+             and _config_key(b, _NOT_IN_BASELINE_KEY, drop_seed=True) == key]
+    if not cands:
+        return None
+    # min is stable: the first in list order on ties
+    return min(cands, key=lambda b: (0 if _clean(b) else 1, 0 if b.seed == run.seed else 1))
+
+
+def twin_for(run: RunResult, results: list[RunResult]) -> RunResult | None:
+    """The failure-free run of ``run``'s variant and config (None for a failure-free run)."""
+    if not failure_run(run):
+        return None
+    key = _config_key(run, _NOT_IN_TWIN_KEY, drop_seed=False)
+    for t in results:
+        if (t is not run and variant(t) == variant(run) and _clean(t)
+                and _config_key(t, _NOT_IN_TWIN_KEY, drop_seed=False) == key):
+            return t
+    return None
+
+
+def overhead_pct(run: RunResult, base: RunResult | None) -> float | None:
+    """Percent of ``base``'s throughput that ``run`` does not reach (None without a baseline)."""
+    if base is None:
+        return None
+    tb, tr = base.summary["throughput_sps"], run.summary["throughput_sps"]
+    if not (finite(tb) and tb > 0 and finite(tr)):
+        return None
+    return 100.0 * (1.0 - tr / tb)
+
+
+def recovery_list(r: RunResult) -> list[dict[str, float]]:
+    """``summary.recovery_breakdown`` decoded ([] when absent or unreadable)."""
+    raw = r.summary.get("recovery_breakdown")
+    if isinstance(raw, str):
+        try:
+            raw = json.loads(raw)
+        except json.JSONDecodeError:
+            return []
+    return [x for x in raw if isinstance(x, dict)] if isinstance(raw, list) else []
+
+
+def recovery_means(r: RunResult) -> dict[str, float]:
+    """Mean seconds per recovery of each of ``RECOVERY_PHASES`` plus ``recovery_s`` and
+    ``time_lost_s``; empty when the run recorded no recovery breakdown."""
+    recs = recovery_list(r)
+    if not recs:
+        return {}
+    out = {}
+    for key in (*RECOVERY_PHASES, "recovery_s", "time_lost_s"):
+        vals = [float(x[key]) for x in recs if finite(x.get(key))]
+        out[key] = float(np.mean(vals)) if vals else math.nan
+    return out
+
+
+def _lost_samples(r: RunResult) -> int:
+    s = r.summary
+    lost = int(s.get("lost_samples") or 0)
+    pls = s.get("pls")
+    if "ettr" not in s and not s["lost"] and finite(pls):  # written before cpr's pls counted here
+        lost = max(lost, int(round(pls * final_samples(r.timeline))))
+    return lost
+
+
+def _pls(r: RunResult, lost_samples: int) -> float | None:
+    pls = r.summary.get("pls")
+    if finite(pls):
+        return float(pls)
+    kept = final_samples(r.timeline)
+    total = kept + lost_samples if r.summary["lost"] else kept
+    return lost_samples / total if total > 0 else None
+
+
+def _efficiency(r: RunResult, lost_samples: int) -> tuple[float | None, float | None]:
+    s = r.summary
+    ettr, goodput = s.get("ettr"), s.get("goodput_sps")
+    if finite(ettr) and finite(goodput):
+        return float(ettr), float(goodput)
+    if not len(r.timeline):
+        return None, None
+    stall = s.get("checkpoint_critical_s")
+    e = efficiency(r.timeline, float(s.get("time_lost_s") or 0.0), float(stall) if finite(stall) else 0.0,
+                   lost_samples, bool(s["lost"]))
+    return e["ettr"], e["goodput_sps"]
+
+
+def _protection_bytes(r: RunResult) -> int:
+    s = r.summary
+    if finite(s.get("protection_bytes")):
+        return int(s["protection_bytes"])
+    return int(s.get("checkpoint_bytes") or 0) + int(s.get("parity_bytes") or 0)
+
+
+def _memory_mb(r: RunResult) -> float | None:
+    if not len(r.ranks):
+        return None
+    rss = r.ranks["peak_rss_mb"].astype(np.float64)
+    return float(rss.sum()) if np.all(np.isfinite(rss)) else None
+
+
+def interval_label(r: RunResult) -> tuple[int | None, float | None, str]:
+    """(interval in steps, in seconds for a rule in seconds, the rule that chose it) of a
+    checkpointing run; (None, None, "") for a run that took no checkpoint and records no interval."""
+    s = r.summary
+    steps, seconds = s.get("checkpoint_interval_steps"), s.get("checkpoint_interval_s")
+    seconds = float(seconds) if finite(seconds) and seconds > 0 else None
+    rule = str(s.get("checkpoint_interval_rule") or "")
+    if finite(steps) and steps > 0:
+        return int(steps), seconds, rule
+    text = str(s.get("checkpoint_interval") or "")
+    if text.endswith(" steps") and text.split()[0].isdigit():
+        return int(text.split()[0]), seconds, rule or "given"
+    kinds = [decode(k) for k in r.checkpoints["kind"]]
+    full = r.checkpoints[np.isin(kinds, ["full", "baseline"])] if len(kinds) else r.checkpoints
+    gaps = np.diff(np.unique(full["step"])) if len(full) > 1 else np.zeros(0)
+    if len(gaps):
+        return int(np.median(gaps)), seconds, rule or "measured"
+    return None, seconds, rule or text
+
+
+@dataclass
+class RunMetrics:
+    """Every derived figure of one run (None: not applicable or not computable)."""
+
+    run: str
+    variant: str
+    strategy: str
+    failure: bool
+    seed: Any
+    emulated: bool
+    complete: bool
+    lost: bool
+    kills: int
+    steps: int
+    samples: int
+    throughput_sps: float
+    overhead_pct: float | None
+    baseline_run: str | None
+    ettr: float | None
+    goodput_sps: float | None
+    final_auc: float
+    final_logloss: float
+    final_accuracy: float
+    teacher_auc: float
+    twin_run: str | None
+    delta_auc: float | None
+    delta_logloss: float | None
+    lossless: bool | None
+    lost_samples: int
+    pls: float | None
+    recoveries: int
+    recovery_latency_s: float
+    time_lost_s: float
+    time_lost_per_failure_s: float | None
+    reexecuted_steps: int
+    stall_s: float
+    checkpoint_critical_s: float | None
+    checkpoints: int
+    checkpoint_bytes: int
+    parity_bytes: int
+    protection_bytes: int
+    interval_steps: int | None
+    interval_s: float | None
+    interval_rule: str
+    memory_mb: float | None
+    memory_overhead_mb: float | None
+    param_checksum: str
+    path: str
+    recovery: dict[str, float] = field(default_factory=dict)
+
+    def as_row(self) -> dict[str, Any]:
+        """Flat dict for CSV: the recovery phases become ``recovery_<phase>`` columns."""
+        row = asdict(self)
+        rec = row.pop("recovery")
+        for key in RECOVERY_PHASES:  # the mean kill → resume is recovery_latency_s already
+            row[f"recovery_{key}"] = rec.get(key)
+        return row
+
+
+def compare(results: list[RunResult], baseline: str = "none") -> list[RunMetrics]:
+    """The metrics of every run, in the order given, each paired within ``results``."""
+    out = []
+    for r in results:
+        s = r.summary
+        base = baseline_for(r, results, baseline)
+        twin = twin_for(r, results)
+        lost_samples = _lost_samples(r)
+        ettr, goodput = _efficiency(r, lost_samples)
+        d_auc = d_logloss = lossless = None
+        if twin is not None:
+            ts = twin.summary
+            if finite(s["final_auc"]) and finite(ts["final_auc"]) and not s["lost"]:
+                d_auc = s["final_auc"] - ts["final_auc"]
+            if finite(s["final_logloss"]) and finite(ts["final_logloss"]) and not s["lost"]:
+                d_logloss = s["final_logloss"] - ts["final_logloss"]
+            if not s["lost"] and s["param_checksum"] and ts["param_checksum"]:
+                lossless = s["param_checksum"] == ts["param_checksum"]
+        mem, base_mem = _memory_mb(r), _memory_mb(base) if base is not None else None
+        steps, seconds, rule = interval_label(r)
+        recoveries = int(s.get("recoveries") or 0)
+        crit = s.get("checkpoint_critical_s")
+        out.append(RunMetrics(
+            run=r.name, variant=variant(r), strategy=r.strategy, failure=failure_run(r), seed=r.seed,
+            emulated=bool(s["emulated"]), complete=bool(s["complete"]), lost=bool(s["lost"]),
+            kills=kills_fired(r), steps=int(s["steps_completed"]), samples=int(s["samples_completed"]),
+            throughput_sps=float(s["throughput_sps"]), overhead_pct=overhead_pct(r, base),
+            baseline_run=base.name if base is not None else None, ettr=ettr, goodput_sps=goodput,
+            final_auc=float(s["final_auc"]), final_logloss=float(s["final_logloss"]),
+            final_accuracy=float(s["final_accuracy"]), teacher_auc=float(s["teacher_auc"]),
+            twin_run=twin.name if twin is not None else None, delta_auc=d_auc,
+            delta_logloss=d_logloss, lossless=lossless, lost_samples=lost_samples,
+            pls=_pls(r, lost_samples), recoveries=recoveries,
+            recovery_latency_s=float(s["recovery_latency_s"]), time_lost_s=float(s["time_lost_s"]),
+            time_lost_per_failure_s=float(s["time_lost_s"]) / recoveries if recoveries else None,
+            reexecuted_steps=int(s["reexecuted_steps"]), stall_s=float(s["stall_s"]),
+            checkpoint_critical_s=float(crit) if finite(crit) else None,
+            checkpoints=len(r.checkpoints), checkpoint_bytes=int(s["checkpoint_bytes"]),
+            parity_bytes=int(s["parity_bytes"]), protection_bytes=_protection_bytes(r),
+            interval_steps=steps, interval_s=seconds, interval_rule=rule, memory_mb=mem,
+            memory_overhead_mb=mem - base_mem if mem is not None and base_mem is not None else None,
+            param_checksum=str(s["param_checksum"]), path=str(r.path), recovery=recovery_means(r),
+        ))
+    return out
