@@ -78,3 +78,17 @@ def test_a_given_mtbf_is_kept():
 def test_bad_bench_input_is_refused_before_any_run(argv, message):
     with pytest.raises(MpiecError, match=message.replace("(", r"\(").replace(")", r"\)")):
         Bench(bench_args(*argv))
+
+
+def test_a_trace_becomes_the_same_explicit_kills_for_every_strategy(tmp_path):
+    trace = "tests/fixtures/traces/small_trace.json"
+    bench = Bench(bench_args("--strategies", "ckpt,ecrm", "--trace", trace, "--max-kills", "2"))
+    assert bench.scenario == "trace"
+    bench.failure_free_s = 20.0
+    kills = bench.kill_plan(bench.first)
+    assert 1 <= len(kills) <= 2 and kills == bench.kill_plan(bench.first)
+    assert all(2.0 <= float(k.split("time=")[1]) <= 18.0 for k in kills)  # within 10 %..90 % of the time
+    bad = tmp_path / "bad.json"
+    bad.write_text('[{"node_id": 1}]')
+    with pytest.raises(MpiecError, match="bad.json.*missing field"):
+        Bench(bench_args("--trace", str(bad)))
