@@ -1,0 +1,319 @@
+"""Measured result files → the simulator's ``Costs``.
+
+Owns what is read from a result file for the model (``measure``) and how costs are fitted from a
+set of them (``calibrate``). Every cost comes from these files; where a file cannot tell a cost
+apart it says so in ``Costs.note`` instead of inventing one.
+
+* **normal step time** of a run: the runtime's own (``accounting._normal_step_time``: median step
+  of the first epoch after the warm-up); the job's step time is the ``none`` runs' median;
+* **recovery latencies** (shared): means over every recovery of every file of ``detection_s``,
+  ``shrink_agree_s``, ``plan_s``, ``replace_s`` (``summary.recovery_breakdown``);
+* **checkpoint write** (``ckpt``, ``cpr*``, ``cnr``): ``fit_linear`` of each checkpoint's
+  ``stall_s`` (the critical-path part) against one server's part of it —
+  ``(bytes − dense replica) / servers`` for a full / baseline / diff checkpoint (the trainer's
+  dense part is written in parallel), ``bytes / servers`` for a partial one;
+* **restore**: ``fit_linear`` of each server recovery's ``restore_s`` against the bytes one server
+  reads (its part; ``cnr``: its share of the newest chain, ``capacity_bytes``);
+* **cnr** ``bytes_ratio`` / ``restore_ratio``: mean checkpoint / chain bytes over a full one;
+  **cpr-mfu / ssu**: partial checkpoints per full one and their size over a full part;
+* **ecrm**: ``parity_s_per_byte`` = (normal step of the ecrm run − normal step of a ``none`` run
+  of the same config) / parity bytes a server sends per step (without such a pair: the measured
+  critical-path ``parity_stage_s_per_step``, noted); ``unique_fraction`` = parity rows per step /
+  r / ids looked up per step; rebuild: ``fit_linear`` of each rebuild's duration (events
+  ``rebuild_start`` → ``rebuild_end``) against the bytes it fetched; ``rebuild_slowdown`` = mean
+  step time inside the rebuild windows over the normal one − 1; ``sync_restore_s`` = the
+  recoveries' ``restore_s``;
+* **resume_extra_s** per strategy: the measured time lost minus what the model accounts for
+  (recovery, re-executed steps at the normal speed, the counted rebuild window), at least 0.
+
+Invariants: incomplete (partial) files, lost runs and emulated failures are not used (emulated
+failures do not measure ULFM); a file of another schema raises ``ResultFileError`` naming it.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import statistics
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from mpiec.config import Config
+from mpiec.errors import MpiecError
+from mpiec.results import RunResult, decode
+from mpiec.roles.accounting import _normal_step_time
+
+from .costs import Costs, Linear, RuntimeCosts, StrategyCosts, fit_linear
+from .job import Job
+from .model import BACK_TO_NORMAL_SLOWDOWN
+from .policies import KIND
+
+__all__ = ["Measured", "MeasuredRecovery", "calibrate", "measure", "same_config"]
+
+FULL_KINDS = ("full", "baseline", "diff")  # written with the dense part
+PARTIAL_KINDS = ("mfu", "ssu")
+_IGNORED_CONFIG = ("strategy", "failures", "output")
+
+
+@dataclass
+class MeasuredRecovery:
+    """One recovery of a result file, as the model needs it."""
+
+    kill_s: float
+    roles: list[str]  # roles killed (server, trainer, node, ...)
+    detection_s: float
+    shrink_agree_s: float
+    plan_s: float
+    replace_s: float
+    restore_s: float
+    recovery_s: float  # kill -> resume
+    time_lost_s: float
+    reexec_steps: int
+    rebuild_s: float = math.nan  # ecrm: rebuild_start -> rebuild_end
+    window_s: float = math.nan  # ecrm: resume -> rebuild_end
+    window_slowdown: float = math.nan  # ecrm: mean step in the window / normal - 1
+
+    @property
+    def server_failure(self) -> bool:
+        return any(r in ("server", "node") for r in self.roles)
+
+
+@dataclass
+class Measured:
+    """What one result file tells the model."""
+
+    path: str
+    strategy: str
+    cfg: Config
+    job: Job  # the run's own job, step_s = its normal step time
+    normal_step_s: float
+    throughput_sps: float
+    wall_s: float
+    failure_free: bool
+    summary: dict[str, Any]
+    checkpoints: np.ndarray
+    timeline: np.ndarray
+    recoveries: list[MeasuredRecovery] = field(default_factory=list)
+
+    @property
+    def label(self) -> str:
+        return self.path.rsplit("/", 1)[-1]
+
+
+def same_config(a: Config, b: Config, ignore_steps: bool = False) -> bool:
+    """Equal configs apart from strategy, failures and output (the analysis' baseline rule);
+    ``ignore_steps``: and the number of steps (the normal step time does not depend on it)."""
+    da, db = a.to_dict(), b.to_dict()
+    if ignore_steps:
+        da["training"] = {**da["training"], "steps": 0}
+        db["training"] = {**db["training"], "steps": 0}
+    return all(da[k] == db[k] for k in da if k not in _IGNORED_CONFIG)
+
+
+def _events(res: RunResult) -> list[tuple[float, str, str, int]]:
+    ev = res.events
+    return [(float(e["time"]), decode(e["kind"]), decode(e["role"]), int(e["role_index"])) for e in ev]
+
+
+def measure(res: RunResult) -> Measured:
+    """The model's view of one result file."""
+    where = str(res.path)
+    try:
+        cfg = Config.from_json(json.dumps(res.config))
+    except MpiecError as exc:
+        raise MpiecError(f"result {where}: its config does not load here ({exc})") from None
+    tl = res.timeline
+    s = res.summary
+    normal = _normal_step_time(tl)
+    if not normal > 0:
+        raise MpiecError(f"result {where}: no steps in its timeline to measure a step time from")
+    events = _events(res)
+    kills = [(t, role) for t, kind, role, _ in events if kind in ("kill", "emulated_kill")]
+    out = Measured(
+        path=str(where), strategy=res.strategy, cfg=cfg, job=Job.from_config(cfg, normal),
+        normal_step_s=normal, throughput_sps=float(s.get("throughput_sps", math.nan)),
+        wall_s=float(tl["t_end"][-1]) if len(tl) else math.nan,
+        failure_free=not kills and not cfg.failures.kill, summary=s, checkpoints=res.checkpoints,
+        timeline=tl)
+    breakdown = json.loads(s.get("recovery_breakdown") or "[]")
+    ends = [t for t, kind, _, _ in events if kind == "rebuild_end"]
+    starts = [t for t, kind, _, _ in events if kind == "rebuild_start"]
+    for b in breakdown:
+        epoch = int(b["epoch"])
+        roles = [role for t, role in kills if abs(t - b["kill"]) < 1e-3] or ["?"]
+        reexec = int(np.sum((tl["epoch"] == epoch) & tl["reexec"])) if len(tl) else 0
+        rec = MeasuredRecovery(
+            kill_s=float(b["kill"]), roles=roles, detection_s=b["detection_s"],
+            shrink_agree_s=b["shrink_agree_s"], plan_s=b["plan_s"], replace_s=b["replace_s"],
+            restore_s=b["restore_s"], recovery_s=b["recovery_s"], time_lost_s=b["time_lost_s"],
+            reexec_steps=reexec)
+        resume = rec.kill_s + rec.recovery_s
+        end = min((t for t in ends if t >= resume - 1e-6), default=math.nan)
+        start = max((t for t in starts if t <= resume + 1e-6 and t >= rec.kill_s), default=math.nan)
+        if math.isfinite(end) and math.isfinite(start):
+            rec.rebuild_s = end - start
+            rec.window_s = max(0.0, end - resume)
+            inside = tl[(tl["epoch"] == epoch) & (tl["t_end"] > resume) & (tl["t_end"] - tl["dt"] < end)]
+            if len(inside):
+                rec.window_slowdown = float(np.mean(inside["dt"])) / normal - 1.0
+        out.recoveries.append(rec)
+    return out
+
+
+def _usable(m: Measured) -> bool:
+    s = m.summary
+    return bool(s.get("complete", True)) and not s.get("lost", False) and not s.get("emulated", False)
+
+
+def _mean(xs: list[float]) -> float:
+    xs = [x for x in xs if math.isfinite(x)]
+    return statistics.fmean(xs) if xs else math.nan
+
+
+def _none_step(m: Measured, nones: list[Measured]) -> float:
+    """Normal step time of the ``none`` runs of the same config (nan without one)."""
+    return _mean([n.normal_step_s for n in nones if same_config(n.cfg, m.cfg, ignore_steps=True)])
+
+
+def _write_samples(m: Measured) -> list[tuple[float, float]]:
+    out = []
+    for row in m.checkpoints:
+        kind, stall = decode(row["kind"]), float(row["stall_s"])
+        servers = m.job.servers
+        if kind in FULL_KINDS:
+            part = (int(row["bytes"]) - m.job.dense_bytes) / servers
+        elif kind in PARTIAL_KINDS:
+            part = int(row["bytes"]) / servers
+        else:
+            continue
+        out.append((part, stall))
+    return out
+
+
+def _full_bytes(m: Measured) -> float:
+    """Bytes of one full checkpoint of the run's model (servers' parts and the dense part)."""
+    full = m.summary.get("full_checkpoint_bytes")
+    if isinstance(full, int | float) and full > 0:
+        return float(full)
+    return float(m.job.part_bytes * m.job.servers + m.job.dense_bytes)
+
+
+def _ratio(values: list[float]) -> float:
+    v = _mean(values)
+    return v if math.isfinite(v) and v > 0 else 1.0
+
+
+def calibrate(results: list[RunResult]) -> Costs:
+    """Fit the costs from measured result files (see the module docstring)."""
+    measured = [measure(r) for r in results]
+    used = [m for m in measured if _usable(m)]
+    notes: list[str] = []
+    if len(used) < len(measured):
+        notes.append(f"{len(measured) - len(used)} lost, emulated or incomplete file(s) not used")
+    recs = [rec for m in used for rec in m.recoveries]
+    if not recs:
+        raise MpiecError("calibration needs at least one run that recovered from a failure "
+                         "(e.g. mpiec run --strategy ckpt --set layout.spares=1 --kill server:1@step=30)")
+    nones = [m for m in used if m.strategy == "none"]
+    if nones:
+        step_s = statistics.median(m.normal_step_s for m in nones)
+    else:
+        step_s = statistics.median(m.normal_step_s for m in used)
+        notes.append("no `none` run: the step time is the median of the protected runs' (overhead included)")
+    with_rec = [m for m in used if m.recoveries]
+    runtime = RuntimeCosts(
+        detect_s=_mean([r.detection_s for r in recs]), shrink_agree_s=_mean([r.shrink_agree_s for r in recs]),
+        plan_s=_mean([r.plan_s for r in recs]), replace_s=_mean([r.replace_s for r in recs]),
+        step_s=float(step_s), ranks=int(statistics.median(m.job.ranks for m in with_rec)),
+        recoveries=len(recs))
+    strategies: dict[str, StrategyCosts] = {}
+    for name in sorted({m.strategy for m in used}):
+        if name not in KIND:
+            notes.append(f"strategy '{name}' is not modelled: its files only calibrate the runtime latencies")
+            continue
+        runs = [m for m in used if m.strategy == name]
+        strategies[name] = _strategy_costs(name, runs, nones, notes)
+    return Costs(runtime, strategies, sources=[m.path for m in used], note="; ".join(notes))
+
+
+def _strategy_costs(name: str, runs: list[Measured], nones: list[Measured],
+                    notes: list[str]) -> StrategyCosts:
+    kind = KIND[name]
+    recs = [(m, r) for m in runs for r in m.recoveries]
+    server_recs = [(m, r) for m, r in recs if r.server_failure]
+    trainer_recs = [r for _, r in recs if r.roles and all(x == "trainer" for x in r.roles)]
+    common: dict[str, Any] = dict(name=name, kind=kind, recoveries=len(recs), sources=[m.path for m in runs],
+                                  trainer_restore_s=_mean([r.restore_s for r in trainer_recs]) if trainer_recs
+                                  else 0.0)
+    if kind == "restart":
+        return StrategyCosts(**common)
+    if kind == "rebuild":
+        return _ecrm_costs(runs, server_recs, nones, notes, common)
+    write = fit_linear([p for m in runs for p in _write_samples(m)])
+    bytes_ratio = restore_ratio = 1.0
+    partial_every = partial_ratio = 0.0
+    if name == "cnr":
+        bytes_ratio = _ratio([(int(row["bytes"]) - m.job.dense_bytes) / (_full_bytes(m) - m.job.dense_bytes)
+                              for m in runs for row in m.checkpoints])
+        restore_ratio = _ratio([(float(m.summary.get("capacity_bytes", math.nan)) - m.job.dense_bytes)
+                                / (_full_bytes(m) - m.job.dense_bytes) for m in runs])
+    if name in ("cpr-mfu", "cpr-ssu"):
+        fulls = sum(1 for m in runs for row in m.checkpoints if decode(row["kind"]) == "full")
+        partial_rows = [(m, row) for m in runs for row in m.checkpoints
+                        if decode(row["kind"]) in PARTIAL_KINDS]
+        if fulls and partial_rows:
+            partial_every = len(partial_rows) / fulls
+            partial_ratio = _mean([int(row["bytes"]) / m.job.servers / m.job.part_bytes
+                                   for m, row in partial_rows])
+    read = fit_linear([(m.job.part_bytes * restore_ratio, r.restore_s) for m, r in server_recs])
+    if write is None:
+        notes.append(f"{name}: no checkpoint with a measured stall (schema v3): cannot calibrate its writes")
+    if read is None:
+        notes.append(f"{name}: no server recovery to measure its restore from")
+    extras = [r.time_lost_s - r.recovery_s - r.reexec_steps * m.normal_step_s for m, r in recs]
+    return StrategyCosts(**common, write=write, read=read, bytes_ratio=bytes_ratio,
+                         restore_ratio=restore_ratio, partial_every=partial_every,
+                         partial_ratio=partial_ratio,
+                         resume_extra_s=max(0.0, _mean(extras)) if extras else 0.0)
+
+
+def _ecrm_costs(runs: list[Measured], server_recs: list[tuple[Measured, MeasuredRecovery]],
+                nones: list[Measured], notes: list[str], common: dict[str, Any]) -> StrategyCosts:
+    per_byte: list[float] = []
+    staged: list[float] = []
+    unique: list[float] = []
+    for m in runs:
+        s = m.summary
+        bytes_server = float(s.get("parity_bytes_per_step", 0.0)) / m.job.servers
+        base = _none_step(m, nones)
+        if bytes_server > 0 and math.isfinite(base):
+            per_byte.append(max(0.0, m.normal_step_s - base) / bytes_server)
+        elif bytes_server > 0:
+            staged.append(float(s.get("parity_stage_s_per_step", 0.0)) / bytes_server)
+        rows = float(s.get("parity_rows_per_step", 0.0))
+        if rows > 0:
+            unique.append(rows / m.job.r / m.job.lookups_per_step)
+    if not per_byte and staged:
+        per_byte = staged
+        notes.append("ecrm: no `none` run of the same config: parity cost from the critical-path stage time "
+                     "only (parity_stage_s_per_step), which misses the work overlapped with compute")
+    rebuilds = [(m, r) for m, r in server_recs if math.isfinite(r.rebuild_s)]
+    samples = []
+    for m, r in rebuilds:
+        n_rebuilt = sum(1 for x in m.recoveries if math.isfinite(x.rebuild_s))
+        per = float(m.summary.get("rebuild_bytes", 0)) / max(1, n_rebuilt)
+        samples.append((per, r.rebuild_s))
+    rebuild: Linear | None = fit_linear(samples)
+    slow = _mean([r.window_slowdown for _, r in rebuilds])
+    slow = max(0.0, slow) if math.isfinite(slow) else 0.0
+    counted = slow > BACK_TO_NORMAL_SLOWDOWN
+    extras = [r.time_lost_s - r.recovery_s - (r.window_s if counted and math.isfinite(r.window_s) else 0.0)
+              for _, r in server_recs]
+    if not rebuilds:
+        notes.append("ecrm: no rebuild measured (no server failure): rebuild cost unknown, taken as 0")
+    return StrategyCosts(**common, parity_s_per_byte=_mean(per_byte) if per_byte else 0.0,
+                         unique_fraction=_mean(unique) if unique else 0.0, rebuild=rebuild,
+                         rebuild_slowdown=slow, sync_restore_s=_mean([r.restore_s for _, r in server_recs])
+                         if server_recs else 0.0, resume_extra_s=max(0.0, _mean(extras)) if extras else 0.0)

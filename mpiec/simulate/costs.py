@@ -1,0 +1,188 @@
+"""The calibrated costs the simulator runs on: what they are, their units, their JSON form.
+
+Owns the cost vocabulary of ``mpiec simulate``. Every number here is either measured from
+result files (``calibrate.py``) or read back from a costs JSON that was; nothing is made up.
+
+* ``Linear(latency_s, rate_Bps)``: seconds to move ``b`` bytes = ``latency_s + b / rate_Bps``
+  (a checkpoint part written, a shard read back, the bytes a rebuild fetches). ``fit`` says how
+  it was obtained: ``"linear"`` (least squares over at least two distinct sizes) or
+  ``"rate"`` (one size only: the latency is taken as 0, so all the time scales with bytes).
+* ``RuntimeCosts``: what every recovery pays whatever the strategy (ULFM detection, shrink and
+  agree, the plan, the replacement), the calibration job's normal step time, and the rank count
+  the latencies were measured at (``shrink_agree_s`` may be scaled with ``log2`` of the ranks).
+* ``StrategyCosts``: one strategy's failure-free and failure costs (all optional: a strategy pays
+  only what applies to it). Per-step overhead is expressed per byte of protection work
+  (``parity_s_per_byte``: seconds of critical-path time per parity byte a server sends), so it
+  extrapolates to other table sizes and server counts; ``resume_extra_s`` is the measured time
+  between "training resumes" and "back to 95 % of the normal step rate" beyond what the model
+  explains (slow first steps of a replacement).
+
+Invariants: every field is finite and >= 0 (``Linear.rate_Bps`` > 0); ``Costs.from_json`` of
+``Costs.to_json()`` is equal to the original; unknown or missing keys in a costs file are a
+``MpiecError`` naming the file and the key.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from mpiec.errors import MpiecError
+
+__all__ = ["Costs", "Linear", "RuntimeCosts", "StrategyCosts", "fit_linear", "load_costs"]
+
+
+@dataclass(frozen=True)
+class Linear:
+    """``seconds(bytes) = latency_s + bytes / rate_Bps``."""
+
+    latency_s: float
+    rate_Bps: float
+    fit: str = "linear"  # "linear" | "rate"
+    samples: int = 0
+
+    def seconds(self, nbytes: float) -> float:
+        return self.latency_s + max(0.0, nbytes) / self.rate_Bps
+
+
+def fit_linear(samples: list[tuple[float, float]]) -> Linear | None:
+    """Least-squares ``latency + bytes / rate`` over ``(bytes, seconds)`` samples.
+
+    With fewer than two distinct sizes (or a fit that comes out with a negative latency or a
+    non-positive slope) the latency is 0 and the rate is Σ bytes / Σ seconds: the honest
+    reading of one size, whose fixed and per-byte parts cannot be told apart. None when there
+    is no usable sample (no bytes or no time)."""
+    pts = [(float(b), float(s)) for b, s in samples if b > 0 and s > 0 and math.isfinite(b + s)]
+    if not pts:
+        return None
+    sizes = {b for b, _ in pts}
+    if len(sizes) >= 2:
+        n = len(pts)
+        mb = sum(b for b, _ in pts) / n
+        ms = sum(s for _, s in pts) / n
+        var = sum((b - mb) ** 2 for b, _ in pts)
+        slope = sum((b - mb) * (s - ms) for b, s in pts) / var
+        latency = ms - slope * mb
+        # a spread of sizes too small against the noise gives nonsense: fall back to the rate
+        if slope > 0 and latency >= 0:
+            return Linear(latency, 1.0 / slope, "linear", n)
+    total_b = sum(b for b, _ in pts)
+    total_s = sum(s for _, s in pts)
+    return Linear(0.0, total_b / total_s, "rate", len(pts))
+
+
+@dataclass(frozen=True)
+class RuntimeCosts:
+    """Shared recovery latencies (means over the calibration's recoveries) and the job they came from."""
+
+    detect_s: float
+    shrink_agree_s: float
+    plan_s: float
+    replace_s: float
+    step_s: float  # normal step time of the calibration job's `none` run (median after warm-up)
+    ranks: int  # ranks of the calibration runs (for the log2 scaling of shrink + agree)
+    recoveries: int  # how many recoveries the latencies average
+
+    def latency_s(self, ranks: int | None = None, scale_agree: bool = True) -> float:
+        """Kill → replacement in place: detection + shrink/agree (× log2 ratio of ranks) + plan + replace."""
+        agree = self.shrink_agree_s
+        if scale_agree and ranks and ranks > self.ranks > 1:
+            # ULFM's revoke, shrink and agreement are tree-based: O(log n) rounds
+            agree *= math.log2(ranks) / math.log2(self.ranks)
+        return self.detect_s + agree + self.plan_s + self.replace_s
+
+
+@dataclass(frozen=True)
+class StrategyCosts:
+    """One strategy's calibrated costs; ``None`` / 0 where the strategy has no such cost."""
+
+    name: str
+    kind: str  # "restart" | "rollback" | "partial" | "rebuild" (what a server failure does)
+    write: Linear | None = None  # checkpoint stall on the critical path per server part
+    read: Linear | None = None  # restore of one server's part
+    bytes_ratio: float = 1.0  # bytes a checkpoint writes / a full checkpoint's (cnr's diffs: < 1)
+    restore_ratio: float = 1.0  # bytes a restore reads / one full part (cnr's chain: may be > 1)
+    partial_every: float = 0.0  # cpr-mfu / ssu: partial checkpoints per full interval
+    partial_ratio: float = 0.0  # bytes of a partial / a full part
+    parity_s_per_byte: float = 0.0  # ecrm: critical-path seconds per parity byte a server sends
+    unique_fraction: float = 0.0  # ecrm: distinct rows updated per step / ids looked up per step
+    rebuild: Linear | None = None  # ecrm: background rebuild duration from the bytes it fetches
+    rebuild_slowdown: float = 0.0  # ecrm: step time during the rebuild / normal − 1
+    sync_restore_s: float = 0.0  # ecrm: the part of the recovery before training resumes (sync, replay)
+    resume_extra_s: float = 0.0  # resume → back to 95 % speed, beyond the steps the model counts
+    trainer_restore_s: float = 0.0  # a trainer-only failure: the peer copy of the dense replica
+    recoveries: int = 0
+    sources: list[str] = field(default_factory=list)  # result files it was calibrated from
+
+
+@dataclass(frozen=True)
+class Costs:
+    runtime: RuntimeCosts
+    strategies: dict[str, StrategyCosts]
+    sources: list[str] = field(default_factory=list)
+    note: str = ""
+
+    def to_json(self) -> str:
+        return json.dumps(dataclasses.asdict(self), indent=1, sort_keys=True)
+
+    @classmethod
+    def from_dict(cls, raw: dict[str, Any], where: str = "costs") -> Costs:
+        try:
+            rt = RuntimeCosts(**raw["runtime"])
+            strategies = {}
+            for name, s in raw["strategies"].items():
+                s = dict(s)
+                for key in ("write", "read", "rebuild"):
+                    if s.get(key) is not None:
+                        s[key] = Linear(**s[key])
+                strategies[name] = StrategyCosts(**s)
+            out = cls(rt, strategies, list(raw.get("sources", [])), str(raw.get("note", "")))
+        except KeyError as exc:
+            raise MpiecError(f"{where}: missing key {exc.args[0]!r}") from None
+        except TypeError as exc:  # unexpected keyword argument 'x' / missing argument
+            raise MpiecError(f"{where}: {str(exc).split('.', 1)[-1].strip()}") from None
+        out.check(where)
+        return out
+
+    @classmethod
+    def from_json(cls, text: str, where: str = "costs") -> Costs:
+        try:
+            raw = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise MpiecError(f"{where}: not valid JSON ({exc.msg} at line {exc.lineno})") from None
+        if not isinstance(raw, dict):
+            raise MpiecError(f"{where}: expected a JSON object")
+        return cls.from_dict(raw, where)
+
+    def check(self, where: str = "costs") -> None:
+        """Every number finite and >= 0, every rate > 0 (MpiecError naming the key otherwise)."""
+        def walk(obj: Any, path: str) -> None:
+            if dataclasses.is_dataclass(obj):
+                for f in dataclasses.fields(obj):
+                    walk(getattr(obj, f.name), f"{path}.{f.name}")
+            elif isinstance(obj, dict):
+                for k, v in obj.items():
+                    walk(v, f"{path}.{k}")
+            elif isinstance(obj, bool) or obj is None or isinstance(obj, str | list):
+                return
+            elif not isinstance(obj, int | float) or not math.isfinite(obj) or obj < 0:
+                raise MpiecError(f"{where}: {path.lstrip('.')} must be a finite number >= 0, got {obj!r}")
+            if isinstance(obj, Linear) and not obj.rate_Bps > 0:
+                raise MpiecError(f"{where}: {path.lstrip('.')}.rate_Bps must be > 0")
+        walk(self, "")
+        if self.runtime.step_s <= 0:
+            raise MpiecError(f"{where}: runtime.step_s must be > 0")
+
+
+def load_costs(path: str | Path) -> Costs:
+    """A costs JSON written by ``mpiec simulate --save-costs``."""
+    p = Path(path)
+    try:
+        text = p.read_text()
+    except OSError as exc:
+        raise MpiecError(f"costs file {p}: cannot be read ({exc.strerror or exc})") from None
+    return Costs.from_json(text, f"costs file {p}")

@@ -1,0 +1,141 @@
+"""The training job the simulator runs: its shape, sizes and speed, from an mpiec config.
+
+Owns how a config (a preset and ``--set`` overrides, as ``mpiec run`` takes them) becomes the
+numbers the model needs, and how a job of ``N`` nodes is laid out:
+
+* sizes: embedding rows (``data.cardinalities``), bytes per row (``model.dim`` float32 weights
+  plus one float32 row-wise Adagrad accumulator when ``training.optimizer = "adagrad"``), the
+  dense replica's bytes (``mpiec.model.dlrm.n_params``, doubled with a dense Adagrad state),
+  ids looked up per step (global batch × Σ ``data.multi_hot``);
+* layout at scale (``Job.at_scale``): every node runs ``trainers_per_node`` trainers and
+  ``servers_per_node`` servers (default one of each: the co-located TorchRec-style layout), so a
+  node failure loses that many trainers and servers; the global batch stays the config's unless
+  given, and the step time is an input (neither is extrapolated from the calibration job);
+* ``Job.from_config`` keeps the config's own layout (trainers and servers are separate ranks, one
+  rank per node): the layout of a measured run, for predicting it.
+
+Invariants: every size is derived from the config, never typed in; ``shard_rows`` rounds up
+(the largest shard is the one a restore waits for).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+from typing import Any
+
+from mpiec.errors import MpiecError
+
+__all__ = ["Job"]
+
+
+@dataclass(frozen=True)
+class Job:
+    preset: str
+    nodes: int
+    trainers: int
+    servers: int
+    trainers_per_node: int  # 0 with servers_per_node 0: one rank per node (a measured run's layout)
+    servers_per_node: int
+    rows: int
+    row_bytes: int  # weights + row-wise optimizer state
+    dense_bytes: int  # dense parameters + their optimizer state
+    global_batch: int
+    ids_per_sample: int
+    step_s: float  # failure-free step time without protection (the `none` strategy's)
+    steps: int
+    k: int = 1  # ecrm: data rows per stripe
+    r: int = 1  # ecrm: parity rows per stripe
+
+    @classmethod
+    def from_config(cls, cfg: Any, step_s: float, k: int | None = None, r: int | None = None) -> Job:
+        """The config's own job (one rank per node); ``k`` / ``r`` default to the stripe shape of an
+        ecrm config (``stripe_shape``), else to ecrm's defaults (r = 1, k = servers − r)."""
+        from mpiec.model.dlrm import DLRMShape, n_params
+
+        if not step_s > 0 or not math.isfinite(step_s):
+            raise MpiecError(f"step time must be a number of seconds > 0, got {step_s!r}")
+        d, m, t, lay = cfg.data, cfg.model, cfg.training, cfg.layout
+        shape = DLRMShape(_n_dense(), len(d.cardinalities), m.dim, tuple(m.bottom), tuple(m.top))
+        dense = n_params(shape) * 4 * (2 if t.dense_optimizer == "adagrad" else 1)
+        if cfg.strategy.name == "ecrm":
+            from mpiec.strategies import get_strategy_class
+
+            k_cfg, r_cfg = get_strategy_class("ecrm").stripe_shape(cfg)
+        else:
+            r_cfg = 1
+            k_cfg = max(1, lay.servers - r_cfg)  # the suite's default: xor, rotated, k = servers - r
+        k = int(k if k is not None else k_cfg)
+        r = int(r if r is not None else r_cfg)
+        return cls(
+            preset=cfg.preset, nodes=lay.trainers + lay.servers, trainers=lay.trainers,
+            servers=lay.servers, trainers_per_node=0, servers_per_node=0,
+            rows=int(sum(d.cardinalities)), row_bytes=4 * (m.dim + (1 if t.optimizer == "adagrad" else 0)),
+            dense_bytes=int(dense), global_batch=int(cfg.global_batch), ids_per_sample=int(sum(d.bags)),
+            step_s=float(step_s), steps=int(t.steps), k=max(1, k), r=max(1, r))
+
+    def at_scale(self, nodes: int, trainers_per_node: int = 1, servers_per_node: int = 1,
+                 step_s: float | None = None, steps: int | None = None, k: int | None = None,
+                 r: int | None = None, global_batch: int | None = None) -> Job:
+        """The same model on ``nodes`` nodes, each with that many trainers and servers; the global
+        batch stays the config's unless given (the step time is an input, not derived)."""
+        if nodes < 1 or trainers_per_node < 0 or servers_per_node < 0 or \
+                trainers_per_node + servers_per_node < 1:
+            raise MpiecError(f"a job needs nodes >= 1 and at least one rank per node, got {nodes} nodes, "
+                             f"{trainers_per_node} trainers and {servers_per_node} servers per node")
+        k = k if k is not None else self.k
+        r = r if r is not None else self.r
+        servers = nodes * servers_per_node
+        if servers and k + r > servers:
+            k = max(1, servers - r)
+        return replace(self, nodes=nodes, trainers=nodes * trainers_per_node, servers=servers,
+                       trainers_per_node=trainers_per_node, servers_per_node=servers_per_node,
+                       step_s=self.step_s if step_s is None else step_s,
+                       steps=self.steps if steps is None else steps, k=k, r=r,
+                       global_batch=self.global_batch if global_batch is None else global_batch)
+
+    # -- derived sizes --------------------------------------------------------------------
+    @property
+    def lookups_per_step(self) -> int:
+        return self.global_batch * self.ids_per_sample
+
+    @property
+    def shard_rows(self) -> int:
+        return -(-self.rows // max(1, self.servers))
+
+    @property
+    def shard_bytes(self) -> int:
+        """One server's rows with their optimizer state."""
+        return self.shard_rows * self.row_bytes
+
+    @property
+    def part_bytes(self) -> int:
+        """One server's part of a full checkpoint: its rows, their state and their int64 ids."""
+        return self.shard_rows * (self.row_bytes + 8)
+
+    @property
+    def table_bytes(self) -> int:
+        return self.rows * self.row_bytes
+
+    @property
+    def ranks(self) -> int:
+        """Ranks of the job (monitor and spares aside): for the scaling of ULFM's agreement."""
+        return self.trainers + self.servers
+
+    def lost_on_node(self) -> tuple[int, int]:
+        """(servers, trainers) a node failure takes down."""
+        if self.trainers_per_node == 0 and self.servers_per_node == 0:
+            raise MpiecError("a measured run's job has no node layout: give failures as server/trainer kills")
+        return self.servers_per_node, self.trainers_per_node
+
+    def describe(self) -> str:
+        gib = self.table_bytes / 2**30
+        return (f"{self.preset}: {self.nodes:,} nodes, {self.trainers:,} trainers, {self.servers:,} servers, "
+                f"{self.rows:,} rows x {self.row_bytes} B ({gib:.3g} GiB of embeddings), "
+                f"global batch {self.global_batch:,}, step {self.step_s:.4g} s, {self.steps:,} steps")
+
+
+def _n_dense() -> int:
+    from mpiec.config import N_DENSE
+
+    return int(N_DENSE)

@@ -1,0 +1,189 @@
+"""The job as it grows: every strategy simulated at each node count, averaged over seeded trials,
+where the strategies cross over, and the table and plot of it.
+
+Owns ``sweep`` (nodes × strategies × trials → ``ScaleRow``), ``crossovers`` and their rendering.
+Invariants: one trial draws its failures once (``failures.Schedule``) and every strategy of that
+trial replays the same ones; a strategy that does not finish within ``cap`` × the failure-free
+wall time is reported with ``finished < 1`` and ETTR 0 for those trials (``none`` at scale: it
+restarts from scratch at every failure); a crossover is a sign change of the goodput difference
+between two consecutive node counts, placed by linear interpolation in log(nodes).
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from .costs import Costs
+from .failures import ArrivalProcess, Schedule
+from .job import Job
+from .model import Failure, simulate
+from .policies import build_policy
+
+__all__ = ["Crossover", "ScaleRow", "crossovers", "format_crossovers", "format_table", "plot", "sweep"]
+
+
+@dataclass(frozen=True)
+class ScaleRow:
+    nodes: int
+    strategy: str
+    servers: int
+    interval: str  # checkpoint interval in steps and its rule, "" without checkpoints
+    failures: float  # mean per trial
+    time_lost_per_failure_s: float
+    time_lost_h: float  # mean total per trial
+    lost_samples: float
+    overhead: float  # failure-free, vs none
+    ettr: float
+    goodput: float  # kept samples/s over none's failure-free throughput
+    finished: float  # fraction of trials that finished within the cap
+    unrecoverable: float
+    trials: int
+
+
+def _failures(schedule: Schedule, job: Job) -> Iterator[Failure]:
+    spn, tpn = job.lost_on_node()
+    i = 0
+    while True:
+        a = schedule[i]
+        if a is None:
+            return
+        # a node's servers sit `nodes` apart, so one node never holds two members of a stripe
+        servers = tuple(a.node + j * job.nodes for j in range(spn))
+        yield Failure(time_s=a.time_s, servers=servers, trainers=tpn, label=f"node:{a.node}")
+        i += 1
+
+
+def sweep(costs: Costs, job: Job, nodes: list[int], strategies: list[str], process: ArrivalProcess,
+          trials: int = 5, seed: int = 0, cap: float = 10.0, target_pls: float | None = None,
+          trainers_per_node: int = 1, servers_per_node: int = 1) -> list[ScaleRow]:
+    rows: list[ScaleRow] = []
+    for n in nodes:
+        j = job.at_scale(n, trainers_per_node, servers_per_node)
+        mtbf = process.job_mtbf_s(n)
+        ff_wall = j.steps * j.step_s
+        per_strategy: dict[str, list] = {s: [] for s in strategies}
+        policies = {s: build_policy(s, costs, j, mtbf, target_pls=target_pls) for s in strategies}
+        for t in range(trials):
+            schedule = Schedule(process, n, seed + t)
+            for s in strategies:
+                out = simulate(policies[s], j.steps, _failures(schedule, j), cap_s=cap * ff_wall)
+                per_strategy[s].append(out)
+        for s in strategies:
+            p = policies[s]
+            ff = simulate(p, j.steps)
+            outs = per_strategy[s]
+            fails = [o.failures for o in outs]
+            lost = [o.time_lost_s for o in outs]
+            rows.append(ScaleRow(
+                nodes=n, strategy=s, servers=j.servers,
+                interval=f"{p.interval_steps:,} ({p.interval_rule})" if p.interval_steps else "",
+                failures=statistics.fmean(fails),
+                time_lost_per_failure_s=sum(lost) / sum(fails) if sum(fails) else math.nan,
+                time_lost_h=statistics.fmean(lost) / 3600.0,
+                lost_samples=statistics.fmean(o.lost_samples for o in outs),
+                overhead=1.0 - ff_wall / ff.wall_s,
+                ettr=statistics.fmean(o.ettr for o in outs),
+                goodput=statistics.fmean(o.goodput_ratio for o in outs),
+                finished=statistics.fmean(1.0 if o.finished else 0.0 for o in outs),
+                unrecoverable=statistics.fmean(o.unrecoverable for o in outs), trials=trials))
+    return rows
+
+
+@dataclass(frozen=True)
+class Crossover:
+    better: str  # ahead after the crossing (at more nodes)
+    worse: str
+    low: int  # between these node counts
+    high: int
+    at: float  # interpolated node count
+
+
+def crossovers(rows: list[ScaleRow]) -> list[Crossover]:
+    """Where one strategy's goodput overtakes another's as the job grows."""
+    by: dict[str, dict[int, float]] = {}
+    for r in rows:
+        by.setdefault(r.strategy, {})[r.nodes] = r.goodput
+    nodes = sorted({r.nodes for r in rows})
+    names = list(by)
+    out = []
+    for i, a in enumerate(names):
+        for b in names[i + 1:]:
+            for lo, hi in zip(nodes, nodes[1:], strict=False):
+                d0 = by[a][lo] - by[b][lo]
+                d1 = by[a][hi] - by[b][hi]
+                if d0 == 0 or d1 == 0 or (d0 > 0) == (d1 > 0):
+                    continue
+                f = d0 / (d0 - d1)
+                at = math.exp(math.log(lo) + f * (math.log(hi) - math.log(lo)))
+                better, worse = (a, b) if d1 > 0 else (b, a)
+                out.append(Crossover(better, worse, lo, hi, at))
+    return sorted(out, key=lambda c: c.at)
+
+
+HEADER = ["nodes", "strategy", "ckpt interval (steps, rule)", "failures", "time lost / failure s",
+          "time lost h", "lost samples", "overhead %", "ETTR", "goodput %"]
+
+
+def _cells(r: ScaleRow) -> list[str]:
+    def f(x: float, spec: str) -> str:
+        return format(x, spec) if math.isfinite(x) else "—"
+
+    ettr = f(r.ettr, ".4f") + ("" if r.finished == 1 else f" ({r.finished:.0%} finish)")
+    extra = f" ({r.unrecoverable:g} unrecov.)" if r.unrecoverable else ""
+    return [f"{r.nodes:,}", r.strategy, r.interval or "—", f(r.failures, ".1f") + extra,
+            f(r.time_lost_per_failure_s, ".3g"), f(r.time_lost_h, ".3g"),
+            f(r.lost_samples, ".3g") if r.lost_samples else "0", f(100 * r.overhead, ".2f"), ettr,
+            f(100 * r.goodput, ".2f")]
+
+
+def format_table(rows: list[ScaleRow], markdown: bool = False) -> str:
+    body = [_cells(r) for r in rows]
+    if markdown:
+        lines = ["| " + " | ".join(HEADER) + " |", "|" + "---|" * len(HEADER)]
+        return "\n".join(lines + ["| " + " | ".join(c) + " |" for c in body])
+    widths = [max(len(h), *(len(c[i]) for c in body)) for i, h in enumerate(HEADER)]
+    left = {1, 2}
+    def line(cells: list[str]) -> str:
+        return "  ".join(c.ljust(w) if i in left else c.rjust(w)
+                         for i, (c, w) in enumerate(zip(cells, widths, strict=True))).rstrip()
+    return "\n".join([line(HEADER), "  ".join("-" * w for w in widths), *(line(c) for c in body)])
+
+
+def format_crossovers(cs: list[Crossover]) -> str:
+    if not cs:
+        return "no crossover: the ranking by goodput is the same at every node count"
+    return "\n".join(f"{c.better} overtakes {c.worse} at about {c.at:,.0f} nodes "
+                     f"(between {c.low:,} and {c.high:,})" for c in cs)
+
+
+def plot(rows: list[ScaleRow], path: str, title: str) -> None:
+    """ETTR, time lost per failure and goodput against nodes (needs matplotlib)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    names = list(dict.fromkeys(r.strategy for r in rows))
+    fig, axes = plt.subplots(1, 3, figsize=(15, 4.4))
+    panels = [("ettr", "ETTR (productive / wall time)"),
+              ("time_lost_per_failure_s", "time lost per failure (s)"),
+              ("goodput", "goodput (% of failure-free none)")]
+    for ax, (key, label) in zip(axes, panels, strict=True):
+        for s in names:
+            pts = [(r.nodes, getattr(r, key) * (100 if key == "goodput" else 1)) for r in rows
+                   if r.strategy == s and math.isfinite(getattr(r, key))]
+            if pts:
+                ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=s)
+        ax.set_xscale("log")
+        ax.set_xlabel("nodes")
+        ax.set_ylabel(label)
+        ax.grid(True, which="both", alpha=0.3)
+    axes[1].set_yscale("log")
+    axes[0].legend(title="strategy")
+    fig.suptitle(title, fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
