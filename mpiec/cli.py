@@ -218,6 +218,9 @@ def build_parser() -> argparse.ArgumentParser:
     report.set_defaults(func=None)  # main() hands its arguments to mpiec.analysis.report
     kernels = sub.add_parser("kernels", help="micro-benchmark the numba kernels", add_help=False)
     kernels.set_defaults(func=None)  # main() hands its arguments to mpiec.kernels.bench
+    simulate = sub.add_parser("simulate", help="model a job at cluster scale, calibrated by measured runs",
+                              add_help=False)
+    simulate.set_defaults(func=None)  # main() hands its arguments to mpiec.simulate.cli
     return parser
 
 
@@ -232,6 +235,10 @@ def main(argv: list[str] | None = None) -> int:
             from mpiec.kernels.bench import main as kernels_main
 
             return kernels_main(argv[1:])
+        if argv and argv[0] == "simulate":
+            from mpiec.simulate.cli import main as simulate_main
+
+            return simulate_main(argv[1:])
         parser = build_parser()
         args = parser.parse_args(argv)
         if not getattr(args, "func", None):
