@@ -248,6 +248,7 @@ class RunMetrics:
     emulated: bool
     complete: bool
     lost: bool
+    abort_reason: str
     kills: int
     steps: int
     samples: int
@@ -320,7 +321,8 @@ def compare(results: list[RunResult], baseline: str = "none") -> list[RunMetrics
         out.append(RunMetrics(
             run=r.name, variant=variant(r), strategy=r.strategy, failure=failure_run(r), seed=r.seed,
             emulated=bool(s["emulated"]), complete=bool(s["complete"]), lost=bool(s["lost"]),
-            kills=kills_fired(r), steps=int(s["steps_completed"]), samples=int(s["samples_completed"]),
+            abort_reason=str(s.get("abort_reason") or ""), kills=kills_fired(r),
+            steps=int(s["steps_completed"]), samples=int(s["samples_completed"]),
             throughput_sps=float(s["throughput_sps"]), overhead_pct=overhead_pct(r, base),
             baseline_run=base.name if base is not None else None, ettr=ettr, goodput_sps=goodput,
             final_auc=float(s["final_auc"]), final_logloss=float(s["final_logloss"]),

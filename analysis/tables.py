@@ -55,6 +55,7 @@ __all__ = [
 DASH = "—"
 PHASES = ("data", "compute", "comm", "wait", "server", "strategy")
 NOTE_WIDTH = 118  # notes under a text table are wrapped to fit a 120-column terminal
+REASON_WIDTH = 60  # a lost run's abort reason in the verdict line, cut beyond this
 OVERLAPPING = ("server",)  # measured elsewhere, inside another phase: not part of "other"
 
 
@@ -182,7 +183,8 @@ def failure_free_table(metrics: list[RunMetrics], baseline: str = "none") -> Tab
         + "; ETTR: 1 − time lost to protection stalls / wall time",
         "ckpt interval: steps between checkpoints (the rule that chose it, its seconds for a rule in "
         "seconds); protection B: bytes written (checkpoints) or sent (parity deltas); stall: time "
-        "the training thread spent saving checkpoints; RSS: Σ peak resident memory over the ranks, Δ vs that run",
+        "the training thread spent saving checkpoints; RSS: Σ peak resident memory over the ranks, "
+        "Δ vs that run",
     ]
     return Table("failure-free", header, rows, right=set(range(1, len(header))), notes=notes)
 
@@ -199,7 +201,7 @@ def _scenario(metrics: list[RunMetrics], results: list[RunResult]) -> str:
 def failure_table(metrics: list[RunMetrics], scenario: str = "") -> Table:
     """What each strategy lost under the same failures: one row per failure run."""
     header = ["strategy", "kills", "lossless", "lost samples", "PLS", "ΔAUC", "Δlogloss",
-              "time lost s", "s/kill", "recovery s", "ETTR", "goodput/s"]
+              "time lost s", "s/recovery", "recovery s", "ETTR", "goodput/s"]
     rows = []
     for m in metrics:
         if not m.failure:
@@ -216,8 +218,9 @@ def failure_table(metrics: list[RunMetrics], scenario: str = "") -> Table:
         "seed; — when there is no twin), 'run lost': the run could not finish; ΔAUC, Δlogloss: vs that "
         "twin; lost samples: samples whose updates are not in the final model; PLS: their portion",
         "time lost: kill → back to 95 % of the normal step rate, plus rolled-back steps run again "
-        "(s/kill: per kill); recovery: kill → training resumes (mean); ETTR: 1 − unproductive time / wall time; "
-        "goodput: samples kept in the final model per second",
+        "(s/recovery: per recovery; kills close together may share one); recovery: kill → training "
+        "resumes (mean); ETTR: 1 − unproductive time / wall time; goodput: samples kept in the final "
+        "model per second",
         *verdicts(metrics),
     ]
     title = "under failures" + (f": {scenario}" if scenario else "")
@@ -232,7 +235,9 @@ def verdicts(metrics: list[RunMetrics]) -> list[str]:
         if not m.failure:
             continue
         if m.lost:
-            groups.setdefault("lost the run", []).append(m.variant)
+            why = m.abort_reason if len(m.abort_reason) <= REASON_WIDTH else \
+                m.abort_reason[:REASON_WIDTH - 1].rstrip() + "…"
+            groups.setdefault("lost the run", []).append(m.variant + (f" ({why})" if why else ""))
         elif m.lossless is False or m.lost_samples > 0:
             what = f"{m.lost_samples} samples" if m.lost_samples else "model ≠ twin"
             if m.delta_auc is not None:

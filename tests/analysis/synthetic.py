@@ -124,7 +124,8 @@ def write_bench(d):
     write_run(d / "ecrm-ff.h5", "ecrm", throughput=950.0, kill_plan=[], rss_mb=[100, 260, 260],
               summary={"ettr": 1.0, "goodput_sps": 950.0, "parity_bytes": 3_000_000})
     write_run(d / "none-kill.h5", "none", throughput=900.0, steps=21, kill_at=19, kill_plan=plan,
-              lost=True, summary={"lost_samples": 29 * SAMPLES, "ettr": 0.0, "goodput_sps": 0.0})
+              lost=True, summary={"lost_samples": 29 * SAMPLES, "ettr": 0.0, "goodput_sps": 0.0,
+                                  "abort_reason": "strategy none does not recover from failures"})
     write_run(d / "ckpt-kill.h5", "ckpt", throughput=700.0, kill_at=20, kill_plan=plan, checkpoints=ck,
               recoveries=[recovery(5.5, reexec=0.1)], summary={"checkpoint_bytes": 4_000_000})
     write_run(d / "cpr-kill.h5", "cpr", throughput=800.0, kill_at=20, kill_plan=plan, checkpoints=ck,
