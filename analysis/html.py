@@ -30,6 +30,7 @@ th, td { padding: 0.25em 0.6em; border-bottom: 1px solid #e4e4e4; white-space: n
 th { background: #f3f3f3; text-align: left; }
 td.num { text-align: right; font-variant-numeric: tabular-nums; }
 ul.notes { font-size: 0.85em; color: #444; margin-top: 0.2em; }
+ul.verdicts { font-weight: 600; margin: 0.4em 0; }
 figure { margin: 1.5em 0; } figure img { max-width: 100%; border: 1px solid #eee; }
 figcaption { font-size: 0.85em; color: #555; }
 .meta { font-size: 0.85em; color: #555; }
@@ -45,8 +46,10 @@ def _table_html(t: Table) -> str:
                         for i, c in enumerate(row))
         body.append(f"<tr>{cells}</tr>")
     notes = "".join(f"<li>{e(n)}</li>" for n in t.notes)
+    verdicts = "".join(f"<li>{e(n)}</li>" for n in t.verdicts)
     rows = "".join(body) or f'<tr><td colspan="{len(t.header)}">(no runs)</td></tr>'
     return (f"<h2>{e(t.title)}</h2>\n<table><thead><tr>{head}</tr></thead><tbody>{rows}</tbody></table>\n"
+            + (f'<ul class="verdicts">{verdicts}</ul>\n' if verdicts else "")
             + (f'<ul class="notes">{notes}</ul>\n' if notes else ""))
 
 

@@ -87,11 +87,13 @@ class Table:
     rows: list[list[str]]
     right: set[int] = field(default_factory=set)
     notes: list[str] = field(default_factory=list)
+    #: The table's conclusions (e.g. who lost data), shown right under it, before the notes.
+    verdicts: list[str] = field(default_factory=list)
 
     def text(self, width: int = NOTE_WIDTH) -> str:
         """Title, aligned table, then the notes wrapped at ``width`` columns."""
         body = render_table(self.header, self.rows, self.right) if self.rows else "(no runs)"
-        notes = [textwrap.fill(n, width, subsequent_indent="  ") for n in self.notes]
+        notes = [textwrap.fill(n, width, subsequent_indent="  ") for n in (*self.verdicts, *self.notes)]
         return "\n".join([self.title, body, *notes])
 
     def markdown(self) -> str:
@@ -101,6 +103,8 @@ class Table:
         align = ["---:" if i in self.right else ":---" for i in range(len(self.header))]
         out = [f"### {self.title}", "", cells(self.header), "| " + " | ".join(align) + " |"]
         out += [cells(r) for r in self.rows] or ["(no runs)"]
+        if self.verdicts:
+            out += ["", *(f"**{n}**  " for n in self.verdicts)]
         if self.notes:
             out += ["", *(f"* {n}" for n in self.notes)]
         return "\n".join(out)
@@ -221,10 +225,10 @@ def failure_table(metrics: list[RunMetrics], scenario: str = "") -> Table:
         "(s/recovery: per recovery; kills close together may share one); recovery: kill → training "
         "resumes (mean); ETTR: 1 − unproductive time / wall time; goodput: samples kept in the final "
         "model per second",
-        *verdicts(metrics),
     ]
     title = "under failures" + (f": {scenario}" if scenario else "")
-    return Table(title, header, rows, right=set(range(1, len(header))) - {2}, notes=notes)
+    return Table(title, header, rows, right=set(range(1, len(header))) - {2}, notes=notes,
+                 verdicts=verdicts(metrics))
 
 
 def verdicts(metrics: list[RunMetrics]) -> list[str]:

@@ -48,7 +48,7 @@ def test_failure_table_says_who_lost_data_and_who_lost_time(tables):
     assert f["cpr"]["lossless"] == "no" and f["cpr"]["lost samples"] == "160"
     assert f["cpr"]["ΔAUC"] == "-0.0049" and f["cpr"]["PLS"] == "0.050"
     assert f["ckpt"]["time lost s"] == "0.90" and f["ecrm"]["time lost s"] == "0.37"
-    notes = tables["under failures"].notes
+    notes = tables["under failures"].verdicts
     assert "lost the run: none (strategy none does not recover from failures)" in notes
     assert "lost data: cpr (160 samples, ΔAUC -0.0049)" in notes
     assert "lost time only: ckpt (0.90 s), ecrm (0.37 s)" in notes
@@ -94,5 +94,6 @@ def test_summary_rows_have_the_comparison_figures(bench_dir):
 def test_a_long_abort_reason_is_cut_in_the_verdict(tmp_path, make_run):
     make_run(tmp_path / "e.h5", "ecrm", kill_at=3, lost=True,
              summary={"abort_reason": "stripe 0 " + "x" * 200})
-    (line,) = [n for n in comparison_tables(load_results(tmp_path))[1].notes if n.startswith("lost the run")]
+    failures = comparison_tables(load_results(tmp_path))[1]
+    (line,) = [n for n in failures.verdicts if n.startswith("lost the run")]
     assert line.startswith("lost the run: ecrm (stripe 0 xx") and line.endswith("…)") and len(line) < 100
