@@ -20,7 +20,7 @@ from mpiec.strategies import STRATEGIES
 pytestmark = [pytest.mark.mpirun, pytest.mark.timeout(300)]
 
 BASE = ["--preset", "tiny", "--steps", "30", "--set", "layout.spares=3"]
-LOSSLESS = {"none", "ckpt", "cnr", "ecrm"}  # strategies that claim lossless recovery (checked below)
+LOSSLESS = {"none", "ckpt", "cnr", "ecrm", "log"}  # strategies that claim lossless recovery (checked below)
 # every registered strategy with its defaults, plus variants: (id, name, extra --set arguments)
 CNR_DIFFS = [(f"cnr:diff={d}", "cnr", ["--set", f"strategy.diff='{d}'",
                                        "--set", "strategy.quantization='none'"])
@@ -29,7 +29,8 @@ ECRM_CODES = [("ecrm:code=rs:r=1", "ecrm", ["--set", "strategy.code='rs'"]),
               ("ecrm:code=rs:k=2:r=2", "ecrm", ["--set", "strategy.code='rs'", "--set", "strategy.k=2",
                                                 "--set", "strategy.r=2", "--set", "layout.servers=4"]),
               ("ecrm:code=sum", "ecrm", ["--set", "strategy.code='sum'"])]
-CASES = [(n, n, []) for n in sorted(STRATEGIES) if n != "cnr"] + CNR_DIFFS + ECRM_CODES
+LOG_SPILL = [("log:log_memory_mb=0", "log", ["--set", "strategy.log_memory_mb=0"])]  # every record spills
+CASES = [(n, n, []) for n in sorted(STRATEGIES) if n != "cnr"] + CNR_DIFFS + ECRM_CODES + LOG_SPILL
 
 
 @pytest.fixture(scope="module")

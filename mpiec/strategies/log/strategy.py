@@ -205,9 +205,10 @@ class UpdateLog(FullCheckpoint):
         self.restores += 1
         self.restore_s += time.perf_counter() - t0
         what = "the initial shard" if self.base < 0 else f"checkpoint {self.base}"
+        todo = (f"replays steps {self.base + 1}..{plan.committed} from the trainers' logs"
+                if self.base < plan.committed else "nothing to replay")
         self.ctx.event("restore", plan.step, self.ctx.rank,
-                       detail=f"replacement {self.ctx.slot} restored {what}; replays steps "
-                              f"{self.base + 1}..{plan.committed} from the trainers' logs")
+                       detail=f"replacement {self.ctx.slot} restored {what}; {todo}")
         return True
 
     def rebuild(self, plan: RecoveryPlan) -> bool:
@@ -239,9 +240,10 @@ class UpdateLog(FullCheckpoint):
             self.replayed_steps = max(self.replayed_steps, steps)
             self.replayed_rows += rows
             self.replays += 1
+            span = f" ({self.base + 1}..{plan.committed})" if steps else ""
             self.ctx.event("replay", plan.step, self.ctx.rank,
-                           detail=f"{self.ctx.slot}: {steps} logged steps ({self.base + 1}.."
-                                  f"{plan.committed}), {rows} gradient rows applied in {seconds:.3f} s")
+                           detail=f"{self.ctx.slot}: {steps} logged steps{span}, {rows} gradient rows "
+                                  f"applied in {seconds:.3f} s")
         return True
 
     def corrupt_for_test(self, first: int, last: int) -> None:
