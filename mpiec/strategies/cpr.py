@@ -14,9 +14,11 @@ Interval: ``strategy.interval`` (steps), or ``strategy.interval_s``, else from t
 (``strategy.target_pls``): ``T_ckpt = 2 · N_shards · MTBF · PLS`` with the MTBF from
 ``failures.mtbf_s`` or the kill plan (``ckpt.expected_mtbf_s``), else one failure per run.
 
-Variants (partial checkpoints, every ``mfu_every`` / ``ssu_every`` steps, of a row subset only;
-each server writes and commits its own partial into ``<ckpt dir>/partial/server-<i>``, so a
-partial is complete as soon as its server wrote it):
+Variants (partial checkpoints of a row subset only, every ``mfu_every`` / ``ssu_every`` steps,
+by default a quarter of the full interval — in seconds when that is in seconds —, decided by
+trainer 0 like the full ones (header word ``WORD_PARTIAL``); each server writes and commits its
+own partial into ``<ckpt dir>/partial/server-<i>``, so a partial is complete as soon as its
+server wrote it):
 
 * ``cpr-mfu``: per-row access counters on the servers' pull path (``on_pull``); the
   ``mfu_fraction`` most frequently pulled rows are saved;
@@ -53,9 +55,10 @@ from mpiec.layout import SERVER, TRAINER, Slot
 from mpiec.strategies.base import Failure, RecoveryPlan, Scope
 from mpiec.strategies.checkpointing import expected_mtbf_s, interval_for_pls, measured_pls, predicted_pls
 from mpiec.strategies.ckpt import DEFAULTS as CKPT_DEFAULTS
-from mpiec.strategies.ckpt import FullCheckpoint
+from mpiec.strategies.ckpt import WORD_CHECKPOINT, FullCheckpoint
 
 CPR_DEFAULTS: dict[str, Any] = {**CKPT_DEFAULTS, "target_pls": 0.05}
+WORD_PARTIAL = 2  # trainer 0's header word: a partial checkpoint after this step
 
 
 def ssu_sampled(seed: int, step: int, rate: float) -> bool:
@@ -114,9 +117,12 @@ class PartialRecovery(FullCheckpoint):
         if self.interval_steps is None and self.interval_s is None:
             self.interval_steps, self.interval_s = cpr_interval(cfg, self.target_pls)
             self.interval_rule = "pls"
-        self.every = int(self.p.get(f"{self.kind}_every", 0)) if self.kind else 0
-        if self.kind and not self.every:  # default: four partials per full interval
-            self.every = max(1, (self.interval_steps or 4) // 4)
+        # partials every ``every`` steps; default: four per full interval, in seconds when the
+        # full interval is in seconds (trainer 0 decides, like the full checkpoints)
+        given = int(self.p.get(f"{self.kind}_every", 0)) if self.kind else 0
+        self.every = given or (max(1, self.interval_steps // 4) if self.kind and self.interval_steps else 0)
+        self.every_s = self.interval_s / 4 if self.kind and not self.every and self.interval_s else None
+        self.last_partial_t = 0.0
         # server: per-row updates since the row was last saved, and their total (the header word)
         self.unsaved: np.ndarray | None = None
         self.unsaved_total = 0
@@ -150,7 +156,18 @@ class PartialRecovery(FullCheckpoint):
     def header_word(self, step: int) -> int:
         if self.ctx.slot.role == SERVER:
             return int(self.unsaved_total)  # updates that a failure now would lose (through step - 1)
-        return super().header_word(step)
+        word = super().header_word(step)
+        if not word and self.ctx.slot == Slot(TRAINER, 0) and self.partial_due(step):
+            return WORD_PARTIAL
+        return word
+
+    def partial_due(self, step: int) -> bool:
+        """Trainer 0: a partial checkpoint after ``step`` (which is not a full-checkpoint step)?"""
+        if not self.kind or step + 1 >= self.cfg.training.steps:
+            return False
+        if self.every:
+            return (step + 1) % self.every == 0
+        return self.ctx.now() - max(self.last_partial_t, self.last_ckpt_t) >= self.every_s
 
     def after_apply(self, step: int, slots: np.ndarray, old: np.ndarray | None,
                     delta: np.ndarray | None, replayed: bool = False) -> None:
@@ -169,13 +186,15 @@ class PartialRecovery(FullCheckpoint):
             self.words[step] = w
             self.words.pop(step - 3, None)
         super().after_step(step, words)
+        if words is not None and int(words[0]) == WORD_PARTIAL and self.ctx.slot == Slot(TRAINER, 0):
+            self.last_partial_t = self.ctx.now()
         if words is None or self.ctx.slot.role != SERVER:
             return
-        if int(words[0]) == 1:  # a full checkpoint of this step was written (ckpt's WORD_CHECKPOINT)
+        if int(words[0]) == WORD_CHECKPOINT:  # a full checkpoint of this step was written
             self.unsaved[:] = 0
             self.unsaved_total = 0
             self.full_steps = (self.full_steps + [step])[-2:]
-        elif self.every and (step + 1) % self.every == 0 and step + 1 < self.cfg.training.steps:
+        elif int(words[0]) == WORD_PARTIAL:
             self.save_partial(step)
 
     def partial_rows_now(self, step: int) -> np.ndarray:
@@ -317,7 +336,7 @@ class PartialRecovery(FullCheckpoint):
             return int(self.words[c + 1][rank])
         if c not in self.words:
             return 0
-        if int(self.words[c][0]) == 1:  # trainer 0's word: a full checkpoint after step c
+        if int(self.words[c][0]) == WORD_CHECKPOINT:  # trainer 0's word: a full checkpoint after step c
             return 0
         rate = int(self.rate[rank - self.cfg.layout.trainers]) if self.rate is not None else 0
         return int(self.words[c][rank]) + rate
@@ -408,7 +427,7 @@ class PartialRecoverySSU(PartialRecovery):
 
     def after_step(self, step: int, words: np.ndarray | None = None) -> None:
         super().after_step(step, words)
-        if words is not None and self.tracked is not None and int(words[0]) == 1:
+        if words is not None and self.tracked is not None and int(words[0]) == WORD_CHECKPOINT:
             self.tracked_prev, self.tracked = self.tracked, self.tracked_prev
             self.tracked[:] = False
 

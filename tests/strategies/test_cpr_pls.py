@@ -106,6 +106,29 @@ def test_young_waits_for_the_measured_save_time():
     assert young.due(10 + young.p["first"])
 
 
+def test_partials_follow_an_interval_in_seconds():
+    """A full interval in seconds (MTBF in seconds): partials every quarter of it, not every step."""
+    from types import SimpleNamespace
+
+    cfg = load_config("tiny", strategy="cpr-mfu", sets=["failures.mtbf_s=60.0"])
+    mfu = PartialRecoveryMFU(cfg)
+    assert mfu.interval_steps is None and mfu.interval_s == pytest.approx(2 * 2 * 60 * 0.05)
+    assert mfu.every == 0 and mfu.every_s == pytest.approx(mfu.interval_s / 4)
+    clock = {"t": 10.0}
+    mfu.ctx = SimpleNamespace(now=lambda: clock["t"])
+    mfu.last_ckpt_t = 10.0  # a full checkpoint just now
+    assert not mfu.partial_due(5)
+    clock["t"] = 10.0 + mfu.every_s
+    assert mfu.partial_due(5)
+    mfu.last_partial_t = clock["t"]  # taken: the next one a quarter interval later
+    assert not mfu.partial_due(6)
+    assert not mfu.partial_due(cfg.training.steps - 1)  # never after the last step
+    given = PartialRecoveryMFU(load_config("tiny", strategy="cpr-mfu", sets=["failures.mtbf_s=60.0",
+                                                                          "strategy.mfu_every=3"]))
+    assert given.every == 3 and given.every_s is None
+    assert [s for s in range(12) if given.partial_due(s)] == [2, 5, 8, 11]
+
+
 @pytest.mark.parametrize("assignment", ["strategy.target_pls=0.0", "strategy.target_pls=2.0",
                                         "strategy.mfu_fraction=0", "strategy.mfu_every=-1",
                                         "strategy.ssu_rate=1.5", "strategy.bogus=1"])
