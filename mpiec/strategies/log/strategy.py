@@ -127,9 +127,13 @@ class UpdateLog(FullCheckpoint):
 
     # -- trainers: the log ------------------------------------------------------------------
     def after_push(self, step: int, slots: np.ndarray, counts: np.ndarray, grads: np.ndarray) -> None:
+        """Trainer, every step, once its push is posted: log it (a step the failure interrupts
+        is dropped again by ``on_recovered``)."""
         self.log.append(step, slots, counts, grads)
 
     def after_step(self, step: int, words: np.ndarray | None = None) -> None:
+        """``ckpt``'s checkpoint; a trainer notes the checkpoints taken (trainer 0's word) and
+        trims its log up to the newest one it may drop."""
         super().after_step(step, words)
         if self.log is None or words is None:
             return
