@@ -4,8 +4,11 @@ Owns what is read from a result file for the model (``measure``) and how costs a
 set of them (``calibrate``). Every cost comes from these files; where a file cannot tell a cost
 apart it says so in ``Costs.note`` instead of inventing one.
 
-* **normal step time** of a run: the runtime's own (``accounting._normal_step_time``: median step
-  of the first epoch after the warm-up); the job's step time is the ``none`` runs' median;
+* **normal step time** of a run: the median step of the whole run after ``WARMUP_STEPS`` (every
+  epoch): its typical speed. Not the runtime's first-epoch median (what its back-to-normal threshold
+  uses): on a shared machine the speed drifts by 2-3x over a minute, and the whole run's median is
+  the better estimate of the speed at any one moment of it; the job's step time is the ``none``
+  runs' median;
 * **recovery latencies** (shared): means over every recovery of every file of ``detection_s``,
   ``shrink_agree_s``, ``plan_s``, ``replace_s`` (``summary.recovery_breakdown``);
 * **checkpoint write** (``ckpt``, ``cpr*``, ``cnr``): ``fit_linear`` of each checkpoint's
@@ -16,15 +19,21 @@ apart it says so in ``Costs.note`` instead of inventing one.
   reads (its part; ``cnr``: its share of the newest chain, ``capacity_bytes``);
 * **cnr** ``bytes_ratio`` / ``restore_ratio``: mean checkpoint / chain bytes over a full one;
   **cpr-mfu / ssu**: partial checkpoints per full one and their size over a full part;
-* **ecrm**: ``parity_s_per_byte`` = (normal step of the ecrm run − normal step of a ``none`` run
-  of the same config) / parity bytes a server sends per step (without such a pair: the measured
-  critical-path ``parity_stage_s_per_step``, noted); ``unique_fraction`` = parity rows per step /
-  r / ids looked up per step; rebuild: ``fit_linear`` of each rebuild's duration (events
-  ``rebuild_start`` → ``rebuild_end``) against the bytes it fetched; ``rebuild_slowdown`` = mean
+* **ecrm**: ``parity_s_per_byte`` = the critical-path parity time per step
+  (``parity_stage_s_per_step``, measured inside the run) / parity bytes a server sends per step. Not
+  the step time against a ``none`` run: on a shared machine two runs' step times differ by more than
+  the parity work (concurrent tiny runs here measured ecrm 17 % and 35 % *faster* than ``none``),
+  and the delta exchange overlapped with the trainers' compute is off the critical path by design;
+  ``unique_fraction`` = parity rows per step / r / ids looked up per step; rebuild:
+  ``fit_linear`` of each rebuild's duration (events ``rebuild_start`` → ``rebuild_end``) against
+  the bytes it fetched; ``rebuild_slowdown`` = mean
   step time inside the rebuild windows over the normal one − 1; ``sync_restore_s`` = the
   recoveries' ``restore_s``;
-* **resume_extra_s** per strategy: the measured time lost minus what the model accounts for
-  (recovery, re-executed steps at the normal speed, the counted rebuild window), at least 0.
+* **resume_extra_s**: per recovery, the measured time lost minus what the model accounts for
+  (recovery, re-executed steps at the normal speed, the counted rebuild window); a strategy's is the
+  median of its own recoveries when it has at least ``OWN_EXTRA_MIN`` of them, else the median
+  over every strategy's (the slow first steps after a replacement are the runtime's, and one
+  recovery on a shared machine is mostly noise); at least 0.
 
 Invariants: incomplete (partial) files, lost runs and emulated failures are not used (emulated
 failures do not measure ULFM); a file of another schema raises ``ResultFileError`` naming it.
@@ -32,6 +41,7 @@ failures do not measure ULFM); a file of another schema raises ``ResultFileError
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import statistics
@@ -43,7 +53,6 @@ import numpy as np
 from mpiec.config import Config
 from mpiec.errors import MpiecError
 from mpiec.results import RunResult, decode
-from mpiec.roles.accounting import _normal_step_time
 
 from .costs import Costs, Linear, RuntimeCosts, StrategyCosts, fit_linear
 from .job import Job
@@ -52,6 +61,8 @@ from .policies import KIND
 
 __all__ = ["Measured", "MeasuredRecovery", "calibrate", "measure", "same_config"]
 
+OWN_EXTRA_MIN = 3
+WARMUP_STEPS = 5  # the runtime's warm-up too (accounting._normal_step_time)
 FULL_KINDS = ("full", "baseline", "diff")  # written with the dense part
 PARTIAL_KINDS = ("mfu", "ssu")
 _IGNORED_CONFIG = ("strategy", "failures", "output")
@@ -126,7 +137,8 @@ def measure(res: RunResult) -> Measured:
         raise MpiecError(f"result {where}: its config does not load here ({exc})") from None
     tl = res.timeline
     s = res.summary
-    normal = _normal_step_time(tl)
+    normal = float(np.median(tl["dt"][WARMUP_STEPS:] if len(tl) > 2 * WARMUP_STEPS else tl["dt"])) \
+        if len(tl) else math.nan
     if not normal > 0:
         raise MpiecError(f"result {where}: no steps in its timeline to measure a step time from")
     events = _events(res)
@@ -170,11 +182,6 @@ def _usable(m: Measured) -> bool:
 def _mean(xs: list[float]) -> float:
     xs = [x for x in xs if math.isfinite(x)]
     return statistics.fmean(xs) if xs else math.nan
-
-
-def _none_step(m: Measured, nones: list[Measured]) -> float:
-    """Normal step time of the ``none`` runs of the same config (nan without one)."""
-    return _mean([n.normal_step_s for n in nones if same_config(n.cfg, m.cfg, ignore_steps=True)])
 
 
 def _write_samples(m: Measured) -> list[tuple[float, float]]:
@@ -229,17 +236,23 @@ def calibrate(results: list[RunResult]) -> Costs:
         step_s=float(step_s), ranks=int(statistics.median(m.job.ranks for m in with_rec)),
         recoveries=len(recs))
     strategies: dict[str, StrategyCosts] = {}
+    extras: dict[str, list[float]] = {}  # per recovery: time lost the model does not explain
     for name in sorted({m.strategy for m in used}):
         if name not in KIND:
             notes.append(f"strategy '{name}' is not modelled: its files only calibrate the runtime latencies")
             continue
         runs = [m for m in used if m.strategy == name]
-        strategies[name] = _strategy_costs(name, runs, nones, notes)
+        strategies[name], extras[name] = _strategy_costs(name, runs, notes)
+    pooled = [x for xs in extras.values() for x in xs]
+    for name, sc in strategies.items():
+        own = extras[name] if len(extras[name]) >= OWN_EXTRA_MIN else pooled
+        extra = max(0.0, statistics.median(own)) if own else 0.0
+        strategies[name] = dataclasses.replace(sc, resume_extra_s=extra)
     return Costs(runtime, strategies, sources=[m.path for m in used], note="; ".join(notes))
 
 
-def _strategy_costs(name: str, runs: list[Measured], nones: list[Measured],
-                    notes: list[str]) -> StrategyCosts:
+def _strategy_costs(name: str, runs: list[Measured], notes: list[str]) -> tuple[StrategyCosts, list[float]]:
+    """The strategy's costs (``resume_extra_s`` still 0) and its recoveries' unexplained time lost."""
     kind = KIND[name]
     recs = [(m, r) for m in runs for r in m.recoveries]
     server_recs = [(m, r) for m, r in recs if r.server_failure]
@@ -248,9 +261,9 @@ def _strategy_costs(name: str, runs: list[Measured], nones: list[Measured],
                                   trainer_restore_s=_mean([r.restore_s for r in trainer_recs]) if trainer_recs
                                   else 0.0)
     if kind == "restart":
-        return StrategyCosts(**common)
+        return StrategyCosts(**common), []
     if kind == "rebuild":
-        return _ecrm_costs(runs, server_recs, nones, notes, common)
+        return _ecrm_costs(runs, server_recs, notes, common)
     write = fit_linear([p for m in runs for p in _write_samples(m)])
     bytes_ratio = restore_ratio = 1.0
     partial_every = partial_ratio = 0.0
@@ -275,30 +288,21 @@ def _strategy_costs(name: str, runs: list[Measured], nones: list[Measured],
     extras = [r.time_lost_s - r.recovery_s - r.reexec_steps * m.normal_step_s for m, r in recs]
     return StrategyCosts(**common, write=write, read=read, bytes_ratio=bytes_ratio,
                          restore_ratio=restore_ratio, partial_every=partial_every,
-                         partial_ratio=partial_ratio,
-                         resume_extra_s=max(0.0, _mean(extras)) if extras else 0.0)
+                         partial_ratio=partial_ratio), extras
 
 
 def _ecrm_costs(runs: list[Measured], server_recs: list[tuple[Measured, MeasuredRecovery]],
-                nones: list[Measured], notes: list[str], common: dict[str, Any]) -> StrategyCosts:
+                notes: list[str], common: dict[str, Any]) -> tuple[StrategyCosts, list[float]]:
     per_byte: list[float] = []
-    staged: list[float] = []
     unique: list[float] = []
     for m in runs:
         s = m.summary
         bytes_server = float(s.get("parity_bytes_per_step", 0.0)) / m.job.servers
-        base = _none_step(m, nones)
-        if bytes_server > 0 and math.isfinite(base):
-            per_byte.append(max(0.0, m.normal_step_s - base) / bytes_server)
-        elif bytes_server > 0:
-            staged.append(float(s.get("parity_stage_s_per_step", 0.0)) / bytes_server)
+        if bytes_server > 0:
+            per_byte.append(float(s.get("parity_stage_s_per_step", 0.0)) / bytes_server)
         rows = float(s.get("parity_rows_per_step", 0.0))
         if rows > 0:
             unique.append(rows / m.job.r / m.job.lookups_per_step)
-    if not per_byte and staged:
-        per_byte = staged
-        notes.append("ecrm: no `none` run of the same config: parity cost from the critical-path stage time "
-                     "only (parity_stage_s_per_step), which misses the work overlapped with compute")
     rebuilds = [(m, r) for m, r in server_recs if math.isfinite(r.rebuild_s)]
     samples = []
     for m, r in rebuilds:
@@ -316,4 +320,4 @@ def _ecrm_costs(runs: list[Measured], server_recs: list[tuple[Measured, Measured
     return StrategyCosts(**common, parity_s_per_byte=_mean(per_byte) if per_byte else 0.0,
                          unique_fraction=_mean(unique) if unique else 0.0, rebuild=rebuild,
                          rebuild_slowdown=slow, sync_restore_s=_mean([r.restore_s for _, r in server_recs])
-                         if server_recs else 0.0, resume_extra_s=max(0.0, _mean(extras)) if extras else 0.0)
+                         if server_recs else 0.0), extras

@@ -141,8 +141,7 @@ def _costs(args: argparse.Namespace) -> tuple[Costs, str]:
         return calibrate(results), f"calibrated from {len(results)} result file(s)"
     from .reference import reference_costs
 
-    costs = reference_costs()
-    return costs, f"reference calibration ({costs.note.split(';')[0]})"
+    return reference_costs(), "reference calibration (mpiec.simulate.reference; --calibrate for yours)"
 
 
 def _process(args: argparse.Namespace, nodes: int) -> ArrivalProcess:

@@ -5,16 +5,16 @@ file the calibration did not see, the model replays its config and kill plan and
 
 * **time lost** of each recovery and in total (the runtime's definition: ``summary.
   recovery_breakdown``'s ``time_lost_s``);
-* **failure-free overhead** vs ``none``: ``1 − T_none / T_strategy`` over the **training time**
-  ``T`` of failure-free runs of the same config (first step's start → last step's end, so the
-  launch and the final evaluation are out; runs meant for this comparison set
-  ``training.eval_every = 0`` so no evaluation sits between steps);
+* **failure-free overhead**: the protection time on the critical path — checkpoint stalls
+  (``checkpoint_critical_s``, the stall the run's ETTR counts) and ``ecrm``'s parity stage
+  (``parity_stage_s_per_step``) — over the failure-free training time (first step's start → last
+  step's end, minus the time lost). Measured inside the run, not against a separate ``none`` run:
+  on a shared machine two runs' step times differ by more than the overhead (docs/simulate.md);
 * **lost samples** (``cpr*``: the summary's ``lost_samples``).
 
-The step time the model is given for the predicted config is that config's own ``none`` step time
-(measured: the step time is an input of the model at any scale, not one of its predictions); when no
-``none`` run of that config is at hand, the run's own normal step time minus the predicted per-step
-overhead.
+The step time is an input of the model at any scale, not one of its predictions: for a measured run
+it is the run's own normal step time (the runtime's median after warm-up) minus the predicted per-step
+protection work.
 
 Invariants: a prediction never reads the measured quantity it predicts; the kill plan is parsed
 by ``mpiec.faults.parse_kill_plans`` (what the runtime fires); kills of spares, parity ranks or nodes
@@ -27,17 +27,15 @@ import dataclasses
 import math
 from dataclasses import dataclass
 
-import numpy as np
-
 from mpiec.errors import MpiecError
 from mpiec.faults import parse_kill_plans
 
-from .calibrate import Measured, same_config
+from .calibrate import Measured
 from .costs import Costs
 from .model import Failure, Outcome, simulate
 from .policies import build_policy
 
-__all__ = ["Comparison", "failures_of", "predict", "training_time"]
+__all__ = ["Comparison", "failures_of", "measured_overhead", "predict", "training_time"]
 
 
 @dataclass(frozen=True)
@@ -77,50 +75,47 @@ def failures_of(m: Measured) -> tuple[list[Failure], list[Failure]]:
     return sorted(timed, key=lambda f: f.time_s), by_step
 
 
-def _simulate_run(costs: Costs, m: Measured, step_s: float, failures: bool) -> Outcome:
-    job = dataclasses.replace(m.job, step_s=step_s)
+def _simulate_run(costs: Costs, m: Measured) -> tuple[Outcome, float]:
+    """The run replayed: its config, its interval, its kill plan; (outcome, per-step overhead)."""
     interval = m.summary.get("checkpoint_interval_steps")
     interval = int(interval) if isinstance(interval, int | float) and interval > 0 else None
+    overhead = build_policy(m.strategy, costs, m.job, math.inf, interval_steps=interval).overhead_s
+    # the run's normal step holds its per-step protection work: the model's step is the rest
+    job = dataclasses.replace(m.job, step_s=max(0.5 * m.normal_step_s, m.normal_step_s - overhead))
     policy = build_policy(m.strategy, costs, job, math.inf, interval_steps=interval)
-    timed, by_step = failures_of(m) if failures else ([], [])
-    return simulate(policy, job.steps, timed, by_step)
+    timed, by_step = failures_of(m)
+    return simulate(policy, job.steps, timed, by_step), policy.overhead_s
 
 
-def _base_step(costs: Costs, m: Measured, nones: list[Measured]) -> float:
-    twins = [n.normal_step_s for n in nones if same_config(n.cfg, m.cfg, ignore_steps=True)]
-    if twins:
-        return float(np.mean(twins))
-    job = m.job
-    policy = build_policy(m.strategy, costs, job, math.inf)
-    return max(0.5 * m.normal_step_s, m.normal_step_s - policy.overhead_s)
+def measured_overhead(m: Measured) -> float:
+    """Protection time on the critical path over the failure-free training time, as the run measured it:
+    checkpoint stalls (``checkpoint_critical_s``, what its ETTR counts) plus ecrm's parity stage
+    (``parity_stage_s_per_step`` x steps executed), over the training time minus the time lost."""
+    s = m.summary
+    stall = float(s.get("checkpoint_critical_s", 0.0) or 0.0)
+    parity = float(s.get("parity_stage_s_per_step", 0.0) or 0.0) * len(m.timeline)
+    lost = float(s.get("time_lost_s", 0.0) or 0.0)
+    return (stall + parity) / (training_time(m) - lost)
 
 
 def predict(costs: Costs, runs: list[Measured]) -> list[Comparison]:
-    """Predicted vs measured for every run of ``runs`` with a failure (time lost, lost samples) and
-    every failure-free run with a failure-free ``none`` run of the same config (overhead)."""
-    nones = [m for m in runs if m.strategy == "none" and m.failure_free]
+    """Predicted vs measured for every run of ``runs`` but ``none``: time lost per recovery and in total,
+    protection overhead, lost samples."""
     out: list[Comparison] = []
     for m in runs:
         if m.strategy == "none":
             continue
-        step_s = _base_step(costs, m, nones)
-        if not m.failure_free:
-            sim = _simulate_run(costs, m, step_s, failures=True)
-            for i, (p, rec) in enumerate(zip(sim.recoveries, m.recoveries, strict=False)):
-                out.append(Comparison(m.label, m.strategy, f"time lost, recovery {i + 1}",
-                                      p.time_lost_s, rec.time_lost_s))
-            if m.recoveries:
-                out.append(Comparison(m.label, m.strategy, "time lost, total", sim.time_lost_s,
-                                      sum(r.time_lost_s for r in m.recoveries)))
-            if sim.lost_samples or m.summary.get("lost_samples"):
-                out.append(Comparison(m.label, m.strategy, "lost samples", float(sim.lost_samples),
-                                      float(m.summary.get("lost_samples", 0))))
-            continue
-        twins = [n for n in nones if same_config(n.cfg, m.cfg)]
-        if not twins:
-            continue
-        sim = _simulate_run(costs, m, step_s, failures=False)
-        predicted = 1.0 - m.job.steps * step_s / sim.wall_s
-        t_none = float(np.mean([training_time(n) for n in twins]))
-        out.append(Comparison(m.label, m.strategy, "overhead", predicted, 1.0 - t_none / training_time(m)))
+        sim, per_step = _simulate_run(costs, m)
+        for i, (p, rec) in enumerate(zip(sim.recoveries, m.recoveries, strict=False)):
+            out.append(Comparison(m.label, m.strategy, f"time lost, recovery {i + 1}", p.time_lost_s,
+                                  rec.time_lost_s))
+        if len(m.recoveries) > 1:
+            out.append(Comparison(m.label, m.strategy, "time lost, total", sim.time_lost_s,
+                                  sum(r.time_lost_s for r in m.recoveries)))
+        executed = sim.steps_done + sum(r.reexec_steps for r in sim.recoveries)
+        predicted = (sim.stall_s + per_step * executed) / (sim.wall_s - sim.time_lost_s)
+        out.append(Comparison(m.label, m.strategy, "overhead", predicted, measured_overhead(m)))
+        if sim.lost_samples or m.summary.get("lost_samples"):
+            out.append(Comparison(m.label, m.strategy, "lost samples", float(sim.lost_samples),
+                                  float(m.summary.get("lost_samples", 0))))
     return out

@@ -1,0 +1,77 @@
+"""``mpiec simulate`` from the command line: help, the scale table from the reference calibration, costs
+files, outputs, and one-line errors (no MPI; a second or two each)."""
+
+from __future__ import annotations
+
+import csv
+import json
+
+import pytest
+
+from mpiec.simulate.cli import main
+from mpiec.simulate.policies import STRATEGIES
+from mpiec.simulate.reference import reference_costs
+
+FAST = ["--nodes", "8,10000", "--trials", "1", "--hours", "2"]
+
+
+def test_help_names_the_command_and_its_failure_sources(capsys):
+    with pytest.raises(SystemExit) as exc:
+        main(["--help"])
+    assert exc.value.code == 0
+    out = capsys.readouterr().out
+    assert out.startswith("usage: mpiec simulate")
+    for flag in ("--calibrate", "--predict", "--nodes", "--published", "--weibull-shape", "--trace",
+                 "--plot"):
+        assert flag in out
+
+
+def test_default_run_prints_every_calibrated_strategy_at_every_node_count(capsys, tmp_path):
+    out_csv = tmp_path / "scale.csv"
+    assert main([*FAST, "--csv", str(out_csv)]) == 0
+    out = capsys.readouterr().out
+    calibrated = [s for s in STRATEGIES if s == "none" or s in reference_costs().strategies]
+    rows = list(csv.DictReader(out_csv.open()))
+    assert [(r["nodes"], r["strategy"]) for r in rows] == [(n, s) for n in ("8", "10000") for s in calibrated]
+    assert "failures: node MTBF" in out and "reference calibration" in out
+    assert "10,000" in out
+    by = {(r["nodes"], r["strategy"]): r for r in rows}
+    # at 10,000 nodes a job that restarts from scratch never finishes 2 hours of work; ckpt does
+    assert float(by[("10000", "none")]["finished"]) < 1
+    assert float(by[("10000", "ckpt")]["finished"]) == 1 and float(by[("10000", "ckpt")]["ettr"]) > 0.5
+
+
+def test_costs_saved_and_read_back_give_the_same_table(capsys, tmp_path):
+    saved = tmp_path / "costs.json"
+    assert main([*FAST, "--save-costs", str(saved)]) == 0
+    first = capsys.readouterr().out
+    assert json.loads(saved.read_text())["runtime"]["step_s"] > 0
+    assert main([*FAST, "--costs", str(saved)]) == 0
+    second = capsys.readouterr().out
+    table = lambda text: text[text.index(" nodes"):]  # noqa: E731 - the header line onwards
+    assert table(first) == table(second)
+
+
+def test_plot_is_written(tmp_path):
+    pytest.importorskip("matplotlib")
+    png = tmp_path / "scale.png"
+    assert main([*FAST, "--plot", str(png)]) == 0
+    assert png.stat().st_size > 10_000 and png.read_bytes()[:4] == b"\x89PNG"
+
+
+@pytest.mark.parametrize(("argv", "message"), [
+    (["--nodes", "8,x"], "--nodes must be whole numbers"),
+    (["--nodes", "0"], "--nodes needs node counts >= 1"),
+    (["--mtbf-node-h", "-3"], "--mtbf-node-h must be a number > 0"),
+    (["--mtbf-node-h", "100", "--published", "llama3"], "give one failure source"),
+    (["--strategies", "ckpt,log"], "unknown strategy 'log'"),
+    (["--costs", "/nonexistent/c.json"], "costs file /nonexistent/c.json: cannot be read"),
+    (["--calibrate", "/nonexistent"], "does not exist"),
+    (["--csv", "/nonexistent/dir/x.csv"], "directory does not exist"),
+    (["--plot", "x.h5"], ".h5 names are for result files"),
+    (["--set", "layout.servers=0"], "layout.servers"),
+])
+def test_bad_input_is_one_line_and_exit_2(argv, message, capsys):
+    assert main([*argv, "--trials", "1", "--nodes", "8"] if "--nodes" not in argv else argv) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("mpiec: error: ") and message in err and err.count("\n") == 1

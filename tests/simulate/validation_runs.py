@@ -1,0 +1,99 @@
+"""The simulator's validation: real runs to calibrate on, other real runs to predict.
+
+Used by ``test_simulate_validation.py`` and runnable for the figures of docs/simulate.md::
+
+    python tests/simulate/validation_runs.py OUTDIR [--repeat N]
+
+Plan (tiny preset, real kills through ULFM, launched one after the other with
+``mpiec.launcher.launch``): the **seen** runs — ``ckpt`` and ``ecrm`` on 2 servers, one server
+killed at step 70 — calibrate the costs; the **unseen** runs — the same strategies on **3 servers**,
+**two** servers killed at **other steps** (60 and 123) — are predicted from those costs alone, and
+compared with what they measured: time lost (each recovery and in total) and the protection overhead.
+``ckpt`` writes through ``strategy.bandwidth_mb_s`` (emulated remote storage: a paced write whose
+time is set by the bytes, as at scale, instead of this machine's page cache).
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+STEPS = 160
+COMMON = [f"training.steps={STEPS}", "training.eval_every=0", "training.log_every=40",
+          "output.progress=false"]
+CKPT = ["strategy.interval=25", "strategy.bandwidth_mb_s=4"]
+
+
+@dataclass(frozen=True)
+class Planned:
+    name: str
+    strategy: str
+    sets: tuple[str, ...]
+    kills: tuple[str, ...]
+    seen: bool  # calibrates (True) or is predicted (False)
+
+
+PLAN = (
+    Planned("seen-ckpt", "ckpt", ("layout.servers=2", "layout.spares=1", *CKPT), ("server:1@step=70",), True),
+    Planned("seen-ecrm", "ecrm", ("layout.servers=2", "layout.spares=1"), ("server:1@step=70",), True),
+    Planned("unseen-ckpt", "ckpt", ("layout.servers=3", "layout.spares=2", *CKPT),
+            ("server:0@step=60", "server:2@step=123"), False),
+    Planned("unseen-ecrm", "ecrm", ("layout.servers=3", "layout.spares=2"),
+            ("server:0@step=60", "server:2@step=123"), False),
+)
+
+
+def run_plan(out: Path, timeout: float = 240.0) -> dict[str, Path]:
+    """Launch every planned run; its result file by plan name (AssertionError naming a failed run)."""
+    from mpiec.config import load_config
+    from mpiec.launcher import launch
+
+    files = {}
+    for p in PLAN:
+        cfg = load_config(preset="tiny", strategy=p.strategy, kill=list(p.kills),
+                          sets=[*COMMON, *p.sets, f"output.name='{p.name}'"])
+        t0 = time.monotonic()
+        outcome = launch(cfg, out, timeout=timeout, quiet=True)
+        if outcome.code != 0 or outcome.path is None:
+            raise AssertionError(f"validation run {p.name} failed (exit {outcome.code}): {outcome.message}")
+        print(f"[validation] {p.name}: {time.monotonic() - t0:.0f} s", flush=True)
+        files[p.name] = outcome.path
+    return files
+
+
+def validate(files: dict[str, Path]):
+    """(costs, comparisons of the unseen runs) from the plan's result files."""
+    from mpiec.results import read_result
+    from mpiec.simulate.calibrate import calibrate, measure
+    from mpiec.simulate.predict import predict
+
+    seen = [read_result(files[p.name]) for p in PLAN if p.seen]
+    unseen = [measure(read_result(files[p.name])) for p in PLAN if not p.seen]
+    costs = calibrate(seen)
+    return costs, predict(costs, unseen)
+
+
+def table(comparisons) -> str:
+    lines = ["| run | quantity | predicted | measured | error |", "|---|---|---:|---:|---:|"]
+    for c in comparisons:
+        pct = c.quantity.startswith("overhead")
+        p, m = ((f"{100 * x:.1f} %" if pct else f"{x:.3f} s") for x in (c.predicted, c.measured))
+        lines.append(f"| {c.run.removesuffix('.h5')} | {c.quantity} | {p} | {m} | {100 * c.error:+.0f} % |")
+    return "\n".join(lines)
+
+
+def main(argv: list[str]) -> int:
+    out = Path(argv[0])
+    repeat = int(argv[argv.index("--repeat") + 1]) if "--repeat" in argv else 1
+    for i in range(repeat):
+        d = out / f"rep{i + 1}"
+        d.mkdir(parents=True, exist_ok=True)
+        costs, comps = validate(run_plan(d))
+        print(f"## repetition {i + 1}\n\n{table(comps)}\n", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
