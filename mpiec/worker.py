@@ -99,7 +99,7 @@ def main(argv: list[str] | None = None) -> int:
     configure_waiting(oversubscribed(world), cfg.layout.wait)
     warm_up()
     ctx = RankContext(cfg=cfg, slots=slots, comms=comms, ulfm=ulfm, t0_wall=time.time(), out_path=out,
-                      resume_from=args.resume, hosts=world.allgather(MPI.Get_processor_name()))
+                      resume_from=args.resume, procs=world.allgather((MPI.Get_processor_name(), os.getpid())))
     ctx.worker_args = [args.config, "--out", str(out)]
     try:
         ctx.run_id = world.bcast(uuid.uuid4().hex[:12] if rank == 0 else None, root=0)

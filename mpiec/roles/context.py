@@ -78,7 +78,7 @@ class RankContext:
     resumed_step: int = -1  # the checkpoint step a resumed run started from
     worker_args: list[str] = field(default_factory=list)  # how this worker was started (spawn reuses them)
     spawned: int = 0  # monitor: processes spawned so far (their first_rank follows n_ranks)
-    hosts: list[str] = field(default_factory=list)  # processor name of each original world rank; [] unknown
+    procs: list[tuple[str, int]] = field(default_factory=list)  # (processor name, pid) by original world rank
 
     def __post_init__(self) -> None:
         self.first_rank = self.comms.world.Get_rank()  # rank in the original world, for reports
@@ -87,10 +87,12 @@ class RankContext:
         self.offsets = table_offsets(self.cfg.data.cardinalities)
         self.placement = stripe_placement(self.cfg.layout, int(self.offsets[-1]), k, r)
         # node of every original world rank (layout.rank_nodes: the config's, or the hosts')
-        self.nodes = rank_nodes(self.cfg.n_ranks, self.cfg.layout.ranks_per_node, self.hosts or None)
-        # node of the process holding each slot (updated when a plan's slot table is adopted)
-        self.holder_nodes: dict[Slot, int] = {slot: self.nodes[r] if r < len(self.nodes) else -1
-                                              for r, slot in enumerate(self.slots)}
+        self.nodes = rank_nodes(self.cfg.n_ranks, self.cfg.layout.ranks_per_node,
+                                [h for h, _ in self.procs] or None)
+        # original world rank of the process holding each slot (-1: unknown, e.g. spawned); updated
+        # when a plan's slot table is adopted (recovery.carry_out)
+        self.holders: dict[Slot, int] = {slot: r for r, slot in enumerate(self.slots)}
+        self.gone: set[int] = set()  # original world ranks known dead
         self.kills = [dataclasses.replace(k, seq=i)
                       for i, k in enumerate(parse_kill_plans(self.cfg.failures.kill, self.cfg))]
 
@@ -107,6 +109,11 @@ class RankContext:
     def node(self) -> int:
         """This process's node (-1: none, e.g. a spawned replacement); fixed for its life."""
         return self.nodes[self.first_rank] if self.first_rank < len(self.nodes) else -1
+
+    def node_of(self, slot: Slot) -> int:
+        """Node of the process holding ``slot`` (-1: none or unknown)."""
+        r = self.holders.get(slot, -1)
+        return self.nodes[r] if 0 <= r < len(self.nodes) else -1
 
     def world_rank_of(self, role: str, index: int) -> int:
         return self.slots.index(Slot(role, index))
@@ -175,19 +182,54 @@ class RankContext:
         return STATUS_DYING
 
     def record_own_death(self, kill: Kill, step: int) -> None:
-        """Leave the kill's timestamp where the monitor finds it (the victim cannot send)."""
+        """Leave the kill's timestamp where the monitor finds it (the victim cannot send); a node
+        kill (ULFM) takes the node's other processes first, so the node dies at once."""
+        if kill.role == "node" and self.ulfm:
+            self.kill_node_peers(kill, step)
+        self.write_kill_note(kill, step, self.first_rank, self.slot)
+
+    def write_kill_note(self, kill: Kill, step: int, rank: int, slot: Slot) -> None:
         d = kill_notes_dir(self.out_path, self.run_id)
         d.mkdir(parents=True, exist_ok=True)
-        rec = {"step": step, "time": self.now(), "rank": self.first_rank, "role": self.slot.role,
-               "index": self.slot.index, "plan": str(kill)}
-        tmp = d / f".{self.first_rank}.tmp"
+        rec = {"step": step, "time": self.now(), "rank": rank, "role": slot.role, "index": slot.index,
+               "plan": str(kill)}
+        tmp = d / f".{rank}.{os.getpid()}.tmp"  # the victim may write its own note at the same time
         tmp.write_text(json.dumps(rec))
-        tmp.replace(d / f"{self.first_rank}.json")  # atomic: the monitor never reads half a note
+        tmp.replace(d / f"{rank}.json")  # atomic: the monitor never reads half a note
+
+    def kill_node_peers(self, kill: Kill, step: int) -> None:
+        """SIGKILL the other live processes of this node on this host (never the monitor).
+
+        Each of them would die of the same kill on its own, but only when it reaches the
+        planned step itself (up to a step later): a node fails at once."""
+        import signal
+
+        host = self.procs[self.first_rank][0] if self.first_rank < len(self.procs) else None
+        for slot, r in sorted(self.holders.items(), key=lambda item: item[1]):
+            if r == self.first_rank or r in self.gone or slot.role == MONITOR or not 0 <= r < len(self.procs):
+                continue
+            peer_host, pid = self.procs[r]
+            if self.nodes[r] != kill.index or peer_host != host or not is_worker(pid):
+                continue
+            self.write_kill_note(kill, step, r, slot)
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
 
     def rank_info(self) -> dict[str, Any]:
         return {"rank": self.first_rank, "role": self.slot.role, "role_index": self.slot.index,
                 "host": socket.gethostname(), "node": self.node, "pid": os.getpid(),
                 "peak_rss_mb": peak_rss_mb()}
+
+
+def is_worker(pid: int) -> bool:
+    """``pid`` is a live mpiec worker (not a recycled pid: a node kill must not hit a stranger)."""
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return b"mpiec.worker" in f.read()
+    except OSError:
+        return False
 
 
 def kill_notes_dir(out_path: Path, run_id: str) -> Path:

@@ -79,6 +79,7 @@ def detect_ulfm(ctx: RankContext, exc: PeerFailure) -> Detection:
     # Remembered at once: if the agreement below fails (another death), the next attempt
     # still knows these slots died.
     ctx.unrecovered += [old_slots[r] for r in dead if old_slots[r] not in ctx.unrecovered]
+    ctx.gone.update(ctx.holders.get(old_slots[r], -1) for r in dead)
     shrunk = ctx.now()
     # Trainers and servers vote their progress; the monitor, spares, parity ranks (their
     # steps only pace the parity pipeline) and promoted ranks whose state is not restored
@@ -115,6 +116,7 @@ def detect_emulated(ctx: RankContext, data_ranks: list[int], step: int | None) -
     ctx.comms = Comms(world=new, data=None, trainers=None)
     ctx.slots = [s for s in ctx.slots if s not in dead]
     ctx.unrecovered += [s for s in dead if s not in ctx.unrecovered]
+    ctx.gone.update(ctx.holders.get(s, -1) for s in dead)
     t = ctx.now()
     failure = Failure(step=step, committed=step - 1, dead=list(ctx.unrecovered), emulated=True,
                       survivors=list(ctx.slots))
@@ -156,7 +158,7 @@ def consumed_kills(ctx: RankContext, failure: Failure) -> list[int]:
 
 def dead_nodes(ctx: RankContext, failure: Failure) -> set[int]:
     """Nodes that lost a process since the last completed recovery (-1, no node, left out)."""
-    return {n for n in (ctx.holder_nodes.get(s, -1) for s in failure.dead) if n >= 0}
+    return {n for n in (ctx.node_of(s) for s in failure.dead) if n >= 0}
 
 
 def make_plan(ctx: RankContext, failure: Failure) -> RecoveryPlan:
@@ -180,7 +182,7 @@ def make_plan(ctx: RankContext, failure: Failure) -> RecoveryPlan:
         # spares on a node that lost nothing first (a failing node may take its other ranks next)
         broken = dead_nodes(ctx, failure)
         spares = sorted((s for s in slots if s.role == SPARE),
-                        key=lambda s: (ctx.holder_nodes.get(s, -1) in broken, slot_order(s)))
+                        key=lambda s: (ctx.node_of(s) in broken, slot_order(s)))
         for dead in need:
             if not spares and ctx.cfg.layout.replacement == "spawn":
                 plan.spawn.append(dead)  # a fresh process, appended to world after the survivors
@@ -254,10 +256,10 @@ def carry_out(ctx: RankContext, role: Any, plan: RecoveryPlan, detection: Detect
         spawn_replacements(ctx, plan)
     me_before = ctx.role_slot  # the slot this rank's role was built for (an attempt that a
     ctx.slots = list(plan.slots)  # type: ignore[attr-defined]  # failure cut may have moved it)
-    for spare, dead in plan.assignments.items():  # the promoted processes' nodes go with their slots
-        ctx.holder_nodes[dead] = ctx.holder_nodes.pop(spare, -1)
+    for spare, dead in plan.assignments.items():  # the promoted processes go with their slots
+        ctx.holders[dead] = ctx.holders.pop(spare, -1)
     for slot in plan.spawn:
-        ctx.holder_nodes[slot] = -1
+        ctx.holders[slot] = -1
     promoted = spawned or ctx.slot != me_before
     if promoted:  # from now on this rank's state is not its slot's: it votes neutral until restored
         ctx.awaiting_restore = True
