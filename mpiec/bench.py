@@ -294,6 +294,8 @@ class Bench:
         return worst
 
     def report(self, paths: list[Path]) -> None:
+        """Print the failure-free and failure tables; write the report next to the result files."""
+        from mpiec.analysis.report import write_report
         from mpiec.analysis.tables import comparison_table
         from mpiec.results import read_result
 
@@ -303,6 +305,10 @@ class Bench:
         print()
         print(comparison_table(results))
         print(f"\nresult files in {self.out}")
+        if not self.args.no_report:
+            written = write_report(results, self.out)
+            html = [p for p in written if p.suffix == ".html"]
+            print(f"report: {len(written)} files in {self.out}" + (f", open {html[0]}" if html else ""))
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
