@@ -118,7 +118,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     cfg, resume = resume_config(args) if args.resume else (config_from(args), "")
     out = Path(args.out or cfg.output.dir)
-    outcome = launch(cfg, out, timeout=args.timeout, resume=resume)
+    outcome = launch(cfg, out, timeout=args.timeout, resume=resume, hostfile=args.hostfile)
     if outcome.message:
         print(f"mpiec: {outcome.message}", file=sys.stderr)
     if outcome.path:
@@ -176,6 +176,10 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--resume", metavar="DIR",
                      help="restart a killed or preempted run from the newest complete checkpoint in DIR "
                           "(its config, under --set overrides: e.g. another layout.servers)")
+    run.add_argument("--hostfile", metavar="FILE",
+                     help="run across the hosts of FILE ('HOST [slots=N]' lines): the monitor on the first, "
+                          "the nodes of layout.ranks_per_node on the hosts in turn (default: the ranks "
+                          "spread in blocks, one node per host)")
     run.set_defaults(func=cmd_run)
 
     bench = sub.add_parser("bench", help="every strategy failure-free and under a failure scenario, compared",

@@ -12,7 +12,13 @@ Owns the ``mpiexec`` command line and the run's process group. Invariants:
 * a run owns its result name before any rank starts (an exclusive lock file
   ``.NAME.h5.lock`` beside the target, removed when the run ends) and reports
   only a file it wrote; the output directory is proven writable and the name
-  short enough first, so an unwritable output is one line, not a lost run.
+  short enough first, so an unwritable output is one line, not a lost run;
+* across hosts (``--hostfile``) mpiec places every rank itself (Open MPI's
+  sequential mapper, one line per rank): the monitor on the first host, the
+  nodes of ``layout.ranks_per_node`` on the hosts in turn (node ``j`` on host
+  ``j % H``; without it, ranks per node = the ranks after the monitor spread in
+  blocks over the hosts, written into the config) — so a node is a host and
+  ``ecrm``'s placement, computed from the config, knows it before launch.
 """
 
 from __future__ import annotations
@@ -78,9 +84,63 @@ def mpi_flavour(mpiexec: str) -> str:
     return "other"
 
 
+@dataclass(frozen=True)
+class Host:
+    name: str
+    slots: int  # 0: not given (this machine's core count is assumed)
+
+
+def read_hostfile(path: str | Path) -> list[Host]:
+    """Hosts of an Open MPI hostfile (``NAME [slots=N] [max_slots=M]``, ``#`` comments), in order;
+    a host listed twice adds its slots. One-line ``MpiecError`` on anything else."""
+    try:
+        text = Path(path).read_text()
+    except (OSError, UnicodeDecodeError) as exc:
+        why = getattr(exc, "strerror", None) or exc
+        raise MpiecError(f"--hostfile {path}: cannot be read ({why})") from None
+    hosts: dict[str, int] = {}
+    for number, raw in enumerate(text.splitlines(), 1):
+        words = raw.split("#", 1)[0].split()
+        if not words:
+            continue
+        slots = 0
+        for word in words[1:]:
+            key, _, value = word.partition("=")
+            if key in ("slots", "max_slots", "max-slots") and value.isdigit() and int(value) >= 1:
+                slots = int(value) if key == "slots" else slots
+            else:
+                raise MpiecError(f"--hostfile {path}, line {number}: expected 'HOST [slots=N]', got "
+                                 f"'{raw.strip()[:80]}'")
+        hosts[words[0]] = hosts.get(words[0], 0) + slots
+    if not hosts:
+        raise MpiecError(f"--hostfile {path} names no host")
+    return [Host(name, slots) for name, slots in hosts.items()]
+
+
+def place_on_hosts(cfg: Config, hosts: list[Host]) -> list[str]:
+    """The host of every world rank (see the module's docstring); sets ``layout.ranks_per_node``
+    when it is 0 and validates the config again (a layout ``ecrm`` refuses is refused here)."""
+    from mpiec.config import validate
+    from mpiec.layout import rank_nodes
+
+    H = len(hosts)
+    if cfg.layout.ranks_per_node == 0 and H > 1:
+        cfg.layout.ranks_per_node = -(-(cfg.n_ranks - 1) // H)
+        validate(cfg, memory=False)  # the ranks share several machines: this one's memory says little
+    nodes = rank_nodes(cfg.n_ranks, cfg.layout.ranks_per_node)
+    return [hosts[max(n, 0) % H].name for n in nodes]
+
+
+def oversubscribed_hosts(rank_hosts: list[str], hosts: list[Host]) -> bool:
+    cores = os.cpu_count() or 1
+    return any(rank_hosts.count(h.name) > (h.slots or cores) for h in hosts)
+
+
 def mpiexec_command(cfg: Config, config_path: Path, out: Path, mpiexec: str | None = None,
-                    resume: str = "") -> tuple[list[str], dict[str, str]]:
-    """The command and environment that start every rank of ``cfg``."""
+                    resume: str = "", rank_hosts: list[str] | None = None, seqfile: Path | None = None,
+                    hosts: list[Host] | None = None) -> tuple[list[str], dict[str, str]]:
+    """The command and environment that start every rank of ``cfg`` (``rank_hosts``: the host of
+    every world rank, written one per line into ``seqfile``, for a run across ``hosts``)."""
     exe = mpiexec or find_mpiexec()
     flavour = mpi_flavour(exe)
     n = cfg.n_ranks
@@ -89,13 +149,26 @@ def mpiexec_command(cfg: Config, config_path: Path, out: Path, mpiexec: str | No
     if flavour == "openmpi":
         if cfg.failures.mode != "emulated":
             cmd += ["--with-ft", "ulfm"]
-        if n > (os.cpu_count() or 1):
+        if rank_hosts is not None:
+            # TCP between hosts (not whatever fabric the wheel probes first); a rank that waits yields
+            # its core when ranks outnumber a host's cores (else ~4 ms per message on 2 cores, not 13 us)
+            if "OMPI_MCA_btl" not in env:
+                cmd += ["--mca", "btl", "tcp,sm,self"]
+            if oversubscribed_hosts(rank_hosts, hosts or []):
+                cmd += ["--oversubscribe", "--mca", "mpi_yield_when_idle", "1"]
+        elif n > (os.cpu_count() or 1):
             cmd += ["--oversubscribe"]
             env.setdefault("OMPI_MCA_mpi_yield_when_idle", "1")
         if os.geteuid() == 0:
             env.setdefault("OMPI_ALLOW_RUN_AS_ROOT", "1")
             env.setdefault("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
-    cmd += ["-n", str(n), sys.executable, "-P", "-m", "mpiec.worker", str(config_path), "--out", str(out)]
+    if rank_hosts is not None:
+        if flavour != "openmpi":
+            raise LaunchError("--hostfile needs Open MPI's mpiexec (its sequential mapper places the ranks)")
+        cmd += ["--hostfile", str(seqfile), "--map-by", "seq"]  # rank i on line i's host: no -n
+    else:
+        cmd += ["-n", str(n)]
+    cmd += [sys.executable, "-P", "-m", "mpiec.worker", str(config_path), "--out", str(out)]
     if resume:
         cmd += ["--resume", resume]
     return cmd, env
@@ -231,32 +304,40 @@ def fmt_seconds(x: float) -> str:
 
 
 def launch(cfg: Config, out_dir: Path, timeout: float | None = None, quiet: bool = False,
-           resume: str = "", unique_name: bool | None = None) -> RunOutcome:
+           resume: str = "", unique_name: bool | None = None, hostfile: str | None = None) -> RunOutcome:
     """Run ``cfg`` to the end under mpiexec; the result file goes to ``out_dir``.
 
     The run owns its result name from before it starts (see ``claim_result_path``):
     an automatic name (no ``output.name``) or ``unique_name=True`` gets a suffix when
     taken, an explicit ``output.name`` that is taken is an error. A result file is
-    reported only if this run wrote it.
+    reported only if this run wrote it. ``hostfile``: run across its hosts
+    (``place_on_hosts``; ``cfg`` then records the ranks per node it used).
     """
+    hosts = read_hostfile(hostfile) if hostfile else None
+    rank_hosts = place_on_hosts(cfg, hosts) if hosts else None
     precheck_data(cfg)
     out_dir = Path(out_dir)
     check_output_dir(out_dir)
     unique = not cfg.output.name if unique_name is None else unique_name
     path, lock = claim_result_path(out_dir, result_name(cfg), unique)
     try:
-        return _launch(cfg, path, timeout, quiet, resume)
+        return _launch(cfg, path, timeout, quiet, resume, rank_hosts, hosts)
     finally:
         with contextlib.suppress(OSError):
             lock.unlink()
 
 
-def _launch(cfg: Config, path: Path, timeout: float | None, quiet: bool, resume: str) -> RunOutcome:
+def _launch(cfg: Config, path: Path, timeout: float | None, quiet: bool, resume: str,
+            rank_hosts: list[str] | None = None, hosts: list[Host] | None = None) -> RunOutcome:
     wall_start = time.time()
     with tempfile.TemporaryDirectory(prefix="mpiec-") as tmp:
         cfg_path = Path(tmp) / "config.json"
         cfg_path.write_text(cfg.to_json())
-        cmd, env = mpiexec_command(cfg, cfg_path, path, resume=resume)
+        seqfile = Path(tmp) / "hosts.seq"
+        if rank_hosts is not None:
+            seqfile.write_text("".join(f"{h}\n" for h in rank_hosts))
+        cmd, env = mpiexec_command(cfg, cfg_path, path, resume=resume, rank_hosts=rank_hosts, seqfile=seqfile,
+                                   hosts=hosts)
         limit = timeout if timeout is not None else default_timeout(cfg)
         if not quiet:
             print("[mpiec] launching: " + " ".join(cmd), flush=True)
@@ -275,7 +356,7 @@ def _launch(cfg: Config, path: Path, timeout: float | None, quiet: bool, resume:
         except KeyboardInterrupt:
             message = "interrupted"
         finally:
-            kill_group(proc)
+            kill_group(proc, grace=STOP_GRACE_S if message else 0.0)
             relay.join(timeout=5)
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
@@ -340,8 +421,20 @@ def _die_with_parent() -> None:
         pass
 
 
-def kill_group(proc: subprocess.Popen) -> None:
-    """Kill mpiexec's whole session: ranks left behind by a crash go too."""
+STOP_GRACE_S = 5.0  # a stuck mpiexec gets this long after SIGTERM to stop its remote daemons
+
+
+def kill_group(proc: subprocess.Popen, grace: float = 0.0) -> None:
+    """Kill mpiexec's whole session: ranks left behind by a crash go too.
+
+    ``grace`` > 0 (a run stopped before its end): ``SIGTERM`` to mpiexec first, so it can take
+    down the ranks it started on other hosts, then ``SIGKILL`` to the session after ``grace``
+    seconds at the latest (after a network partition mpiexec may ignore ``SIGTERM``)."""
+    if grace > 0 and proc.poll() is None:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            proc.send_signal(signal.SIGTERM)
+        with contextlib.suppress(subprocess.TimeoutExpired, KeyboardInterrupt):  # a 2nd Ctrl-C: kill now
+            proc.wait(timeout=grace)
     try:
         os.killpg(proc.pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):

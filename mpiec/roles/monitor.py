@@ -271,6 +271,9 @@ class Monitor:
         out = []
         if d.is_dir():
             for f in sorted(d.iterdir()):
+                if f.name.startswith("."):  # a note its writer did not finish: a node peer killed it first
+                    f.unlink(missing_ok=True)
+                    continue
                 try:
                     k = json.loads(f.read_text())
                     out.append((k["step"], k["time"], "kill", k["rank"], k["role"], k["index"], k["plan"]))
