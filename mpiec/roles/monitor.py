@@ -198,7 +198,8 @@ class Monitor:
             ranks[i] = (info["rank"], info["role"], info["role_index"], info["host"][:64], info["node"],
                         info["pid"], info["peak_rss_mb"], r["role"].get("shard_digest", ""))
         w.set_ranks(ranks)
-        w.set_attr("hosts", sorted({r["info"]["host"] for r in reports}))
+        # every rank's host, the dead ones' too (a node failure may leave a host without survivors)
+        w.set_attr("hosts", sorted({r["info"]["host"] for r in reports} | {h for h, _ in ctx.procs}))
 
         lost = outcome != "done"
         dense = {t["role"]["dense_digest"] for t in trainers}
