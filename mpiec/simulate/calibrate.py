@@ -4,11 +4,17 @@ Owns what is read from a result file for the model (``measure``) and how costs a
 set of them (``calibrate``). Every cost comes from these files; where a file cannot tell a cost
 apart it says so in ``Costs.note`` instead of inventing one.
 
-* **normal step time** of a run: the median step of the whole run after ``WARMUP_STEPS`` (every
-  epoch): its typical speed. Not the runtime's first-epoch median (what its back-to-normal threshold
-  uses): on a shared machine the speed drifts by 2-3x over a minute, and the whole run's median is
-  the better estimate of the speed at any one moment of it; the job's step time is the ``none``
-  runs' median;
+* **normal step time** of a run: the mean step of the whole run after ``WARMUP_STEPS``, steps
+  executed again and checkpoint steps (and the step after one) left out: its failure-free speed,
+  what ``steps × step`` of its training time is. Not the runtime's first-epoch median (what its
+  back-to-normal threshold uses): on a shared machine the speed drifts by 2-3x over a minute and
+  step times have a heavy tail, so a median undercounts the time steps take (by 10-45 % in the
+  validation runs); the job's step time is the ``none`` runs' median of these;
+* **speed**: runs of the same model (``speed_key``: model, tables, batch, trainers — not servers,
+  not strategy) are brought to their mean step time before anything is averaged: every duration of
+  a run is multiplied by (mean step / its step), checkpoint writes at an emulated bandwidth aside
+  (``costs.py``: on shared cores every CPU-bound duration stretches with the step); the means are
+  ``RuntimeCosts.speed_steps``;
 * **recovery latencies** (shared): means over every recovery of every file of ``detection_s``,
   ``shrink_agree_s``, ``plan_s``, ``replace_s`` (``summary.recovery_breakdown``);
 * **checkpoint write** (``ckpt``, ``cpr*``, ``cnr``): ``fit_linear`` of each checkpoint's
@@ -19,14 +25,15 @@ apart it says so in ``Costs.note`` instead of inventing one.
   reads (its part; ``cnr``: its share of the newest chain, ``capacity_bytes``);
 * **cnr** ``bytes_ratio`` / ``restore_ratio``: mean checkpoint / chain bytes over a full one;
   **cpr-mfu / ssu**: partial checkpoints per full one and their size over a full part;
-* **ecrm**: ``parity_s_per_byte`` = the critical-path parity time per step
-  (``parity_stage_s_per_step``, measured inside the run) / parity bytes a server sends per step. Not
+* **ecrm**: ``parity`` = ``fit_linear`` of the critical-path parity time per step
+  (``parity_stage_s_per_step``, measured inside the run) against the parity bytes a server sends per
+  step. Not
   the step time against a ``none`` run: on a shared machine two runs' step times differ by more than
   the parity work (concurrent tiny runs here measured ecrm 17 % and 35 % *faster* than ``none``),
   and the delta exchange overlapped with the trainers' compute is off the critical path by design;
   ``unique_fraction`` = parity rows per step / r / ids looked up per step; rebuild:
   ``fit_linear`` of each rebuild's duration (events ``rebuild_start`` → ``rebuild_end``) against
-  the bytes it fetched; ``rebuild_slowdown`` = mean
+  the bytes it fetched; ``rebuild_slowdown`` = median
   step time inside the rebuild windows over the normal one − 1; ``sync_restore_s`` = the
   recoveries' ``restore_s``;
 * **resume_extra_s**: per recovery, the measured time lost minus what the model accounts for
@@ -42,6 +49,7 @@ failures do not measure ULFM); a file of another schema raises ``ResultFileError
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 import math
 import statistics
@@ -59,7 +67,7 @@ from .job import Job
 from .model import BACK_TO_NORMAL_SLOWDOWN
 from .policies import KIND
 
-__all__ = ["Measured", "MeasuredRecovery", "calibrate", "measure", "same_config"]
+__all__ = ["Measured", "MeasuredRecovery", "calibrate", "measure", "same_config", "speed_key"]
 
 OWN_EXTRA_MIN = 3
 WARMUP_STEPS = 5  # the runtime's warm-up too (accounting._normal_step_time)
@@ -123,6 +131,45 @@ def same_config(a: Config, b: Config, ignore_steps: bool = False) -> bool:
     return all(da[k] == db[k] for k in da if k not in _IGNORED_CONFIG)
 
 
+def speed_key(cfg: Config) -> str:
+    """Runs whose step times differ only by the machine's speed and the servers: same model, tables,
+    bags, batch and trainers."""
+    d = cfg.to_dict()
+    what = json.dumps([d["model"], d["data"]["cardinalities"], d["data"]["multi_hot"],
+                       d["training"]["batch_size"], d["layout"]["trainers"]], sort_keys=True)
+    return f"{cfg.preset}/{hashlib.sha256(what.encode()).hexdigest()[:8]}"
+
+
+def _at_speed(m: Measured, f: float) -> Measured:
+    """``m`` with every duration × ``f`` (checkpoint writes at an emulated bandwidth aside)."""
+    recs = [dataclasses.replace(r, **{k: getattr(r, k) * f for k in _DURATIONS}) for r in m.recoveries]
+    summary = dict(m.summary)
+    for k in ("parity_stage_s_per_step", "parity_drain_s_per_step"):
+        if isinstance(summary.get(k), int | float):
+            summary[k] = summary[k] * f
+    ck = m.checkpoints.copy()
+    if not m.summary.get("emulated_bandwidth") and len(ck):
+        ck["stall_s"] = ck["stall_s"] * f
+        ck["seconds"] = ck["seconds"] * f
+    return dataclasses.replace(m, normal_step_s=m.normal_step_s * f, job=dataclasses.replace(
+        m.job, step_s=m.job.step_s * f), summary=summary, checkpoints=ck, recoveries=recs)
+
+
+_DURATIONS = ("detection_s", "shrink_agree_s", "plan_s", "replace_s", "restore_s", "recovery_s",
+              "time_lost_s", "rebuild_s", "window_s")
+
+
+def _step_time(tl: np.ndarray, checkpoints: np.ndarray) -> float:
+    """Mean first-execution step after the warm-up, checkpoint steps and the steps after them aside."""
+    if not len(tl):
+        return math.nan
+    ck = {int(s) for s in checkpoints["step"]} if len(checkpoints) else set()
+    plain = np.array([int(s) not in ck and int(s) - 1 not in ck for s in tl["step"]], dtype=bool)
+    keep = plain & ~tl["reexec"] & (tl["step"] >= WARMUP_STEPS)
+    dt = tl["dt"][keep] if keep.any() else tl["dt"]
+    return float(np.mean(dt))
+
+
 def _events(res: RunResult) -> list[tuple[float, str, str, int]]:
     ev = res.events
     return [(float(e["time"]), decode(e["kind"]), decode(e["role"]), int(e["role_index"])) for e in ev]
@@ -137,8 +184,7 @@ def measure(res: RunResult) -> Measured:
         raise MpiecError(f"result {where}: its config does not load here ({exc})") from None
     tl = res.timeline
     s = res.summary
-    normal = float(np.median(tl["dt"][WARMUP_STEPS:] if len(tl) > 2 * WARMUP_STEPS else tl["dt"])) \
-        if len(tl) else math.nan
+    normal = _step_time(tl, res.checkpoints)
     if not normal > 0:
         raise MpiecError(f"result {where}: no steps in its timeline to measure a step time from")
     events = _events(res)
@@ -169,7 +215,7 @@ def measure(res: RunResult) -> Measured:
             rec.window_s = max(0.0, end - resume)
             inside = tl[(tl["epoch"] == epoch) & (tl["t_end"] > resume) & (tl["t_end"] - tl["dt"] < end)]
             if len(inside):
-                rec.window_slowdown = float(np.mean(inside["dt"])) / normal - 1.0
+                rec.window_slowdown = float(np.median(inside["dt"])) / normal - 1.0
         out.recoveries.append(rec)
     return out
 
@@ -219,6 +265,11 @@ def calibrate(results: list[RunResult]) -> Costs:
     notes: list[str] = []
     if len(used) < len(measured):
         notes.append(f"{len(measured) - len(used)} lost, emulated or incomplete file(s) not used")
+    groups: dict[str, list[Measured]] = {}
+    for m in used:
+        groups.setdefault(speed_key(m.cfg), []).append(m)
+    speed_steps = {k: _mean([m.normal_step_s for m in ms]) for k, ms in groups.items()}
+    used = [_at_speed(m, speed_steps[speed_key(m.cfg)] / m.normal_step_s) for m in used]
     recs = [rec for m in used for rec in m.recoveries]
     if not recs:
         raise MpiecError("calibration needs at least one run that recovered from a failure "
@@ -234,7 +285,7 @@ def calibrate(results: list[RunResult]) -> Costs:
         detect_s=_mean([r.detection_s for r in recs]), shrink_agree_s=_mean([r.shrink_agree_s for r in recs]),
         plan_s=_mean([r.plan_s for r in recs]), replace_s=_mean([r.replace_s for r in recs]),
         step_s=float(step_s), ranks=int(statistics.median(m.job.ranks for m in with_rec)),
-        recoveries=len(recs))
+        recoveries=len(recs), speed_steps=speed_steps)
     strategies: dict[str, StrategyCosts] = {}
     extras: dict[str, list[float]] = {}  # per recovery: time lost the model does not explain
     for name in sorted({m.strategy for m in used}):
@@ -258,6 +309,7 @@ def _strategy_costs(name: str, runs: list[Measured], notes: list[str]) -> tuple[
     server_recs = [(m, r) for m, r in recs if r.server_failure]
     trainer_recs = [r for _, r in recs if r.roles and all(x == "trainer" for x in r.roles)]
     common: dict[str, Any] = dict(name=name, kind=kind, recoveries=len(recs), sources=[m.path for m in runs],
+                                  write_paced=all(bool(m.summary.get("emulated_bandwidth")) for m in runs),
                                   trainer_restore_s=_mean([r.restore_s for r in trainer_recs]) if trainer_recs
                                   else 0.0)
     if kind == "restart":
@@ -293,13 +345,16 @@ def _strategy_costs(name: str, runs: list[Measured], notes: list[str]) -> tuple[
 
 def _ecrm_costs(runs: list[Measured], server_recs: list[tuple[Measured, MeasuredRecovery]],
                 notes: list[str], common: dict[str, Any]) -> tuple[StrategyCosts, list[float]]:
-    per_byte: list[float] = []
+    parity: list[tuple[float, float]] = []
     unique: list[float] = []
-    for m in runs:
+    free = [m for m in runs if not m.recoveries]
+    if not free:  # a rebuild applies deltas at the end of its steps: the stage then holds more than parity
+        notes.append("ecrm: parity cost from runs with rebuilds (no failure-free ecrm run): the critical-"
+                     "path stage of their rebuild windows is counted in it")
+    for m in free or runs:
         s = m.summary
-        bytes_server = float(s.get("parity_bytes_per_step", 0.0)) / m.job.servers
-        if bytes_server > 0:
-            per_byte.append(float(s.get("parity_stage_s_per_step", 0.0)) / bytes_server)
+        parity.append((float(s.get("parity_bytes_per_step", 0.0)) / m.job.servers,
+                       float(s.get("parity_stage_s_per_step", 0.0))))
         rows = float(s.get("parity_rows_per_step", 0.0))
         if rows > 0:
             unique.append(rows / m.job.r / m.job.lookups_per_step)
@@ -317,7 +372,7 @@ def _ecrm_costs(runs: list[Measured], server_recs: list[tuple[Measured, Measured
               for _, r in server_recs]
     if not rebuilds:
         notes.append("ecrm: no rebuild measured (no server failure): rebuild cost unknown, taken as 0")
-    return StrategyCosts(**common, parity_s_per_byte=_mean(per_byte) if per_byte else 0.0,
+    return StrategyCosts(**common, parity=fit_linear(parity),
                          unique_fraction=_mean(unique) if unique else 0.0, rebuild=rebuild,
                          rebuild_slowdown=slow, sync_restore_s=_mean([r.restore_s for _, r in server_recs])
                          if server_recs else 0.0), extras

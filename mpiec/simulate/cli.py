@@ -26,6 +26,7 @@ import csv
 import dataclasses
 import math
 import sys
+import textwrap
 from pathlib import Path
 
 from mpiec.errors import MpiecError
@@ -45,10 +46,11 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog=PROG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
-        description="Extrapolate measured fault-tolerance costs to cluster scale: a discrete-event model "
-        "of one DLRM training job (trainers, embedding servers, step time, node failures) runs every "
-        "strategy with costs calibrated from mpiec result files, and prints ETTR, time lost and lost "
-        "samples per strategy as the job grows, and where the strategies cross over.",
+        description=textwrap.fill(
+            "Extrapolate measured fault-tolerance costs to cluster scale: a discrete-event model of one "
+            "DLRM training job (trainers, embedding servers, step time, node failures) runs every "
+            "strategy with costs calibrated from mpiec result files, and prints ETTR, time lost and "
+            "lost samples per strategy as the job grows, and where the strategies cross over.", 78),
         epilog="examples:\n"
         "  mpiec simulate                 # reference costs, MLPerf DLRMv2 shape, Llama 3 failure rate\n"
         "  mpiec simulate --calibrate results/ --nodes 8,1000,10000 --plot scale.png\n"
@@ -63,8 +65,8 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--save-costs", metavar="FILE", help="write the costs used to FILE (JSON)")
     g.add_argument("--show-costs", action="store_true", help="print the costs used")
     g.add_argument("--predict", nargs="+", metavar="PATH",
-                   help="predict these measured runs (result files or directories) and compare; "
-                   "failure-free runs with a `none` run of the same config give the overhead")
+                   help="replay these measured runs (result files or directories: config and kill "
+                   "plan) and print predicted against measured time lost, overhead and lost samples")
     j = p.add_argument_group("job")
     j.add_argument("--preset", default=DEFAULT_PRESET,
                    help=f"model and data shape (default: {DEFAULT_PRESET})")
@@ -102,6 +104,8 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--target-pls", type=float, metavar="X", help="cpr's PLS target (default: the suite's)")
     s.add_argument("--trials", type=int, default=5, help="seeded trials averaged per point (5)")
     s.add_argument("--seed", type=int, default=0, help="seed of the failure draws (0)")
+    s.add_argument("--no-speed", action="store_true",
+                   help="--predict: keep the costs at the calibration's speed instead of the run's")
     s.add_argument("--no-agree-scaling", action="store_true",
                    help="keep shrink+agree at its measured time instead of scaling it with log2(ranks)")
     s.add_argument("--csv", metavar="FILE", help="write the table as CSV")
@@ -182,16 +186,15 @@ def _print_costs(costs: Costs, out) -> None:
           f"({rt.recoveries} recoveries)", file=out)
     for name, sc in costs.strategies.items():
         parts = []
-        for key in ("write", "read", "rebuild"):
+        for key in ("write", "read", "rebuild", "parity"):
             lin = getattr(sc, key)
             if lin is not None:
                 parts.append(f"{key} {lin.latency_s * 1e3:.1f} ms + {lin.rate_Bps / 1e6:.1f} MB/s "
                              f"({lin.fit})")
         if sc.bytes_ratio != 1.0 or sc.restore_ratio != 1.0:
             parts.append(f"bytes x{sc.bytes_ratio:.2f}, restore x{sc.restore_ratio:.2f}")
-        if sc.parity_s_per_byte:
-            parts.append(f"parity {sc.parity_s_per_byte * 1e9:.2f} ns/B, "
-                         f"{sc.unique_fraction:.3f} rows/lookup")
+        if sc.unique_fraction:
+            parts.append(f"{sc.unique_fraction:.3f} rows updated per lookup")
         if sc.kind == "rebuild":
             parts.append(f"sync restore {sc.sync_restore_s:.3f} s, "
                          f"rebuild slowdown {sc.rebuild_slowdown:.2f}")
@@ -212,7 +215,7 @@ def _predict(args: argparse.Namespace, costs: Costs) -> int:
     runs = [measure(r) for r in load_results(args.predict)]
     if not runs:
         raise MpiecError(f"--predict: no result file (*.h5) in {' '.join(args.predict)}")
-    rows = predict(costs, runs)
+    rows = predict(costs, runs, speed=not args.no_speed)
     if not rows:
         raise MpiecError("--predict: nothing to compare (runs with failures, or failure-free runs with a "
                          "failure-free `none` run of the same config)")
@@ -283,10 +286,11 @@ def run(args: argparse.Namespace) -> int:
         for n in nodes:
             rows += sweep(costs, base, [n], names, processes[n], args.trials, args.seed,
                           target_pls=args.target_pls, trainers_per_node=args.trainers_per_node,
-                          servers_per_node=args.servers_per_node)
+                          servers_per_node=args.servers_per_node, scale_agree=not args.no_agree_scaling)
     else:
         rows = sweep(costs, base, nodes, names, process, args.trials, args.seed, target_pls=args.target_pls,
-                     trainers_per_node=args.trainers_per_node, servers_per_node=args.servers_per_node)
+                     trainers_per_node=args.trainers_per_node, servers_per_node=args.servers_per_node,
+                     scale_agree=not args.no_agree_scaling)
     table = format_table(rows)
     cross = format_crossovers(crossovers(rows))
     print(table)

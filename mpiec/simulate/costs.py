@@ -10,10 +10,16 @@ result files (``calibrate.py``) or read back from a costs JSON that was; nothing
 * ``RuntimeCosts``: what every recovery pays whatever the strategy (ULFM detection, shrink and
   agree, the plan, the replacement), the calibration job's normal step time, and the rank count
   the latencies were measured at (``shrink_agree_s`` may be scaled with ``log2`` of the ranks).
+* **speed**: on a machine whose cores are shared (oversubscribed ranks, other jobs), every CPU-bound
+  duration stretches with the run's CPU share, the step time as much as a detection or a restore.
+  The calibration expresses its costs at the mean speed of its runs of each model
+  (``RuntimeCosts.speed_steps``: their mean step time); ``Costs.at_speed(f)`` gives the costs on a
+  machine ``f`` times slower. At cluster scale the factor is 1 (a dedicated node is taken to run at
+  the calibration's speed).
 * ``StrategyCosts``: one strategy's failure-free and failure costs (all optional: a strategy pays
-  only what applies to it). Per-step overhead is expressed per byte of protection work
-  (``parity_s_per_byte``: seconds of critical-path time per parity byte a server sends), so it
-  extrapolates to other table sizes and server counts; ``resume_extra_s`` is the measured time
+  only what applies to it). Per-step overhead is a function of the protection bytes
+  (``parity``: critical-path seconds per step from the parity bytes a server sends per step), so
+  it extrapolates to other table sizes and server counts; ``resume_extra_s`` is the measured time
   between "training resumes" and "back to 95 % of the normal step rate" beyond what the model
   explains (slow first steps of a replacement).
 
@@ -86,6 +92,9 @@ class RuntimeCosts:
     step_s: float  # normal step time of the calibration job's `none` run (median after warm-up)
     ranks: int  # ranks of the calibration runs (for the log2 scaling of shrink + agree)
     recoveries: int  # how many recoveries the latencies average
+    # speed key (calibrate.speed_key) -> the mean step of the calibration runs of that model: the
+    # machine speed every CPU-bound cost here is expressed at (see Costs.at_speed)
+    speed_steps: dict[str, float] = field(default_factory=dict)
 
     def latency_s(self, ranks: int | None = None, scale_agree: bool = True) -> float:
         """Kill → replacement in place: detection + shrink/agree (× log2 ratio of ranks) + plan + replace."""
@@ -108,13 +117,14 @@ class StrategyCosts:
     restore_ratio: float = 1.0  # bytes a restore reads / one full part (cnr's chain: may be > 1)
     partial_every: float = 0.0  # cpr-mfu / ssu: partial checkpoints per full interval
     partial_ratio: float = 0.0  # bytes of a partial / a full part
-    parity_s_per_byte: float = 0.0  # ecrm: critical-path seconds per parity byte a server sends
+    parity: Linear | None = None  # ecrm: critical-path seconds per step from a server's parity bytes
     unique_fraction: float = 0.0  # ecrm: distinct rows updated per step / ids looked up per step
     rebuild: Linear | None = None  # ecrm: background rebuild duration from the bytes it fetches
     rebuild_slowdown: float = 0.0  # ecrm: step time during the rebuild / normal − 1
     sync_restore_s: float = 0.0  # ecrm: the part of the recovery before training resumes (sync, replay)
     resume_extra_s: float = 0.0  # resume → back to 95 % speed, beyond the steps the model counts
     trainer_restore_s: float = 0.0  # a trainer-only failure: the peer copy of the dense replica
+    write_paced: bool = False  # every calibration run wrote at an emulated bandwidth (sleep-paced)
     recoveries: int = 0
     sources: list[str] = field(default_factory=list)  # result files it was calibrated from
 
@@ -126,6 +136,29 @@ class Costs:
     sources: list[str] = field(default_factory=list)
     note: str = ""
 
+    def at_speed(self, factor: float) -> Costs:
+        """The costs on a machine ``factor`` times slower (a run whose CPU share is 1/factor of the
+        calibration's): every CPU-bound duration × factor, every rate / factor; checkpoint writes at
+        an emulated bandwidth (sleep-paced) and the dimensionless ratios stay."""
+        if factor == 1.0:
+            return self
+
+        def lin(x: Linear | None) -> Linear | None:
+            return None if x is None else dataclasses.replace(x, latency_s=x.latency_s * factor,
+                                                             rate_Bps=x.rate_Bps / factor)
+
+        r = self.runtime
+        rt = dataclasses.replace(r, detect_s=r.detect_s * factor, shrink_agree_s=r.shrink_agree_s * factor,
+                                 plan_s=r.plan_s * factor, replace_s=r.replace_s * factor)
+        out = {}
+        for name, sc in self.strategies.items():
+            out[name] = dataclasses.replace(
+                sc, read=lin(sc.read), rebuild=lin(sc.rebuild), parity=lin(sc.parity),
+                write=sc.write if sc.write_paced else lin(sc.write),
+                sync_restore_s=sc.sync_restore_s * factor, resume_extra_s=sc.resume_extra_s * factor,
+                trainer_restore_s=sc.trainer_restore_s * factor)
+        return dataclasses.replace(self, runtime=rt, strategies=out)
+
     def to_json(self) -> str:
         return json.dumps(dataclasses.asdict(self), indent=1, sort_keys=True)
 
@@ -136,7 +169,7 @@ class Costs:
             strategies = {}
             for name, s in raw["strategies"].items():
                 s = dict(s)
-                for key in ("write", "read", "rebuild"):
+                for key in ("write", "read", "rebuild", "parity"):
                     if s.get(key) is not None:
                         s[key] = Linear(**s[key])
                 strategies[name] = StrategyCosts(**s)

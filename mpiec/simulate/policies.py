@@ -8,7 +8,7 @@ with the suite's own rules, called, not copied:
 * ``cpr*``: the interval of the PLS target (``interval_for_pls``: ``2 · N_shards · MTBF · PLS``),
   divided by the shards one failure takes (a node with two servers loses two of ``N``);
   ``cpr-mfu`` / ``cpr-ssu`` add partial checkpoints every quarter interval, as the suite does;
-* ``ecrm``: per-step parity work = ``parity_s_per_byte`` × the bytes a server sends per step,
+* ``ecrm``: per-step parity work = ``parity.seconds`` of the bytes a server sends per step,
   those bytes = distinct rows updated per step (``unique_fraction`` × ids looked up, at most
   every row) / servers × (row + 8-byte word) × ``r``; a rebuild fetches ``k`` members per row of
   the lost server's data and parity rows: ``(k + r) × shard_rows × row_bytes`` bytes (rotated
@@ -79,7 +79,7 @@ def build_policy(name: str, costs: Costs, job: Job, mtbf_job_s: float, *,
     if kind == "restart":
         return Policy(**common)
     if kind == "rebuild":
-        overhead = sc.parity_s_per_byte * parity_bytes_per_server_step(sc, job)
+        overhead = sc.parity.seconds(parity_bytes_per_server_step(sc, job)) if sc.parity else 0.0
         fetched = (job.k + job.r) * job.shard_rows * job.row_bytes
         rebuild = sc.rebuild.seconds(fetched) if sc.rebuild else 0.0
         return Policy(**common, overhead_s=overhead, sync_restore_s=sc.sync_restore_s, rebuild_s=rebuild,

@@ -7,14 +7,19 @@ file the calibration did not see, the model replays its config and kill plan and
   recovery_breakdown``'s ``time_lost_s``);
 * **failure-free overhead**: the protection time on the critical path — checkpoint stalls
   (``checkpoint_critical_s``, the stall the run's ETTR counts) and ``ecrm``'s parity stage
-  (``parity_stage_s_per_step``) — over the failure-free training time (first step's start → last
+  (``parity_stage_s_per_step``; failure-free ``ecrm`` runs only: during a rebuild the stage also
+  applies the step's deltas, so a failure run's mean is not its failure-free overhead) — over the
+  failure-free training time (first step's start → last
   step's end, minus the time lost). Measured inside the run, not against a separate ``none`` run:
   on a shared machine two runs' step times differ by more than the overhead (docs/simulate.md);
 * **lost samples** (``cpr*``: the summary's ``lost_samples``).
 
 The step time is an input of the model at any scale, not one of its predictions: for a measured run
-it is the run's own normal step time (the runtime's median after warm-up) minus the predicted per-step
-protection work.
+it is the run's own mean failure-free step (``calibrate``) minus the predicted per-step protection
+work. So is the machine's speed: on shared cores every CPU-bound cost stretches with the step
+(``costs.py``), and the costs are taken at the run's speed, ``speed_factor`` = its step over the
+calibration's mean step for the same model (``predict(..., speed=False)`` leaves them at the
+calibration's).
 
 Invariants: a prediction never reads the measured quantity it predicts; the kill plan is parsed
 by ``mpiec.faults.parse_kill_plans`` (what the runtime fires); kills of spares, parity ranks or nodes
@@ -30,12 +35,12 @@ from dataclasses import dataclass
 from mpiec.errors import MpiecError
 from mpiec.faults import parse_kill_plans
 
-from .calibrate import Measured
+from .calibrate import Measured, speed_key
 from .costs import Costs
 from .model import Failure, Outcome, simulate
 from .policies import build_policy
 
-__all__ = ["Comparison", "failures_of", "measured_overhead", "predict", "training_time"]
+__all__ = ["Comparison", "failures_of", "measured_overhead", "predict", "speed_factor", "training_time"]
 
 
 @dataclass(frozen=True)
@@ -75,6 +80,13 @@ def failures_of(m: Measured) -> tuple[list[Failure], list[Failure]]:
     return sorted(timed, key=lambda f: f.time_s), by_step
 
 
+def speed_factor(costs: Costs, m: Measured) -> float:
+    """How much slower the machine ran ``m`` than the calibration ran runs of the same model: its step
+    over theirs (1 when the calibration has no run of that model)."""
+    ref = costs.runtime.speed_steps.get(speed_key(m.cfg))
+    return m.normal_step_s / ref if ref else 1.0
+
+
 def _simulate_run(costs: Costs, m: Measured) -> tuple[Outcome, float]:
     """The run replayed: its config, its interval, its kill plan; (outcome, per-step overhead)."""
     interval = m.summary.get("checkpoint_interval_steps")
@@ -98,23 +110,24 @@ def measured_overhead(m: Measured) -> float:
     return (stall + parity) / (training_time(m) - lost)
 
 
-def predict(costs: Costs, runs: list[Measured]) -> list[Comparison]:
+def predict(costs: Costs, runs: list[Measured], speed: bool = True) -> list[Comparison]:
     """Predicted vs measured for every run of ``runs`` but ``none``: time lost per recovery and in total,
-    protection overhead, lost samples."""
+    protection overhead, lost samples. ``speed``: the costs at the run's speed (``speed_factor``)."""
     out: list[Comparison] = []
     for m in runs:
         if m.strategy == "none":
             continue
-        sim, per_step = _simulate_run(costs, m)
+        sim, per_step = _simulate_run(costs.at_speed(speed_factor(costs, m)) if speed else costs, m)
         for i, (p, rec) in enumerate(zip(sim.recoveries, m.recoveries, strict=False)):
             out.append(Comparison(m.label, m.strategy, f"time lost, recovery {i + 1}", p.time_lost_s,
                                   rec.time_lost_s))
         if len(m.recoveries) > 1:
             out.append(Comparison(m.label, m.strategy, "time lost, total", sim.time_lost_s,
                                   sum(r.time_lost_s for r in m.recoveries)))
-        executed = sim.steps_done + sum(r.reexec_steps for r in sim.recoveries)
-        predicted = (sim.stall_s + per_step * executed) / (sim.wall_s - sim.time_lost_s)
-        out.append(Comparison(m.label, m.strategy, "overhead", predicted, measured_overhead(m)))
+        if m.strategy != "ecrm" or not m.recoveries:  # ecrm's stage grows in its rebuild windows
+            executed = sim.steps_done + sum(r.reexec_steps for r in sim.recoveries)
+            predicted = (sim.stall_s + per_step * executed) / (sim.wall_s - sim.time_lost_s)
+            out.append(Comparison(m.label, m.strategy, "overhead", predicted, measured_overhead(m)))
         if sim.lost_samples or m.summary.get("lost_samples"):
             out.append(Comparison(m.label, m.strategy, "lost samples", float(sim.lost_samples),
                                   float(m.summary.get("lost_samples", 0))))

@@ -58,14 +58,15 @@ def _failures(schedule: Schedule, job: Job) -> Iterator[Failure]:
 
 def sweep(costs: Costs, job: Job, nodes: list[int], strategies: list[str], process: ArrivalProcess,
           trials: int = 5, seed: int = 0, cap: float = 10.0, target_pls: float | None = None,
-          trainers_per_node: int = 1, servers_per_node: int = 1) -> list[ScaleRow]:
+          trainers_per_node: int = 1, servers_per_node: int = 1, scale_agree: bool = True) -> list[ScaleRow]:
     rows: list[ScaleRow] = []
     for n in nodes:
         j = job.at_scale(n, trainers_per_node, servers_per_node)
         mtbf = process.job_mtbf_s(n)
         ff_wall = j.steps * j.step_s
         per_strategy: dict[str, list] = {s: [] for s in strategies}
-        policies = {s: build_policy(s, costs, j, mtbf, target_pls=target_pls) for s in strategies}
+        policies = {s: build_policy(s, costs, j, mtbf, target_pls=target_pls, scale_agree=scale_agree)
+                    for s in strategies}
         for t in range(trials):
             schedule = Schedule(process, n, seed + t)
             for s in strategies:
@@ -79,7 +80,7 @@ def sweep(costs: Costs, job: Job, nodes: list[int], strategies: list[str], proce
             lost = [o.time_lost_s for o in outs]
             rows.append(ScaleRow(
                 nodes=n, strategy=s, servers=j.servers,
-                interval=f"{p.interval_steps:,} ({p.interval_rule})" if p.interval_steps else "",
+                interval=_interval(p.interval_steps, p.interval_rule, j.steps),
                 failures=statistics.fmean(fails),
                 time_lost_per_failure_s=sum(lost) / sum(fails) if sum(fails) else math.nan,
                 time_lost_h=statistics.fmean(lost) / 3600.0,
@@ -90,6 +91,14 @@ def sweep(costs: Costs, job: Job, nodes: list[int], strategies: list[str], proce
                 finished=statistics.fmean(1.0 if o.finished else 0.0 for o in outs),
                 unrecoverable=statistics.fmean(o.unrecoverable for o in outs), trials=trials))
     return rows
+
+
+def _interval(steps: int | None, rule: str, job_steps: int) -> str:
+    if not steps:
+        return ""
+    if steps >= job_steps:  # the rule asks for less than one checkpoint in the whole job
+        return f"none ({steps:,} > the job, {rule})"
+    return f"{steps:,} ({rule})"
 
 
 @dataclass(frozen=True)

@@ -90,7 +90,7 @@ def costs(**strategies: StrategyCosts) -> Costs:
 
 CKPT = StrategyCosts("ckpt", "rollback", write=Linear(0.01, 1e8), read=Linear(0.0, 5e8))
 CPR = StrategyCosts("cpr", "partial", write=Linear(0.01, 1e8), read=Linear(0.0, 5e8))
-ECRM = StrategyCosts("ecrm", "rebuild", parity_s_per_byte=1e-9, unique_fraction=0.5,
+ECRM = StrategyCosts("ecrm", "rebuild", parity=Linear(0.0, 1e9), unique_fraction=0.5,
                      rebuild=Linear(0.1, 1e8), rebuild_slowdown=0.2, sync_restore_s=0.05)
 
 
@@ -159,7 +159,7 @@ def test_ecrm_parity_work_and_rebuild_scale_with_the_shard():
     small, big = tiny_job(2), tiny_job(4)
     a = build_policy("ecrm", costs(ecrm=ECRM), small, 100.0)
     b = build_policy("ecrm", costs(ecrm=ECRM), big, 100.0)
-    assert a.overhead_s == pytest.approx(1e-9 * parity_bytes_per_server_step(ECRM, small))
+    assert a.overhead_s == pytest.approx(ECRM.parity.seconds(parity_bytes_per_server_step(ECRM, small)))
     assert b.overhead_s == pytest.approx(a.overhead_s * 2 / 4, rel=1e-6)
     fetched = (small.k + small.r) * small.shard_rows * small.row_bytes
     assert a.rebuild_s == pytest.approx(ECRM.rebuild.seconds(fetched))
