@@ -290,6 +290,9 @@ class Bench:
                     self.failure_free_s = _training_time(outcome.path)
             if outcome.code == EXIT_CRASH:
                 worst = EXIT_CRASH
+            if outcome.message == "interrupted":  # Ctrl-C, SIGTERM, SIGHUP stop the whole bench
+                print("[mpiec bench] interrupted: the remaining runs are skipped", flush=True)
+                break
         self.report(paths)
         return worst
 
