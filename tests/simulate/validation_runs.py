@@ -57,12 +57,28 @@ def run_plan(out: Path, timeout: float = 240.0) -> dict[str, Path]:
         cfg = load_config(preset="tiny", strategy=p.strategy, kill=list(p.kills),
                           sets=[*COMMON, *p.sets, f"output.name='{p.name}'"])
         t0 = time.monotonic()
+        started = time.time()
         outcome = launch(cfg, out, timeout=timeout, quiet=True)
-        if outcome.code != 0 or outcome.path is None:
+        path = out / f"{p.name}.h5"
+        if outcome.code != 0 and not _complete(path, started, len(p.kills)):
             raise AssertionError(f"validation run {p.name} failed (exit {outcome.code}): {outcome.message}")
+        if outcome.code != 0:  # seen once under load (ecrm, 3 kills): mpiexec failed after the result
+            print(f"[validation] warning: {p.name}: {outcome.message}; its result file is complete, used",
+                  flush=True)
         print(f"[validation] {p.name}: {time.monotonic() - t0:.0f} s", flush=True)
-        files[p.name] = outcome.path
+        files[p.name] = path
     return files
+
+
+def _complete(path: Path, started: float, kills: int) -> bool:
+    """A result file of this launch that finished every step with every kill fired."""
+    from mpiec.results import read_result
+
+    if not path.exists() or path.stat().st_mtime < started:
+        return False
+    s = read_result(path).summary
+    return bool(s.get("complete")) and not s.get("lost") and s.get("steps_completed") == STEPS \
+        and s.get("kills_fired") == kills
 
 
 def validate(files: dict[str, Path]):
