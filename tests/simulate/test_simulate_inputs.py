@@ -3,6 +3,7 @@ from a config, and the strategies' policies with the suite's interval rules (no 
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import json
 import math
@@ -171,3 +172,17 @@ def test_a_strategy_without_costs_is_refused_naming_the_calibrated_ones():
     with pytest.raises(MpiecError, match="unknown strategy 'log'"):
         build_policy("log", costs(ckpt=CKPT), tiny_job(), 100.0)
     assert build_policy("none", costs(), tiny_job(), 100.0).kind == "restart"
+
+
+def test_costs_at_another_speed_stretch_cpu_bound_durations_but_not_paced_writes():
+    paced = dataclasses.replace(CKPT, write_paced=True)
+    c = costs(ckpt=paced, ecrm=ECRM)
+    slow = c.at_speed(2.0)
+    assert slow.runtime.detect_s == pytest.approx(0.2) and slow.runtime.step_s == c.runtime.step_s
+    assert slow.strategies["ckpt"].write == paced.write  # sleep-paced: the bytes set its time
+    assert slow.strategies["ckpt"].read.seconds(1e6) == pytest.approx(2 * paced.read.seconds(1e6))
+    assert slow.strategies["ecrm"].parity.seconds(1e6) == pytest.approx(2 * ECRM.parity.seconds(1e6))
+    assert slow.strategies["ecrm"].rebuild_slowdown == ECRM.rebuild_slowdown  # a ratio
+    unpaced = costs(ckpt=CKPT).at_speed(3.0).strategies["ckpt"].write
+    assert unpaced.seconds(1e6) == pytest.approx(3 * CKPT.write.seconds(1e6))
+    assert c.at_speed(1.0) is c
