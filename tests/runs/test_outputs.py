@@ -62,8 +62,8 @@ def test_a_taken_explicit_name_is_refused_before_any_rank_starts(tmp_path):
 
 
 def test_two_benches_into_one_folder_keep_every_result(tmp_path):
-    args = ["bench", "--preset", "tiny", "--steps", "8", "--strategies", "none", "--scenario", "none", "--quiet",
-            "--no-report"]
+    args = ["bench", "--preset", "tiny", "--steps", "8", "--strategies", "none", "--scenario", "none",
+            "--quiet", "--no-report"]
     first = _start([*args, "--out", str(tmp_path)])
     second = mpiec(args, out=tmp_path, timeout=200)
     out, err = first.communicate(timeout=200)
