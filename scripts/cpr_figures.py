@@ -18,7 +18,8 @@ underneath) or read from result files:
    overhead, checkpoint stall, bytes written relative to ``ckpt``, capacity, lost samples, ΔAUC,
    the interval each strategy used, and 1 − ETTR (the protection-related overhead under failures).
 
-Sections not selected with ``--sections`` are kept from the existing page. Runs are cached in
+Sections not selected with ``--sections`` are kept from the existing page, and so is section 4
+(the hand-written reading of the figures). Runs are cached in
 ``--work`` (a run whose directory already holds a result file is not run again), so a page can be
 remade without training again. Figures ``docs/figures/cpr-*.png`` when matplotlib is installed.
 
@@ -35,7 +36,6 @@ import os
 import platform
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import numpy as np
@@ -45,7 +45,9 @@ from cnr_figures import run  # noqa: E402  (the same launcher: mpiec run in a su
 
 from mpiec.results import RunResult, decode, read_result  # noqa: E402
 
-SECTIONS = {"pls": "## 1.", "bytes": "## 2.", "bench": "## 3."}
+#: The page's sections by their heading prefix; "notes" (hand-written reading of the figures) is
+#: never made by the script, only kept.
+SECTIONS = {"pls": "## 1.", "bytes": "## 2.", "bench": "## 3.", "notes": "## 4."}
 
 
 # -- running --------------------------------------------------------------------------------------
@@ -103,7 +105,23 @@ def figures(res: RunResult, ref: RunResult, name: str, seed: int) -> dict:
         "auc": float(s["final_auc"]), "d_auc": float(s["final_auc"] - ref.summary["final_auc"]),
         "d_logloss": float(s["final_logloss"] - ref.summary["final_logloss"]),
         "ref_auc": float(ref.summary["final_auc"]), "steps": int(s["steps_completed"]),
+        "wall_s": wall(res), "ref_wall_s": wall(ref),
     }
+
+
+def wall(res: RunResult) -> float:
+    """Training time of a run (its last step's end), s."""
+    return float(res.timeline["t_end"][-1]) if len(res.timeline) else 0.0
+
+
+def effort(rows: list[dict]) -> str:
+    """How many runs a section took and their training time (from the result files, so a page
+    remade from cached runs still says what the runs cost)."""
+    refs = {r["seed"]: r["ref_wall_s"] for r in rows}
+    total = sum(r["wall_s"] for r in rows) + sum(refs.values())
+    return (f"{len(rows)} runs and {len(refs)} failure-free references, {total / 60:.0f} min of training "
+            f"time summed over the runs, on {os.cpu_count()} cores ({platform.machine()}) shared with "
+            "other jobs")
 
 
 # -- section 1: AUC loss against PLS --------------------------------------------------------------
@@ -123,14 +141,13 @@ def rank_agreement(xs: list[float], ys: list[float]) -> float:
     return float(np.corrcoef(rx, ry)[0, 1])
 
 
-def pls_section(a, rows: list[dict], seeds: list[int], fig: str, seconds: float) -> list[str]:
+def pls_section(a, rows: list[dict], seeds: list[int], fig: str) -> list[str]:
     targets = sorted({r["target"] for r in rows})
     lines = [
         SECTIONS["pls"] + " Final AUC loss against the portion of lost samples (PLS)",
         "",
         f"Made by `python scripts/cpr_figures.py --sections pls --preset {a.preset} --steps {a.steps} "
-        f"--seeds {a.seeds} --targets {a.targets} --kills {a.kills}` in {seconds / 60:.0f} min on "
-        f"{os.cpu_count()} cores ({platform.machine()}, shared with other jobs).",
+        f"--seeds {a.seeds} --targets {a.targets} --kills {a.kills}`: {effort(rows)}.",
         "",
         f"`cpr` on the `{a.preset}` preset cut to {a.steps} steps, kill plan `{'; '.join(kill_plan_of(a))}` "
         "(the same for every run), one run per `strategy.target_pls` and seed; the interval follows "
@@ -148,7 +165,7 @@ def pls_section(a, rows: list[dict], seeds: list[int], fig: str, seconds: float)
         for r in sorted((x for x in rows if x["target"] == t), key=lambda x: x["seed"]):
             lines.append(f"| {t:g} | {r['interval']} | {r['seed']} | {r['pls']:.4f} "
                          f"| {r['pls_predicted']:.4f} | {r['lost_updates']:,} | {r['fulls']} "
-                         f"| {r['d_auc']:+.4f} | {r['d_logloss']:+.4f} |")
+                         f"| {r['d_auc']:+.5f} | {r['d_logloss']:+.5f} |")
     lines += ["", "Per seed, rank correlation (Spearman) of measured PLS with the AUC loss (−ΔAUC), and the "
               "failure-free AUC:", ""]
     for seed in seeds:
@@ -177,8 +194,8 @@ def verdict_pls(rows: list[dict], seeds: list[int]) -> str:
                            [-x["d_auc"] for x in rows if x["seed"] == s]) for s in seeds]
     spread = max(m[2] for m in means) if means else math.nan
     lo, hi = means[0], means[-1]
-    return (f"Mean over seeds: AUC loss {lo[1]:+.4f} at PLS {lo[0]:.3f} and {hi[1]:+.4f} at PLS {hi[0]:.3f}; "
-            f"the largest seed-to-seed spread of the AUC loss at one target is {spread:.4f}. "
+    return (f"Mean over seeds: AUC loss {lo[1]:+.5f} at PLS {lo[0]:.3f} and {hi[1]:+.5f} at PLS {hi[0]:.3f}; "
+            f"the largest seed-to-seed spread of the AUC loss at one target is {spread:.5f}. "
             + ("The loss grows with PLS in every seed (ρ = 1)." if all(r == 1.0 for r in rhos) else
                f"Rank correlations per seed: {', '.join(f'{r:+.2f}' for r in rhos)} "
                "(1 = the loss grows with PLS at every step of the sweep)."))
@@ -198,15 +215,15 @@ def bytes_sweep(r: Runner, seeds: list[int], interval: int, a) -> list[dict]:
     return rows
 
 
-def bytes_section(a, rows: list[dict], seeds: list[int], fig: str, seconds: float) -> list[str]:
+def bytes_section(a, rows: list[dict], seeds: list[int], fig: str) -> list[str]:
     interval = a.interval
     lines = [
         SECTIONS["bytes"] + " MFU and SSU against plain partial recovery at the same checkpoint bytes",
         "",
         f"Made by `python scripts/cpr_figures.py --sections bytes --preset {a.preset} --steps {a.steps} "
         f"--seeds {a.seeds} --kills {a.kills} --interval {interval} --mfu-every {a.mfu_every} "
-        f"--mfu-fraction {a.mfu_fraction} --ssu-every {a.ssu_every} --ssu-rate {a.ssu_rate}` in "
-        f"{seconds / 60:.0f} min.",
+        f"--mfu-fraction {a.mfu_fraction} --ssu-every {a.ssu_every} --ssu-rate {a.ssu_rate}`: "
+        f"{effort(rows)}.",
         "",
         f"The same kill plan. Plain `cpr` with a full checkpoint every {interval} steps against "
         f"`cpr-mfu` (the {a.mfu_fraction:g} most pulled rows every {a.mfu_every} steps) and `cpr-ssu` "
@@ -228,8 +245,8 @@ def bytes_section(a, rows: list[dict], seeds: list[int], fig: str, seconds: floa
             rel = r["bytes"] / plain[r["seed"]]["bytes"] if r["seed"] in plain else math.nan
             parts = f"{r['partials']} ({r['partial_rows']:,})" if r["partials"] else "—"
             lines.append(f"| `{name}` | {iv} | {parts} | {r['seed']} | {r['bytes'] / 1e6:.0f} MB "
-                         f"| {rel:.2f} | {r['lost_updates']:,} | {r['pls']:.4f} | {r['d_auc']:+.4f} "
-                         f"| {r['d_logloss']:+.4f} |")
+                         f"| {rel:.2f} | {r['lost_updates']:,} | {r['pls']:.4f} | {r['d_auc']:+.5f} "
+                         f"| {r['d_logloss']:+.5f} |")
     lines += ["", "Mean over seeds (spread = max − min over seeds):", "",
               "| strategy | full every | relative bytes | lost updates | AUC loss (−ΔAUC) | spread |",
               "|---|---|---|---|---|---|"]
@@ -242,8 +259,8 @@ def bytes_section(a, rows: list[dict], seeds: list[int], fig: str, seconds: floa
         loss = [-x["d_auc"] for x in sel]
         summary[(name, iv)] = (float(np.mean(loss)), float(np.ptp(loss)), loss)
         lost = np.mean([x["lost_updates"] for x in sel])
-        lines.append(f"| `{name}` | {iv} | {np.mean(rel):.2f} | {lost:,.0f} | {np.mean(loss):+.4f} "
-                     f"| {np.ptp(loss):.4f} |")
+        lines.append(f"| `{name}` | {iv} | {np.mean(rel):.2f} | {lost:,.0f} | {np.mean(loss):+.5f} "
+                     f"| {np.ptp(loss):.5f} |")
     lines += ["", verdict_bytes(summary, interval, seeds), ""]
     if fig:
         lines += [f"![MFU and SSU at the same bytes]({fig})", ""]
@@ -261,7 +278,7 @@ def verdict_bytes(summary: dict, interval: int, seeds: list[int]) -> str:
             continue
         wins = sum(1 for b, x in zip(base[2], v[2], strict=True) if x < b)
         out.append(f"`{name}` loses {'less' if v[0] < base[0] else 'more'} AUC than plain `cpr` on average "
-                   f"({v[0]:+.4f} vs {base[0]:+.4f}), less in {wins} of {len(seeds)} seeds")
+                   f"({v[0]:+.5f} vs {base[0]:+.5f}), less in {wins} of {len(seeds)} seeds")
     return "; ".join(out) + "."
 
 
@@ -287,6 +304,9 @@ def bench_rows(bench: Path) -> list[dict]:
             "wall_s": float(f.timeline["t_end"][-1]) if len(f.timeline) else math.nan,
             "bytes": s["checkpoint_bytes"],
             "rel_bytes": s["checkpoint_bytes"] / ckpt.summary["checkpoint_bytes"] if ckpt else math.nan,
+            "rel_per_ckpt": (s["checkpoint_bytes"] / s["checkpoints"]) / (ckpt.summary["checkpoint_bytes"]
+                                                                          / ckpt.summary["checkpoints"])
+            if ckpt and s.get("checkpoints") else math.nan,
             "capacity": capacity(f), "write_reduction": s.get("write_reduction", math.nan),
             "capacity_reduction": s.get("capacity_reduction", math.nan),
             "lost_samples": fx.get("lost_samples", math.nan), "lost": fx.get("lost", None),
@@ -296,7 +316,9 @@ def bench_rows(bench: Path) -> list[dict]:
             "recoveries": fx.get("recoveries", 0), "fail_stall_s": fx.get("checkpoint_critical_s", 0.0),
             "fail_interval": fx.get("checkpoint_interval_steps", -1),
         })
-    return rows
+    order = ["none", "ckpt", "cpr", "cpr-mfu", "cpr-ssu", "cnr"]
+    return sorted(rows, key=lambda r: (order.index(r["strategy"]) if r["strategy"] in order else len(order),
+                                       r["variant"]))
 
 
 def capacity(res: RunResult) -> float:
@@ -331,13 +353,15 @@ def bench_section(a, rows: list[dict]) -> list[str]:
         SECTIONS["bench"] + " The bench line: every strategy failure-free and under the same random failures",
         "",
         f"From the result files of one `mpiec bench` (`{bench.name}`, preset `{preset}`), rendered by "
-        f"`python scripts/cpr_figures.py --sections bench --bench {a.bench}`. Kill plan (drawn once, "
+        f"`python scripts/cpr_figures.py --sections bench --bench DIR`. Kill plan (drawn once, "
         f"the same for every strategy): `{kills or 'none'}`.",
         "",
+        *([f"The bench: `{a.bench_command}`", ""] if a.bench_command else []),
         "Columns: **overhead** = throughput lost vs the failure-free `none` run; **stall** = "
         "`checkpoint_critical_s` of the failure-free run (seconds the training thread spent on "
         "checkpoints) and its share of that run's wall time; **bytes vs ckpt** = bytes written by "
-        "the failure-free run / `ckpt`'s; **capacity** = bytes that must be kept to restore (`cnr`: "
+        "the failure-free run / `ckpt`'s, in total and per checkpoint (the intervals differ); "
+        "**capacity** = bytes that must be kept to restore (`cnr`: "
         "measured; `ckpt`, `cpr`: one full checkpoint; MFU / SSU: a full one plus the partials after "
         "it); **lost samples**, **ΔAUC** (final AUC of the failure run − its failure-free twin's), "
         "**1 − ETTR** (unproductive time under failures: recovery, re-execution, checkpoint stall, over "
@@ -345,7 +369,7 @@ def bench_section(a, rows: list[dict]) -> list[str]:
         "run, in steps) and its rule.",
         "",
         "| strategy | interval (rule) | checkpoints | overhead | stall s (share) | bytes | bytes vs ckpt "
-        "| capacity | lost samples | ΔAUC | lossless | 1 − ETTR | time lost s |",
+        "(per checkpoint) | capacity | lost samples | ΔAUC | lossless | 1 − ETTR | time lost s |",
         "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
@@ -354,8 +378,9 @@ def bench_section(a, rows: list[dict]) -> list[str]:
         lines.append(
             f"| `{r['variant']}` | {iv} | {r['checkpoints'] or '—'} | {pct(r['overhead'])} "
             f"| {r['stall_s']:.2f} ({pct(share)}) | {mb(r['bytes'])} | {num(r['rel_bytes'], '.2f')} "
+            f"({num(r['rel_per_ckpt'], '.2f')}) "
             f"| {mb(r['capacity'])} | {r['lost_samples'] if r['lost'] is not None else '—'}"
-            f"{' (run lost)' if r['lost'] else ''} | {num(r['d_auc'], '+.4f')} "
+            f"{' (run lost)' if r['lost'] else ''} | {num(r['d_auc'], '+.5f')} "
             f"| {'yes' if r['lossless'] else 'no'} | {pct(1 - r['ettr'])} | {num(r['time_lost_s'], '.1f')} |")
     cnr = next((r for r in rows if r["strategy"] == "cnr"), None)
     if cnr is not None:
@@ -458,6 +483,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--ssu-rate", type=float, default=0.1)
     ap.add_argument("--sections", default="pls,bytes", help="sections to (re)make: pls, bytes, bench")
     ap.add_argument("--bench", default="", help="directory of one mpiec bench's result files (section 3)")
+    ap.add_argument("--bench-command", default="", help="the mpiec bench command line, quoted on the page")
     ap.add_argument("--docs", default="docs", help="where cpr-figures.md and figures/ go")
     ap.add_argument("--work", default="", help="scratch directory for runs (reused: cached runs)")
     a = ap.parse_args(argv)
@@ -474,22 +500,19 @@ def main(argv: list[str] | None = None) -> None:
     made: dict[str, list[str]] = {}
     pls_rows: list[dict] = []
     bytes_rows: list[dict] = []
-    timings = {}
     for name in ("pls", "bytes"):
         if name not in sections:
             continue
-        t0 = time.time()
         print(f"{name}: runs in {work}", flush=True)
         if name == "pls":
             pls_rows = pls_sweep(runner, seeds, [float(x) for x in a.targets.split(",")])
         else:
             bytes_rows = bytes_sweep(runner, seeds, a.interval, a)
-        timings[name] = time.time() - t0
     figs = plots(pls_rows, bytes_rows, a.interval, docs / "figures") if pls_rows or bytes_rows else {}
     if pls_rows:
-        made["pls"] = pls_section(a, pls_rows, seeds, figs.get("pls", ""), timings["pls"])
+        made["pls"] = pls_section(a, pls_rows, seeds, figs.get("pls", ""))
     if bytes_rows:
-        made["bytes"] = bytes_section(a, bytes_rows, seeds, figs.get("bytes", ""), timings["bytes"])
+        made["bytes"] = bytes_section(a, bytes_rows, seeds, figs.get("bytes", ""))
     if "bench" in sections:
         made["bench"] = bench_section(a, bench_rows(Path(a.bench)))
     lines = [
