@@ -415,21 +415,26 @@ def plots(pls_rows: list[dict], bytes_rows: list[dict], interval: int, figdir: P
         print("  matplotlib not installed: tables only")
         return {}
     figdir.mkdir(parents=True, exist_ok=True)
+
+    def save(fig, ax, name: str, xlabel: str, title: str) -> str:
+        ax.axhline(0.0, color="grey", lw=0.5)
+        ax.set_xlabel(xlabel)
+        ax.set_ylabel("final AUC loss vs failure-free")
+        ax.set_title(title)
+        ax.legend()
+        fig.tight_layout()
+        fig.savefig(figdir / name, dpi=110)
+        plt.close(fig)
+        return f"figures/{name}"
+
     out = {}
     if pls_rows:
         fig, ax = plt.subplots(figsize=(5.5, 3.6))
         for seed in sorted({r["seed"] for r in pls_rows}):
             sel = sorted((r for r in pls_rows if r["seed"] == seed), key=lambda r: r["pls"])
             ax.plot([r["pls"] for r in sel], [-r["d_auc"] for r in sel], marker="o", label=f"seed {seed}")
-        ax.axhline(0.0, color="grey", lw=0.5)
-        ax.set_xlabel("portion of lost samples (measured)")
-        ax.set_ylabel("final AUC loss vs failure-free")
-        ax.set_title("cpr: AUC loss against PLS")
-        ax.legend()
-        fig.tight_layout()
-        fig.savefig(figdir / "cpr-auc-vs-pls.png", dpi=110)
-        plt.close(fig)
-        out["pls"] = "figures/cpr-auc-vs-pls.png"
+        out["pls"] = save(fig, ax, "cpr-auc-vs-pls.png", "portion of lost samples (measured)",
+                          "cpr: AUC loss against PLS")
     if bytes_rows:
         fig, ax = plt.subplots(figsize=(5.5, 3.6))
         plain = {r["seed"]: r["bytes"] for r in bytes_rows
@@ -439,15 +444,9 @@ def plots(pls_rows: list[dict], bytes_rows: list[dict], interval: int, figdir: P
             sel = [r for r in bytes_rows if r["strategy"] == name]
             ax.scatter([r["bytes"] / plain[r["seed"]] for r in sel], [-r["d_auc"] for r in sel],
                        marker=marks[name], label=name)
-        ax.axhline(0.0, color="grey", lw=0.5)
-        ax.set_xlabel(f"bytes written / plain cpr every {interval} steps")
-        ax.set_ylabel("final AUC loss vs failure-free")
-        ax.set_title("cpr variants: AUC loss against bytes written")
-        ax.legend()
-        fig.tight_layout()
-        fig.savefig(figdir / "cpr-partial-bytes.png", dpi=110)
-        plt.close(fig)
-        out["bytes"] = "figures/cpr-partial-bytes.png"
+        out["bytes"] = save(fig, ax, "cpr-partial-bytes.png",
+                            f"bytes written / plain cpr every {interval} steps",
+                            "cpr variants: AUC loss against bytes written")
     return out
 
 
