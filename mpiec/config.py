@@ -101,6 +101,9 @@ class FailuresConfig:
     mtbf_steps: float = 0.0  # the same in steps (mpiec bench gives a failure-free run its scenario's)
     timeout_s: float = 0.0  # whole-run wall-clock bound; 0 = derived from steps
     mode: str = "auto"  # auto | ulfm | emulated
+    detector: str = "runtime"  # runtime: the launcher's daemons report deaths; heartbeat: + ULFM's ring
+    heartbeat_period_s: float = 2.0  # detector = heartbeat: each rank's heartbeat to its neighbour
+    heartbeat_timeout_s: float = 10.0  # heartbeat: silence (> 3 periods, > start-up skew) = a dead peer
 
 
 @dataclass
@@ -407,6 +410,13 @@ def validate(cfg: Config, memory: bool = True) -> None:
     _need(f.timeout_s <= MAX_SECONDS, f"failures.timeout_s must be <= {MAX_SECONDS:.0e}, got {f.timeout_s}")
     _need(f.mode in ("auto", "ulfm", "emulated"),
           f"failures.mode must be auto, ulfm or emulated, got '{f.mode}'")
+    _need(f.detector in ("runtime", "heartbeat"),
+          f"failures.detector must be runtime or heartbeat, got '{f.detector}'")
+    _need(0 < f.heartbeat_period_s <= 60, f"failures.heartbeat_period_s must be in (0, 60], got "
+          f"{f.heartbeat_period_s}")
+    _need(3 * f.heartbeat_period_s < f.heartbeat_timeout_s <= 600,
+          f"failures.heartbeat_timeout_s must be > 3 x failures.heartbeat_period_s "
+          f"({3 * f.heartbeat_period_s:g}) and <= 600, got {f.heartbeat_timeout_s}")
 
     from mpiec.faults import parse_kill_plans  # local: faults imports config types
     from mpiec.strategies import get_strategy_class

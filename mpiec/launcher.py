@@ -159,6 +159,8 @@ def mpiexec_command(cfg: Config, config_path: Path, out: Path, mpiexec: str | No
         elif n > (os.cpu_count() or 1):
             cmd += ["--oversubscribe"]
             env.setdefault("OMPI_MCA_mpi_yield_when_idle", "1")
+        if cfg.failures.detector == "heartbeat" and cfg.failures.mode != "emulated":
+            cmd += heartbeat_options(cfg)
         if os.geteuid() == 0:
             env.setdefault("OMPI_ALLOW_RUN_AS_ROOT", "1")
             env.setdefault("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
@@ -172,6 +174,24 @@ def mpiexec_command(cfg: Config, config_path: Path, out: Path, mpiexec: str | No
     if resume:
         cmd += ["--resume", resume]
     return cmd, env
+
+
+def heartbeat_options(cfg: Config) -> list[str]:
+    """``failures.detector = "heartbeat"``: ULFM's heartbeat ring between ranks (a partitioned peer
+    falls silent and is declared dead instead of being waited for forever), and TCP keepalive on
+    the launcher's own links, so a daemon cut off from ``mpiexec`` is noticed and the job ends
+    within seconds instead of never (Open MPI 5.0.x: PRRTE cannot go on without a daemon)."""
+    f = cfg.failures
+    keepalive = max(1, round(f.heartbeat_timeout_s / 2))
+    # Not the detector's own thread (mpi_ft_detector_thread): with it, runs across hosts crashed in
+    # MPI_Init (a failure reported during init, ompi_comm_revoke_local) or hung in MPI_Finalize.
+    # Without it, heartbeats go out while a rank makes MPI progress: the timeout must exceed the
+    # longest stretch without an MPI call (start-up: numba kernels, shards) or the rank is declared dead.
+    return ["--mca", "mpi_ft_detector", "true",
+            "--mca", "mpi_ft_detector_period", f"{f.heartbeat_period_s:g}",
+            "--mca", "mpi_ft_detector_timeout", f"{f.heartbeat_timeout_s:g}",
+            "--prtemca", "oob_tcp_keepalive_time", str(keepalive),
+            "--prtemca", "oob_tcp_keepalive_intvl", "1", "--prtemca", "oob_tcp_keepalive_probes", "2"]
 
 
 def default_timeout(cfg: Config) -> float:
@@ -346,7 +366,8 @@ def _launch(cfg: Config, path: Path, timeout: float | None, quiet: bool, resume:
                                 stderr=subprocess.STDOUT, text=True, errors="replace", bufsize=1,
                                 preexec_fn=_die_with_parent)
         previous = {sig: signal.signal(sig, _terminate) for sig in (signal.SIGTERM, signal.SIGHUP)}
-        relay = threading.Thread(target=relay_output, args=(proc.stdout, quiet), daemon=True)
+        lost_daemons: list[str] = []
+        relay = threading.Thread(target=relay_output, args=(proc.stdout, quiet, lost_daemons), daemon=True)
         relay.start()
         message = ""
         try:
@@ -365,6 +386,8 @@ def _launch(cfg: Config, path: Path, timeout: float | None, quiet: bool, resume:
     if message:
         return RunOutcome(EXIT_CRASH, path if ours else None, seconds, message)
     if not path.exists():
+        if lost_daemons:
+            return RunOutcome(EXIT_LOST, None, seconds, daemon_lost_message(lost_daemons))
         return RunOutcome(EXIT_CRASH, None, seconds, no_result_message(proc.returncode))
     if not ours:
         return RunOutcome(EXIT_CRASH, None, seconds,
@@ -397,10 +420,31 @@ _NOISE = re.compile(r"^(NBC_Progress: an error \d+ was found during schedule .*)
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
 
-def relay_output(stream: IO[str], quiet: bool) -> None:
-    """Copy the ranks' output to ours, minus Open MPI's expected-failure noise."""
+# PRRTE 3.0.x's message when mpiexec loses a daemon (a partition, or the host died), then it ends
+# the job: "PRTE has lost communication with a remote daemon." ... "Remote daemon: [...] on node X"
+_DAEMON_LOST = "PRTE has lost communication with a remote daemon"
+_REMOTE_DAEMON = re.compile(r"^\s*Remote daemon:.* on node (\S+)")
+
+
+def daemon_lost_message(nodes: list[str]) -> str:
+    where = ", ".join(dict.fromkeys(n for n in nodes if n)) or "another host"
+    return (f"the run was lost: partition (or host failure): mpiexec lost contact with its daemon on "
+            f"{where}, and Open MPI 5.0.x (PRRTE 3.0.x) ends the whole job then; no result file was written "
+            "(docs/runtime.md, \"Nodes\")")
+
+
+def relay_output(stream: IO[str], quiet: bool, lost_daemons: list[str] | None = None) -> None:
+    """Copy the ranks' output to ours, minus Open MPI's expected-failure noise; the nodes whose
+    daemon mpiexec lost go to ``lost_daemons`` ("" if the message names none)."""
+    lost = False
     for line in stream:
         line = _ANSI.sub("", line).rstrip("\n")
+        if lost_daemons is not None:
+            if _DAEMON_LOST in line:
+                lost = True
+                lost_daemons.append("")
+            elif lost and (m := _REMOTE_DAEMON.match(line)):
+                lost_daemons.append(m.group(1))
         if _NOISE.match(line) or quiet:
             continue
         print(line, flush=True)

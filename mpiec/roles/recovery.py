@@ -80,6 +80,11 @@ def detect_ulfm(ctx: RankContext, exc: PeerFailure) -> Detection:
     # still knows these slots died.
     ctx.unrecovered += [old_slots[r] for r in dead if old_slots[r] not in ctx.unrecovered]
     ctx.gone.update(ctx.holders.get(old_slots[r], -1) for r in dead)
+    if all(s.role != MONITOR for s in ctx.slots):
+        # The monitor never dies: survivors without it are the cut-off side of a network partition
+        # (the heartbeat detector declared the rest dead). They stop instead of training apart.
+        raise PartitionError(f"{ctx.slot} is cut off from the monitor with {len(ctx.slots) - 1} other "
+                             "rank(s): a network partition; stopping")
     shrunk = ctx.now()
     # Trainers and servers vote their progress; the monitor, spares, parity ranks (their
     # steps only pace the parity pipeline) and promoted ranks whose state is not restored
@@ -365,6 +370,10 @@ def start_from_checkpoint(ctx: RankContext, role: Any) -> Any:
     ctx.event("resume", restored + 1, ctx.rank,
               detail=f"from checkpoint of step {restored} in {ctx.resume_from}")
     return role
+
+
+class PartitionError(MpiecError):
+    """This rank survived a failure on the side of a network partition without the monitor."""
 
 
 class CheckpointResumeError(MpiecError):

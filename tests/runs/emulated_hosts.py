@@ -118,6 +118,9 @@ exit 0
         """A network partition: host ``host`` (0-based) loses its link; its processes keep running."""
         _ip("link", "set", self.outer[host], "down")
 
+    def heal(self, host: int) -> None:
+        _ip("link", "set", self.outer[host], "up")
+
     def pids(self, host: int | None = None) -> list[int]:
         """Processes inside the namespaces (of one host, or of all)."""
         out = []

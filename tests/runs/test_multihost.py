@@ -67,6 +67,40 @@ def test_the_mpiexec_command_maps_ranks_in_sequence_over_tcp(tmp_path):
         assert "--oversubscribe --mca mpi_yield_when_idle 1" in text  # host a: 3 ranks on 1 slot
 
 
+def test_the_heartbeat_detector_and_its_bounds(tmp_path):
+    cfg = load_config("tiny", sets=["failures.detector='heartbeat'", "failures.heartbeat_period_s=0.5",
+                                    "failures.heartbeat_timeout_s=4"])
+    cmd, _ = mpiexec_command(cfg, tmp_path / "c.json", tmp_path / "r.h5")
+    text = " ".join(cmd)
+    if "--with-ft" in text:
+        assert ("--mca mpi_ft_detector true --mca mpi_ft_detector_period 0.5 "
+                "--mca mpi_ft_detector_timeout 4") in text
+        assert "--prtemca oob_tcp_keepalive_time 2" in text
+    plain, _ = mpiexec_command(load_config("tiny"), tmp_path / "c", tmp_path / "r")
+    assert "mpi_ft_detector" not in " ".join(plain)
+    with pytest.raises(MpiecError, match="heartbeat_timeout_s must be > 3 x failures.heartbeat_period_s"):
+        load_config("tiny", sets=["failures.detector='heartbeat'", "failures.heartbeat_timeout_s=5"])
+    with pytest.raises(MpiecError, match="failures.detector must be runtime or heartbeat"):
+        load_config("tiny", sets=["failures.detector='ring'"])
+
+
+def test_a_lost_daemon_is_reported_as_a_partition():
+    """PRRTE 3.0.x's message when mpiexec loses a daemon (copied from a run whose host was cut off)."""
+    import io
+
+    from mpiec.launcher import daemon_lost_message, relay_output
+
+    text = ("-" * 74 + "\nPRTE has lost communication with a remote daemon.\n"
+            "  HNP daemon   : [prterun-vm-16427@0,0] on node vm\n"
+            "  Remote daemon: [prterun-vm-16427@0,2] on node mh146h2\n"
+            "This is usually due to either a failure of the TCP network\n")
+    lost: list[str] = []
+    relay_output(io.StringIO(text), quiet=True, lost_daemons=lost)
+    assert lost == ["", "mh146h2"]
+    message = daemon_lost_message(lost)
+    assert "lost: partition" in message and "mh146h2" in message and "\n" not in message
+
+
 def test_a_stuck_mpiexec_is_killed_after_the_grace_period(tmp_path):
     """A process (and its child, in its session) that ignores SIGTERM is gone ``grace`` seconds later."""
     script = ("import signal, subprocess, sys, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); "
@@ -164,3 +198,45 @@ def test_rank_and_node_kills_across_hosts_recover_to_the_failure_free_checksum(s
     assert all(k[3] != monitor_host for k in kills)  # every victim on another host than the monitor
     assert time.sleep(0.5) or worker_processes(str(tmp_path)) == []
     assert hosts.pids() == []  # the hosts' daemons ended with the run
+
+
+@pytest.mark.mpirun
+@pytest.mark.kill
+@pytest.mark.timeout(600)
+def test_a_partition_ends_within_its_bound_with_a_clear_outcome(hosts, tmp_path):
+    """Host 2 (the servers) loses its link mid-run. Open MPI 5.0.x cannot continue without a daemon:
+    the outcome is the run lost with the reason "partition", within seconds of the cut (the keepalive
+    on mpiexec's links), or recovered; never a hang, and no process of the run left on any host (the
+    cut-off ranks find themselves without the monitor and stop)."""
+    env = {**os.environ, **hosts.env()}
+    cmd = [sys.executable, "-P", "-m", "mpiec", "run", "--hostfile", str(hosts.hostfile), "--preset", "tiny",
+           "--strategy", "ckpt", "--set", "strategy.interval=10", "--set", "layout.spares=2",
+           "--steps", "2000", "--set", "training.log_every=10", "--set", "failures.detector='heartbeat'",
+           "--out", str(tmp_path)]
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            start_new_session=True)
+    lines, cut_at = [], None
+    try:
+        for line in proc.stdout:  # bounded by the test's timeout and the run's own time limit
+            lines.append(line)
+            if cut_at is None and "step      30/" in line:
+                hosts.cut(1)
+                cut_at = time.monotonic()
+        proc.wait(timeout=30)
+        ended = time.monotonic() - (cut_at or time.monotonic())
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+        hosts.heal(1)
+    out = "".join(lines)
+    assert cut_at is not None, out
+    assert ended < 90, f"the run ended {ended:.0f} s after the cut\n{out}"
+    if proc.returncode == 1:
+        assert "the run was lost: partition" in out, out
+    else:
+        assert proc.returncode == 0 and "lost no" in out, out
+    deadline = time.monotonic() + 40  # cut-off ranks stop once their heartbeat detector notices
+    while (hosts.pids() or worker_processes(str(tmp_path))) and time.monotonic() < deadline:
+        time.sleep(1)
+    assert worker_processes(str(tmp_path)) == [] and hosts.pids() == [], hosts.pids()
+    print(f"partition: exit {proc.returncode} {ended:.1f} s after the cut")
