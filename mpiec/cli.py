@@ -23,8 +23,9 @@ EPILOG_RUN = """kill plans (repeat --kill, or separate plans with ';'):
   trainer:0@time=12.5      trainer 0 dies 12.5 s after training started (units: ms, s, m, min, h)
   parity:1@step=40         dedicated parity rank 1 (needs layout.parity_ranks)
   spare:0@time=3           spare 0 dies while it waits
+  node:1@step=20           every rank of node 1 dies at once (nodes: layout.ranks_per_node, or hosts)
   random:mtbf=60s,seed=7   exponential inter-arrival times (mean mtbf), uniform victims; options:
-                           seed=N (default 0), targets=server+trainer (default; also parity, spare),
+                           seed=N (default 0), targets=server+trainer (default; also parity, spare, node),
                            max=N kills (default 64, at most training.steps)
 result file: DIR/NAME.h5 in --out DIR (default: output.dir, "results"); NAME is output.name or
   PRESET-STRATEGY-sSEED-TIME, with -2, -3, ... added if another run has that name

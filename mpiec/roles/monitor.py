@@ -62,6 +62,17 @@ def git_commit() -> str:
         return ""
 
 
+def detector_settings(cfg: Any, ulfm: bool) -> dict[str, Any]:
+    """How failures are detected (the result's ``detector`` attribute)."""
+    if not ulfm:
+        return {"mechanism": "emulated: victim announces its death in the step header"}
+    f = cfg.failures
+    if f.detector != "heartbeat":
+        return {"mechanism": "ULFM MPI_ERR_PROC_FAILED"}
+    return {"mechanism": "ULFM MPI_ERR_PROC_FAILED + heartbeat (mpi_ft_detector)",
+            "heartbeat_period_s": f.heartbeat_period_s, "heartbeat_timeout_s": f.heartbeat_timeout_s}
+
+
 def say(text: str) -> None:
     print(f"[mpiec] {text}", flush=True)
 
@@ -89,8 +100,7 @@ class Monitor:
             "config": cfg.to_json(), "strategy": cfg.strategy.name, "seed": cfg.training.seed,
             "preset": cfg.preset, "mpi_library": lib, "mpi_version": version,
             "ulfm": ctx.ulfm, "failure_mode": "ulfm" if ctx.ulfm else "emulated",
-            "detector": json.dumps({"mechanism": "ULFM MPI_ERR_PROC_FAILED" if ctx.ulfm
-                                    else "emulated: victim announces its death in the step header"}),
+            "detector": json.dumps(detector_settings(cfg, ctx.ulfm)),
             "mpiec_version": __version__, "git_commit": git_commit(),
             "numba_version": numba.__version__, "h5py_version": h5py.__version__,
             "n_ranks": ctx.comms.world.Get_size(),
