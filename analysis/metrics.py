@@ -43,7 +43,7 @@ from typing import Any
 import numpy as np
 
 from mpiec.results import RunResult, decode
-from mpiec.roles.accounting import efficiency, final_samples
+from mpiec.roles.accounting import final_samples, summary_efficiency
 
 __all__ = [
     "KILL_KINDS",
@@ -171,13 +171,17 @@ def recovery_means(r: RunResult) -> dict[str, float]:
     return out
 
 
-def _lost_samples(r: RunResult) -> int:
+def _efficiency(r: RunResult) -> dict[str, Any]:
+    """The run's ETTR, goodput, lost samples and protection bytes: each as written by the monitor,
+    or (files written before that key) by the monitor's own rule over the stored summary."""
     s = r.summary
-    lost = int(s.get("lost_samples") or 0)
-    pls = s.get("pls")
-    if "ettr" not in s and not s["lost"] and finite(pls):  # written before cpr's pls counted here
-        lost = max(lost, int(round(pls * final_samples(r.timeline))))
-    return lost
+    derived = summary_efficiency(s, r.timeline, bool(s["lost"]))
+    # lost_samples is always stored, but counts cpr's pls only since the monitor writes ettr too
+    stored = {k for k in ("ettr", "goodput_sps", "protection_bytes") if finite(s.get(k))}
+    if "ettr" in stored:
+        stored.add("lost_samples")
+    return {k: s[k] if k in stored else derived[k]
+            for k in ("ettr", "goodput_sps", "lost_samples", "protection_bytes")}
 
 
 def _pls(r: RunResult, lost_samples: int) -> float | None:
@@ -187,26 +191,6 @@ def _pls(r: RunResult, lost_samples: int) -> float | None:
     kept = final_samples(r.timeline)
     total = kept + lost_samples if r.summary["lost"] else kept
     return lost_samples / total if total > 0 else None
-
-
-def _efficiency(r: RunResult, lost_samples: int) -> tuple[float | None, float | None]:
-    s = r.summary
-    ettr, goodput = s.get("ettr"), s.get("goodput_sps")
-    if finite(ettr) and finite(goodput):
-        return float(ettr), float(goodput)
-    if not len(r.timeline):
-        return None, None
-    stall = s.get("checkpoint_critical_s")
-    e = efficiency(r.timeline, float(s.get("time_lost_s") or 0.0), float(stall) if finite(stall) else 0.0,
-                   lost_samples, bool(s["lost"]))
-    return e["ettr"], e["goodput_sps"]
-
-
-def _protection_bytes(r: RunResult) -> int:
-    s = r.summary
-    if finite(s.get("protection_bytes")):
-        return int(s["protection_bytes"])
-    return int(s.get("checkpoint_bytes") or 0) + int(s.get("parity_bytes") or 0)
 
 
 def _memory_mb(r: RunResult) -> float | None:
@@ -303,8 +287,9 @@ def compare(results: list[RunResult], baseline: str = "none") -> list[RunMetrics
         s = r.summary
         base = baseline_for(r, results, baseline)
         twin = twin_for(r, results)
-        lost_samples = _lost_samples(r)
-        ettr, goodput = _efficiency(r, lost_samples)
+        eff = _efficiency(r)
+        lost_samples = eff["lost_samples"]
+        ettr, goodput = (eff["ettr"], eff["goodput_sps"]) if len(r.timeline) or "ettr" in s else (None, None)
         d_auc = d_logloss = lossless = None
         if twin is not None:
             ts = twin.summary
@@ -335,7 +320,7 @@ def compare(results: list[RunResult], baseline: str = "none") -> list[RunMetrics
             reexecuted_steps=int(s["reexecuted_steps"]), stall_s=float(s["stall_s"]),
             checkpoint_critical_s=float(crit) if finite(crit) else None,
             checkpoints=len(r.checkpoints), checkpoint_bytes=int(s["checkpoint_bytes"]),
-            parity_bytes=int(s["parity_bytes"]), protection_bytes=_protection_bytes(r),
+            parity_bytes=int(s["parity_bytes"]), protection_bytes=eff["protection_bytes"],
             interval_steps=steps, interval_s=seconds, interval_rule=rule, memory_mb=mem,
             memory_overhead_mb=mem - base_mem if mem is not None and base_mem is not None else None,
             param_checksum=str(s["param_checksum"]), path=str(r.path), recovery=recovery_means(r),

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+from typing import Any
 
 import numpy as np
 
@@ -125,6 +126,26 @@ def efficiency(timeline: np.ndarray, time_lost_s: float, stall_s: float, lost_sa
     return {"ettr": 1.0 - unproductive / wall, "goodput_sps": kept / wall, "unproductive_s": unproductive}
 
 
+def summary_efficiency(summary: dict[str, Any], timeline: np.ndarray, lost: bool) -> dict[str, Any]:
+    """``efficiency`` from a run's merged summary, plus ``lost_samples`` and ``protection_bytes``.
+
+    Partial recovery reports the portion of lost samples (``pls``): those samples do not survive
+    to the final model, so they count as ``lost_samples``. The stall is the checkpoint time on the
+    critical path; protection bytes are checkpoint bytes written + parity bytes sent."""
+    lost_samples = int(summary.get("lost_samples", 0) or 0)
+    pls = summary.get("pls")
+    if not lost and isinstance(pls, float) and math.isfinite(pls):
+        lost_samples = max(lost_samples, int(round(pls * final_samples(timeline))))
+    stall = summary.get("checkpoint_critical_s")
+    stall = float(stall) if isinstance(stall, int | float) and math.isfinite(stall) else 0.0
+    out: dict[str, Any] = efficiency(timeline, float(summary.get("time_lost_s") or 0.0), stall,
+                                     lost_samples, lost)
+    out["lost_samples"] = lost_samples
+    out["protection_bytes"] = int(summary.get("checkpoint_bytes", 0) or 0) + \
+        int(summary.get("parity_bytes", 0) or 0)
+    return out
+
+
 def _normal_step_time(timeline: np.ndarray) -> float:
     """Median step time of the first epoch after warm-up (the failure-free rate)."""
     if not len(timeline):
@@ -144,4 +165,4 @@ def reexecuted_steps(timeline: np.ndarray) -> int:
 
 
 __all__ = ["efficiency", "final_samples", "merge_timelines", "param_checksum", "recovery_breakdown",
-           "reexecuted_steps", "unique_steps"]
+           "reexecuted_steps", "summary_efficiency", "unique_steps"]

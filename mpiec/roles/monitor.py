@@ -26,12 +26,11 @@ from mpiec import __version__
 from mpiec.comm import guard, mpi_library, recv
 from mpiec.results import RANKS_DTYPE, ResultWriter
 from mpiec.roles.accounting import (
-    efficiency,
-    final_samples,
     merge_timelines,
     param_checksum,
     recovery_breakdown,
     reexecuted_steps,
+    summary_efficiency,
     unique_steps,
 )
 from mpiec.roles.context import (
@@ -253,28 +252,10 @@ class Monitor:
         rules = type(ctx.strategy).summary_rules
         summary.update(merge_summaries(rules, [ctx.strategy.summary()] +
                                        [r.get("strategy", {}) for r in reports[1:]]))
-        summary.update(self.efficiency(summary, tl, lost))
+        summary.update(summary_efficiency(summary, tl, lost))
         path = w.close(summary)
         self.print_summary(summary, path, breakdown)
         return path
-
-    @staticmethod
-    def efficiency(summary: dict[str, Any], tl: np.ndarray, lost: bool) -> dict[str, Any]:
-        """ETTR, goodput and protection bytes from the merged summary (``accounting.efficiency``).
-
-        Partial recovery reports the portion of lost samples (``pls``): those samples do not survive
-        to the final model, so they count as ``lost_samples``."""
-        samples = final_samples(tl)
-        lost_samples = int(summary.get("lost_samples", 0) or 0)
-        pls = summary.get("pls")
-        if not lost and isinstance(pls, float) and math.isfinite(pls):
-            lost_samples = max(lost_samples, int(round(pls * samples)))
-        stall = float(summary.get("checkpoint_critical_s", 0.0) or 0.0)
-        out: dict[str, Any] = efficiency(tl, float(summary["time_lost_s"]), stall, lost_samples, lost)
-        out["lost_samples"] = lost_samples
-        out["protection_bytes"] = int(summary.get("checkpoint_bytes", 0) or 0) + \
-            int(summary.get("parity_bytes", 0) or 0)
-        return out
 
     def kill_events(self) -> list[tuple]:
         """Kill events from the victims' notes (a victim cannot send before dying)."""
