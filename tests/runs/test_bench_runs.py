@@ -1,0 +1,27 @@
+"""mpiec bench end to end: a failure-free twin and a failure run per strategy, the same kill for
+all, lossless strategies back at their twin's checksum, the report written."""
+
+from __future__ import annotations
+
+import pytest
+from run_helpers import mpiec
+
+from mpiec.results import read_result
+
+pytestmark = [pytest.mark.mpirun, pytest.mark.kill, pytest.mark.timeout(400)]
+
+
+def test_bench_pairs_each_failure_run_with_its_failure_free_twin(tmp_path):
+    run = mpiec(["bench", "--preset", "tiny", "--steps", "80", "--strategies", "ckpt", "--scenario", "server",
+                 "--quiet"], out=tmp_path, timeout=360)
+    assert run.code == 0, run.stdout + run.stderr
+    by_name = {p.stem: read_result(p) for p in tmp_path.glob("*.h5")}
+    assert set(by_name) == {"tiny-none-ff-s1", "tiny-ckpt-ff-s1", "tiny-ckpt-server-s1"}
+    ff, fail = by_name["tiny-ckpt-ff-s1"].summary, by_name["tiny-ckpt-server-s1"].summary
+    assert fail["kills_fired"] == 1 and fail["recoveries"] == 1 and not fail["lost"]
+    reference = by_name["tiny-none-ff-s1"].summary["param_checksum"]
+    assert fail["param_checksum"] == ff["param_checksum"] == reference
+    assert 0 < fail["ettr"] < 1 and fail["time_lost_s"] > 0
+    (kill,) = [line for line in run.stdout.splitlines() if "failure scenario 'server'" in line]
+    assert "server:1@time=" in kill
+    assert "lossless" in run.stdout and (tmp_path / "report.html").exists()
