@@ -3,6 +3,8 @@ all, lossless strategies back at their twin's checksum, the report written."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from run_helpers import mpiec
 
@@ -25,3 +27,17 @@ def test_bench_pairs_each_failure_run_with_its_failure_free_twin(tmp_path):
     (kill,) = [line for line in run.stdout.splitlines() if "failure scenario 'server'" in line]
     assert "server:1@time=" in kill
     assert "lossless" in run.stdout and (tmp_path / "report.html").exists()
+
+
+def test_bench_replays_a_fault_trace_with_real_kills(tmp_path):
+    trace = Path(__file__).resolve().parents[1] / "fixtures" / "traces" / "small_trace.json"
+    run = mpiec(["bench", "--preset", "tiny", "--steps", "80", "--strategies", "ckpt", "--trace", str(trace),
+                 "--no-report", "--quiet"], out=tmp_path, timeout=360)
+    assert run.code == 0, run.stdout + run.stderr
+    (plan,) = [line for line in run.stdout.splitlines() if line.startswith("under failures: ")]
+    kills = plan.removeprefix("under failures: ").split("; ")
+    assert len(kills) >= 2 and all("@time=" in k for k in kills), plan
+    fail = read_result(tmp_path / "tiny-ckpt-trace-s1.h5")
+    assert fail.summary["kills_fired"] == len(kills) and not fail.summary["lost"]
+    twin = read_result(tmp_path / "tiny-ckpt-ff-s1.h5")
+    assert fail.summary["param_checksum"] == twin.summary["param_checksum"]
