@@ -8,8 +8,14 @@ placement, the dedicated parity ranks otherwise):
   accumulator dtype for ``sum``;
 * ``applied[src]``: the last step whose deltas from data server ``src`` are in
   ``array`` -- the *version* of each source's contribution;
-* the incoming deltas of the last ``keep`` steps, per source, so a contribution
-  can be taken out again (recovery undoes steps that the survivors roll back).
+* ``chain[src]``: the versions that contribution went through, oldest first
+  (``chain[src][-1] == applied[src]``). With ``strategy.parity_every = 1`` they
+  are consecutive steps; with ``N > 1`` they are the *commit* steps (a commit
+  carries the accumulated delta of the steps since the previous one), so
+  taking a commit out lands on the version before it, not one step earlier;
+* the incoming deltas of the versions (steps or commits) of the last ``keep``
+  steps, per source, so a contribution can be taken out again (recovery undoes steps that
+  the survivors roll back).
 
 Invariant (parity consistency): for the GF codes, ``array`` equals the encoding
 of every source's data rows at version ``applied[src]``, byte for byte; for
@@ -26,6 +32,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from mpiec.kernels.codes import Code, SumCode
+
+CHAIN = 64  # versions a holder remembers per source (undo never goes back further than a few)
 
 
 def pack_words(slots: np.ndarray, i: int | np.ndarray, j: np.ndarray) -> np.ndarray:
@@ -69,8 +77,10 @@ class ParityStore:
         else:
             self.array = np.zeros((stripes.size, row_bytes), dtype=np.uint8)
         self.applied = np.full(n_sources, -1, dtype=np.int64)
+        self.chain: list[list[int]] = [[-1] for _ in range(n_sources)]
         self.keep = keep
         self.incoming: dict[int, list[Deltas]] = {}
+        self.dropped = -(2**62)  # the newest version whose incoming deltas are no longer kept
         self.peak_retained = 0
 
     @property
@@ -106,36 +116,69 @@ class ParityStore:
                     d = -d
             self.code.update(self.array, j, slots[part], d, parity_index=i)
 
+    def _advance(self, src: int, step: int) -> None:
+        """Source ``src``'s contribution is at version ``step`` (no-op unless newer)."""
+        if step > self.applied[src]:
+            self.applied[src] = step
+            chain = self.chain[src]
+            chain.append(int(step))
+            if len(chain) > CHAIN:
+                del chain[0]
+
     def apply(self, step: int, deltas: Deltas) -> None:
         """Add the deltas of ``step`` (every source's, or some sources' during recovery)."""
         self._mac(deltas.words, deltas.payload, negate=False)
         for s in np.unique(deltas.src):
-            self.applied[s] = max(self.applied[s], step)
+            self._advance(int(s), step)
         self.incoming.setdefault(step, []).append(deltas)
-        while len(self.incoming) > self.keep:
-            del self.incoming[min(self.incoming)]
+        newest = max(self.incoming)
+        for old in [s for s in self.incoming if s <= newest - self.keep]:  # the last ``keep`` steps
+            self.dropped = max(self.dropped, old)
+            del self.incoming[old]
         self.peak_retained = max(self.peak_retained, self.retained_bytes())
 
     def mark_applied(self, sources: np.ndarray, step: int) -> None:
-        """Sources that sent nothing this step are at ``step`` too."""
-        self.applied[sources] = np.maximum(self.applied[sources], step)
+        """Sources that sent nothing this step (or commit) are at ``step`` too."""
+        for s in np.asarray(sources).reshape(-1):
+            self._advance(int(s), step)
+
+    def set_version(self, sources: np.ndarray | list[int], step: int) -> None:
+        """Recovery: the contributions of ``sources`` are at ``step`` now (they were brought there)."""
+        for s in np.asarray(sources, dtype=np.int64).reshape(-1):
+            s = int(s)
+            chain = [v for v in self.chain[s] if v < step]
+            self.chain[s] = [*chain[-(CHAIN - 1):], int(step)]
+            self.applied[s] = step
+
+    def reset_versions(self, step: int) -> None:
+        """Every contribution re-encoded at ``step`` (initial encode, rollback): no history."""
+        self.applied[:] = step
+        self.chain = [[int(step)] for _ in range(self.applied.size)]
 
     def undo(self, src: int, target: int) -> None:
-        """Take source ``src``'s contributions of the steps after ``target`` out again."""
-        for step in range(int(self.applied[src]), target, -1):
+        """Take source ``src``'s contributions newer than ``target`` out again, version by version.
+
+        Ends at the newest version ``<= target`` of its chain: ``target`` itself with
+        ``parity_every = 1``; with batched commits, the commit before the first one undone
+        (``applied[src]`` says where it landed)."""
+        chain = self.chain[src]
+        while self.applied[src] > target:
+            step = chain[-1]
             parts = self.incoming.get(step)
-            if parts is None:
+            if len(chain) < 2 or (parts is None and step <= self.dropped):
                 raise RuntimeError(f"parity holder: the deltas of step {step} needed to undo it "
                                    f"are no longer kept (keep = {self.keep})")
             kept = []
-            for d in parts:
+            for d in parts or []:
                 mine = d.src == src
                 if mine.any():
                     self._mac(d.words[mine], d.payload[mine], negate=True)
                 if not mine.all():
                     kept.append(Deltas(d.src[~mine], d.words[~mine], d.payload[~mine]))
-            self.incoming[step] = kept
-        self.applied[src] = min(self.applied[src], target)
+            if parts is not None:
+                self.incoming[step] = kept
+            chain.pop()
+            self.applied[src] = chain[-1]
 
     def drop_after(self, step: int) -> None:
         for s in [s for s in self.incoming if s > step]:

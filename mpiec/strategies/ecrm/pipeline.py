@@ -16,13 +16,22 @@ the sources' retained outgoing deltas. Per step ``s`` every member of
    an online verification and while a rebuild runs, members ``drain()`` at the
    end of the step instead.
 
+With batched commits (``strategy.parity_every = N > 1``) only *commit* steps
+exchange anything: the same three calls, for the commit steps only, each
+carrying the delta of the rows updated since the previous commit
+(``window.CommitWindow``); every member decides which steps commit by the same
+rule (``ErasureCoded.commit_now``), so the collectives still match.
+
 Invariants: every member posts the same steps' exchanges in the same order (so
 the nonblocking collectives match; completion order is free); a holder applies
 a step only once it received every source's deltas of it, and steps in order;
 a holder has applied ``s`` at the latest at ``overlap`` of ``s + 2``, so a
-recovery finds every holder within two steps of the committed step. Sources
-keep their outgoing deltas of the last ``keep`` steps (recovery resends the
-ones a holder misses).
+recovery finds every holder within two steps of the committed step (with
+``N > 1``: at the last commit at or before it, or a later one). Sources keep
+their outgoing deltas (commits) of the last ``keep`` steps, each with the version it
+starts from (``Outgoing.base``), and the newest windowed commit with the rows
+as they were at its base (``Outgoing.old``): recovery resends, as a chain of
+commits (``chain``), what a holder misses.
 """
 
 from __future__ import annotations
@@ -48,6 +57,10 @@ class Outgoing:
     dest: np.ndarray  # int64 [n]
     wire: np.ndarray  # uint8 [n, 8 + width]
     counts: np.ndarray  # int64 [size]: rows per holder
+    base: int = -1  # the version (commit step) these deltas start from
+    # batched commits, newest one only: (local slots, their rows at ``base``), so a recovery that
+    # undoes this commit (its step is past the committed one) can send the delta from ``base``
+    old: tuple[np.ndarray, np.ndarray] | None = None
 
     @property
     def words(self) -> np.ndarray:
@@ -59,7 +72,7 @@ class Outgoing:
 
     @property
     def nbytes(self) -> int:
-        return self.dest.nbytes + self.wire.nbytes
+        return self.dest.nbytes + self.wire.nbytes + (sum(a.nbytes for a in self.old) if self.old else 0)
 
 
 def words_of(wire: np.ndarray) -> np.ndarray:
@@ -101,14 +114,50 @@ class DeltaPipeline:
     def comm(self) -> MPI.Intracomm:
         return self.comm_of()  # type: ignore[operator]
 
-    def stage(self, step: int, global_rows: np.ndarray, payload: np.ndarray) -> None:
-        """Source: keep the deltas of ``step`` for the holders (the next ``post`` sends them)."""
+    def stage(self, step: int, global_rows: np.ndarray, payload: np.ndarray, base: int | None = None,
+              old: tuple[np.ndarray, np.ndarray] | None = None, window_bytes: int = 0) -> None:
+        """Source: keep the deltas of ``step`` for the holders (the next ``post`` sends them):
+        the rows' change since version ``base`` (default ``step - 1``); ``old``: see ``Outgoing``."""
         t0 = time.perf_counter()
-        self.outgoing[step] = build_outgoing(self.pl, global_rows, payload, self.comm.Get_size())
-        while len(self.outgoing) > self.keep:
-            del self.outgoing[min(self.outgoing)]
-        self.peak_retained = max(self.peak_retained, sum(o.nbytes for o in self.outgoing.values()))
+        out = build_outgoing(self.pl, global_rows, payload, self.comm.Get_size())
+        out.base = step - 1 if base is None else base
+        if old is not None:
+            for o in self.outgoing.values():
+                o.old = None  # only the newest commit can be past a committed step
+            out.old = old
+        self.outgoing[step] = out
+        for s in [s for s in self.outgoing if s <= step - self.keep]:  # the last ``keep`` steps
+            del self.outgoing[s]
+        self.note_retained(window_bytes)
         self.seconds_stage += time.perf_counter() - t0
+
+    def note_retained(self, window_bytes: int = 0) -> None:
+        """Peak of what this source keeps: outgoing commits plus the open window's old rows."""
+        self.peak_retained = max(self.peak_retained,
+                                 sum(o.nbytes for o in self.outgoing.values()) + window_bytes)
+
+    def chain(self, since: int, upto: int, tail: object) -> list[tuple[int, Outgoing]]:
+        """Source, in a recovery (its rows at ``upto``): the kept commits that take a holder's
+        contribution from version ``since`` to ``upto``, as ``(version reached, deltas)``.
+        ``tail(base, slots, old)`` builds the last piece from the rows' bytes at ``base`` when
+        ``upto`` is not a commit (the open window, or a commit past ``upto`` that reconciliation
+        undid); ``old`` None: the open window's. Raises ``LookupError`` when a piece is gone."""
+        out, v = [], since
+        items = sorted(self.outgoing.items())
+        while v < upto:
+            found = next(((s, o) for s, o in items if o.base == v), None)
+            if found is not None and found[0] <= upto:
+                out.append(found)
+                v = found[0]
+                continue
+            old = found[1].old if found is not None else None
+            piece = tail(v, *old) if old is not None else tail(v, None, None)  # type: ignore[operator]
+            if piece is None:
+                raise LookupError(f"no kept parity deltas from step {v} (kept commits, base -> step: "
+                                  f"{[(o.base, s) for s, o in items]})")
+            out.append((upto, piece))
+            v = upto
+        return out
 
     def post(self, step: int) -> None:
         """Post the count exchange of ``step`` (a rank with nothing staged sends zeros)."""
@@ -170,7 +219,10 @@ class DeltaPipeline:
         self.poll(upto=2**62)
 
     def reset(self, committed: int) -> None:
-        """After a recovery: nothing in flight, nothing kept beyond the committed step."""
+        """After a recovery: nothing in flight, nothing kept beyond the committed step (every
+        holder is at it now, so no commit's old rows are needed again)."""
         self.pending = []
         for s in [s for s in self.outgoing if s > committed]:
             del self.outgoing[s]
+        for o in self.outgoing.values():
+            o.old = None

@@ -21,6 +21,18 @@ again (their rebuild starts over). In order, on the ranks concerned:
 3. the other lost rows and parity rows are rebuilt by ``rebuilder.Rebuilder``:
    at once (``strategy.rebuild = "sync"``) or in rounds while training goes on.
 
+With batched commits (``strategy.parity_every = N > 1``) versions are commit
+steps: an undo lands on the commit before the first one it takes out (maybe
+below the target), so the holders' versions are gathered again after it, and a
+source sends each holder the *chain* of its kept commits from the holder's
+version to ``C`` (``DeltaPipeline.chain``), the last piece being the open
+window's rows (their bytes at the last commit XOR their bytes at ``C``). A lost
+source's target ``V_d`` is its last commit every holder has (holders share one
+commit sequence, checked: each must land on ``V_d`` exactly), so the replay is
+at most ``N + 1`` steps. A rebuild in progress forces a commit every step, so
+a rebuild decodes as with ``N = 1``; the decode inside the recovery is at ``V_d``
+against the survivors at ``C`` as always (the code is linear).
+
 Every step that can fail for another reason than a peer's death (a kept delta
 or gradient missing) is checked on every member at once, so no member enters a
 collective the others skip. A failure during any of this restarts the
@@ -39,36 +51,56 @@ from mpiec.layout import PARITY, SERVER, TRAINER, servers_rank
 from mpiec.roles.exchange import alltoallv_buffers
 from mpiec.strategies.ecrm.parity import Deltas
 from mpiec.strategies.ecrm.rebuilder import Rebuilder, encode_jobs
-from mpiec.strategies.ecrm.transfer import check_all, collective, run_jobs
+from mpiec.strategies.ecrm.transfer import RebuildError, check_all, collective, run_jobs
 from mpiec.strategies.replay import replay_steps
 
 # -- 1. sync -------------------------------------------------------------------------
 
-def sync(agent: object, targets: dict[int, int], tables: list) -> None:
+def sync(agent: object, targets: dict[int, int], tables: list, silent: frozenset[int] = frozenset()) -> None:
     """Collective over ``servers``: every surviving holder's contribution of source ``src``
-    at version ``targets[src]`` (undo what is newer, receive what is missing)."""
+    at version ``targets[src]`` (undo what is newer, receive what is missing). ``tables``:
+    the holders' versions before (None: not a holder, or lost); ``silent``: sources that
+    send nothing (lost): every holder must reach their target by undoing alone."""
     a = agent
     comm = a.ctx.comms.servers
     me = comm.Get_rank()
     store = a.store if not a.replaced_self else None
+    problem = ""
     if store is not None:
         for src, tgt in targets.items():
             if store.applied[src] > tgt:
-                store.undo(src, tgt)
+                try:
+                    store.undo(src, tgt)
+                except RuntimeError as exc:
+                    problem = str(exc)
+    # where the undo landed (batched commits: on the commit before the first one undone)
+    with collective("ecrm parity versions after undo"):
+        after = comm.allgather((store.applied.copy() if store is not None else None, problem))
+    tables = [None if t is None else after[h][0] for h, t in enumerate(tables)]
+    problem = next((p for _, p in after if p), "")
+    for src in sorted(silent):
+        for h, applied in enumerate(tables):
+            if applied is not None and int(applied[src]) != targets[src] and not problem:
+                problem = (f"parity holder {h} has lost server {src}'s contribution at step "
+                           f"{int(applied[src])}, not at step {targets[src]}")
+    if problem:
+        raise RebuildError(problem)  # every member saw the same gathered problem
     size = comm.Get_size()
     # what each holder misses from me (I am source ``me`` if I am a data server)
-    words, steps, payloads, counts, problem = [], [], [], np.zeros(size, dtype=np.int64), ""
-    if me < a.pl.servers and me in targets:
-        tgt = targets[me]
+    words, steps, payloads, counts = [], [], [], np.zeros(size, dtype=np.int64)
+    if me < a.pl.servers and me in targets and me not in silent:
+        tgt, chains = targets[me], {}
         for h, applied in enumerate(tables):
             if applied is None:
                 continue
-            for t in range(min(int(applied[me]), tgt) + 1, tgt + 1):
-                out = a.pipeline.outgoing.get(t)
-                if out is None:
-                    problem = (f"server {me} no longer keeps its parity deltas of step {t} "
-                               f"(holder {h} is at step {int(applied[me])})")
+            since = int(applied[me])
+            if since not in chains:
+                try:
+                    chains[since] = a.pipeline.chain(since, tgt, a.tail)
+                except LookupError as exc:
+                    problem = f"server {me} (holder {h} is at step {since}): {exc}"
                     break
+            for t, out in chains[since]:
                 sel = out.dest == h
                 words.append(out.words[sel])
                 steps.append(np.full(int(sel.sum()), t, dtype=np.int64))
@@ -94,7 +126,7 @@ def sync(agent: object, targets: dict[int, int], tables: list) -> None:
             sel = rs == t
             store.apply(int(t), Deltas(src[sel], rw[sel], rp[sel]))
         for src_, tgt in targets.items():
-            store.applied[src_] = tgt
+            store.set_version([src_], tgt)
 
 
 # -- 2. replay ----------------------------------------------------------------------------
@@ -144,7 +176,8 @@ def rebuild(agent: object, plan: object) -> dict[str, float]:
         if a.replaced_self:
             a.pipeline.outgoing.clear()
         a.rebuilder = Rebuilder(a, lost, a.chunk)  # raises RebuildError beyond tolerance, on every member
-        sync(a, {**{src: C for src in range(S) if src not in lost}, **versions}, applied)
+        sync(a, {**{src: C for src in range(S) if src not in lost}, **versions}, applied,
+             silent=frozenset(versions))
         times["sync"] = time.perf_counter()
         if a.code.name == "sum":  # a decoded row carries its stripe's parity drift: measure it where intact
             run_jobs(a, encode_jobs(a, "drift", lost) if a.store is not None and not a.replaced_self else [])
@@ -166,7 +199,7 @@ def rebuild(agent: object, plan: object) -> dict[str, float]:
                    for h, (t, _) in enumerate(holder_tables(a))]
         sync(a, {d: C for d in versions}, applied)
         if a.store is not None and not a.replaced_self:
-            a.store.applied[:] = C
+            a.store.set_version(np.arange(S), C)
         if a.store is not None:
             a.store.drop_after(C)
         if a.p["rebuild"] == "sync":

@@ -11,8 +11,9 @@ Invariants:
   branches: the phase and the end of the rebuild are decided by an
   ``allreduce`` of what is left, so they change on every member at once;
 * a lost row is decoded at a *consistent point*: the survivors' rows and the
-  parity are at the same step (while a rebuild runs, parity deltas are applied
-  at the end of each step instead of during the next one), and a lost row
+  parity are at the same step (while a rebuild runs, every step commits its
+  parity deltas whatever ``strategy.parity_every`` says, and they are applied
+  at the end of the step instead of during the next one), and a lost row
   that is not rebuilt yet was never updated since the recovery (a row is
   decoded before it is served -- a *degraded read* -- and only served rows get
   gradients), so decoding it at any later consistent point gives its value;

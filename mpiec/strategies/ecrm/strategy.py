@@ -23,6 +23,28 @@ Costs stay bounded: sources keep the outgoing deltas of the last 4 steps,
 holders the incoming ones of the last 4, trainers their pushed gradients of
 the last 5 (a holder applies a step at most two steps after it, so recovery
 needs at most 3 of them; the peaks are in the summary).
+
+Batched parity commits (``strategy.parity_every = N``, default 1: every step
+commits, the protocol above unchanged). Steps ``s`` with ``(s + 1) % N == 0``
+*commit*: a source sends the delta of every row it updated since the previous
+commit (``window.CommitWindow``: the rows' bytes at that commit, XORed with
+their bytes now), once per row however many steps updated it; the other steps
+send nothing. Holders' versions advance in commits (``ParityStore.chain``).
+Every member forces a commit, whatever N, at the last step, before an online
+verification, and at every step while a rebuild runs -- so a rebuild decodes
+with data and parity at the same step, as with N = 1 (``rebuilder``). The
+recovery (``rebuild``) is the same sequence: holders undo commits past the
+target (landing on the commit before), survivors send each holder the chain of
+kept commits from its version to the committed step ``C``, the last piece
+built from the open window (or, when reconciliation undid a step that had just
+committed, from that commit's kept old rows); a lost source's parity is at its
+last commit ``V_d`` every holder has, and the trainers replay ``V_d + 1 .. C``.
+A holder has every commit up to two steps before ``C``, so ``V_d >= C - N - 1``:
+trainers keep ``N + 4`` steps of gradients, sources the outgoing commits and
+holders the incoming ones of the last ``N + 3`` steps (a replacement's replayed
+steps go one per step), plus each source's open window (its peak,
+``parity_window_peak_bytes``, is counted in ``retained_deltas_peak_bytes`` too).
+Parity is exact at every commit (``verify_every`` checks at commits only).
 """
 
 from __future__ import annotations
@@ -39,16 +61,18 @@ from mpiec.layout import PARITY, SERVER, SPARE, TRAINER, holder_nodes, servers_r
 from mpiec.strategies.base import Failure, RecoveryPlan, Scope, Strategy
 from mpiec.strategies.ckpt import FullCheckpoint
 from mpiec.strategies.ecrm.parity import ParityStore, payload_width
-from mpiec.strategies.ecrm.pipeline import DeltaPipeline
+from mpiec.strategies.ecrm.pipeline import DeltaPipeline, build_outgoing
 from mpiec.strategies.ecrm.rebuild import rebuild
 from mpiec.strategies.ecrm.rebuilder import encode_jobs
 from mpiec.strategies.ecrm.stripes import node_losses, parity_stripes, residue_holders, stripe_losses
 from mpiec.strategies.ecrm.transfer import RebuildError, run_jobs
+from mpiec.strategies.ecrm.window import CommitWindow
 
 DEFAULTS: dict[str, Any] = {"code": "xor", "k": "auto", "r": 1, "sum_dtype": "float32", "verify_every": 0,
                             "rebuild": "background", "rebuild_rows": "auto",
                             "rebuild_budget": 0.1, "fallback": "none",
-                            "fallback_interval": 0, "exchange": "overlap", "allow_colocated": False}
+                            "fallback_interval": 0, "exchange": "overlap", "allow_colocated": False,
+                            "parity_every": 1}
 KEEP_DELTAS, KEEP_GRADS = 4, 5
 
 
@@ -93,6 +117,7 @@ class ErasureCoded(Strategy):
         "rebuild_encode_s": "max", "lossless_code": "first", "rebuild_total_s": "max",
         "rebuild_rounds": "max", "degraded_rows": "sum", "rebuild_mode": "first",
         "parity_exchange": "first", "sum_drift_max_abs": "max",
+        "parity_every": "first", "parity_commits": "max", "parity_window_peak_bytes": "max",
         "sum_drift_max_rel": "max", **FullCheckpoint.summary_rules,
     }
 
@@ -153,6 +178,10 @@ class ErasureCoded(Strategy):
         if p.get("fallback", "none") == "ckpt" and fi < 1:
             raise ConfigError("strategy.fallback = ckpt needs strategy.fallback_interval = N (steps between "
                               "the fallback checkpoints)")
+        n = p.get("parity_every", 1)
+        if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+            raise ConfigError("strategy.parity_every must be an integer >= 1 (steps between parity "
+                              f"commits), got {n!r}")
         v = p.get("verify_every", 0)
         if isinstance(v, bool) or not isinstance(v, int) or v < 0:
             raise ConfigError(f"strategy.verify_every must be an integer >= 0, got {v!r}")
@@ -187,6 +216,10 @@ class ErasureCoded(Strategy):
         self.code = make_code(self.p["code"], int(self.p["k"]), int(self.p["r"]),
                               dtype=np.dtype(self.p["sum_dtype"]))
         self.verify_every = int(self.p["verify_every"])
+        self.every = int(self.p["parity_every"])
+        self.keep_grads = KEEP_GRADS + self.every - 1
+        self.window: CommitWindow | None = None
+        self.commits = 0
         self.store: ParityStore | None = None
         self.pipeline: DeltaPipeline | None = None
         self.pushed: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
@@ -232,11 +265,12 @@ class ErasureCoded(Strategy):
         stripes, members = parity_stripes(self.pl, rank)
         if stripes.size:
             self.store = ParityStore(self.code, stripes, members, self.row_bytes, self.cfg.layout.servers,
-                                     keep=KEEP_DELTAS)
+                                     keep=KEEP_DELTAS + self.every - 1)
             if not ctx.awaiting_restore:
                 self.encode_initial()
         self.pipeline = DeltaPipeline(lambda: self.ctx.comms.servers, self.pl, self.store, self.width,
-                                      keep=KEEP_DELTAS)
+                                      keep=KEEP_DELTAS + self.every - 1)
+        self.window = CommitWindow(role.state()["table"].shape[0]) if ctx.slot.role == SERVER else None
 
     def warm_up(self) -> None:
         """A spare loads the code's kernels now (numba cache): a promoted spare then decodes
@@ -263,7 +297,7 @@ class ErasureCoded(Strategy):
             data = [initial_rows(self.ctx, st * k + j).view(np.uint8) for j in range(k)]
             parity = self.code.encode(data)[i]
             store.load_bytes(sel, np.ascontiguousarray(parity).view(np.uint8).reshape(sel.size, self.width))
-        store.applied[:] = -1
+        store.reset_versions(-1)
 
     # -- helpers the rebuild uses --------------------------------------------------------------
     def table_bytes(self) -> np.ndarray:
@@ -282,18 +316,27 @@ class ErasureCoded(Strategy):
         return rows.view(dtype).reshape(rows.shape[0], -1)
 
     # -- step hooks ----------------------------------------------------------------------------
+    def commit_now(self, step: int) -> bool:
+        """``step`` commits its parity deltas: every ``parity_every``-th step, and at every step that
+        drains (the last, a verification, a rebuild in progress). Every member of ``servers``
+        decides alike (the rebuild's end is agreed collectively, before the step's apply)."""
+        last = step + 1 == self.cfg.training.steps
+        return (self.every == 1 or (step + 1) % self.every == 0 or last or self.rebuilder is not None
+                or self._verify_due(step))
+
     def _drain_now(self, step: int) -> bool:
         """Apply the deltas of ``step`` at its end (not during the next step): after the last step,
         before a verification, and while a rebuild needs parity and data at the same step."""
         last = step + 1 == self.cfg.training.steps
-        return last or self.immediate or self.rebuilder is not None or self._verify_due(step)
+        return self.commit_now(step) and (last or self.immediate or self.rebuilder is not None
+                                          or self._verify_due(step))
 
     def _verify_due(self, step: int) -> bool:
         return self.verify_every > 0 and (step + 1) % self.verify_every == 0 and self.rebuilder is None
 
     def after_push(self, step: int, slots: np.ndarray, counts: np.ndarray, grads: np.ndarray) -> None:
         self.pushed[step] = (slots, counts, grads)  # fresh arrays every step: kept, not copied
-        for s in [s for s in self.pushed if s <= step - KEEP_GRADS]:
+        for s in [s for s in self.pushed if s <= step - self.keep_grads]:
             del self.pushed[s]
         self.peak_grads = max(self.peak_grads, sum(a.nbytes + b.nbytes + c.nbytes
                                                    for a, b, c in self.pushed.values()))
@@ -306,17 +349,60 @@ class ErasureCoded(Strategy):
 
     def after_apply(self, step: int, slots: np.ndarray, old: np.ndarray | None,
                     delta: np.ndarray | None, replayed: bool = False) -> None:
-        rows = self.role.state()["global_rows"][slots]
+        global_rows = self.role.state()["global_rows"]
+        rows = global_rows[slots]
+        if not replayed:
+            self.pipeline.poll()  # deltas of earlier steps that arrived meanwhile
+        win = self.window
+        if self.every > 1 and not replayed:
+            commit = self.commit_now(step)
+            if not commit or win.base != step - 1:  # batched: into the window, sent at the commit
+                win.add(slots, old)
+                if commit:
+                    ws, wold = win.rows()
+                    self.pipeline.stage(step, global_rows[ws], self.window_delta(ws, wold), base=win.base,
+                                        old=(ws, wold))
+                else:
+                    self.pipeline.note_retained(win.nbytes)
+                if commit:
+                    self.commit(step)
+                return
         if self.code.name == "sum":
             new = self.role.state()["table"][slots]
             payload = np.ascontiguousarray(self.code.delta(old, new)).view(np.uint8).reshape(slots.size, -1)
         else:
             payload = delta
-        if not replayed:
-            self.pipeline.poll()  # deltas of earlier steps that arrived meanwhile
         self.pipeline.stage(step, rows, payload)
-        if not replayed:
-            self.pipeline.post(step)
+        if replayed:
+            win.reset(step)
+        else:
+            self.commit(step)
+
+    def commit(self, step: int) -> None:
+        """Source: the deltas of ``step`` are staged; post them, open the next window."""
+        self.window.reset(step)
+        self.commits += 1
+        self.pipeline.post(step)
+
+    def window_delta(self, slots: np.ndarray, old: np.ndarray) -> np.ndarray:
+        """The change of local rows ``slots`` since ``old`` (their rows at the window's base), as
+        parity deltas: uint8 ``[n, width]`` (GF: old XOR new; ``sum``: new - old)."""
+        if not slots.size:
+            return np.empty((0, self.width), np.uint8)
+        new = self.role.state()["table"][slots]
+        if self.code.name == "sum":
+            return np.ascontiguousarray(self.code.delta(old, new)).view(np.uint8).reshape(slots.size, -1)
+        return np.bitwise_xor(old.view(np.uint8), new.view(np.uint8)).reshape(slots.size, self.row_bytes)
+
+    def tail(self, base: int, slots: np.ndarray | None, old: np.ndarray | None) -> Any:
+        """Recovery, on a source: the deltas from version ``base`` to the rows now (``slots``/``old``
+        None: the open window's, if it starts at ``base``; None when it does not)."""
+        if slots is None:
+            if self.window is None or self.window.base != base:
+                return None
+            slots, old = self.window.rows()
+        rows = self.role.state()["global_rows"][slots]
+        return build_outgoing(self.pl, rows, self.window_delta(slots, old), self.ctx.comms.servers.Get_size())
 
     def overlap(self, step: int) -> None:
         """Servers and parity ranks: post the previous step's deltas; one rebuild round if one runs."""
@@ -361,7 +447,9 @@ class ErasureCoded(Strategy):
         self.steps_run += 1
         if role == PARITY:
             self.pipeline.poll()
-            self.pipeline.post(step)
+            if self.commit_now(step):
+                self.commits += 1
+                self.pipeline.post(step)
         if self._drain_now(step):
             self.pipeline.drain()
         if step + 1 == self.cfg.training.steps and self.rebuilder is not None:
@@ -469,11 +557,13 @@ class ErasureCoded(Strategy):
             run_jobs(self, jobs)
             self.stats["reencoded_rows"] += sum(job.rows for job in jobs)
             if self.store is not None:
-                self.store.applied[:] = plan.restored
+                self.store.reset_versions(plan.restored)
         for s in [s for s in self.pushed if s > plan.restored]:
             del self.pushed[s]
         if self.pipeline is not None:
             self.pipeline.reset(plan.restored)
+        if self.window is not None:
+            self.window.reset(plan.restored)
 
     # -- results -----------------------------------------------------------------------------------
     def summary(self) -> dict[str, Any]:
@@ -486,7 +576,8 @@ class ErasureCoded(Strategy):
         out: dict[str, Any] = {"code": self.code.name, "k": int(self.p["k"]), "r": int(self.p["r"]),
                                "parity_placement": "dedicated" if self.cfg.layout.parity_ranks else "rotated",
                                "lossless_code": self.code.name != "sum", "rebuild_mode": self.p["rebuild"],
-                               "parity_exchange": "immediate" if self.immediate else "overlap"}
+                               "parity_exchange": "immediate" if self.immediate else "overlap",
+                               "parity_every": self.every}
         role = self.ctx.slot.role if self.ctx is not None else ""
         if role == TRAINER:
             out["retained_grads_peak_bytes"] = self.peak_grads
@@ -504,6 +595,8 @@ class ErasureCoded(Strategy):
             "parity_drain_s_per_step": pipe.seconds_drain / steps,
             "retained_deltas_peak_bytes": pipe.peak_retained + (self.store.peak_retained if self.store
                                                                 else 0),
+            "parity_commits": self.commits,
+            "parity_window_peak_bytes": self.window.peak if self.window is not None else 0,
         })
         out.update({k: (int(v) if k in ("verify_checks", "verify_mismatches", "rebuilds", "rebuild_rows",
                                          "rebuild_bytes", "reencoded_rows", "replayed_steps",
