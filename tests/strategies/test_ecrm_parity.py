@@ -119,3 +119,116 @@ def test_deltas_go_to_the_holder_of_every_parity_member():
              int(rows[n] % 2)) for ii in range(2) for n in range(rows.size)}
     assert got == want
     assert out.payload.shape == (8, 8)
+
+
+# -- batched parity commits (strategy.parity_every) ----------------------------------------------
+
+@pytest.mark.parametrize("value", ["0", "-2", "true", "2.5", "'4'"])
+def test_parity_every_must_be_an_integer_of_at_least_one(value):
+    from mpiec.config import load_config
+    from mpiec.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="strategy.parity_every must be an integer >= 1"):
+        load_config("tiny", strategy="ecrm", sets=[f"strategy.parity_every={value}"])
+    cfg = load_config("tiny", strategy="ecrm", sets=["strategy.parity_every=8"])
+    assert cfg.strategy.params["parity_every"] == 8
+
+
+def test_a_window_sends_one_delta_per_row_equal_to_the_xor_of_its_steps():
+    from mpiec.strategies.ecrm.window import CommitWindow
+
+    rng = np.random.default_rng(3)
+    table = rng.standard_normal((50, 3)).astype(np.float32)
+    at_commit = table.copy()
+    win = CommitWindow(50, base=7)
+    per_step = np.zeros((50, 12), dtype=np.uint8)  # XOR of every step's old ^ new, row by row
+    touched = set()
+    for _ in range(4):
+        slots = np.unique(rng.integers(0, 50, 15))
+        old = table[slots].copy()
+        win.add(slots, old)
+        table[slots] += rng.standard_normal((slots.size, 3)).astype(np.float32)
+        per_step[slots] ^= old.view(np.uint8).reshape(-1, 12) ^ table[slots].view(np.uint8).reshape(-1, 12)
+        touched |= set(slots.tolist())
+    slots, old = win.rows()
+    assert sorted(touched) == slots.tolist() and np.all(np.diff(slots) > 0)  # each row once
+    assert np.array_equal(old, at_commit[slots])  # its bytes at the window's base
+    delta = old.view(np.uint8).reshape(-1, 12) ^ table[slots].view(np.uint8).reshape(-1, 12)
+    assert np.array_equal(delta, per_step[slots])
+    assert win.peak >= win.nbytes > 0
+    win.reset(11)
+    assert win.base == 11 and win.rows()[0].size == 0 and not win.dirty.any()
+
+
+def test_undoing_a_commit_lands_on_the_commit_before_it():
+    """Versions advance in commits: undo to a step between two commits takes the newer one out
+    and leaves parity equal to the encoding of the data at the older one."""
+    rng, code, data, (st,) = _store("xor", 3, 1)
+    snapshots = {-1: [d.copy() for d in data]}
+    for commit in (3, 7, 11):  # one accumulated delta per row per commit
+        for j in range(3):
+            rows = np.unique(rng.integers(0, 64, 20))
+            new = rng.integers(0, 256, (rows.size, 12), dtype=np.uint8)
+            delta = data[j][rows] ^ new
+            data[j][rows] = new
+            st.apply(commit, Deltas(np.full(rows.size, j), pack_words(rows, 0, j), delta))
+        st.mark_applied(np.arange(3), commit)
+        snapshots[commit] = [d.copy() for d in data]
+    assert st.chain[0] == [-1, 3, 7, 11]
+    st.undo(1, 9)
+    assert int(st.applied[1]) == 7 and st.chain[1] == [-1, 3, 7]  # below the target 9: at commit 7
+    mixed = [snapshots[11][0], snapshots[7][1], snapshots[11][2]]
+    assert np.array_equal(st.array, code.encode(mixed)[0])
+    st.set_version([1], 9)  # a recovery brought it to 9 (the deltas 7 -> 9 sent)
+    assert st.chain[1][-1] == 9 and int(st.applied[1]) == 9
+
+
+def _pipeline(keep=8):
+    from mpiec.strategies.ecrm.pipeline import DeltaPipeline
+
+    class Comm:
+        def Get_size(self):  # noqa: N802 - MPI's spelling
+            return 4
+
+    pl = RowPlacement(40, 4, 3, 1)
+    return DeltaPipeline(lambda: Comm(), pl, None, 8, keep=keep)
+
+
+def test_a_source_resends_the_chain_of_commits_from_a_holders_version():
+    pipe = _pipeline()
+    rows = np.array([0, 5, 9])
+    for step, base in ((3, -1), (7, 3), (11, 7)):
+        pipe.stage(step, rows, np.full((3, 8), step, np.uint8), base=base)
+    tails = []
+
+    def tail(base, slots, old):
+        tails.append((base, slots))
+        return "window" if base == 11 else None
+
+    assert [s for s, _ in pipe.chain(3, 11, tail)] == [7, 11] and not tails
+    assert [(s, o if o == "window" else "commit") for s, o in pipe.chain(7, 13, tail)] == [
+        (11, "commit"), (13, "window")]  # the open window from 11 takes it to 13
+    with pytest.raises(LookupError, match="no kept parity deltas from step 5"):
+        pipe.chain(5, 11, tail)  # 5 is no commit of this source
+
+
+def test_a_commit_past_the_committed_step_is_resent_from_its_old_rows():
+    """Reconciliation undid step 11, which had committed (base 7): a holder at 7 gets the
+    change 7 -> 10 built from the commit's kept old rows, not the commit itself."""
+    pipe = _pipeline()
+    rows = np.array([0, 5])
+    pipe.stage(7, rows, np.ones((2, 8), np.uint8), base=3)
+    old = (np.array([0, 1]), np.zeros((2, 2), np.float32))
+    pipe.stage(11, rows, np.ones((2, 8), np.uint8), base=7, old=old)
+    assert pipe.outgoing[7].old is None and pipe.outgoing[11].old is old
+    got = pipe.chain(7, 10, lambda base, slots, o: ("tail", base, slots is old[0]))
+    assert got == [(10, ("tail", 7, True))]
+    pipe.reset(10)
+    assert 11 not in pipe.outgoing and all(o.old is None for o in pipe.outgoing.values())
+
+
+def test_outgoing_deltas_are_kept_for_the_last_keep_steps():
+    pipe = _pipeline(keep=4)
+    for step in (3, 7, 8, 9, 11):
+        pipe.stage(step, np.array([1]), np.ones((1, 8), np.uint8), base=step - 1)
+    assert sorted(pipe.outgoing) == [8, 9, 11]
