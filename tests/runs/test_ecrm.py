@@ -60,6 +60,14 @@ LOSSLESS_CASES = [
     ("server-with-parity-ranks", 3, 1, "server:2@time=0.35", ["layout.parity_ranks=1", "strategy.k=3"]),
     ("random-mtbf", 4, 3, "random:mtbf=0.4s,seed=3,max=3,targets=server", ["strategy.code='rs'",
                                                                             "strategy.k=2", "strategy.r=2"]),
+    # batched parity commits: the lost shard is decoded at its last commit, the rest replayed
+    ("batched-8-server-mid-step", 3, 1, "server:1@time=0.35", ["strategy.parity_every=8"]),
+    ("batched-4-rs-r2-two-servers", 4, 2, "server:1@step=21;server:2@step=21",
+     ["strategy.code='rs'", "strategy.k=2", "strategy.r=2", "strategy.parity_every=4"]),
+    ("batched-4-server-with-parity-ranks", 3, 1, "server:2@time=0.35",
+     ["layout.parity_ranks=1", "strategy.k=3", "strategy.parity_every=4"]),
+    ("batched-4-parity-rank", 3, 1, "parity:0@step=21", ["layout.parity_ranks=1", "strategy.k=3",
+                                                         "strategy.parity_every=4"]),
 ]
 
 
@@ -89,6 +97,39 @@ def test_a_second_kill_near_the_first_recovery_is_recovered_too(reference, tmp_p
         assert run.code == 0, run.stdout + run.stderr
         s = run.result().summary
         assert s["kills_fired"] == 2 and s["param_checksum"] == reference, (delay, run.stdout)
+
+
+def test_a_second_kill_during_the_rebuild_with_batched_commits_is_recovered_too(reference, tmp_path):
+    """parity_every = 4: a rebuild in progress commits every step; a kill during it (or during
+    the recovery) still ends with the failure-free checksum."""
+    for delay in ("0.2", "0.3", "0.45"):
+        run = ecrm(tmp_path / delay, 6, 2, f"server:1@step=21;server:4@time={delay}", "strategy.k=2",
+                   "strategy.parity_every=4")
+        assert run.code == 0, run.stdout + run.stderr
+        s = run.result().summary
+        assert s["kills_fired"] == 2 and s["param_checksum"] == reference, (delay, run.stdout)
+
+
+def test_batched_commits_send_fewer_parity_bytes_and_keep_more_gradients(reference, tmp_path):
+    """Failure-free: parity_every = 1 is the default protocol (same parity bytes, commits every
+    step); parity_every = 4 trains the same, commits about a quarter of the steps, sends fewer
+    parity bytes (rows updated in several steps go once) and keeps more gradients."""
+    runs = {n: ecrm(tmp_path / str(n), 3, 0, "", *([f"strategy.parity_every={n}"] if n else []),
+                    "strategy.verify_every=10") for n in (0, 1, 4)}
+    s = {}
+    for n, run in runs.items():
+        assert run.code == 0, run.stdout + run.stderr
+        s[n] = run.result().summary
+        assert s[n]["param_checksum"] == reference and s[n]["verify_mismatches"] == 0
+    assert s[0]["parity_every"] == 1 and s[4]["parity_every"] == 4
+    assert s[1]["parity_bytes_per_step"] == s[0]["parity_bytes_per_step"]
+    assert s[1]["parity_commits"] == STEPS and s[1]["parity_window_peak_bytes"] == 0
+    # commits: every 4th step, plus the verifications (every 10) and the last step
+    assert s[4]["parity_commits"] == len({t for t in range(STEPS) if (t + 1) % 4 == 0 or (t + 1) % 10 == 0
+                                          or t == STEPS - 1})
+    assert s[4]["parity_bytes_per_step"] < s[1]["parity_bytes_per_step"]
+    assert s[4]["parity_window_peak_bytes"] > 0
+    assert s[4]["retained_grads_peak_bytes"] > s[1]["retained_grads_peak_bytes"]
 
 
 def test_more_failures_than_r_in_a_stripe_end_the_run_with_one_line(tmp_path):
