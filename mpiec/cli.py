@@ -20,6 +20,7 @@ from mpiec.errors import MpiecError
 
 EPILOG_RUN = """kill plans (repeat --kill, or separate plans with ';'):
   server:2@step=300        the rank holding server slot 2 dies at the start of step 300
+  server:2@step=300+5ms    it dies 5 ms into step 300 (mid-step, whatever the machine's speed)
   trainer:0@time=12.5      trainer 0 dies 12.5 s after training started (units: ms, s, m, min, h)
   parity:1@step=40         dedicated parity rank 1 (needs layout.parity_ranks)
   spare:0@time=3           spare 0 dies while it waits

@@ -17,6 +17,9 @@ Owns the kill-plan syntax of DESIGN.md and the act of dying. Invariants:
 Syntax (several plans: repeat ``--kill`` or separate with ``;``)::
 
     server:2@step=300       server 2 dies at the start of step 300
+    server:2@step=300+5ms   server 2 dies 5 ms into step 300 (mid-step, from a timer armed
+                            when the step starts: unlike @time, it fires at the same point
+                            of training on a fast machine and on a loaded one)
     trainer:0@time=12.5     trainer 0 dies 12.5 s after training started
     parity:1@step=40        dedicated parity rank 1 (needs layout.parity_ranks)
     spare:0@time=3          spare 0 dies while it waits (or while it is promoted)
@@ -65,9 +68,12 @@ class Kill:
     step: int | None = None
     time: float | None = None  # seconds since training started
     seq: int = 0  # position in the expanded plan: two equal plans are two kills
+    after: float = 0.0  # with ``step``: seconds into that step (a mid-step kill)
 
     def __str__(self) -> str:
         when = f"step={self.step}" if self.step is not None else f"time={self.time:g}"
+        if self.after:
+            when += f"+{self.after * 1e3:g}ms" if self.after < 1 else f"+{self.after:g}s"
         return f"{self.role}:{self.index}@{when}"
 
 
@@ -181,12 +187,18 @@ def parse_kill_plan(plan: str, cfg: Config) -> list[Kill]:
         raise KillPlanError(f"kill plan '{shown}': {role}:{_show(index)} does not exist "
                             f"(the layout has {have})")
     if kind == "step":
+        value, plus, offset = value.partition("+")
         if not re.fullmatch(r"[0-9]+", value):
             raise KillPlanError(f"kill plan '{shown}': step must be a whole number, got '{_show(value)}'")
         if len(value) > _MAX_DIGITS or int(value) >= cfg.training.steps:
             raise KillPlanError(f"kill plan '{shown}': step {_show(value)} is not before the last step "
                                 f"(training.steps = {cfg.training.steps})")
-        return [Kill(role, idx, step=int(value))]
+        after = _seconds(offset) if plus else 0.0
+        if after is None:
+            raise KillPlanError(f"kill plan '{shown}': the time into the step after '+' must be a number "
+                                f"of seconds >= 0 with an optional unit (e.g. step=40+5ms), got "
+                                f"'{_show(offset)}'")
+        return [Kill(role, idx, step=int(value), after=after)]
     seconds = _seconds(value)
     if seconds is None:
         raise KillPlanError(f"kill plan '{shown}': time must be a number of seconds >= 0 with an "
@@ -219,11 +231,12 @@ def die_now() -> None:
 class KillSwitch:
     """The kills planned for the role slot this rank currently holds, and for its node.
 
-    ``at_step(step)`` is called at each step boundary and returns the kill due
-    (ULFM mode dies inside it). Time kills fire from a timer thread so a rank
-    can die mid-step, as a real crash does; in emulated mode they are reported
-    at the next step boundary instead. ``node``: the node of this process (None:
-    no node kill applies, as for the monitor).
+    ``due(step, now)`` is called at each step boundary and returns the kill due
+    (ULFM mode dies inside it). Time kills, and step kills with a time into the
+    step (``step=40+5ms``), fire from a timer thread so a rank can die mid-step,
+    as a real crash does; in emulated mode they are reported at a step boundary
+    instead (the next one, or the planned step's start). ``node``: the node of
+    this process (None: no node kill applies, as for the monitor).
     """
 
     def __init__(self, kills: list[Kill], role: str, index: int, real: bool, t0: float,
@@ -236,26 +249,37 @@ class KillSwitch:
             self.steps.setdefault(k.step, k)  # type: ignore[arg-type]
         self.times = sorted((k for k in mine if k.time is not None), key=lambda k: k.time or 0.0)
         self.t0 = t0
-        self._timer: threading.Timer | None = None
+        self.on_fire = on_fire
+        self._timer: threading.Timer | None = None  # the first time kill's
+        self._in_step: threading.Timer | None = None  # a step kill's time into its step
         if real and self.times:
             import time
 
             delay = max(0.0, (self.times[0].time or 0.0) - (time.monotonic() - t0))
-            first = self.times[0]
+            self._timer = self._arm(self.times[0], delay)
 
-            def fire() -> None:
-                if on_fire is not None:
-                    on_fire(first)
-                die_now()
+    def _arm(self, kill: Kill, delay: float) -> threading.Timer:
+        def fire() -> None:
+            if self.on_fire is not None:
+                self.on_fire(kill)
+            die_now()
 
-            self._timer = threading.Timer(delay, fire)
-            self._timer.daemon = True
-            self._timer.start()
+        timer = threading.Timer(delay, fire)
+        timer.daemon = True
+        timer.start()
+        return timer
 
     def due(self, step: int, now: float) -> Kill | None:
-        """The kill due at the start of ``step`` (``now`` is monotonic time)."""
+        """The kill due at the start of ``step`` (``now`` is monotonic time).
+
+        A step kill with a time into the step arms its timer here (ULFM) and returns None."""
         if step in self.steps:
-            return self.steps[step]
+            kill = self.steps[step]
+            if not (self.real and kill.after):
+                return kill
+            if self._in_step is None:
+                self._in_step = self._arm(kill, kill.after)
+            return None
         if self._timer is not None:
             return None  # the timer thread owns time kills (it may fire mid-step)
         if self.times and (now - self.t0) >= (self.times[0].time or 0.0):
@@ -263,5 +287,6 @@ class KillSwitch:
         return None
 
     def cancel(self) -> None:
-        if self._timer is not None:
-            self._timer.cancel()
+        for timer in (self._timer, self._in_step):
+            if timer is not None:
+                timer.cancel()

@@ -1,6 +1,8 @@
 """Kill plans: the syntax of DESIGN.md, validated against the layout; random plans reproducible."""
 
+import threading
 import time
+from unittest.mock import patch
 
 import pytest
 
@@ -37,6 +39,10 @@ def test_random_plan_is_a_function_of_its_seed(cfg):
     ("server:5@step=3", "server:5 does not exist"),
     ("server:1@step=1000", "not before the last step"),
     ("server:1@step=2.5", "step must be a whole number"),
+    ("server:1@step=3+", "time into the step after '+'"),
+    ("server:1@step=3+soon", "time into the step after '+'"),
+    ("server:1@step=3+-1ms", "time into the step after '+'"),
+    ("server:1@step=+5ms", "step must be a whole number"),
     ("random:seed=3", "random plans need mtbf"),
     ("random:mtbf=fast", "not a duration"),
     ("random:mtbf=10s,color=red", "unknown option 'color'"),
@@ -117,6 +123,27 @@ def test_kill_switch_picks_own_slot_only():
     assert sw.due(3, now=1.0) is None
     assert sw.due(5, now=1.0) == Kill("server", 1, step=5)
     assert sw.due(6, now=101.0) == Kill("server", 1, time=100.0)
+
+
+def test_step_kills_take_a_time_into_the_step(cfg):
+    kills = parse_kill_plans(["server:1@step=30+5ms", "trainer:0@step=2+0.25"], cfg)
+    assert kills == [Kill("server", 1, step=30, after=0.005), Kill("trainer", 0, step=2, after=0.25)]
+    assert str(kills[0]) == "server:1@step=30+5ms" and str(kills[1]) == "trainer:0@step=2+250ms"
+    assert parse_kill_plans([str(kills[0])], cfg)[0] == kills[0]  # the printed form parses back
+
+
+def test_a_kill_into_its_step_is_armed_at_the_step_and_fires_from_the_timer():
+    fired = threading.Event()
+    sw = KillSwitch([Kill("server", 1, step=4, after=0.01)], "server", 1, real=True, t0=0.0,
+                    on_fire=lambda kill: fired.set())
+    with patch("mpiec.faults.die_now") as die:
+        assert sw.due(3, now=0.0) is None and not fired.wait(0.05)  # not armed before its step
+        assert sw.due(4, now=0.0) is None  # armed: the step runs, the timer kills mid-step
+        assert fired.wait(5.0)
+        time.sleep(0.01)
+        die.assert_called_once()
+    emulated = KillSwitch([Kill("server", 1, step=4, after=0.01)], "server", 1, real=False, t0=0.0)
+    assert emulated.due(4, now=0.0) == Kill("server", 1, step=4, after=0.01)  # announced at the step
 
 
 def test_real_time_kills_belong_to_the_timer():

@@ -59,7 +59,7 @@ def reference_300(tmp_path_factory):
 
 
 @pytest.mark.parametrize("plan,spares", [
-    ("trainer:0@time=0.25", 1),  # mid-step, from a timer
+    ("trainer:0@step=150+3ms", 1),  # mid-step, from a timer armed at the step
     ("server:0@step=10;server:1@step=200", 2),  # two kills at different steps
     ("spare:0@time=0.1", 1),  # a spare dies while it waits
     ("server:0@step=10;trainer:1@time=0.056", 2),  # a kill near or during a recovery

@@ -98,7 +98,7 @@ def test_kill_while_the_log_spills(reference, tmp_path):
 
 
 def test_mid_step_server_kill(reference, tmp_path):
-    run = log_run(tmp_path, 1, "server:1@time=0.2")  # tiny trains ~0.4 s unloaded
+    run = log_run(tmp_path, 1, "server:1@step=22+3ms")  # mid-step, whatever the speed
     assert run.code == 0, run.stdout + run.stderr
     res = run.result()
     assert res.summary["param_checksum"] == reference and res.summary["kills_fired"] == 1

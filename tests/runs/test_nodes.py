@@ -110,8 +110,8 @@ def kills(res) -> list[tuple[int, str, int, str]]:
 @pytest.mark.timeout(400)
 @pytest.mark.parametrize("strategy,kill,sets", [
     ("ecrm", "node:1@step=20", ["strategy.k=2"]),  # the acceptance command
-    ("ckpt", "node:2@time=0.3", ["strategy.interval=10"]),  # mid-step, rollback of every rank
-], ids=["ecrm-step", "ckpt-time"])
+    ("ckpt", "node:2@step=25+3ms", ["strategy.interval=10"]),  # mid-step, rollback of every rank
+], ids=["ecrm-step", "ckpt-mid-step"])
 def test_a_node_kill_recovers_to_the_failure_free_checksum(strategy, kill, sets, reference, tmp_path):
     args = ["run", "--preset", "tiny", "--strategy", strategy, *NODES, "--kill", kill]
     for s in sets:
