@@ -30,13 +30,11 @@ from __future__ import annotations
 import argparse
 import os
 import platform
-import subprocess
-import sys
 import tempfile
-import time
 from pathlib import Path
 
 import numpy as np
+from cached_bench import run_cached_bench
 from mpiec.analysis.metrics import RunMetrics, compare
 from mpiec.analysis.read import load_results
 
@@ -102,45 +100,13 @@ def rows_updated_fraction(cfg: Config, interval: int) -> float:
 
 
 def run_bench(point_dir: Path, args: argparse.Namespace, zipf: float, interval: int) -> float:
-    """One ``mpiec bench`` of the point (skipped when ``point_dir/done`` exists); its seconds."""
-    if (point_dir / "done").exists():
-        print(f"  (cached) {point_dir}", flush=True)
-        return float((point_dir / "done").read_text() or 0)
-    cmd = [
-        sys.executable,
-        "-P",
-        "-m",
-        "mpiec",
-        "bench",
-        "--preset",
-        args.preset,
-        "--steps",
-        str(args.steps),
-        "--strategies",
-        ",".join(variants(args.strategies, interval)),
-        "--scenario",
-        "server",
-        "--set",
-        f"data.zipf_exponent={zipf}",
-        "--no-report",
-        "--quiet",
-        "--out",
-        str(point_dir),
-    ]
+    """One ``mpiec bench`` of the point (skipped when already run); its seconds."""
+    bench = ["--preset", args.preset, "--steps", str(args.steps),
+             "--strategies", ",".join(variants(args.strategies, interval)), "--scenario", "server",
+             "--set", f"data.zipf_exponent={zipf}", "--no-report", "--quiet"]
     for s in args.set:
-        cmd += ["--set", s]
-    print("  $ mpiec " + " ".join(cmd[4:]), flush=True)
-    t0 = time.perf_counter()
-    proc = subprocess.run(cmd, text=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-    seconds = time.perf_counter() - t0
-    (point_dir / "bench.log").write_text(proc.stdout)
-    if proc.returncode != 0:
-        raise SystemExit(
-            f"bench of zipf {zipf}, interval {interval} failed (exit {proc.returncode}); "
-            f"its output: {point_dir / 'bench.log'}"
-        )
-    (point_dir / "done").write_text(f"{seconds:.1f}")
-    return seconds
+        bench += ["--set", s]
+    return run_cached_bench(point_dir, bench, f"zipf {zipf}, interval {interval}", indent="  ")
 
 
 def point_rows(point_dir: Path, interval: int) -> dict[str, dict[str, RunMetrics]]:

@@ -25,12 +25,10 @@ from __future__ import annotations
 import argparse
 import os
 import platform
-import subprocess
-import sys
 import tempfile
-import time
 from pathlib import Path
 
+from cached_bench import run_cached_bench
 from mpiec.analysis.metrics import RunMetrics, compare
 from mpiec.analysis.read import load_results
 
@@ -42,27 +40,14 @@ def variant_name(n: int) -> str:
 
 
 def run_bench(work: Path, args: argparse.Namespace) -> float:
-    """The bench (skipped when ``work/done`` exists); its seconds."""
-    if (work / "done").exists():
-        print(f"(cached) {work}", flush=True)
-        return float((work / "done").read_text() or 0)
-    work.mkdir(parents=True, exist_ok=True)
-    cmd = [sys.executable, "-P", "-m", "mpiec", "bench", "--preset", args.preset,
-           "--strategies", ",".join(["none", *map(variant_name, args.every)]),
-           "--scenario", "server", "--no-report", "--out", str(work)]
+    """The bench (skipped when already run); its seconds."""
+    bench = ["--preset", args.preset, "--strategies", ",".join(["none", *map(variant_name, args.every)]),
+             "--scenario", "server", "--no-report"]
     if args.steps:
-        cmd += ["--steps", str(args.steps)]
+        bench += ["--steps", str(args.steps)]
     for s in args.set:
-        cmd += ["--set", s]
-    print("$ mpiec " + " ".join(cmd[4:]), flush=True)
-    t0 = time.perf_counter()
-    proc = subprocess.run(cmd, text=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-    seconds = time.perf_counter() - t0
-    (work / "bench.log").write_text(proc.stdout)
-    if proc.returncode != 0:
-        raise SystemExit(f"the bench failed (exit {proc.returncode}); its output: {work / 'bench.log'}")
-    (work / "done").write_text(f"{seconds:.1f}")
-    return seconds
+        bench += ["--set", s]
+    return run_cached_bench(work, bench, f"ecrm at N = {args.every}")
 
 
 def knee(every: list[int], saving: dict[int, float]) -> int:
