@@ -12,12 +12,13 @@ from mpiec.strategies.ckpt import FullCheckpoint
 from mpiec.strategies.cnr import CheckNRun
 from mpiec.strategies.cpr import PartialRecovery, PartialRecoveryMFU, PartialRecoverySSU
 from mpiec.strategies.ecrm import ErasureCoded
+from mpiec.strategies.ecsnap import ErasureCodedSnapshots
 from mpiec.strategies.log import UpdateLog
 from mpiec.strategies.none import NoProtection
 
 STRATEGIES: dict[str, type[Strategy]] = {cls.name: cls for cls in (
     NoProtection, FullCheckpoint, PartialRecovery, PartialRecoveryMFU, PartialRecoverySSU, CheckNRun,
-    ErasureCoded, UpdateLog)}
+    ErasureCoded, UpdateLog, ErasureCodedSnapshots)}
 
 
 def get_strategy_class(name: str) -> type[Strategy]:
