@@ -20,7 +20,7 @@ from mpiec.strategies import STRATEGIES
 pytestmark = [pytest.mark.mpirun, pytest.mark.timeout(300)]
 
 BASE = ["--preset", "tiny", "--steps", "30", "--set", "layout.spares=3"]
-LOSSLESS = {"none", "ckpt", "cnr", "ecrm", "log"}  # strategies that claim lossless recovery (checked below)
+LOSSLESS = {"none", "ckpt", "cnr", "ecrm", "log", "ecsnap"}  # claim lossless recovery (checked below)
 # every registered strategy with its defaults, plus variants: (id, name, extra --set arguments)
 CNR_DIFFS = [(f"cnr:diff={d}", "cnr", ["--set", f"strategy.diff='{d}'",
                                        "--set", "strategy.quantization='none'"])
