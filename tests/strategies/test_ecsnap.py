@@ -15,8 +15,9 @@ from mpiec.config import load_config
 from mpiec.errors import ConfigError
 from mpiec.layout import SERVER, TRAINER, Slot
 from mpiec.strategies.base import Failure, Scope
+from mpiec.strategies.ecsnap.exchange import restore_shards
 from mpiec.strategies.ecsnap.geometry import Geometry
-from mpiec.strategies.ecsnap.snapshot import decode_block, encode_block
+from mpiec.strategies.ecsnap.snapshot import Snapshot, decode_block, encode_block
 from mpiec.strategies.ecsnap.strategy import WORD_SNAPSHOT, ErasureCodedSnapshots
 
 
@@ -121,6 +122,29 @@ def test_a_decode_asks_k_helpers_data_first_and_replaced_holders_get_parity_agai
     assert plan.reencodes == [(1, 0), (1, 1)]
 
 
+class FlagsComm:
+    """The ``allgather`` of a restore's agreement, answered with given flags (no MPI)."""
+
+    def __init__(self, flags):
+        self.flags = flags
+
+    def allgather(self, mine):
+        return self.flags
+
+
+def test_a_snapshot_whose_parity_exchange_had_not_completed_is_refused():
+    """A survivor holds the copy but its parity is incomplete: the restore refuses the snapshot on
+    every server alike (the plan's next candidate, the previous snapshot, is tried)."""
+    geo, code = Geometry(2, 1, 1), make_code("rs", 1, 1)
+    snap = Snapshot(19, data=np.zeros(8, dtype=np.uint8))
+    stale = FlagsComm([(True, False), (False, False)])
+    got, problem, _ = restore_shards(stale, geo, code, 0, [8, 8], snap, 19)
+    assert got is None and "servers [0]" in problem and "had not completed" in problem
+    gone = FlagsComm([(False, False), (False, False)])
+    got, problem, _ = restore_shards(gone, geo, code, 0, [8, 8], None, 9)
+    assert got is None and problem.startswith("snapshot 9: stripe 0 ")
+
+
 def test_an_undecodable_stripe_is_named():
     plan = Geometry(2, 1, 1).recovery_plan([False, False], [False, False])
     assert plan.problem.startswith("stripe 0 ") and "server:0" in plan.problem
@@ -218,4 +242,4 @@ def test_more_than_r_losses_with_disk_every_fall_back_to_the_disk_checkpoints(tm
     plan = agent.plan(failure([(SERVER, 0), (SERVER, 1)]))
     assert plan.scope is Scope.ROLLBACK and plan.candidates == [19, 9, -1]
     assert plan.kinds == ["disk", "disk", "initial"] and agent.fallbacks == 1
-    assert events[0][0] == "snapshot_fallback" and "stripe 0" in events[0][1]
+    assert events[0][0] == "disk_fallback" and "stripe 0" in events[0][1]

@@ -407,7 +407,7 @@ class ErasureCodedSnapshots(Strategy):
         plan.kinds = ["snapshot"] * len(snaps) + ["disk"] * len(disk) + ["initial"]  # type: ignore[attr-defined]
         if problem:
             self.fallbacks += 1
-            self.ctx.event("snapshot_fallback", failure.step, detail=plan.reason[:250])
+            self.ctx.event("disk_fallback", failure.step, detail=plan.reason[:250])
         return plan
 
     def beyond_tolerance(self, lost: set[int], originals: list[int]) -> str:
@@ -466,7 +466,7 @@ class ErasureCodedSnapshots(Strategy):
         snap, problem, figures = restore_shards(self.ctx.comms.servers, self.geo, self.code, me, self.sizes,
                                                 self.snaps.get(step), step)
         if snap is None:
-            self.ctx.event("snapshot_unusable", plan.step, detail=problem[:250])
+            self.ctx.event("snapshot_refused", plan.step, detail=problem[:250])
             return False
         state = self.role.state()
         table = snap.data.view(np.float32).reshape(state["table"].shape)
@@ -492,7 +492,7 @@ class ErasureCodedSnapshots(Strategy):
         with collective("ecsnap dense restore"):
             flags = comm.allgather(have)
         if not any(flags):
-            self.ctx.event("snapshot_unusable", plan.step, detail=f"no trainer holds snapshot {step}")
+            self.ctx.event("snapshot_refused", plan.step, detail=f"no trainer holds snapshot {step}")
             return False
         root = flags.index(True)
         state = {name: (snap.dense[name] if have else np.empty_like(a))
