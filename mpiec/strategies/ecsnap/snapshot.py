@@ -36,7 +36,7 @@ class Snapshot:
     complete: bool = False
     promoted_at: int | None = None  # the step after which every rank committed it
     started: float = field(default_factory=time.perf_counter)
-    stall: float = 0.0  # this rank's training-thread time spent on it
+    stall: float = 0.0  # this rank's critical-path time spent on it (copy, progress between steps)
 
     @property
     def data_bytes(self) -> int:

@@ -282,7 +282,7 @@ class ErasureCodedSnapshots(Strategy):
         role = self.ctx.slot.role
         snap = self.spare_buf or Snapshot(step)
         self.spare_buf = None
-        snap.step, snap.complete, snap.promoted_at, snap.started = step, False, None, t0
+        snap.step, snap.complete, snap.promoted_at, snap.started, snap.stall = step, False, None, t0, 0.0
         if role == SERVER:
             table = as_bytes(self.role.state()["table"])
             if snap.data is None or snap.data.size != table.size:
@@ -322,7 +322,8 @@ class ErasureCodedSnapshots(Strategy):
         done = self.exchange.progress()
         spent = time.perf_counter() - t0
         snap = self.exchange.snap
-        snap.stall += spent
+        if key == "snapshot_stall_s":  # the snapshot's stall: the critical path's share only
+            snap.stall += spent
         self.stats[key] += spent
         if done:
             self.exchange = None
