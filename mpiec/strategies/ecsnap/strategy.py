@@ -389,7 +389,12 @@ class ErasureCodedSnapshots(Strategy):
         return sorted((s for s in steps if 0 <= s <= committed), reverse=True)[:KEEP_CANDIDATES]
 
     def plan(self, failure: Failure) -> RecoveryPlan:
-        lost = {s.index for s in failure.dead if s.role == SERVER and s.index >= 0}
+        if any(s.index < 0 for s in failure.dead):  # ``mpiec run --resume``: memory holds nothing yet
+            disk = self.fallback.store.complete_steps() if self.fallback is not None else []
+            plan = RecoveryPlan(Scope.ROLLBACK, candidates=disk + [-1], reason="resume from disk")
+            plan.kinds = ["disk"] * len(disk) + ["initial"]  # type: ignore[attr-defined]
+            return plan
+        lost = {s.index for s in failure.dead if s.role == SERVER}
         originals = [i for i in failure.alive(TRAINER) if Slot(TRAINER, i) not in failure.dead]
         if not lost and originals:
             return RecoveryPlan(Scope.COMMITTED, reason="no shard lost: survivors stay at the committed step")
