@@ -241,5 +241,5 @@ def test_more_than_r_losses_with_disk_every_fall_back_to_the_disk_checkpoints(tm
     agent.on_message(Slot(TRAINER, 0), ("ecsnap", "start", 19))
     plan = agent.plan(failure([(SERVER, 0), (SERVER, 1)]))
     assert plan.scope is Scope.ROLLBACK and plan.candidates == [19, 9, -1]
-    assert plan.kinds == ["disk", "disk", "initial"] and agent.fallbacks == 1
+    assert plan.kinds == ["disk", "disk", "initial"] and plan.disk_fallback
     assert events[0][0] == "disk_fallback" and "stripe 0" in events[0][1]

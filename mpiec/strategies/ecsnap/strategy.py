@@ -145,7 +145,7 @@ class ErasureCodedSnapshots(Strategy):
     recovers = True
     summary_rules: ClassVar[dict[str, str]] = {
         "code": "first", "k": "first", "r": "first", "snapshot_interval_rule": "first",
-        "snapshot_interval_steps": "first", "snapshots": "max", "snapshot_memory_bytes": "sum",
+        "snapshot_interval_steps": "first", "snapshots": "first", "snapshot_memory_bytes": "sum",
         "parity_memory_bytes": "sum", "snapshot_traffic_bytes": "sum", "snapshot_stall_s": "max",
         "snapshot_overlap_s": "max", "snapshot_total_s": "max", "snapshot_restores": "max",
         "snapshot_restore_s": "max", "decoded_blocks": "sum", "decoded_rows": "sum", "decoded_bytes": "sum",
@@ -204,7 +204,6 @@ class ErasureCodedSnapshots(Strategy):
             "snapshot_restore_s", "decoded_blocks", "decoded_rows", "decoded_bytes", "reencoded_blocks",
             "snapshot_recovery_bytes", "snapshot_traffic_bytes", "snapshot_memory_bytes",
             "parity_memory_bytes")}
-        self.commits = 0
 
     def bind(self, ctx: Any, role: Any) -> None:
         super().bind(ctx, role)
@@ -357,7 +356,6 @@ class ErasureCodedSnapshots(Strategy):
         if old is not None:
             self.snaps.pop(old.step, None)
             self.spare_buf = old
-        self.commits += 1
         if self.ctx.slot == Slot(TRAINER, 0):
             stall = max([(w >> 32) * 1e-6 for w in server_words] + [snap.stall])
             shard_bytes = sum(self.sizes)
@@ -412,7 +410,7 @@ class ErasureCodedSnapshots(Strategy):
                             else "rollback to the erasure-coded snapshot")
         plan.kinds = ["snapshot"] * len(snaps) + ["disk"] * len(disk) + ["initial"]  # type: ignore[attr-defined]
         if problem:
-            self.fallbacks += 1
+            plan.disk_fallback = True  # type: ignore[attr-defined]  # counted once the recovery completes
             self.ctx.event("disk_fallback", failure.step, detail=plan.reason[:250])
         return plan
 
@@ -536,6 +534,7 @@ class ErasureCodedSnapshots(Strategy):
             self.fallback.on_recovered(plan)
         self.cut_exchange()
         if self.ctx.rank == 0:
+            self.fallbacks += bool(getattr(plan, "disk_fallback", False))
             self.known = {s for s in self.known if s <= plan.restored}
             self.rows = [row for row in self.rows if row[0] <= plan.restored]
         if plan.scope is Scope.ROLLBACK:
@@ -577,7 +576,6 @@ class ErasureCodedSnapshots(Strategy):
             gaps = np.diff(sorted(set(self.taken)))
             out["snapshot_interval_steps"] = int(self.interval or (np.median(gaps) if gaps.size else
                                                                    self.auto_steps()))
-        out["snapshots"] = self.commits
         counts = ("_bytes", "_blocks", "_rows", "restores")
         for key, value in self.stats.items():
             out[key] = int(value) if key.endswith(counts) else float(value)
