@@ -58,7 +58,6 @@ server sends its shard ``r`` times (``r · Σ_s B_s`` in all). A recovery moves
 from __future__ import annotations
 
 import dataclasses
-import math
 import time
 from collections import deque
 from typing import Any, ClassVar
@@ -579,6 +578,4 @@ class ErasureCodedSnapshots(Strategy):
         counts = ("_bytes", "_blocks", "_rows", "restores")
         for key, value in self.stats.items():
             out[key] = int(value) if key.endswith(counts) else float(value)
-        if not math.isfinite(out["snapshot_stall_s"]):
-            out["snapshot_stall_s"] = 0.0
         return out
