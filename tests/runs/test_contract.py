@@ -28,7 +28,8 @@ CNR_DIFFS = [(f"cnr:diff={d}", "cnr", ["--set", f"strategy.diff='{d}'",
 ECRM_CODES = [("ecrm:code=rs:r=1", "ecrm", ["--set", "strategy.code='rs'"]),
               ("ecrm:code=rs:k=2:r=2", "ecrm", ["--set", "strategy.code='rs'", "--set", "strategy.k=2",
                                                 "--set", "strategy.r=2", "--set", "layout.servers=4"]),
-              ("ecrm:code=sum", "ecrm", ["--set", "strategy.code='sum'"])]
+              ("ecrm:code=sum", "ecrm", ["--set", "strategy.code='sum'"]),
+              ("ecrm:parity_every=4", "ecrm", ["--set", "strategy.parity_every=4"])]  # batched commits
 LOG_SPILL = [("log:log_memory_mb=0", "log", ["--set", "strategy.log_memory_mb=0"])]  # every record spills
 CASES = [(n, n, []) for n in sorted(STRATEGIES) if n != "cnr"] + CNR_DIFFS + ECRM_CODES + LOG_SPILL
 
