@@ -193,6 +193,11 @@ def _pls(r: RunResult, lost_samples: int) -> float | None:
     return lost_samples / total if total > 0 else None
 
 
+def _server_cpu_ms(r: RunResult) -> float | None:
+    v = r.summary.get("server_cpu_s_per_step")
+    return 1e3 * float(v) if finite(v) else None
+
+
 def _memory_mb(r: RunResult) -> float | None:
     if not len(r.ranks):
         return None
@@ -267,6 +272,8 @@ class RunMetrics:
     interval_rule: str
     memory_mb: float | None
     memory_overhead_mb: float | None
+    server_cpu_ms: float | None  # CPU ms per executed step of a server (schema v4; None before)
+    server_cpu_extra_ms: float | None  # that minus the baseline run's
     param_checksum: str
     path: str
     recovery: dict[str, float] = field(default_factory=dict)
@@ -300,6 +307,7 @@ def compare(results: list[RunResult], baseline: str = "none") -> list[RunMetrics
             if not s["lost"] and s["param_checksum"] and ts["param_checksum"]:
                 lossless = s["param_checksum"] == ts["param_checksum"]
         mem, base_mem = _memory_mb(r), _memory_mb(base) if base is not None else None
+        cpu, base_cpu = _server_cpu_ms(r), _server_cpu_ms(base) if base is not None else None
         steps, seconds, rule = interval_label(r)
         recoveries = int(s.get("recoveries") or 0)
         crit = s.get("checkpoint_critical_s")
@@ -323,6 +331,8 @@ def compare(results: list[RunResult], baseline: str = "none") -> list[RunMetrics
             parity_bytes=int(s["parity_bytes"]), protection_bytes=eff["protection_bytes"],
             interval_steps=steps, interval_s=seconds, interval_rule=rule, memory_mb=mem,
             memory_overhead_mb=mem - base_mem if mem is not None and base_mem is not None else None,
+            server_cpu_ms=cpu, server_cpu_extra_ms=cpu - base_cpu if cpu is not None and base_cpu is not None
+            else None,
             param_checksum=str(s["param_checksum"]), path=str(r.path), recovery=recovery_means(r),
         ))
     return out

@@ -64,14 +64,16 @@ __all__ = [
     "decode",
 ]
 
-SCHEMA_VERSION = 3
-SUPPORTED_SCHEMA_VERSIONS = frozenset({1, 2, 3})
+SCHEMA_VERSION = 4
+SUPPORTED_SCHEMA_VERSIONS = frozenset({1, 2, 3, 4})
 #: Columns and summary attributes added in version 2; a version-1 file reads with defaults.
 _ADDED_IN_2 = {"timeline": ("epoch", "reexec"), "ranks": ("digest",),
                "summary": ("recoveries", "reexecuted_steps", "time_lost_s")}
 #: Columns added in version 3; an older file reads them as "unknown" (``_UNKNOWN``), not as 0.
 _ADDED_IN_3 = {"checkpoints": ("rows", "stall_s"), "ranks": ("node",)}
-_UNKNOWN = {"checkpoints": {"rows": -1, "stall_s": math.nan}, "ranks": {"node": -1}}
+#: Columns added in version 4 (read as unknown from older files, like version 3's).
+_ADDED_IN_4 = {"ranks": ("cpu_s",)}
+_UNKNOWN = {"checkpoints": {"rows": -1, "stall_s": math.nan}, "ranks": {"node": -1, "cpu_s": math.nan}}
 
 TIMELINE_DTYPE = np.dtype(
     [
@@ -135,6 +137,7 @@ RANKS_DTYPE = np.dtype(
         ("pid", np.int64),
         ("peak_rss_mb", np.float64),
         ("digest", "S64"),  # servers: SHA-256 (hex) of the shard's rows in local order
+        ("cpu_s", np.float64),  # CPU seconds (all threads, user + system) from the start of training (v4)
     ]
 )
 
@@ -161,7 +164,7 @@ _UNITS: dict[str, dict[str, str]] = {
     "checkpoints": {"step": "", "kind": "", "bytes": "B", "seconds": "s", "bits": "bit", "rows": "rows",
                     "stall_s": "s"},
     "ranks": {"rank": "", "role": "", "role_index": "", "host": "", "node": "", "pid": "",
-              "peak_rss_mb": "MiB", "digest": ""},
+              "peak_rss_mb": "MiB", "digest": "", "cpu_s": "s"},
 }
 
 #: Event kinds the runtime uses; other short ASCII kinds are accepted too.
@@ -660,7 +663,8 @@ def _read_open(path: Path, f: h5py.File) -> RunResult:
         ds = f[name]
         names = ds.dtype.names or ()
         optional = ((_ADDED_IN_2.get(name, ()) if version < 2 else ())
-                    + (_ADDED_IN_3.get(name, ()) if version < 3 else ()))
+                    + (_ADDED_IN_3.get(name, ()) if version < 3 else ())
+                    + (_ADDED_IN_4.get(name, ()) if version < 4 else ()))
         cols = [c for c in dtype.names if c not in names and c not in optional]
         if cols:
             raise fail(f"dataset {name} lacks column(s) {', '.join(cols)}")

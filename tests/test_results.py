@@ -60,7 +60,8 @@ def test_dtype_fields_are_the_schema():
     assert EVAL_DTYPE.names == ("step", "samples_seen", "auc", "logloss", "accuracy")
     assert CHECKPOINTS_DTYPE.names == ("step", "kind", "bytes", "seconds", "bits", "rows", "stall_s")
     assert RANKS_DTYPE["host"].itemsize == 64
-    assert SCHEMA_VERSION == 3
+    assert SCHEMA_VERSION == 4
+    assert RANKS_DTYPE.names[-1] == "cpu_s"
 
 
 def test_roundtrip(tmp_path):
@@ -301,6 +302,21 @@ def test_older_files_read_new_columns_as_unknown(tmp_path, version):
     assert list(ck["step"]) == [4, 9] and list(ck["bytes"]) == [100, 30] and list(ck["bits"]) == [32, 4]
     assert list(ck["rows"]) == [-1, -1] and np.isnan(ck["stall_s"]).all()
     assert list(ck["seconds"]) == [0.5, 0.25]
+
+
+@pytest.mark.parametrize("version", [2, 3])
+def test_older_ranks_tables_read_the_cpu_seconds_as_unknown(tmp_path, version):
+    p = tmp_path / "old.h5"
+    w = ResultWriter(p, ATTRS)
+    w.add_steps(steps(0, 3))
+    w.close({})
+    old = np.dtype([(n, RANKS_DTYPE[n]) for n in RANKS_DTYPE.names if n != "cpu_s"])
+    with h5py.File(p, "a") as f:
+        del f["ranks"]
+        f["ranks"] = np.array([(1, b"server", 0, b"h", 1, 42, 100.0, b"ab")], old)
+        f.attrs["schema_version"] = version
+    ranks = read_result(p).ranks
+    assert ranks["pid"][0] == 42 and ranks["peak_rss_mb"][0] == 100.0 and np.isnan(ranks["cpu_s"][0])
 
 
 def test_current_file_must_have_the_new_columns(tmp_path):

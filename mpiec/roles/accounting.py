@@ -15,7 +15,11 @@ Owns the definitions behind the result's headline figures:
   rolled-back steps after that (work done twice is time lost too);
 * **ETTR** (effective training time ratio) = ``1 − (time lost to failures +
   protection stall on the critical path) / wall time`` and **goodput** = samples
-  that survive to the final model per second of wall time (both 0 for a lost run).
+  that survive to the final model per second of wall time (both 0 for a lost run);
+* **CPU per step** — per role, the CPU seconds (process clock, every thread) the ranks
+  holding it at the end spent from the start of training, over the steps they executed
+  (re-executions and evaluations included): the cost of a strategy that throughput alone
+  hides when ranks share cores.
 """
 
 from __future__ import annotations
@@ -153,6 +157,22 @@ def _normal_step_time(timeline: np.ndarray) -> float:
     first = timeline[timeline["epoch"] == 0]
     part = first[5:] if len(first) > 10 else first
     return float(np.median(part["dt"])) if len(part) else 0.0
+
+
+def cpu_per_step(reports: list[dict[str, Any]]) -> dict[str, float]:
+    """``server_cpu_s_per_step``, ``trainer_cpu_s_per_step`` and ``server_apply_cpu_s_per_step``
+    (the optimizer's share of the servers') from the ranks' final reports; a role with no
+    executed step is left out."""
+    out: dict[str, float] = {}
+    for role in ("server", "trainer"):
+        held = [r for r in reports if r["info"]["role"] == role]
+        steps = sum(int(r["info"].get("steps_run", 0)) for r in held)
+        if steps:
+            out[f"{role}_cpu_s_per_step"] = sum(float(r["info"]["cpu_s"]) for r in held) / steps
+            if role == "server":
+                apply_s = sum(float(r["role"].get("apply_cpu_s", 0.0)) for r in held)
+                out["server_apply_cpu_s_per_step"] = apply_s / steps
+    return out
 
 
 def unique_steps(timeline: np.ndarray) -> int:

@@ -79,6 +79,8 @@ class RankContext:
     worker_args: list[str] = field(default_factory=list)  # how this worker was started (spawn reuses them)
     spawned: int = 0  # monitor: processes spawned so far (their first_rank follows n_ranks)
     procs: list[tuple[str, int]] = field(default_factory=list)  # (processor name, pid) by original world rank
+    cpu_t0: float = 0.0  # process CPU clock when training started (``rank_info``'s cpu_s counts from it)
+    steps_run: int = 0  # steps this rank executed as a trainer or server (re-executions included)
 
     def __post_init__(self) -> None:
         self.first_rank = self.comms.world.Get_rank()  # rank in the original world, for reports
@@ -220,7 +222,8 @@ class RankContext:
     def rank_info(self) -> dict[str, Any]:
         return {"rank": self.first_rank, "role": self.slot.role, "role_index": self.slot.index,
                 "host": socket.gethostname(), "node": self.node, "pid": os.getpid(),
-                "peak_rss_mb": peak_rss_mb()}
+                "peak_rss_mb": peak_rss_mb(), "cpu_s": time.process_time() - self.cpu_t0,
+                "steps_run": self.steps_run}
 
 
 def is_worker(pid: int) -> bool:

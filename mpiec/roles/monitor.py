@@ -26,6 +26,7 @@ from mpiec import __version__
 from mpiec.comm import guard, mpi_library, recv
 from mpiec.results import RANKS_DTYPE, ResultWriter
 from mpiec.roles.accounting import (
+    cpu_per_step,
     merge_timelines,
     param_checksum,
     recovery_breakdown,
@@ -205,7 +206,8 @@ class Monitor:
         for i, r in enumerate(reports):
             info = r["info"]
             ranks[i] = (info["rank"], info["role"], info["role_index"], info["host"][:64], info["node"],
-                        info["pid"], info["peak_rss_mb"], r["role"].get("shard_digest", ""))
+                        info["pid"], info["peak_rss_mb"], r["role"].get("shard_digest", ""),
+                        info.get("cpu_s", math.nan))
         w.set_ranks(ranks)
         # every rank's host, the dead ones' too (a node failure may leave a host without survivors)
         w.set_attr("hosts", sorted({r["info"]["host"] for r in reports} | {h for h, _ in ctx.procs}))
@@ -253,6 +255,7 @@ class Monitor:
         summary.update(merge_summaries(rules, [ctx.strategy.summary()] +
                                        [r.get("strategy", {}) for r in reports[1:]]))
         summary.update(summary_efficiency(summary, tl, lost))
+        summary.update(cpu_per_step(reports))
         path = w.close(summary)
         self.print_summary(summary, path, breakdown)
         return path

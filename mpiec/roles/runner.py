@@ -18,6 +18,7 @@ failure revokes (ULFM) or that the victim keeps serving (emulated).
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from mpiec.comm import PeerFailure, guard, recv
@@ -86,6 +87,7 @@ def run_rank(ctx: RankContext, role: Any = None) -> str:
     """Run this rank (its ``role`` from ``make_role``) to the end: ``"done"`` or ``"lost"``."""
     role = role if role is not None else make_role(ctx)
     outcome, reason = "done", ""
+    ctx.cpu_t0 = time.process_time()  # start-up (imports, kernels, shard) is not training's CPU
     ctx.arm_kills()
     while True:
         try:

@@ -92,6 +92,7 @@ class Server:
         # initial rows first would only add to the replacement time (about 1 s on laptop).
         self.shard = init_shard(ctx, ctx.slot.index, values=not ctx.awaiting_restore)
         self.last_apply_us = 0
+        self.apply_cpu_s = 0.0  # CPU of the gradient sums and optimizer updates of executed steps
         self.lr = np.float32(cfg.training.lr)
         self.eps = np.float32(cfg.training.eps)
         self.adagrad = cfg.training.optimizer == "adagrad"
@@ -174,7 +175,7 @@ class Server:
         self.apply(step, slots, grads, replayed=True)
 
     def apply(self, step: int, slots: np.ndarray, grads: np.ndarray, replayed: bool = False) -> None:
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.thread_time()
         uniq, inv = unique_inverse(slots)
         acc = np.zeros((uniq.size, self.dim), dtype=np.float32)
         scatter_add_rows(grads, inv, acc)
@@ -193,6 +194,8 @@ class Server:
             adagrad_apply(table, uniq, acc, self.lr, self.eps)
         else:
             sgd_apply(table, uniq, acc, self.lr)
+        if not replayed:  # the optimizer's own CPU, before the strategy's after_apply work
+            self.apply_cpu_s += time.thread_time() - c0
         self.ctx.strategy.after_apply(step, uniq, old, delta, replayed=replayed)
         self.last_apply_us = int((time.perf_counter() - t0) * 1e6)
 
@@ -216,6 +219,7 @@ class Server:
                 return  # the trainers saw a non-finite loss: training stops here
             self.apply(step, slots, grads)
             ctx.completed = step
+            ctx.steps_run += 1
             strategy.after_step(step, headers[:, 3])
             strategy.background(step)
             if eval_due(cfg, step):
@@ -228,4 +232,5 @@ class Server:
         real = rows >= 0
         table = np.ascontiguousarray(self.shard.table[real])
         return {"shard_digest": hashlib.sha256(table.tobytes()).hexdigest(), "server": self.shard.index,
-                "rows": int(real.sum()), "global_rows": rows[real], "table": table}
+                "rows": int(real.sum()), "global_rows": rows[real], "table": table,
+                "apply_cpu_s": self.apply_cpu_s}

@@ -298,6 +298,7 @@ class Trainer:
             for step in range(self.ctx.completed + 1, cfg.training.steps):
                 self.ctx.current_step = step
                 self.train_step(step)
+                self.ctx.steps_run += 1
                 if eval_due(cfg, step):
                     # A failure during the evaluation interrupts the next step, as the survivors
                     # agree: a kill note written now says so too.

@@ -7,6 +7,7 @@ import numpy as np
 from mpiec.layout import RowPlacement
 from mpiec.results import TIMELINE_DTYPE
 from mpiec.roles.accounting import (
+    cpu_per_step,
     efficiency,
     final_samples,
     merge_timelines,
@@ -81,3 +82,18 @@ def test_efficiency_of_a_run_with_time_lost_and_lost_samples():
     assert efficiency(tl, 0.0, 0.0, 0, lost=True)["goodput_sps"] == 0.0
     again = merge_timelines([tl, records(range(50, 60), 1, t0=1.0)])
     assert final_samples(again) == 1000  # re-executed steps count once
+
+
+def test_cpu_per_step_pools_the_ranks_of_a_role_over_the_steps_they_ran():
+    def report(role, cpu, steps, apply=None):
+        return {"info": {"role": role, "cpu_s": cpu, "steps_run": steps},
+                "role": {} if apply is None else {"apply_cpu_s": apply}}
+
+    reports = [report("monitor", 9.0, 0), report("trainer", 4.0, 100), report("trainer", 6.0, 100),
+               report("server", 1.0, 100, apply=0.25), report("server", 2.0, 50, apply=0.5),  # promoted late
+               report("spare", 3.0, 0)]
+    out = cpu_per_step(reports)
+    assert out == {"trainer_cpu_s_per_step": 10.0 / 200, "server_cpu_s_per_step": 3.0 / 150,
+                   "server_apply_cpu_s_per_step": 0.75 / 150}
+    assert cpu_per_step([report("monitor", 1.0, 0)]) == {}  # no step executed: no figure, no division by 0
+

@@ -108,6 +108,10 @@ class DeltaPipeline:
         self.rows_sent = 0
         self.seconds_stage = 0.0  # on the critical path (after the apply)
         self.seconds_drain = 0.0  # overlapped with the trainers' compute
+        # the same sections on this thread's CPU clock: the wall times include waiting for peers,
+        # the CPU times are the parity work itself (what dedicated cores would have to absorb)
+        self.cpu_stage = 0.0
+        self.cpu_drain = 0.0
         self.peak_retained = 0
 
     @property
@@ -118,7 +122,7 @@ class DeltaPipeline:
               old: tuple[np.ndarray, np.ndarray] | None = None, window_bytes: int = 0) -> None:
         """Source: keep the deltas of ``step`` for the holders (the next ``post`` sends them):
         the rows' change since version ``base`` (default ``step - 1``); ``old``: see ``Outgoing``."""
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.thread_time()
         out = build_outgoing(self.pl, global_rows, payload, self.comm.Get_size())
         out.base = step - 1 if base is None else base
         if old is not None:
@@ -130,6 +134,7 @@ class DeltaPipeline:
             del self.outgoing[s]
         self.note_retained(window_bytes)
         self.seconds_stage += time.perf_counter() - t0
+        self.cpu_stage += time.thread_time() - c0
 
     def note_retained(self, window_bytes: int = 0) -> None:
         """Peak of what this source keeps: outgoing commits plus the open window's old rows."""
@@ -161,7 +166,7 @@ class DeltaPipeline:
 
     def post(self, step: int) -> None:
         """Post the count exchange of ``step`` (a rank with nothing staged sends zeros)."""
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.thread_time()
         size = self.comm.Get_size()
         out = self.outgoing.get(step)
         scounts = out.counts if out is not None else np.zeros(size, dtype=np.int64)
@@ -169,12 +174,19 @@ class DeltaPipeline:
         req = self.comm.Ialltoall([scounts, 1, MPI.INT64_T], [rcounts, 1, MPI.INT64_T])
         self.pending.append([step, scounts, rcounts, req, None])
         self.seconds_stage += time.perf_counter() - t0
+        self.cpu_stage += time.thread_time() - c0
 
     def advance(self, upto: int) -> None:
         """Post the delta rows of every pending step ``<= upto`` whose counts are known (waiting
         for the counts, which were posted a step earlier); they then progress while this rank
         waits for its other messages."""
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.thread_time()
+        self._advance(upto)
+        self.seconds_drain += time.perf_counter() - t0
+        self.cpu_drain += time.thread_time() - c0
+
+    def _advance(self, upto: int) -> None:
+        """``advance`` without its clocks (``poll`` calls it inside its own)."""
         for entry in self.pending:
             step, scounts, rcounts, req, wire = entry
             if wire is not None or step > upto:
@@ -185,18 +197,17 @@ class DeltaPipeline:
             wire = np.empty((int(rcounts.sum()), width), dtype=np.uint8)
             send = out.wire if out is not None else np.empty((0, width), np.uint8)
             entry[3], entry[4] = ialltoallv(self.comm, send, scounts, wire, rcounts, width), wire
-        self.seconds_drain += time.perf_counter() - t0
 
     def poll(self, upto: int | None = None) -> None:
         """Apply the exchanges that completed, in step order; those of steps ``<= upto`` are
         waited for (``None``: only what already arrived, never waiting)."""
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.thread_time()
         while self.pending:
             step, scounts, rcounts, req, wire = self.pending[0]
             if wire is None:
                 if upto is None or step > upto:
                     break
-                self.advance(step)
+                self._advance(step)
                 continue
             where = f"parity deltas of step {step}"
             if upto is not None and step <= upto:
@@ -213,6 +224,7 @@ class DeltaPipeline:
                 self.store.apply(step, Deltas(src, words_of(wire), wire[:, 8:]))
                 self.store.mark_applied(np.arange(self.pl.servers), step)
         self.seconds_drain += time.perf_counter() - t0
+        self.cpu_drain += time.thread_time() - c0
 
     def drain(self) -> None:
         """Complete every pending exchange and apply it (collective over ``servers``)."""

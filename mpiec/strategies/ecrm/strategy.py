@@ -110,6 +110,7 @@ class ErasureCoded(Strategy):
         "parity_bytes_per_step": "sum", "parity_bytes": "sum", "parity_rows_per_step": "sum",
         "parity_memory_bytes": "sum",
         "shard_memory_bytes": "sum", "parity_stage_s_per_step": "max", "parity_drain_s_per_step": "max",
+        "parity_stage_cpu_s_per_step": "max", "parity_drain_cpu_s_per_step": "max",
         "retained_deltas_peak_bytes": "max", "retained_grads_peak_bytes": "max",
         "verify_checks": "max", "verify_mismatches": "sum", "rebuilds": "max", "rebuild_s": "max",
         "rebuild_rows": "sum", "rebuild_bytes": "sum", "reencoded_rows": "sum", "replayed_steps": "max",
@@ -593,6 +594,8 @@ class ErasureCoded(Strategy):
             "shard_memory_bytes": int(self.role.state()["table"].nbytes) if role == SERVER else 0,
             "parity_stage_s_per_step": pipe.seconds_stage / steps,
             "parity_drain_s_per_step": pipe.seconds_drain / steps,
+            "parity_stage_cpu_s_per_step": pipe.cpu_stage / steps,
+            "parity_drain_cpu_s_per_step": pipe.cpu_drain / steps,
             "retained_deltas_peak_bytes": pipe.peak_retained + (self.store.peak_retained if self.store
                                                                 else 0),
             "parity_commits": self.commits,
