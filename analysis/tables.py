@@ -166,17 +166,17 @@ def _interval(m: RunMetrics) -> str:
 
 # -- the comparison ----------------------------------------------------------------------------------
 
-def _cpu(m: RunMetrics) -> str:
-    if m.server_cpu_ms is None:
+def _with_delta(x: Any, delta: Any, spec: str) -> str:
+    """``x (+delta)``; the bracket only when the difference to the baseline is known."""
+    if not finite(x):
         return DASH
-    extra = f" ({m.server_cpu_extra_ms:+.2f})" if m.server_cpu_extra_ms is not None else ""
-    return f"{m.server_cpu_ms:.2f}{extra}"
+    return f"{x:{spec}}" + (f" ({delta:+{spec}})" if finite(delta) else "")
 
 
 def failure_free_table(metrics: list[RunMetrics], baseline: str = "none") -> Table:
     """What protection costs when nothing fails: one row per failure-free run."""
     header = ["strategy", "samples/s", "overhead %", "ETTR", "ckpt interval", "protection B",
-              "stall s", "RSS MiB", "ΔRSS MiB", "srv CPU ms", "AUC", "logloss"]
+              "stall s", "RSS MiB (Δ)", "ΔCPU ms", "AUC", "logloss"]
     rows = []
     for m in metrics:
         if m.failure:
@@ -184,7 +184,8 @@ def failure_free_table(metrics: list[RunMetrics], baseline: str = "none") -> Tab
         rows.append([
             _label(m), _f(m.throughput_sps, ".0f"), _signed(m.overhead_pct, ".1f"), _f(m.ettr, ".3f"),
             _interval(m), _fmt_bytes(m.protection_bytes), _f(m.checkpoint_critical_s, ".2f"),
-            _f(m.memory_mb, ".0f"), _signed(m.memory_overhead_mb, ".0f"), _cpu(m), _f(m.final_auc, ".4f"),
+            _with_delta(m.memory_mb, m.memory_overhead_mb, ".0f"),
+            _signed(m.server_cpu_extra_ms, ".2f"), _f(m.final_auc, ".4f"),
             _f(m.final_logloss, ".4f"),
         ])
     notes = [
@@ -195,8 +196,9 @@ def failure_free_table(metrics: list[RunMetrics], baseline: str = "none") -> Tab
         "ckpt interval: steps between checkpoints (the rule that chose it, its seconds for a rule in "
         "seconds); protection B: bytes written (checkpoints) or sent (parity deltas); stall: time "
         "the training thread spent saving checkpoints; RSS: Σ peak resident memory over the ranks, "
-        "Δ vs that run; srv CPU: a server's CPU ms per step (every thread, evaluations included), "
-        "in brackets the difference to that run: the protection's cost on dedicated cores",
+        "(Δ) vs that run; ΔCPU: a server's CPU ms per step (every thread, evaluations included) "
+        "minus that run's: what the protection costs a server's core (throughput hides it where "
+        "ranks share cores)",
     ]
     return Table("failure-free", header, rows, right=set(range(1, len(header))), notes=notes)
 
