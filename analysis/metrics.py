@@ -173,11 +173,14 @@ def recovery_means(r: RunResult) -> dict[str, float]:
 
 def _efficiency(r: RunResult) -> dict[str, Any]:
     """The run's ETTR, goodput, lost samples and protection bytes: each as written by the monitor,
-    or (files written before that key) by the monitor's own rule over the stored summary."""
+    or (files written before that key) by the monitor's own rule over the stored summary.
+    Protection bytes are always derived from the stored checkpoint and parity bytes: monitors
+    before schema v4 derived them before the writer filled ``checkpoint_bytes`` from the
+    ``checkpoints`` dataset, so ecsnap's snapshot traffic read as 0."""
     s = r.summary
     derived = summary_efficiency(s, r.timeline, bool(s["lost"]))
     # lost_samples is always stored, but counts cpr's pls only since the monitor writes ettr too
-    stored = {k for k in ("ettr", "goodput_sps", "protection_bytes") if finite(s.get(k))}
+    stored = {k for k in ("ettr", "goodput_sps") if finite(s.get(k))}
     if "ettr" in stored:
         stored.add("lost_samples")
     return {k: s[k] if k in stored else derived[k]

@@ -21,7 +21,7 @@ A point whose bench directory in ``--work`` already holds a ``done`` marker is n
 the page can be remade without training (``--work`` defaults to ``$TMPDIR/mpiec-crossover``).
 
     python scripts/crossover.py [--preset laptop] [--steps 300] [--zipf 0.9,1.05,1.2]
-        [--intervals 10,40,160] [--strategies ckpt,cpr,cnr,log,ecsnap,ecrm,ecrm:parity_every=8]
+        [--intervals 10,40,160] [--strategies ckpt,cpr,cnr,log,ecsnap,ecrm,ecrm:parity_every=32]
         [--set KEY=VALUE ...] [--work DIR] [--page docs/crossover.md] [--title TEXT]
 """
 
@@ -43,7 +43,7 @@ from mpiec.roles.context import make_source
 
 #: strategies whose checkpoint/snapshot interval the grid sets (``strategy.interval``, steps)
 INTERVAL_STRATEGIES = ("ckpt", "cpr", "cpr-mfu", "cpr-ssu", "cnr", "log", "ecsnap")
-DEFAULT_STRATEGIES = "ckpt,cpr,cnr,log,ecsnap,ecrm,ecrm:parity_every=8"
+DEFAULT_STRATEGIES = "ckpt,cpr,cnr,log,ecsnap,ecrm,ecrm:parity_every=32"
 
 #: (column title, RunMetrics field of the failure-free run or of the failure run, format, lower wins)
 COLUMNS = [

@@ -200,7 +200,8 @@ class Monitor:
         events = sorted(kills + [ev for r in reports for ev in r["events"]], key=lambda e: e[1])
         for ev in events:
             w.add_event(*ev)
-        for row in ctx.strategy.checkpoint_rows():
+        checkpoint_rows = list(ctx.strategy.checkpoint_rows())
+        for row in checkpoint_rows:
             w.add_checkpoint(*row)
         ranks = np.zeros(len(reports), dtype=RANKS_DTYPE)
         for i, r in enumerate(reports):
@@ -254,6 +255,9 @@ class Monitor:
         rules = type(ctx.strategy).summary_rules
         summary.update(merge_summaries(rules, [ctx.strategy.summary()] +
                                        [r.get("strategy", {}) for r in reports[1:]]))
+        # the writer's default for a strategy that records its saves only as checkpoint rows
+        # (ecsnap's snapshots), needed before protection_bytes is derived from it
+        summary.setdefault("checkpoint_bytes", int(sum(int(row[2]) for row in checkpoint_rows)))
         summary.update(summary_efficiency(summary, tl, lost))
         summary.update(cpu_per_step(reports))
         path = w.close(summary)
