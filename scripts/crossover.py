@@ -22,7 +22,7 @@ the page can be remade without training (``--work`` defaults to ``$TMPDIR/mpiec-
 
     python scripts/crossover.py [--preset laptop] [--steps 300] [--zipf 0.9,1.05,1.2]
         [--intervals 10,40,160] [--strategies ckpt,cpr,cnr,log,ecsnap,ecrm,ecrm:parity_every=32]
-        [--set KEY=VALUE ...] [--work DIR] [--page docs/crossover.md] [--title TEXT]
+        [--set KEY=VALUE ...] [--work DIR] [--page docs/crossover.md] [--title TEXT] [--figure NAME]
 """
 
 from __future__ import annotations
@@ -230,6 +230,8 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--work", default=str(Path(tempfile.gettempdir()) / "mpiec-crossover"))
     p.add_argument("--page", default="docs/crossover.md")
     p.add_argument("--title", default="", help="heading of the page's section (default: from the preset)")
+    p.add_argument("--figure", default="",
+                   help="the figure's file name without .png (default: from the preset and the --set values)")
     a = p.parse_args(argv)
     a.strategies = [s for s in a.strategies.split(",") if s]
     zipfs, intervals = parse_floats(a.zipf), [int(x) for x in parse_floats(a.intervals)]
@@ -270,7 +272,7 @@ def main(argv: list[str] | None = None) -> None:
             "",
         ]
     page = Path(a.page)
-    stem = (
+    stem = a.figure or (
         "crossover-"
         + a.preset
         + ("-" + "-".join(s.replace("=", "").replace(".", "") for s in a.set) if a.set else "")
