@@ -247,7 +247,7 @@ def main(argv: list[str] | None = None) -> None:
     zm, im = zipfs[len(zipfs) // 2], intervals[len(intervals) // 2]
     series: dict[str, list] = {"zipf": [], "interval": []}
     sections, total_s = [], 0.0
-    load = os.getloadavg()[0]
+    load, ran = os.getloadavg()[0], 0
     for i, (z, iv) in enumerate(points, 1):
         cfg = load_config(a.preset, sets=[f"data.zipf_exponent={z}", *a.set], steps=a.steps, memory=False)
         frac = rows_updated_fraction(cfg, iv)
@@ -255,7 +255,9 @@ def main(argv: list[str] | None = None) -> None:
         print(f"[{i}/{len(points)}] {what}", flush=True)
         d = work / f"z{z}-i{iv}"
         d.mkdir(parents=True, exist_ok=True)
+        cached = (d / "done").exists()
         total_s += run_bench(d, a, z, iv)
+        ran += 0 if cached else 1
         rows = point_rows(d, iv)
         if z == zm:
             series["interval"].append((frac, rows))
@@ -286,7 +288,9 @@ def main(argv: list[str] | None = None) -> None:
         f"--intervals {a.intervals} --strategies {','.join(a.strategies)}"
         + "".join(f" --set {s}" for s in a.set)
         + f"`: {len(points)} benches, {total_s / 60:.0f} min, on "
-        f"{os.cpu_count()} cores ({platform.machine()}), load average {load:.1f} at the start.",
+        f"{os.cpu_count()} cores ({platform.machine()})"
+        + (f", load average {load:.1f} at the start." if ran == len(points) else
+           " (page remade from the benches' cached result files)."),
         "",
         "Columns: **overhead** = failure-free throughput lost vs `none`; **memory** = peak RSS vs `none`; "
         "**protection** = bytes written (checkpoints) or sent (parity) for protection, failure-free run; "
