@@ -203,9 +203,12 @@ def plots(
         }[title]
         ax.set_ylabel(unit)
         ax.grid(alpha=0.3)
-    axes.flat[0].legend(fontsize=8, title="strategy (o: zipf axis, □: interval axis)", title_fontsize=8)
+    # under the panels, not in one: no curve hidden behind it
+    handles, labels = axes.flat[0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="lower center", ncol=len(names), fontsize=9,
+               title="strategy (o: zipf axis, □: interval axis)", title_fontsize=9)
     fig.suptitle("Crossover: costs against the fraction of rows updated per checkpoint interval")
-    fig.tight_layout()
+    fig.tight_layout(rect=(0, 0.08, 1, 1))
     path = figdir / f"{stem}.png"
     fig.savefig(path, dpi=110)
     plt.close(fig)
