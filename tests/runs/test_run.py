@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from run_helpers import mpiec, worker_processes
 
-from mpiec.results import decode
+from mpiec.results import SCHEMA_VERSION, decode
 
 pytestmark = [pytest.mark.mpirun, pytest.mark.timeout(240)]
 
@@ -27,7 +27,7 @@ def test_tiny_run_writes_a_complete_result(tmp_path):
     assert 0.78 <= s["teacher_auc"] <= 0.82
     assert len(s["param_checksum"]) == 64
     assert s["dense_replicas_consistent"]
-    assert res.attrs["strategy"] == "none" and res.attrs["schema_version"] == 3
+    assert res.attrs["strategy"] == "none" and res.attrs["schema_version"] == SCHEMA_VERSION
     assert res.config["preset"] == "tiny"
     tl = res.timeline
     assert np.array_equal(tl["step"], np.arange(40)) and np.all(np.diff(tl["t_end"]) > 0)
