@@ -58,6 +58,9 @@ class RankContext:
     kills: list[Kill] = field(init=False)
     events: list[tuple[Any, ...]] = field(default_factory=list)
     completed: int = -1  # last step this rank fully completed
+    # newest step whose update this rank's state holds: a server's table holds step s from its apply
+    # on, before the strategy's after_apply hook (ecrm: the parity exchange) lets s complete
+    applied: int = -1
     current_step: int = 0  # the step (or evaluation after it) in progress
     dead: bool = False  # emulated mode: this rank is the victim and only plays dead
     failures_seen: int = 0  # failures this rank went through

@@ -241,6 +241,24 @@ def agree_all(ctx: RankContext, ok: bool) -> bool:
         return bool(ctx.comms.world.Agree(1 if ok else 0))
 
 
+def reconcile(ctx: RankContext, role: Any, plan: RecoveryPlan) -> None:
+    """A trainer or server whose state holds the step after the agreed one undoes it from its
+    one-step undo record, so that step, executed again, is applied once. Not called under a
+    rollback (everyone restores anyway).
+
+    "Holds" is ``ctx.applied`` as well as ``ctx.completed``: a server's table holds step ``s``
+    from its apply on, and a failure seen inside the strategy's ``after_apply`` hook (``ecrm``
+    polls and posts its parity exchange there) leaves ``s`` applied but not completed. Judged by
+    ``completed`` alone that server kept ``s``, and re-executing ``s`` applied it twice (the
+    contract test's ``ecrm`` rs k = 2, r = 2 run once ended with another checksum)."""
+    if plan.scope is Scope.ROLLBACK or not ctx.in_step_loop():
+        return
+    if max(ctx.completed, ctx.applied) > plan.committed:
+        role.undo_last(plan.committed)
+        ctx.completed = ctx.applied = plan.committed
+        ctx.event("undo", plan.step, ctx.rank, detail=f"undid step {plan.committed + 1}")
+
+
 def carry_out(ctx: RankContext, role: Any, plan: RecoveryPlan, detection: Detection,
               make_role: Any, spawned: bool = False) -> Any:
     """Reconcile, replace, restore; return the role to resume. Collective over ``world``
@@ -249,10 +267,7 @@ def carry_out(ctx: RankContext, role: Any, plan: RecoveryPlan, detection: Detect
     log_detection(ctx, detection, plan)
 
     # 3. reconcile: back to the committed step, unless everyone rolls back anyway
-    if plan.scope is not Scope.ROLLBACK and ctx.in_step_loop() and ctx.completed > plan.committed:
-        role.undo_last(plan.committed)
-        ctx.completed = plan.committed
-        ctx.event("undo", plan.step, ctx.rank, detail=f"undid step {plan.committed + 1}")
+    reconcile(ctx, role, plan)
 
     # 4. replace
     if plan.spawn and not spawned:
@@ -285,7 +300,7 @@ def carry_out(ctx: RankContext, role: Any, plan: RecoveryPlan, detection: Detect
     if restored is None:
         return None
     plan.restored = restored
-    ctx.completed = restored
+    ctx.completed = ctx.applied = restored
     ctx.current_step = restored + 1
     ctx.awaiting_restore = False
     ctx.epoch = plan.epoch
@@ -365,7 +380,7 @@ def start_from_checkpoint(ctx: RankContext, role: Any) -> Any:
     if restored is None:
         raise CheckpointResumeError(f"{ctx.resume_from}: no checkpoint could be restored "
                                     f"(tried steps {plan.candidates}; see the ranks' messages)")
-    ctx.completed = ctx.resumed_step = restored
+    ctx.completed = ctx.applied = ctx.resumed_step = restored
     ctx.current_step = restored + 1
     ctx.event("resume", restored + 1, ctx.rank,
               detail=f"from checkpoint of step {restored} in {ctx.resume_from}")

@@ -194,8 +194,9 @@ class Server:
             adagrad_apply(table, uniq, acc, self.lr, self.eps)
         else:
             sgd_apply(table, uniq, acc, self.lr)
-        if not replayed:  # the optimizer's own CPU, before the strategy's after_apply work
-            self.apply_cpu_s += time.thread_time() - c0
+        if not replayed:
+            self.ctx.applied = step  # the table holds it now, completed or not (recovery.reconcile)
+            self.apply_cpu_s += time.thread_time() - c0  # the optimizer's own, before after_apply
         self.ctx.strategy.after_apply(step, uniq, old, delta, replayed=replayed)
         self.last_apply_us = int((time.perf_counter() - t0) * 1e6)
 

@@ -1,4 +1,5 @@
-"""The monitor's recovery plan (``roles/recovery.make_plan``), in process: spares, kills, scopes."""
+"""The monitor's recovery plan (``roles/recovery.make_plan``) and a rank's reconciliation
+(``reconcile``), in process: spares, kills, scopes, undo."""
 
 from __future__ import annotations
 
@@ -10,8 +11,8 @@ from mpiec.comm import Comms
 from mpiec.config import load_config
 from mpiec.layout import Slot, initial_slots
 from mpiec.roles.context import RankContext
-from mpiec.roles.recovery import make_plan
-from mpiec.strategies.base import Failure, Scope
+from mpiec.roles.recovery import make_plan, reconcile
+from mpiec.strategies.base import Failure, RecoveryPlan, Scope
 
 
 def context(tmp_path: Path, strategy: str = "ckpt", spares: int = 2, kills: str = "", **sets) -> RankContext:
@@ -71,3 +72,39 @@ def test_the_kill_that_fired_is_consumed_once(tmp_path):
     plan = make_plan(ctx, fail(ctx, [Slot("server", 1)]))
     fired = [k for k in ctx.kills if k.seq in plan.consumed]
     assert [str(k) for k in fired] == ["server:1@step=10"]  # not the later one of the same slot
+
+
+class UndoRecorder:
+    def __init__(self) -> None:
+        self.undone: list[int] = []
+
+    def undo_last(self, committed: int) -> None:
+        self.undone.append(committed)
+
+
+def server_context(tmp_path: Path, completed: int, applied: int) -> RankContext:
+    ctx = context(tmp_path)
+    ctx.slots = [Slot("server", 0), *ctx.slots[1:]]  # this process (world rank 0) holds server 0
+    ctx.completed, ctx.applied = completed, applied
+    return ctx
+
+
+def test_a_step_applied_but_not_completed_is_undone(tmp_path):
+    """A server that saw the failure inside the strategy's after_apply hook of step 6 holds step 6
+    in its table with ``completed`` still 5: agreed on 5, it must undo 6 (else 6 runs twice)."""
+    ctx, role = server_context(tmp_path, completed=5, applied=6), UndoRecorder()
+    reconcile(ctx, role, RecoveryPlan(scope=Scope.COMMITTED, committed=5))
+    assert role.undone == [5] and ctx.completed == ctx.applied == 5
+    assert [e for e in ctx.events if e[2] == "undo"]
+
+
+def test_reconcile_leaves_a_rank_at_the_agreed_step_and_every_rollback_alone(tmp_path):
+    cases = ((5, 5, Scope.COMMITTED), (5, -1, Scope.REPLACED), (6, 6, Scope.ROLLBACK))
+    for completed, applied, scope in cases:
+        ctx, role = server_context(tmp_path, completed, applied), UndoRecorder()
+        reconcile(ctx, role, RecoveryPlan(scope=scope, committed=5))
+        assert role.undone == [] and ctx.completed == completed
+    ctx, role = server_context(tmp_path, completed=6, applied=-1), UndoRecorder()  # a trainer's way
+    reconcile(ctx, role, RecoveryPlan(scope=Scope.COMMITTED, committed=5))
+    assert role.undone == [5]
+
