@@ -182,6 +182,11 @@ class Strategy:
         before the update (``needs_old``), ``delta`` their old XOR new bytes as
         uint8 ``[len(slots), row_bytes]`` (``needs_delta``); ``None`` otherwise.
         ``replayed`` is true when the update re-applies logged gradients.
+
+        Call order: on every server, right after its table took ``step`` and before ``step``
+        completes there. A peer failure raised here (a hook that communicates, like ecrm's)
+        leaves ``step`` applied but not completed; reconciliation undoes it from the server's
+        undo record (``recovery.reconcile``), so the hook needs no cleanup of the rows.
         """
 
     def overlap(self, step: int) -> None:
