@@ -102,8 +102,10 @@ def test_a_second_kill_near_the_first_recovery_is_recovered_too(reference, tmp_p
 def test_a_second_kill_during_the_rebuild_with_batched_commits_is_recovered_too(reference, tmp_path):
     """parity_every = 4: a rebuild in progress commits every step; a kill during it (or during
     the recovery) still ends with the failure-free checksum."""
-    for delay in ("0.2", "0.3", "0.45"):
-        run = ecrm(tmp_path / delay, 6, 2, f"server:1@step=21;server:4@time={delay}", "strategy.k=2",
+    # anchored to steps (a timer armed when the step starts): at time=0.45 s the tiny run had
+    # already ended on an idle machine, and the second kill never fired
+    for delay in ("22+1ms", "23+3ms", "24"):
+        run = ecrm(tmp_path / delay, 6, 2, f"server:1@step=21;server:4@step={delay}", "strategy.k=2",
                    "strategy.parity_every=4")
         assert run.code == 0, run.stdout + run.stderr
         s = run.result().summary
