@@ -230,8 +230,23 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def keep_mpi_uninitialised() -> None:
+    """This process launches ranks and reads results; it is never an MPI process itself.
+
+    Validating a config imports strategy modules, and some import ``mpi4py.MPI``, which by
+    default calls ``MPI_Init``: a singleton init that costs ~1 s here (Open MPI's ofi probe)
+    before ``mpiexec`` even starts. Leaves things alone if MPI was imported already (tests).
+    """
+    if "mpi4py.MPI" not in sys.modules:
+        import mpi4py
+
+        mpi4py.rc.initialize = False
+        mpi4py.rc.finalize = False
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
+    keep_mpi_uninitialised()
     try:
         if argv and argv[0] == "report":
             from mpiec.analysis.report import main as report_main

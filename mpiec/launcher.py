@@ -4,7 +4,9 @@ Owns the ``mpiexec`` command line and the run's process group. Invariants:
 
 * ULFM is requested (``--with-ft ulfm``) whenever the MPI is Open MPI and the
   config does not ask for emulated failures; oversubscription and running as
-  root are handled so the same command works on a laptop and in CI;
+  root are handled so the same command works on a laptop and in CI; a run
+  on one host leaves out the ofi btl (``OMPI_MCA_btl=^ofi`` unless set), whose
+  fabric probe costs every rank ~1 s of start-up and carries nothing there;
 * a run is bounded: past its timeout the whole process group is killed, and
   after ``mpiexec`` returns any straggler of the group is killed too, so no
   rank is ever left behind;
@@ -156,9 +158,14 @@ def mpiexec_command(cfg: Config, config_path: Path, out: Path, mpiexec: str | No
                 cmd += ["--mca", "btl", "tcp,sm,self"]
             if oversubscribed_hosts(rank_hosts, hosts or []):
                 cmd += ["--oversubscribe", "--mca", "mpi_yield_when_idle", "1"]
-        elif n > (os.cpu_count() or 1):
-            cmd += ["--oversubscribe"]
-            env.setdefault("OMPI_MCA_mpi_yield_when_idle", "1")
+        else:
+            if n > (os.cpu_count() or 1):
+                cmd += ["--oversubscribe"]
+                env.setdefault("OMPI_MCA_mpi_yield_when_idle", "1")
+            if not multi_node_allocation(env):
+                # Every rank on this host: shared memory carries the messages, and the ofi btl's
+                # fabric probe only adds ~1 s of sleep to every rank's MPI_Init (the wheel's libfabric)
+                env.setdefault("OMPI_MCA_btl", "^ofi")
         if cfg.failures.detector == "heartbeat" and cfg.failures.mode != "emulated":
             cmd += heartbeat_options(cfg)
         if os.geteuid() == 0:
@@ -174,6 +181,14 @@ def mpiexec_command(cfg: Config, config_path: Path, out: Path, mpiexec: str | No
     if resume:
         cmd += ["--resume", resume]
     return cmd, env
+
+
+def multi_node_allocation(env: dict[str, str]) -> bool:
+    """Whether a batch system gave this job more than one node (mpiexec then spans them all)."""
+    for var in ("SLURM_JOB_NUM_NODES", "SLURM_NNODES"):
+        if env.get(var, "1").strip() not in ("", "1"):
+            return True
+    return any(env.get(var) for var in ("PBS_NODEFILE", "LSB_HOSTS", "LSB_MCPU_HOSTS", "PE_HOSTFILE"))
 
 
 def heartbeat_options(cfg: Config) -> list[str]:

@@ -59,7 +59,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     from mpiec.faults import die_now
     from mpiec.launcher import result_name
-    from mpiec.layout import initial_slots
+    from mpiec.layout import MONITOR, initial_slots
     from mpiec.roles.context import RankContext
     from mpiec.roles.recovery import start_from_checkpoint
     from mpiec.roles.runner import make_role, run_rank
@@ -97,7 +97,8 @@ def main(argv: list[str] | None = None) -> int:
                           cfg.layout.spares)
     comms = build_comms(world, slots[rank], cfg.layout.trainers, cfg.layout.servers)
     configure_waiting(oversubscribed(world), cfg.layout.wait)
-    warm_up()
+    if slots[rank].role != MONITOR:  # the monitor runs no kernel: its warm-up only cost CPU the others need
+        warm_up()
     ctx = RankContext(cfg=cfg, slots=slots, comms=comms, ulfm=ulfm, t0_wall=time.time(), out_path=out,
                       resume_from=args.resume, procs=world.allgather((MPI.Get_processor_name(), os.getpid())))
     ctx.worker_args = [args.config, "--out", str(out)]

@@ -141,3 +141,36 @@ def test_a_tiny_time_limit_is_printed_as_given(tmp_path, monkeypatch):
     outcome = launch(load_config("tiny"), tmp_path / "out", timeout=1e-3, quiet=True)
     assert outcome.code == 3 and "time limit of 0.001 s" in outcome.message
     assert outcome.seconds < 20
+
+
+def test_a_run_on_one_host_leaves_out_the_ofi_btl_and_a_multi_node_job_keeps_it(tmp_path, monkeypatch):
+    from mpiec.launcher import mpi_flavour, mpiexec_command, multi_node_allocation
+
+    for var in ("OMPI_MCA_btl", "SLURM_JOB_NUM_NODES", "SLURM_NNODES", "PBS_NODEFILE", "LSB_HOSTS",
+                "LSB_MCPU_HOSTS", "PE_HOSTFILE"):
+        monkeypatch.delenv(var, raising=False)
+    cfg = load_config("tiny")
+    cmd, env = mpiexec_command(cfg, tmp_path / "c.json", tmp_path / "r.h5")
+    if mpi_flavour(cmd[0]) != "openmpi":
+        pytest.skip("the ofi btl is Open MPI's; this mpiexec is another MPI")
+    assert env["OMPI_MCA_btl"] == "^ofi"
+    monkeypatch.setenv("OMPI_MCA_btl", "tcp,self")  # the user's choice wins
+    assert mpiexec_command(cfg, tmp_path / "c.json", tmp_path / "r.h5")[1]["OMPI_MCA_btl"] == "tcp,self"
+    monkeypatch.delenv("OMPI_MCA_btl")
+    monkeypatch.setenv("SLURM_JOB_NUM_NODES", "4")  # mpiexec spans the allocation's nodes
+    assert "OMPI_MCA_btl" not in mpiexec_command(cfg, tmp_path / "c.json", tmp_path / "r.h5")[1]
+    assert multi_node_allocation({"SLURM_NNODES": "2"}) and multi_node_allocation({"PBS_NODEFILE": "/x"})
+    assert not multi_node_allocation({"SLURM_JOB_NUM_NODES": "1"}) and not multi_node_allocation({})
+
+
+def test_the_launching_process_never_initialises_mpi(tmp_path):
+    import subprocess
+
+    args = ["config", "--preset", "tiny", "--strategy", "ecrm", "--write", str(tmp_path / "c.json")]
+    code = ("from mpiec.cli import main\n"
+            f"main({args!r})\n"
+            "import mpi4py.MPI as MPI\n"
+            "print(MPI.Is_initialized())\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.splitlines()[-1] == "False"
