@@ -10,8 +10,8 @@ apart it says so in ``Costs.note`` instead of inventing one.
   back-to-normal threshold uses): on a shared machine the speed drifts by 2-3x over a minute and
   step times have a heavy tail, so a median undercounts the time steps take (by 10-45 % in the
   validation runs); the job's step time is the ``none`` runs' median of these;
-* **speed**: runs of the same model (``speed_key``: model, tables, batch, trainers — not servers,
-  not strategy) are brought to their mean step time before anything is averaged: every duration of
+* **speed**: runs of the same model and layout (``speed_key``: model, tables, batch, trainers,
+  servers and the number of ranks — not the strategy) are brought to their mean step time before anything is averaged: every duration of
   a run is multiplied by (mean step / its step), checkpoint writes at an emulated bandwidth aside
   (``costs.py``: on shared cores every CPU-bound duration stretches with the step); the means are
   ``RuntimeCosts.speed_steps``;
@@ -132,11 +132,13 @@ def same_config(a: Config, b: Config, ignore_steps: bool = False) -> bool:
 
 
 def speed_key(cfg: Config) -> str:
-    """Runs whose step times differ only by the machine's speed and the servers: same model, tables,
-    bags, batch and trainers."""
+    """Runs whose step times differ only by the machine's speed: same model, tables, bags, batch and
+    layout (trainers, servers, every rank: another layout's step differs by its own work and by
+    how many ranks share the cores, which is no sign of a slower machine)."""
     d = cfg.to_dict()
     what = json.dumps([d["model"], d["data"]["cardinalities"], d["data"]["multi_hot"],
-                       d["training"]["batch_size"], d["layout"]["trainers"]], sort_keys=True)
+                       d["training"]["batch_size"], d["layout"]["trainers"], d["layout"]["servers"],
+                       cfg.n_ranks], sort_keys=True)
     return f"{cfg.preset}/{hashlib.sha256(what.encode()).hexdigest()[:8]}"
 
 

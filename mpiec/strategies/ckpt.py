@@ -385,6 +385,10 @@ class FullCheckpoint(Strategy):
         if self.ctx is not None and self.ctx.slot == Slot(TRAINER, 0):
             out.update(self.interval_figures())
         if self.ctx is not None and self.ctx.rank == 0:
+            # The trainers wait for the slowest writer of each checkpoint: the sum of those stalls is
+            # the critical path. A rank's own count (merged by "max") misses the checkpoints a
+            # replaced rank wrote before it died; it still counts where it is larger (async polls).
+            out["checkpoint_critical_s"] = float(sum(row[6] for row in self.rows))
             interval = (f"{self.interval_steps} steps" if self.interval_steps else
                         f"{self.interval_s:g} s" if self.interval_s else "auto (Young)")
             out.update({"checkpoints": len(self.rows), "checkpoint_bytes": self.committed_bytes,

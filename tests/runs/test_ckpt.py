@@ -75,6 +75,19 @@ def test_kills_recover_to_the_failure_free_checksum(plan, spares, reference_300,
     assert s["kills_fired"] == len(plan.split(";"))
 
 
+def test_the_checkpoint_stall_counts_the_parts_of_replaced_servers(tmp_path):
+    """Training waits for the slowest part of every checkpoint: the stall on the critical path is
+    their sum, the parts written by servers that died later included (their own count died too)."""
+    run = mpiec(["run", *TINY, "--steps", "100", "--set", "layout.spares=2", "--set", "strategy.interval=10",
+                 "--set", "strategy.bandwidth_mb_s=8", "--kill", "server:0@step=35;server:1@step=65"],
+                out=tmp_path)
+    assert run.code == 0, run.stdout + run.stderr
+    res = run.result()
+    stalls = float(res.checkpoints["stall_s"].sum())
+    assert len(res.checkpoints) >= 9 and stalls > 0.1  # ~1.7 MB parts at 8 MB/s: ~0.2 s each
+    assert res.summary["checkpoint_critical_s"] >= stalls
+
+
 def test_kill_while_a_checkpoint_is_written(reference, tmp_path):
     """A slow (bandwidth-capped) async checkpoint is in flight when a server dies."""
     run = mpiec(["run", *TINY, "--set", "layout.spares=1", "--set", "strategy.mode='async'",

@@ -1,19 +1,17 @@
-"""The simulator predicts measured runs it did not see: calibrated on ``ckpt`` and ``ecrm`` runs with 2
-servers and a server killed at steps 70 and 150, it predicts runs with 3 servers and three servers
-killed at steps 60, 112 and 173 (``validation_runs.PLAN``). Four real tiny runs with real kills, one
-after the other (3-10 minutes on 2 shared cores, depending on the other jobs' load).
+"""The simulator predicts measured runs it was not calibrated on (issue 9's acceptance: ±20 %).
 
-Two levels, both reported honestly (docs/simulate.md has the figures of several repetitions):
+Real runs (tiny preset, ULFM kills; the plan is ``validation_runs.PLAN``), launched one after the
+other: calibrated on the ``seen`` runs, the model predicts the ``unseen`` ones (another number of
+servers, other kill steps, three kills) — time lost over the three recoveries of each, and the
+``ckpt`` run's protection overhead.
 
-* **the acceptance target, ±20 %** on each unseen run's total time lost (three recoveries) and on the
-  ``ckpt`` run's protection overhead — marked ``xfail(strict=False)``: on this 2-core machine shared
-  with other jobs the time lost missed it in most repetitions and the overhead in 2 of 5 (the
-  recovery latencies and the "back to 95 % speed" tail of one run swing with the other jobs' load by
-  more than the model can know); it shows as XPASS when it holds;
-* **a regression guard, strict**: those predictions within a factor of 3 of the measurement (the
-  worst of four repetitions here was 0.46: ``ecrm``'s time lost on 3 servers, underpredicted), and
-  the ``--predict`` command line printing them — a broken rollback count, interval or bandwidth fit
-  misses by far more.
+The plan runs ``REPETITIONS`` times (about 20 s each on 2 idle cores); each repetition calibrates on
+its own seen runs and predicts its own unseen runs. The acceptance figure is the **median** error of
+the repetitions, asserted strictly within ±20 %: one recovery's latency swings by ±20 % from run to
+run with the machine's scheduling, and a repetition is a measurement like any other (docs/simulate.md
+has twelve repetitions: every error within ±16 %, the median of three within ±10 %). Each
+repetition's prediction must also be within a factor of 3 (a broken rollback count, interval or
+bandwidth fit misses by far more), and the ``--predict`` command line prints the same figures.
 
 ``ecrm``'s overhead is not compared here: these runs have failures, and during a rebuild the parity
 stage also applies each step's deltas (``predict.measured_overhead``).
@@ -21,50 +19,55 @@ stage also applies each step's deltas (``predict.measured_overhead``).
 
 from __future__ import annotations
 
+import statistics
+
 import pytest
 from validation_runs import PLAN, run_plan, table, validate
 
 pytestmark = [pytest.mark.mpirun, pytest.mark.kill, pytest.mark.timeout(1200)]
 
 TOLERANCE = 0.20
-SHARED_CORES = ("misses on 2 shared cores in most repetitions (load noise in one run's recoveries); "
-                "figures in docs/simulate.md")
-
-
-@pytest.fixture(scope="module")
-def validation(tmp_path_factory):
-    files = run_plan(tmp_path_factory.mktemp("validation"))
-    costs, comparisons = validate(files)
-    print("\n" + table(comparisons))
-    by = {(c.run.removesuffix(".h5"), c.quantity): c for c in comparisons}
-    return files, by, table(comparisons)
-
-
+REPETITIONS = 3
 ACCEPTED = [("unseen-ckpt", "time lost, total"), ("unseen-ecrm", "time lost, total"),
             ("unseen-ckpt", "overhead")]
 
 
-@pytest.mark.xfail(reason=SHARED_CORES, strict=False)
+@pytest.fixture(scope="module")
+def validation(tmp_path_factory):
+    """Per repetition: (its files, its comparisons by (run, quantity)); and the printed tables."""
+    reps, text = [], []
+    for i in range(REPETITIONS):
+        files = run_plan(tmp_path_factory.mktemp(f"validation{i + 1}"))
+        _, comparisons = validate(files)
+        text.append(f"repetition {i + 1}\n{table(comparisons)}")
+        reps.append((files, {(c.run.removesuffix(".h5"), c.quantity): c for c in comparisons}))
+    print("\n" + "\n\n".join(text))
+    return reps, "\n\n".join(text)
+
+
 @pytest.mark.parametrize(("run", "quantity"), ACCEPTED)
 def test_unseen_run_is_predicted_within_20_percent(validation, run, quantity):
-    _, by, text = validation
-    c = by[(run, quantity)]
-    assert abs(c.error) <= TOLERANCE, f"{run} {quantity}: {100 * c.error:+.0f} %\n{text}"
+    reps, text = validation
+    errors = [by[(run, quantity)].error for _, by in reps]
+    median = statistics.median(errors)
+    assert abs(median) <= TOLERANCE, (f"{run} {quantity}: median {100 * median:+.0f} % of "
+                                      f"{', '.join(f'{100 * e:+.0f} %' for e in errors)}\n{text}")
 
 
 def test_predictions_are_within_a_factor_of_three(validation):
-    _, by, text = validation
-    assert set(ACCEPTED) <= set(by), text
-    for key in ACCEPTED:
-        c = by[key]
-        assert c.measured > 0 and c.predicted > 0, f"{key}\n{text}"
-        assert 1 / 3 <= c.predicted / c.measured <= 3.0, f"{key}: {100 * c.error:+.0f} %\n{text}"
+    reps, text = validation
+    for _, by in reps:
+        assert set(ACCEPTED) <= set(by), text
+        for key in ACCEPTED:
+            c = by[key]
+            assert c.measured > 0 and c.predicted > 0, f"{key}\n{text}"
+            assert 1 / 3 <= c.predicted / c.measured <= 3.0, f"{key}: {100 * c.error:+.0f} %\n{text}"
 
 
 def test_the_command_line_prints_the_same_predictions(validation, capsys):
     from mpiec.simulate.cli import main
 
-    files, by, _ = validation
+    (files, by), _ = validation[0][0], validation[1]
     seen = [str(files[p.name]) for p in PLAN if p.seen]
     unseen = [str(files[p.name]) for p in PLAN if not p.seen]
     assert main(["--calibrate", *seen, "--predict", *unseen]) == 0
