@@ -77,6 +77,9 @@ def resolved_kills(plans: list[str], cfg: Config) -> list[str]:
 
     out = []
     for k in parse_kill_plans(plans, cfg):
+        if k.at_end:
+            out.append(str(k))
+            continue
         when = f"step={k.step}" if k.step is not None else f"time={k.time:.3f}"
         out.append(f"{k.role}:{k.index}@{when}")
     return out

@@ -25,6 +25,7 @@ EPILOG_RUN = """kill plans (repeat --kill, or separate plans with ';'):
   parity:1@step=40         dedicated parity rank 1 (needs layout.parity_ranks)
   spare:0@time=3           spare 0 dies while it waits
   node:1@step=20           every rank of node 1 dies at once (nodes: layout.ranks_per_node, or hosts)
+  server:1@end             server 1 dies after the last step, before its final report (real failures)
   random:mtbf=60s,seed=7   exponential inter-arrival times (mean mtbf), uniform victims; options:
                            seed=N (default 0), targets=server+trainer (default; also parity, spare, node),
                            max=N kills (default 64, at most training.steps)

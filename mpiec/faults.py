@@ -24,6 +24,9 @@ Syntax (several plans: repeat ``--kill`` or separate with ``;``)::
     parity:1@step=40        dedicated parity rank 1 (needs layout.parity_ranks)
     spare:0@time=3          spare 0 dies while it waits (or while it is promoted)
     node:1@step=40          every rank of node 1 dies at the start of step 40
+    server:1@end            server 1 dies when training is over, before it hands in its
+                            final report (real failures only: checks that a late death
+                            still leaves a result file)
     random:mtbf=60s,seed=7  exponential inter-arrival times, uniform victims
                             among servers and trainers (optional
                             targets=server+trainer+parity+spare+node, max=N kills)
@@ -50,7 +53,7 @@ if TYPE_CHECKING:
 
 KILLABLE_ROLES = ("server", "trainer", "parity", "spare", "node")  # "node": every rank of a node
 _NUMBER = r"(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?"  # 12, 1.5, .5, 2e3; not 1e, ., +
-_FIXED = re.compile(r"^([a-z]+):([0-9]+)@(step|time)=(.*)$")
+_FIXED = re.compile(r"^([a-z]+):([0-9]+)@(?:(step|time)=(.*)|(end))$")
 _DURATION = re.compile(rf"^({_NUMBER})\s*(ms|s|m|min|h)?$")
 _UNITS = {None: 1.0, "ms": 1e-3, "s": 1.0, "m": 60.0, "min": 60.0, "h": 3600.0}
 RANDOM_MAX_KILLS = 64  # default max of a random plan
@@ -69,8 +72,11 @@ class Kill:
     time: float | None = None  # seconds since training started
     seq: int = 0  # position in the expanded plan: two equal plans are two kills
     after: float = 0.0  # with ``step``: seconds into that step (a mid-step kill)
+    at_end: bool = False  # ``@end``: after the last step, before the final report (no step, no time)
 
     def __str__(self) -> str:
+        if self.at_end:
+            return f"{self.role}:{self.index}@end"
         when = f"step={self.step}" if self.step is not None else f"time={self.time:g}"
         if self.after:
             when += f"+{self.after * 1e3:g}ms" if self.after < 1 else f"+{self.after:g}s"
@@ -169,9 +175,9 @@ def parse_kill_plan(plan: str, cfg: Config) -> list[Kill]:
     m = _FIXED.match(text)
     if not m or m.group(1) not in KILLABLE_ROLES:
         raise KillPlanError(
-            f"malformed kill plan '{shown}': expected ROLE:INDEX@step=N or ROLE:INDEX@time=SECONDS "
-            f"(ROLE is {', '.join(KILLABLE_ROLES)}) or random:mtbf=60s,seed=7")
-    role, index, kind, value = m.groups()
+            f"malformed kill plan '{shown}': expected ROLE:INDEX@step=N, ROLE:INDEX@time=SECONDS or "
+            f"ROLE:INDEX@end (ROLE is {', '.join(KILLABLE_ROLES)}) or random:mtbf=60s,seed=7")
+    role, index, kind, value, end = m.groups()
     count = _role_count(role, cfg)
     idx = int(index) if len(index) <= _MAX_DIGITS else count
     if idx >= count and role == "node":
@@ -186,6 +192,11 @@ def parse_kill_plan(plan: str, cfg: Config) -> list[Kill]:
         have = f"only {count} {role} rank{'s' if count != 1 else ''}" if count else f"no {role} ranks"
         raise KillPlanError(f"kill plan '{shown}': {role}:{_show(index)} does not exist "
                             f"(the layout has {have})")
+    if end:
+        if cfg.failures.mode == "emulated":
+            raise KillPlanError(f"kill plan '{shown}': @end needs real failures (ULFM), not failures.mode "
+                                "= 'emulated': an emulated victim cannot die in the final report")
+        return [Kill(role, idx, at_end=True)]
     if kind == "step":
         value, plus, offset = value.partition("+")
         if not re.fullmatch(r"[0-9]+", value):

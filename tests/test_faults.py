@@ -23,6 +23,19 @@ def test_fixed_plans(cfg):
     assert kills == [Kill("server", 1, step=30), Kill("trainer", 0, time=12.5), Kill("parity", 1, step=40)]
 
 
+def test_an_end_plan_kills_after_training_and_needs_real_failures(cfg):
+    (kill,) = parse_kill_plans(["node:1@end"], cfg)
+    assert kill == Kill("node", 1, at_end=True) and str(kill) == "node:1@end"
+    assert kill.step is None and kill.time is None
+    with pytest.raises(KillPlanError, match="server:9 does not exist"):
+        parse_kill_plans(["server:9@end"], cfg)
+    with pytest.raises(KillPlanError, match="malformed kill plan 'server:1@end=3'.*ROLE:INDEX@end"):
+        parse_kill_plans(["server:1@end=3"], cfg)
+    cfg.failures.mode = "emulated"
+    with pytest.raises(KillPlanError, match="@end needs real failures"):
+        parse_kill_plans(["server:1@end"], cfg)
+
+
 def test_random_plan_is_a_function_of_its_seed(cfg):
     a = parse_kill_plans(["random:mtbf=60s,seed=7"], cfg)
     b = parse_kill_plans(["random:mtbf=1m,seed=7"], cfg)

@@ -71,6 +71,7 @@ class RankContext:
     awaiting_restore: bool = False  # promoted, state not restored yet
     pending: set[Slot] = field(default_factory=set)  # monitor: slots promoted in an unfinished recovery
     unrecovered: list[Slot] = field(default_factory=list)  # slots dead since the last completed recovery
+    report_deaths: list[Slot] = field(default_factory=list)  # slots that died during the final report
     empty_failures: int = 0  # monitor: consecutive failures in which no rank had died
     role_slot: Slot | None = None  # the slot the rank's current role object was built for
     role: Any = None  # that role object (``runner.make_role``): survives an interrupted recovery
@@ -185,6 +186,25 @@ class RankContext:
             die_now()
         self.event("emulated_kill", step, self.rank, detail=str(kill))
         return STATUS_DYING
+
+    def die_if_killed_at_end(self) -> None:
+        """A kill planned ``@end`` for this rank's slot (or node) fires here: training is over and
+        the final report not handed in. Called once per rank, after training, before the report.
+        Real failures only (the plan is refused with emulated failures; without ULFM it says so)."""
+        if self.slot.role == MONITOR:
+            return
+        node = self.node if self.node >= 0 else None
+        for kill in self.kills:
+            if not kill.at_end or kill.seq in self.consumed:
+                continue
+            if (kill.role, kill.index) == (self.slot.role, self.slot.index) or (kill.role == "node"
+                                                                                   and kill.index == node):
+                if not self.ulfm:
+                    print(f"[mpiec] warning: kill {kill} not fired: @end needs ULFM (real failures)",
+                          file=sys.stderr, flush=True)
+                    return
+                self.record_own_death(kill, self.current_step)
+                die_now()
 
     def record_own_death(self, kill: Kill, step: int) -> None:
         """Leave the kill's timestamp where the monitor finds it (the victim cannot send); a node

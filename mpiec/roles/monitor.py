@@ -197,7 +197,9 @@ class Monitor:
         for e in self.evals:
             w.add_eval(*e)
         kills = self.kill_events()
-        events = sorted(kills + [ev for r in reports for ev in r["events"]], key=lambda e: e[1])
+        late = [(ctx.current_step, ctx.now(), "report_death", ctx.holders.get(s, -1), s.role, s.index,
+                 "died during the final report, after training") for s in ctx.report_deaths]
+        events = sorted(kills + late + [ev for r in reports for ev in r["events"]], key=lambda e: e[1])
         for ev in events:
             w.add_event(*ev)
         checkpoint_rows = list(ctx.strategy.checkpoint_rows())
@@ -275,7 +277,9 @@ class Monitor:
                     continue
                 try:
                     k = json.loads(f.read_text())
-                    out.append((k["step"], k["time"], "kill", k["rank"], k["role"], k["index"], k["plan"]))
+                    # a victim that trains no steps (a spare, a parity rank) does not know the step
+                    step = self.ctx.current_step if k["plan"].endswith("@end") else k["step"]
+                    out.append((step, k["time"], "kill", k["rank"], k["role"], k["index"], k["plan"]))
                 except (OSError, ValueError, KeyError) as exc:
                     say(f"warning: unreadable kill note {f.name}: {exc}")
                 finally:

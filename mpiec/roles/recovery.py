@@ -66,9 +66,10 @@ class Detection:
 
 # -- 1. detect ---------------------------------------------------------------------
 
-def detect_ulfm(ctx: RankContext, exc: PeerFailure) -> Detection:
-    """Revoke, shrink, agree. Collective over the survivors of ``world``."""
-    detected = ctx.now()
+def shrink_world(ctx: RankContext) -> list[Slot]:
+    """Revoke every communicator and shrink ``world`` to the survivors; the slots that died.
+
+    Collective over the survivors of ``world`` (ULFM). The dead holders join ``ctx.gone``."""
     ctx.comms.revoke()
     old_slots = list(ctx.slots)
     with guard("shrink"):
@@ -76,10 +77,17 @@ def detect_ulfm(ctx: RankContext, exc: PeerFailure) -> Detection:
     ctx.comms.free()
     ctx.comms = Comms(world=new_world, data=None, trainers=None)
     ctx.slots = [s for r, s in enumerate(old_slots) if r not in dead]
+    ctx.gone.update(ctx.holders.get(old_slots[r], -1) for r in dead)
+    return [old_slots[r] for r in dead]
+
+
+def detect_ulfm(ctx: RankContext, exc: PeerFailure) -> Detection:
+    """Revoke, shrink, agree. Collective over the survivors of ``world``."""
+    detected = ctx.now()
+    dead = shrink_world(ctx)
     # Remembered at once: if the agreement below fails (another death), the next attempt
     # still knows these slots died.
-    ctx.unrecovered += [old_slots[r] for r in dead if old_slots[r] not in ctx.unrecovered]
-    ctx.gone.update(ctx.holders.get(old_slots[r], -1) for r in dead)
+    ctx.unrecovered += [s for s in dead if s not in ctx.unrecovered]
     if all(s.role != MONITOR for s in ctx.slots):
         # The monitor never dies: survivors without it are the cut-off side of a network partition
         # (the heartbeat detector declared the rest dead). They stop instead of training apart.
@@ -91,7 +99,7 @@ def detect_ulfm(ctx: RankContext, exc: PeerFailure) -> Detection:
     # yet vote "no constraint".
     mine = ctx.completed + 1 if ctx.in_step_loop() and ctx.slot.role != PARITY else INT_MAX
     with guard("agreement on the committed step"):
-        agreed = agree_min(new_world, mine)
+        agreed = agree_min(ctx.comms.world, mine)
     committed = agreed - 1 if agreed < INT_MAX else -2  # -2: no trainer or server survived
     failure = Failure(step=committed + 1, committed=committed, dead=list(ctx.unrecovered),
                       survivors=list(ctx.slots))

@@ -10,7 +10,9 @@ Owns the loop every rank runs, identically:
 3. resume the role (a spare may now hold another slot) or, if the plan aborts,
    stop;
 4. at the end every live rank sends its final report to the monitor in one
-   gather over the current ``world``; the monitor writes the result file.
+   gather over the current ``world`` (a rank dying meanwhile is left out after
+   a shrink, and the run is then lost if it held model state); the monitor
+   writes the result file.
 
 Invariant: no rank waits forever: every wait is on a communicator that a
 failure revokes (ULFM) or that the victim keeps serving (emulated).
@@ -33,6 +35,7 @@ from mpiec.roles.recovery import (
     log_detection,
     merge,
     share_plan,
+    shrink_world,
 )
 
 
@@ -108,10 +111,15 @@ def run_rank(ctx: RankContext, role: Any = None) -> str:
     ctx.disarm_kills()
     if ctx.dead:
         return wait_for_release(ctx)
+    ctx.die_if_killed_at_end()
     report = {"info": ctx.rank_info(), "events": ctx.events, "dead": False, "role": role.final_report(),
               "strategy": ctx.strategy.summary(), "recoveries": ctx.recoveries}
-    with guard("final report"):
-        reports = ctx.comms.world.gather(report, root=0)
+    reports = hand_in(ctx, report)
+    held_state = [s for s in ctx.report_deaths if s.role in (TRAINER, SERVER)]
+    if held_state and outcome == "done":
+        outcome = "lost"
+        reason = (f"{', '.join(map(str, held_state))} died during the final report, after training: the "
+                  "model state it held is gone (nothing recovers after the last step)")
     if ctx.rank == 0:
         role.write_result(reports, outcome, reason if reason != "dead" else "")
     if ctx.failures_seen:
@@ -124,6 +132,37 @@ def run_rank(ctx: RankContext, role: Any = None) -> str:
                 for r in victims:
                     old.send(("release", None), dest=r, tag=TAG_CONTROL)
     return outcome
+
+
+def hand_in(ctx: RankContext, report: dict[str, Any]) -> list[dict[str, Any]] | None:
+    """Gather every live rank's final report at the monitor: the reports on rank 0, None elsewhere.
+
+    Collective over ``world``, once per rank, after training. Under ULFM a rank may die during the
+    gather (a crash right after training, a kill planned ``@end``): the survivors then agree that
+    it failed (``Agree`` raises the same error on every survivor when a rank died), shrink
+    ``world`` and gather again without the dead, whose slots go to ``ctx.report_deaths`` for the
+    monitor to record. Without ULFM such a death ends the job.
+    """
+    while True:
+        reports, ok = None, 1
+        try:
+            with guard("final report"):
+                reports = ctx.comms.world.gather(report, root=0)
+        except PeerFailure:
+            if not ctx.ulfm:
+                raise
+            ok = 0
+        if not ctx.ulfm:
+            return reports
+        try:
+            with guard("final report agreement"):
+                ok = ctx.comms.world.Agree(ok)
+        except PeerFailure:
+            ok = 0
+        if ok:
+            return reports
+        ctx.failures_seen += 1
+        ctx.report_deaths += shrink_world(ctx)
 
 
 def wait_for_release(ctx: RankContext) -> str:

@@ -69,6 +69,9 @@ def failures_of(m: Measured) -> tuple[list[Failure], list[Failure]]:
     """(timed, by step) failures of the run's kill plan, as the runtime fires them."""
     timed, by_step = [], []
     for k in parse_kill_plans(m.cfg.failures.kill, m.cfg):
+        if k.at_end:
+            raise MpiecError(f"{m.label}: kill {k} (after training) is not modelled: it costs no "
+                             "training time")
         if k.role == "server":
             f = Failure(step=k.step, time_s=k.time, servers=(k.index,), label=str(k))
         elif k.role == "trainer":

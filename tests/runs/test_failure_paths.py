@@ -50,7 +50,8 @@ def test_steps_are_counted_when_every_trainer_dies(tmp_path):
 def test_a_kill_during_failure_handling_is_handled(tmp_path):
     """Under ``none`` a second kill while the survivors handle the first: a clean loss, never a crash."""
     # a few ms into the failed step, while the survivors detect and agree (a time after the start
-    # of training landed in the lost run's final report on an idle machine: see the note below)
+    # of training landed in the lost run's final report on an idle machine: that case is the
+    # @end tests' below)
     for delay in ("1ms", "3ms", "6ms"):
         run = mpiec(["run", "--preset", "tiny", "--kill", f"server:0@step=10;trainer:1@step=10+{delay}"],
                     out=tmp_path / delay)
@@ -66,3 +67,43 @@ def test_a_diverging_run_stops_with_a_clear_message(tmp_path):
     assert "training diverged: the loss became non-finite at step" in run.stderr
     s = run.result().summary
     assert s["diverged"] and not s["lost"] and s["steps_completed"] < 40
+
+
+def _late(run) -> tuple[list[str], list[str]]:
+    """(kill plans fired, slots that died in the final report) of a run's result file."""
+    ev = run.result().events
+    kinds = [decode(k) for k in ev["kind"]]
+    kills = [decode(d) for k, d in zip(kinds, ev["detail"], strict=True) if k == "kill"]
+    late = [f"{decode(r)}:{i}" for k, r, i in zip(kinds, ev["role"], ev["role_index"], strict=True)
+            if k == "report_death"]
+    return kills, late
+
+
+def test_a_server_dying_in_the_final_report_leaves_a_lost_result_file(tmp_path):
+    """A death after training, during the gather of the final reports: the survivors shrink and
+    report without it; its shard is gone, so the run is lost, with a file that says why."""
+    run = mpiec(["run", "--preset", "tiny", "--strategy", "ckpt", "--kill", "server:1@end"], out=tmp_path)
+    assert run.code == 1, run.stdout + run.stderr
+    s = run.result().summary
+    assert s["lost"] and s["steps_completed"] == 40 and s["param_checksum"] == ""
+    assert "server:1 died during the final report" in s["abort_reason"]
+    assert _late(run) == (["server:1@end"], ["server:1"])
+    assert s["kills_fired"] == 1 and not list(tmp_path.glob(".*.kills"))
+
+
+def test_a_spare_dying_in_the_final_report_loses_nothing(tmp_path):
+    args = ["run", "--preset", "tiny", "--strategy", "ecrm", "--set", "layout.spares=1"]
+    ref = mpiec(args, out=tmp_path / "ref")
+    run = mpiec([*args, "--kill", "spare:0@end"], out=tmp_path / "kill")
+    assert ref.code == 0 and run.code == 0, run.stdout + run.stderr
+    s = run.result().summary
+    assert not s["lost"] and s["param_checksum"] == ref.result().summary["param_checksum"]
+    assert _late(run) == (["spare:0@end"], ["spare:0"])
+
+
+def test_a_death_in_a_lost_runs_final_report_still_leaves_its_file(tmp_path):
+    run = mpiec(["run", "--preset", "tiny", "--kill", "server:0@step=10;trainer:1@end"], out=tmp_path)
+    assert run.code == 1, run.stdout + run.stderr
+    s = run.result().summary
+    assert s["lost"] and s["steps_completed"] == 10 and "does not recover" in s["abort_reason"]
+    assert _late(run) == (["server:0@step=10", "trainer:1@end"], ["trainer:1"])
