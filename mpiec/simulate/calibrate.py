@@ -11,8 +11,9 @@ apart it says so in ``Costs.note`` instead of inventing one.
   step times have a heavy tail, so a median undercounts the time steps take (by 10-45 % in the
   validation runs); the job's step time is the ``none`` runs' median of these;
 * **speed**: runs of the same model and layout (``speed_key``: model, tables, batch, trainers,
-  servers and the number of ranks — not the strategy) are brought to their mean step time before anything is averaged: every duration of
-  a run is multiplied by (mean step / its step), checkpoint writes at an emulated bandwidth aside
+  servers and the number of ranks — not the strategy) are brought to their mean step time before
+  anything is averaged: every duration of a run is multiplied by (mean step / its step),
+  checkpoint writes at an emulated bandwidth aside
   (``costs.py``: on shared cores every CPU-bound duration stretches with the step); the means are
   ``RuntimeCosts.speed_steps``;
 * **recovery latencies** (shared): means over every recovery of every file of ``detection_s``,
