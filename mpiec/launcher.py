@@ -429,9 +429,11 @@ def no_result_message(returncode: int | None) -> str:
     return "the ranks ended without writing a result file: a rank failed (its error is above)"
 
 
-# Lines Open MPI prints when a nonblocking collective meets a dead peer: expected
-# under ULFM (the runtime handles the error), noise to a user.
-_NOISE = re.compile(r"^(NBC_Progress: an error \d+ was found during schedule .*)?$")
+# Lines Open MPI prints when a nonblocking collective meets a dead peer, or when its event loop
+# drops the socket of a peer that died with another (a node kill): expected under ULFM (the
+# runtime handles the error), noise to a user.
+_NOISE = re.compile(r"^(NBC_Progress: an error \d+ was found during schedule .*"
+                    r"|\[warn\] Epoll [A-Z]+\(\d+\) on fd \d+ failed\..*)?$")
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
 

@@ -174,3 +174,17 @@ def test_the_launching_process_never_initialises_mpi(tmp_path):
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     assert out.stdout.splitlines()[-1] == "False"
+
+
+def test_open_mpi_noise_after_a_peer_dies_is_not_relayed(capsys):
+    import io
+
+    from mpiec.launcher import relay_output
+
+    text = ("[mpiec] step 10\n"
+            "NBC_Progress: an error 75 was found during schedule 0x55 at row-offset 0 - aborting\n"
+            "[warn] Epoll MOD(1) on fd 32 failed. Old events were 6; read change was 0 (none); write change "
+            "was 2 (del); close change was 0 (none): Bad file descriptor\n"
+            "[warn] something else\n")
+    relay_output(io.StringIO(text), quiet=False)
+    assert capsys.readouterr().out.splitlines() == ["[mpiec] step 10", "[warn] something else"]

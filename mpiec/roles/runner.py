@@ -118,8 +118,9 @@ def run_rank(ctx: RankContext, role: Any = None) -> str:
     held_state = [s for s in ctx.report_deaths if s.role in (TRAINER, SERVER)]
     if held_state and outcome == "done":
         outcome = "lost"
-        reason = (f"{', '.join(map(str, held_state))} died during the final report, after training: the "
-                  "model state it held is gone (nothing recovers after the last step)")
+        reason = (f"{', '.join(map(str, held_state))} died during the final report, after training: "
+                  f"{'its' if len(held_state) == 1 else 'their'} model state is gone (nothing recovers "
+                  "after the last step)")
     if ctx.rank == 0:
         role.write_result(reports, outcome, reason if reason != "dead" else "")
     if ctx.failures_seen:
