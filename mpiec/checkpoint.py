@@ -60,7 +60,7 @@ from mpiec.errors import CheckpointError  # an MpiecError: the CLI prints it as 
 
 __all__ = [
     "FORMAT", "VERSION", "MANIFEST", "CheckpointError", "PartInfo", "CheckpointStore",
-    "BackgroundWriter", "find_checkpoint_root", "resolve_checkpoint", "step_dir_name",
+    "BackgroundWriter", "check_unused", "find_checkpoint_root", "resolve_checkpoint", "step_dir_name",
 ]
 
 FORMAT = "mpiec-checkpoint"
@@ -689,6 +689,20 @@ def resolve_checkpoint(path: str | Path) -> tuple[Path, int]:
         why = f"{len(dirs)} step directories, none committed" if dirs else "no step-NNNNNNNNN directories"
         raise CheckpointError(f"{p} holds no complete mpiec checkpoint ({why})")
     return p, step
+
+
+def check_unused(root: str | Path) -> None:
+    """A new run's checkpoint directory must hold no committed checkpoint (CheckpointError if it does).
+
+    A committed checkpoint is never rewritten: a run into such a directory would write none of its
+    own at those steps, and a failure would restore the other run's state — a wrong model that looks
+    recovered. ``--resume`` is the way to continue a run from its directory."""
+    steps = CheckpointStore(root).complete_steps()
+    if steps:
+        shown = ", ".join(str(s) for s in sorted(steps)[:5]) + (", ..." if len(steps) > 5 else "")
+        raise CheckpointError(f"checkpoint directory {root} already holds committed checkpoints (steps "
+                              f"{shown}) of another run: continue that run with --resume {root}, or "
+                              "give this run an empty strategy.dir (or another output.name)")
 
 
 def find_checkpoint_root(path: str | Path) -> Path:

@@ -356,6 +356,13 @@ def launch(cfg: Config, out_dir: Path, timeout: float | None = None, quiet: bool
     unique = not cfg.output.name if unique_name is None else unique_name
     path, lock = claim_result_path(out_dir, result_name(cfg), unique)
     try:
+        if not resume:
+            from mpiec.checkpoint import check_unused
+            from mpiec.strategies import get_strategy_class
+
+            root = get_strategy_class(cfg.strategy.name)(cfg).checkpoint_root(path)
+            if root is not None:
+                check_unused(root)
         return _launch(cfg, path, timeout, quiet, resume, rank_hosts, hosts)
     finally:
         with contextlib.suppress(OSError):

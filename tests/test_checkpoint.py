@@ -13,6 +13,7 @@ from mpiec.checkpoint import (
     BackgroundWriter,
     CheckpointStore,
     PartInfo,
+    check_unused,
     find_checkpoint_root,
     resolve_checkpoint,
 )
@@ -147,6 +148,18 @@ def test_a_torn_or_foreign_manifest_is_not_complete(tmp_path):
     man.write_text(json.dumps(good))  # a manifest copied into the wrong step directory
     with pytest.raises(CheckpointError, match="manifest is for step 1, its directory for step 2"):
         store.manifest(2)
+
+
+def test_a_new_run_refuses_a_directory_with_committed_checkpoints(tmp_path):
+    store = CheckpointStore(tmp_path / "ck")
+    check_unused(tmp_path / "ck")  # missing: fine
+    store.write_part(4, "trainer", {"params": np.ones(3)})  # a torn checkpoint (no manifest): fine
+    check_unused(tmp_path / "ck")
+    _save(store, 9)
+    with pytest.raises(CheckpointError, match=r"already holds committed checkpoints \(steps 9\) of another "
+                                              r"run: continue that run with --resume"):
+        check_unused(tmp_path / "ck")
+    assert store.complete_steps() == [9]  # untouched
 
 
 def test_prune_keeps_the_newest_two(tmp_path):

@@ -38,6 +38,8 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import numpy as np
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from mpiec.config import Config
     from mpiec.layout import Slot
 
@@ -146,6 +148,11 @@ class Strategy:
     def stripe_shape(cls, cfg: Config) -> tuple[int, int]:
         """(k, r) of the row placement: data rows and parity rows per stripe."""
         return 1, 0
+
+    def checkpoint_root(self, out_path: Path) -> Path | None:
+        """The directory this strategy writes checkpoints into for a run whose result file is
+        ``out_path`` (None: it writes none). Launcher (before any rank starts) and ranks; no MPI."""
+        return None
 
     # -- binding --------------------------------------------------------------
     def bind(self, ctx: Any, role: Any) -> None:

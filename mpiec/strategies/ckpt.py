@@ -49,7 +49,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from mpiec.checkpoint import BackgroundWriter, CheckpointError, CheckpointStore, PartInfo
+from mpiec.checkpoint import BackgroundWriter, CheckpointError, CheckpointStore, PartInfo, check_unused
 from mpiec.errors import ConfigError
 from mpiec.layout import SERVER, TRAINER, Slot
 from mpiec.strategies.base import Failure, RecoveryPlan, Scope, Strategy
@@ -133,12 +133,17 @@ class FullCheckpoint(Strategy):
         self.rows: list[tuple] = []  # the checkpoints dataset's rows (``add_checkpoint``'s arguments)
         self.committed_bytes = 0
 
+    def checkpoint_root(self, out_path: Path) -> Path | None:
+        return checkpoint_root(self.cfg, out_path)
+
     def bind(self, ctx: Any, role: Any) -> None:
         super().bind(ctx, role)
         if self.store is None:
             root = Path(ctx.resume_from) if ctx.resume_from else checkpoint_root(self.cfg, ctx.out_path)
             self.store = CheckpointStore(root, float(self.p["bandwidth_mb_s"]))
-            if ctx.rank == 0:
+            if ctx.rank == 0:  # the monitor, once at start-up
+                if not ctx.resume_from:
+                    check_unused(root)  # as the launcher did: this covers ranks started by srun/jobscripts
                 root.mkdir(parents=True, exist_ok=True)
         if self.p["mode"] == "async" and self.part_name() and self.writer is None:
             self.writer = BackgroundWriter(self.store)

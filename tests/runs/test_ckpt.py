@@ -88,6 +88,24 @@ def test_the_checkpoint_stall_counts_the_parts_of_replaced_servers(tmp_path):
     assert res.summary["checkpoint_critical_s"] >= stalls
 
 
+def test_a_new_run_never_uses_another_runs_checkpoints(tmp_path):
+    """A second run into a checkpoint directory that holds a first run's checkpoints is refused
+    before any rank starts (it could write none of its own, and a failure would restore the first
+    run's state); the first run's checkpoints are left as they were and --resume still works."""
+    ck = tmp_path / "ck"
+    args = ["run", *TINY, "--steps", "30", "--set", "strategy.interval=10", "--set", f"strategy.dir='{ck}'"]
+    first = mpiec(args, out=tmp_path / "first")
+    assert first.code == 0, first.stdout + first.stderr
+    before = sorted(p.name for p in ck.iterdir())
+    again = mpiec([*args, "--set", "training.seed=2", "--kill", "server:1@step=25"], out=tmp_path / "second")
+    assert again.code == 2 and not again.files
+    assert again.stderr.strip().splitlines() == [
+        f"mpiec: error: checkpoint directory {ck} already holds committed checkpoints (steps 9, 19) of "
+        f"another run: continue that run with --resume {ck}, or give this run an empty strategy.dir (or "
+        "another output.name)"]
+    assert sorted(p.name for p in ck.iterdir()) == before
+
+
 def test_kill_while_a_checkpoint_is_written(reference, tmp_path):
     """A slow (bandwidth-capped) async checkpoint is in flight when a server dies."""
     run = mpiec(["run", *TINY, "--set", "layout.spares=1", "--set", "strategy.mode='async'",
@@ -131,40 +149,41 @@ def test_no_spare_left_is_a_clear_loss(tmp_path):
     assert "no spare left for server 1" in run.stdout + run.stderr
 
 
-def test_corrupted_checkpoint_part_falls_back_to_the_previous_one(reference, tmp_path):
-    """Flip one byte of the newest checkpoint's part just before the kill that needs it."""
+def test_corrupted_checkpoint_part_falls_back_to_the_previous_one(tmp_path):
+    """One byte of the newest complete checkpoint (step 39) is flipped; server 1 then dies while
+    checkpoint 49 is written (0.5 MB/s: ~0.7 s per part, the kill 0.3 s into it). The restore finds
+    the corruption, every rank falls back to checkpoint 29, and the run ends with the failure-free
+    checksum."""
     ck = tmp_path / "ck"
-    proc_args = [*TINY, "--steps", "400", "--set", "layout.spares=1", "--set", "strategy.interval=10",
-                 "--set", f"strategy.dir='{ck}'", "--kill", "server:1@time=3"]
-    ref = mpiec(["run", "--preset", "tiny", "--steps", "400"], out=tmp_path / "ref").result()
-    cmd = [sys.executable, "-P", "-m", "mpiec", "run", *proc_args, "--out", str(tmp_path / "out")]
+    args = [*TINY, "--steps", "60", "--set", "layout.spares=1", "--set", "strategy.interval=10",
+            "--set", "strategy.bandwidth_mb_s=0.5"]
+    ref = mpiec(["run", "--preset", "tiny", "--steps", "60"], out=tmp_path / "ref").result()
+    cmd = [sys.executable, "-P", "-m", "mpiec", "run", *args, "--set", f"strategy.dir='{ck}'",
+           "--kill", "server:1@step=49+300ms",
+           "--out", str(tmp_path / "out")]
     p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                          start_new_session=True)
     try:
-        flipped = None
+        # checkpoint 39 commits ~0.3 s before the kill: 10 fast steps, then 0.3 s into checkpoint 49
+        manifest = ck / "step-000000039" / "MANIFEST.json"
         deadline = time.monotonic() + 120
-        while flipped is None and time.monotonic() < deadline:
-            done = sorted(ck.glob("step-*/MANIFEST.json"))
-            if len(done) >= 2:
-                part = sorted(done[-1].parent.glob("server-0.table.npy"))[0]
-                data = bytearray(part.read_bytes())
-                data[-5] ^= 0xFF
-                part.write_bytes(bytes(data))
-                flipped = done[-1].parent.name
-            time.sleep(0.02)
+        while not manifest.exists() and time.monotonic() < deadline and p.poll() is None:
+            time.sleep(0.005)
+        part = manifest.parent / "server-0.table.npy"
+        data = bytearray(part.read_bytes())
+        data[-5] ^= 0xFF
+        part.write_bytes(bytes(data))
         out, _ = p.communicate(timeout=180)
     finally:
         if p.poll() is None:
             os.killpg(p.pid, signal.SIGTERM)
-    assert flipped is not None
-    res = next(Path(tmp_path / "out").glob("*.h5"))
     from mpiec.results import read_result
 
-    r = read_result(res)
-    k = kinds(r)
+    r = read_result(next(Path(tmp_path / "out").glob("*.h5")))
     assert p.returncode == 0, out
+    assert r.summary["kills_fired"] == 1 and "restore_failed" in kinds(r), out
+    assert "training resumes at step 30" in out and r.summary["reexecuted_steps"] >= 20
     assert r.summary["param_checksum"] == ref.summary["param_checksum"]
-    assert "restore_failed" in k or "resume at step 0" not in out
 
 
 def test_resume_after_the_launcher_is_killed(tmp_path):

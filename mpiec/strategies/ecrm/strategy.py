@@ -52,6 +52,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import time
+from pathlib import Path
 from typing import Any, ClassVar
 
 import numpy as np
@@ -249,6 +250,9 @@ class ErasureCoded(Strategy):
             "rebuild_encode_s")}
 
     # -- binding: the agent of this rank's role -----------------------------------------------
+    def checkpoint_root(self, out_path: Path) -> Path | None:
+        return self.fallback.checkpoint_root(out_path) if self.fallback is not None else None
+
     def bind(self, ctx: Any, role: Any) -> None:
         super().bind(ctx, role)
         if self.fallback is not None:

@@ -60,6 +60,7 @@ from __future__ import annotations
 import dataclasses
 import time
 from collections import deque
+from pathlib import Path
 from typing import Any, ClassVar
 
 import numpy as np
@@ -203,6 +204,9 @@ class ErasureCodedSnapshots(Strategy):
             "snapshot_restore_s", "decoded_blocks", "decoded_rows", "decoded_bytes", "reencoded_blocks",
             "snapshot_recovery_bytes", "snapshot_traffic_bytes", "snapshot_memory_bytes",
             "parity_memory_bytes")}
+
+    def checkpoint_root(self, out_path: Path) -> Path | None:
+        return self.fallback.checkpoint_root(out_path) if self.fallback is not None else None
 
     def bind(self, ctx: Any, role: Any) -> None:
         super().bind(ctx, role)
