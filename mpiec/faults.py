@@ -234,6 +234,13 @@ def parse_kill_plans(plans: list[str], cfg: Config) -> list[Kill]:
     return kills
 
 
+def kills_for(kills: list[Kill], role: str, index: int, node: int | None) -> list[Kill]:
+    """The kills that hit the process holding slot ``role:index`` on ``node`` (None: no node kill
+    applies to it, as for the monitor)."""
+    return [k for k in kills if (k.role == role and k.index == index)
+            or (node is not None and k.role == "node" and k.index == node)]
+
+
 def die_now() -> None:
     """End this process the way a crash would: no cleanup, no MPI_Finalize."""
     os.kill(os.getpid(), signal.SIGKILL)
@@ -253,8 +260,7 @@ class KillSwitch:
     def __init__(self, kills: list[Kill], role: str, index: int, real: bool, t0: float,
                  on_fire: Callable[[Kill], None] | None = None, node: int | None = None) -> None:
         self.real = real
-        mine = [k for k in kills if (k.role == role and k.index == index)
-                or (node is not None and k.role == "node" and k.index == node)]
+        mine = kills_for(kills, role, index, node)
         self.steps: dict[int, Kill] = {}
         for k in sorted((k for k in mine if k.step is not None), key=lambda k: k.seq):
             self.steps.setdefault(k.step, k)  # type: ignore[arg-type]

@@ -23,7 +23,7 @@ import numpy as np
 
 from mpiec.comm import Comms
 from mpiec.config import Config
-from mpiec.faults import Kill, KillSwitch, die_now, parse_kill_plans
+from mpiec.faults import Kill, KillSwitch, die_now, kills_for, parse_kill_plans
 from mpiec.layout import (
     MONITOR,
     SPARE,
@@ -159,15 +159,19 @@ class RankContext:
             print(f"[trace {self.now():8.3f} rank {self.first_rank} {self.slot}] {kind} step {step} {s} "
                   f"{detail}", file=sys.stderr, flush=True)
 
+    @property
+    def kill_node(self) -> int | None:
+        """The node whose node kills hit this process (None: none, e.g. the monitor, which never dies)."""
+        return self.node if self.slot.role != MONITOR and self.node >= 0 else None
+
     def arm_kills(self) -> None:
         """Arm the kills planned for this rank's slot that have not fired yet (replacing any)."""
         self.disarm_kills()
         t0_mono = time.monotonic() - self.now()
         live = [k for k in self.kills if k.seq not in self.consumed]
-        node = self.node if self.slot.role != MONITOR and self.node >= 0 else None  # the monitor never dies
         self.switch = KillSwitch(live, self.slot.role, self.slot.index, real=self.ulfm, t0=t0_mono,
                                  on_fire=lambda kill: self.record_own_death(kill, self.current_step),
-                                 node=node)
+                                 node=self.kill_node)
 
     def disarm_kills(self) -> None:
         if self.switch is not None:
@@ -193,18 +197,15 @@ class RankContext:
         Real failures only (the plan is refused with emulated failures; without ULFM it says so)."""
         if self.slot.role == MONITOR:
             return
-        node = self.node if self.node >= 0 else None
-        for kill in self.kills:
+        for kill in kills_for(self.kills, self.slot.role, self.slot.index, self.kill_node):
             if not kill.at_end or kill.seq in self.consumed:
                 continue
-            if (kill.role, kill.index) == (self.slot.role, self.slot.index) or (kill.role == "node"
-                                                                                   and kill.index == node):
-                if not self.ulfm:
-                    print(f"[mpiec] warning: kill {kill} not fired: @end needs ULFM (real failures)",
-                          file=sys.stderr, flush=True)
-                    return
-                self.record_own_death(kill, self.current_step)
-                die_now()
+            if not self.ulfm:
+                print(f"[mpiec] warning: kill {kill} not fired: @end needs ULFM (real failures)",
+                      file=sys.stderr, flush=True)
+                return
+            self.record_own_death(kill, self.current_step)
+            die_now()
 
     def record_own_death(self, kill: Kill, step: int) -> None:
         """Leave the kill's timestamp where the monitor finds it (the victim cannot send); a node
@@ -216,8 +217,8 @@ class RankContext:
     def write_kill_note(self, kill: Kill, step: int, rank: int, slot: Slot) -> None:
         d = kill_notes_dir(self.out_path, self.run_id)
         d.mkdir(parents=True, exist_ok=True)
-        rec = {"step": step, "time": self.now(), "rank": rank, "role": slot.role, "index": slot.index,
-               "plan": str(kill)}
+        rec = {"step": step, "at_end": kill.at_end, "time": self.now(), "rank": rank, "role": slot.role,
+               "index": slot.index, "plan": str(kill)}
         tmp = d / f".{rank}.{os.getpid()}.tmp"  # the victim may write its own note at the same time
         tmp.write_text(json.dumps(rec))
         tmp.replace(d / f"{rank}.json")  # atomic: the monitor never reads half a note

@@ -278,7 +278,7 @@ class Monitor:
                 try:
                     k = json.loads(f.read_text())
                     # a victim that trains no steps (a spare, a parity rank) does not know the step
-                    step = self.ctx.current_step if k["plan"].endswith("@end") else k["step"]
+                    step = self.ctx.current_step if k.get("at_end") else k["step"]
                     out.append((step, k["time"], "kill", k["rank"], k["role"], k["index"], k["plan"]))
                 except (OSError, ValueError, KeyError) as exc:
                     say(f"warning: unreadable kill note {f.name}: {exc}")
