@@ -182,9 +182,13 @@ class Monitor:
     def write_result(self, reports: list[dict[str, Any]], outcome: str, reason: str = "") -> Path:
         ctx, cfg = self.ctx, self.ctx.cfg
         w = self.writer
-        trainers = sorted((r for r in reports if r["info"]["role"] == "trainer"),
+        # A report whose role part is empty or partial (a spare promoted by a recovery that then
+        # failed hands in a spare's report for its new slot) carries no model state: left out.
+        trainers = sorted((r for r in reports if r["info"]["role"] == "trainer"
+                           and {"timeline", "eval", "dense", "dense_digest"} <= set(r.get("role") or {})),
                           key=lambda r: r["info"]["role_index"])
-        servers = {r["info"]["role_index"]: r for r in reports if r["info"]["role"] == "server"}
+        servers = {r["info"]["role_index"]: r for r in reports if r["info"]["role"] == "server"
+                   and {"global_rows", "table"} <= set(r.get("role") or {})}
         # Every trainer's timeline (any survivor can report the run) and the streamed copy.
         parts = [r["role"]["timeline"] for r in trainers] + self.timeline
         tl = merge_timelines(parts)
@@ -209,7 +213,7 @@ class Monitor:
         for i, r in enumerate(reports):
             info = r["info"]
             ranks[i] = (info["rank"], info["role"], info["role_index"], info["host"][:64], info["node"],
-                        info["pid"], info["peak_rss_mb"], r["role"].get("shard_digest", ""),
+                        info["pid"], info["peak_rss_mb"], (r.get("role") or {}).get("shard_digest", ""),
                         info.get("cpu_s", math.nan))
         w.set_ranks(ranks)
         # every rank's host, the dead ones' too (a node failure may leave a host without survivors)

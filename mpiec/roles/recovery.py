@@ -339,15 +339,29 @@ def restore(ctx: RankContext, role: Any, plan: RecoveryPlan, replaced: bool) -> 
         plan.reason = "no usable checkpoint: " + ", ".join(str(s) for s in plan.candidates)
         return None
     ok = True
+    logged = len(ctx.events)
     if ctx.slot.role == TRAINER:
         copy_dense_replica(ctx, role, plan)
     elif in_loop and replaced:
         ok = ctx.strategy.restore(plan, plan.committed, True)
     ok = ctx.strategy.rebuild(plan) and ok
     if not agree_all(ctx, ok):
-        plan.reason = f"strategy {ctx.cfg.strategy.name} could not restore {plan.replaced}"  # type: ignore
+        why = failure_cause(ctx, logged)
+        slots = ", ".join(str(s) for s in plan.replaced)  # type: ignore[attr-defined]
+        plan.reason = f"strategy {ctx.cfg.strategy.name} could not restore {slots}" + (f": {why}" if why
+                                                                                          else "")
         return None
     return plan.committed
+
+
+def failure_cause(ctx: RankContext, since: int) -> str:
+    """Collective over ``world``, after a failed restore agreement: the first cause a rank logged
+    (a ``rebuild_failed`` or ``restore_failed`` event since event number ``since``), so the line
+    that ends the run names it (e.g. the stripe beyond the code's tolerance); "" if none did."""
+    mine = next((e[6] for e in ctx.events[since:] if e[2] in ("rebuild_failed", "restore_failed")), "")
+    with guard("failure cause"):
+        causes = ctx.comms.world.allgather(mine)
+    return next((c for c in causes if c), "")
 
 
 def copy_dense_replica(ctx: RankContext, role: Any, plan: RecoveryPlan) -> None:

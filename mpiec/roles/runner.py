@@ -80,7 +80,8 @@ def recover(ctx: RankContext, role: Any, exc: Exception) -> tuple[Any, str]:
             new_role = carry_out(ctx, role, plan, detection, make_role)
             if new_role is None:
                 ctx.event("abort", plan.step, ctx.rank, detail=plan.reason[:250])
-                return role, plan.reason or "restore failed"
+                # a promoted rank reports as the role built for its new slot (not as the spare it was)
+                return ctx.role if ctx.role is not None else role, plan.reason or "restore failed"
             return new_role, ""
         except PeerFailure as again:  # a failure during the recovery: start over, merged
             exc = again

@@ -162,30 +162,31 @@ def rebuild(agent: object, plan: object) -> dict[str, float]:
     times = {"start": time.perf_counter()}
     role = ctx.slot.role
     versions: dict[int, int] = {}
+    problem = ""  # a servers-side RebuildError, told to the trainers before they enter the replay
     if role in (SERVER, PARITY):
-        comm = ctx.comms.servers
-        a.replaced_self = comm.Get_rank() in replaced
-        tables = holder_tables(a)
-        lost = frozenset(replaced.union(*[set(c) for _, c in tables]))
-        a.replaced_self = comm.Get_rank() in lost
-        applied = [None if (t is None or h in lost) else t for h, (t, _) in enumerate(tables)]
-        holders = [t for t in applied if t is not None]
-        lost_sources = sorted(h for h in lost if h < S)
-        for d in lost_sources:
-            versions[d] = min(int(t[d]) for t in holders) if holders else C
-        if a.replaced_self:
-            a.pipeline.outgoing.clear()
-        a.rebuilder = Rebuilder(a, lost, a.chunk)  # raises RebuildError beyond tolerance, on every member
-        sync(a, {**{src: C for src in range(S) if src not in lost}, **versions}, applied,
-             silent=frozenset(versions))
-        times["sync"] = time.perf_counter()
-        if a.code.name == "sum":  # a decoded row carries its stripe's parity drift: measure it where intact
-            run_jobs(a, encode_jobs(a, "drift", lost) if a.store is not None and not a.replaced_self else [])
+        try:
+            versions = _sync_survivors(a, plan, replaced, times)
+        except RebuildError as exc:
+            problem = str(exc)
     if role in (SERVER, TRAINER):
-        with collective("ecrm replay plan"):
-            versions = ctx.comms.data.bcast(versions, root=T)  # server 0 knows them (it took part above)
-        replay = gather_replay(a, versions, C)
-        a.stats["replayed_steps"] = max(a.stats["replayed_steps"], len(replay))
+        with collective("ecrm replay plan"):  # server 0 knows them (it took part above)
+            versions, problem = ctx.comms.data.bcast((versions, problem), root=T)
+    if problem:  # every trainer, server and parity rank gives up alike (no one waits in a collective)
+        raise RebuildError(problem)
+    if role in (SERVER, TRAINER):
+        try:
+            replay = gather_replay(a, versions, C)
+        except RebuildError as exc:  # e.g. a trainer replaced in this recovery kept no gradients
+            problem = str(exc)
+            if any(s.role == TRAINER for s in plan.replaced):
+                problem += (": a trainer died with a server, and the parity of the steps the overlapped "
+                            "exchange had not applied yet needs every trainer's gradients (strategy."
+                            "exchange = \"immediate\" or strategy.fallback = \"ckpt\" survive this)")
+        a.stats["replayed_steps"] = max(a.stats["replayed_steps"], len(replay) if not problem else 0)
+    if role in (SERVER, PARITY):  # dedicated parity ranks learn it from the servers
+        check_all(ctx.comms.servers, problem)
+    elif problem:
+        raise RebuildError(problem)
     if role in (SERVER, PARITY):
         rows = np.empty(0, np.int64)
         if role == SERVER and replay:
@@ -206,3 +207,32 @@ def rebuild(agent: object, plan: object) -> dict[str, float]:
             a.rebuilder.finish()
         times["encode"] = time.perf_counter()
     return times
+
+
+def _sync_survivors(a: object, plan: object, replaced: set[int], times: dict[str, float]) -> dict[int, int]:
+    """Servers and parity ranks (collective over ``servers``): the lost members, the rebuilder,
+    parity synced to the survivors at ``C``; returns each lost source's decoded version ``V_d``.
+    Raises ``RebuildError`` on every member alike (beyond tolerance, kept deltas missing)."""
+    ctx, C, S = a.ctx, plan.committed, a.ctx.cfg.layout.servers
+    versions: dict[int, int] = {}
+    comm = ctx.comms.servers
+    a.replaced_self = comm.Get_rank() in replaced
+    tables = holder_tables(a)
+    carried = frozenset().union(*[set(c) for _, c in tables])  # an earlier rebuild not finished
+    lost = frozenset(replaced | carried)
+    a.replaced_self = comm.Get_rank() in lost
+    applied = [None if (t is None or h in lost) else t for h, (t, _) in enumerate(tables)]
+    holders = [t for t in applied if t is not None]
+    lost_sources = sorted(h for h in lost if h < S)
+    for d in lost_sources:
+        versions[d] = min(int(t[d]) for t in holders) if holders else C
+    if a.replaced_self:
+        a.pipeline.outgoing.clear()
+    # raises RebuildError beyond tolerance, on every member alike
+    a.rebuilder = Rebuilder(a, lost, a.chunk, carried - replaced)
+    sync(a, {**{src: C for src in range(S) if src not in lost}, **versions}, applied,
+         silent=frozenset(versions))
+    times["sync"] = time.perf_counter()
+    if a.code.name == "sum":  # a decoded row carries its stripe's parity drift: measure it where intact
+        run_jobs(a, encode_jobs(a, "drift", lost) if a.store is not None and not a.replaced_self else [])
+    return versions

@@ -74,26 +74,38 @@ def encode_jobs(agent: object, mode: str = "encode", lost_ranks: frozenset[int] 
     return jobs
 
 
-def residue_plan(pl: object, lost: frozenset[int]) -> dict[int, tuple[list[int], list[int]]]:
-    """Residue -> (holder of every member, the k members a decode reads). Raises beyond tolerance."""
+def residue_plan(pl: object, lost: frozenset[int], carried: frozenset[int] = frozenset()
+                 ) -> dict[int, tuple[list[int], list[int]]]:
+    """Residue -> (holder of every member, the k members a decode reads). Raises beyond tolerance,
+    naming the stripe and its lost members (``carried``: ranks lost by an earlier failure whose
+    rebuild had not finished)."""
     out = {}
     losses = stripe_losses(pl, set(lost))
-    for residue in range(min(pl.servers, pl.n_stripes)):
+    S = pl.servers
+    for residue in range(min(S, pl.n_stripes)):
         members = losses.get(residue, [])
         if len(members) > pl.r:
-            raise RebuildError(f"stripe {residue} lost {len(members)} members (with the rows still "
-                               f"being rebuilt), the code tolerates {pl.r}")
+            holders = residue_holders(pl, residue)
+
+            def name(h: int) -> str:
+                who = f"server {h}" if h < S else f"parity {h - S}"
+                return who + (" (still being rebuilt)" if h in carried else "")
+
+            names = ", ".join(f"member {m} on {name(holders[m])}" for m in members)
+            raise RebuildError(f"stripe {residue} (and every stripe s with s % {S} == {residue}) lost "
+                               f"{len(members)} members ({names}); the code rebuilds at most r = {pl.r}")
         chosen = [x for x in range(pl.k + pl.r) if x not in members][:pl.k]  # data first: cheaper
         out[residue] = (residue_holders(pl, residue), chosen)
     return out
 
 
 class Rebuilder:
-    def __init__(self, agent: object, lost: frozenset[int], chunk: int) -> None:
+    def __init__(self, agent: object, lost: frozenset[int], chunk: int,
+                 carried: frozenset[int] = frozenset()) -> None:
         a = self.a = agent
         self.lost, self.chunk = lost, max(1, int(chunk))
         pl = a.pl
-        self.plan = residue_plan(pl, lost)
+        self.plan = residue_plan(pl, lost, carried)
         me = a.ctx.comms.servers.Get_rank()
         self.decoding = me in lost and a.ctx.slot.role == SERVER
         self.encoding = me in lost and a.store is not None
@@ -172,29 +184,38 @@ class Rebuilder:
 
     def step(self, rows: int | None = None) -> bool:
         """Collective: one background round (``rows`` rows to decode, default ``chunk``); False
-        once everything is rebuilt."""
+        once everything is rebuilt -- decided in the round that does the last work, not one round
+        later, so a member whose last rows are rebuilt no longer counts as lost to a failure
+        that follows (a later failure takes it for lost again only while work is really left)."""
         a = self.a
-        mine = np.array(self.left(), dtype=np.int64)
-        left = np.empty(2, dtype=np.int64)
+        idx = np.empty(0, dtype=np.int64)
+        if self.decoding and self.todo_rows:
+            want, found, end = rows or self.chunk, [], self.cursor
+            while end < self.rebuilt.size and sum(x.size for x in found) < want:
+                start, end = end, min(self.rebuilt.size, end + 2 * want)  # a window, not the shard
+                found.append(np.flatnonzero(~self.rebuilt[start:end]) + start)
+            idx = np.concatenate(found or [np.empty(0, np.int64)])[:want]
+        todo, parts = self.left()
+        # what is left now, after a decode round, after an encode round (every member alike)
+        mine = np.array([todo, parts, todo - idx.size, parts, todo, max(parts - 1, 0)], dtype=np.int64)
+        left = np.empty(6, dtype=np.int64)
         with collective("ecrm rebuild progress"):
             a.ctx.comms.servers.Allreduce(mine, left, op=MPI.MAX)
         self.rounds += 1
         if left[0] > 0:
-            idx = np.empty(0, dtype=np.int64)
-            if self.decoding:
-                want, found, end = rows or self.chunk, [], self.cursor
-                while end < self.rebuilt.size and sum(x.size for x in found) < want:
-                    start, end = end, min(self.rebuilt.size, end + 2 * want)  # a window, not the shard
-                    found.append(np.flatnonzero(~self.rebuilt[start:end]) + start)
-                idx = np.concatenate(found or [np.empty(0, np.int64)])[:want]
-                self.cursor = int(idx[-1]) + 1 if idx.size else end
+            if idx.size:
+                self.cursor = int(idx[-1]) + 1
             self.decode(idx)
-            return True
-        if left[1] > 0:
+            after = left[2:4]
+        elif left[1] > 0:
             self.phase = "encode"  # every data row is rebuilt: the lost parity rows can be encoded
             job = self.parts.pop(0) if self.parts else None
             self.bytes += run_round(self.a, job)
             self.reencoded += job.rows if job is not None else 0
+            after = left[4:6]
+        else:
+            after = left[0:2]
+        if after.any():
             return True
         self.phase = None
         return False

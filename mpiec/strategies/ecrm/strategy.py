@@ -514,6 +514,13 @@ class ErasureCoded(Strategy):
                 return RecoveryPlan.abort(
                     f"stripe {residue} (and every stripe s with s % {S} == {residue}) lost {len(members)} "
                     f"members ({names}); {self.code.name} with r = {r} rebuilds at most {r} per stripe")
+        if (self.fallback is not None and not self.immediate and lost
+                and any(s.role == TRAINER for s in failure.dead)):
+            # the rebuild would replay the dead trainer's gradients of the steps the overlapped
+            # parity exchange had not applied: gone with it (see rebuild.py), so roll back instead
+            plan = self.fallback.plan(failure)
+            plan.reason = "a trainer died with a server: rollback to the fallback checkpoint"
+            return plan
         return RecoveryPlan(scope=Scope.COMMITTED)
 
     # -- recovery --------------------------------------------------------------------------------
