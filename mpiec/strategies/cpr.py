@@ -27,10 +27,15 @@ server wrote it):
   previous full-checkpoint interval are saved (the sample's picture of the hot rows).
 
 Figures (``summary``): ``lost_updates`` = row updates of the failed shards that the restore
-did not bring back (each server counts, per row, its updates since the row was last saved
-and sends the running total in its step header word, so the survivors know it when the
-server dies; the last step before the failure, whose word never arrived, is estimated
-from the step before). ``pls`` = the paper's portion of lost samples: samples whose
+did not bring back. Each server sends in its step header word its running count of row
+updates (cumulative, less what its partial checkpoints saved), so the survivors know it when
+the server dies; the trainers note every server's count at each full checkpoint, and a lost
+shard's loss is its count at the committed step less its count at the checkpoint the
+replacement actually restored (agreed in ``on_recovered``) -- a checkpoint that was started
+but never committed saved nothing. The last step before the failure, whose word never
+arrived, is estimated from the step before. (A partial checkpoint written after a full one
+that never committed credits only the updates since that full one's start: the count then
+errs high.) ``pls`` = the paper's portion of lost samples: samples whose
 embedding updates were lost / samples trained = Σ over failures of (steps since the
 restored *full* checkpoint × shards lost / N_shards) / steps (partial checkpoints do not
 shorten it: their gain shows in ``lost_updates``). ``pls_predicted`` =
@@ -123,14 +128,17 @@ class PartialRecovery(FullCheckpoint):
         self.every = given or (max(1, self.interval_steps // 4) if self.kind and self.interval_steps else 0)
         self.every_s = self.interval_s / 4 if self.kind and not self.every and self.interval_s else None
         self.last_partial_t = 0.0
-        # server: per-row updates since the row was last saved, and their total (the header word)
+        # server: per-row updates since the row was last saved (since the last full checkpoint's
+        # start), and the header word's two running counts (updates, updates partials saved)
         self.unsaved: np.ndarray | None = None
-        self.unsaved_total = 0
+        self.updates = self.credited = 0
+        self.restored_base = -1  # a replacement: the full checkpoint its restore used
         self._last_apply: tuple[int, np.ndarray] | None = None
         self.full_steps: list[int] = []  # server: steps of the full checkpoints it wrote
         self.partial_store: CheckpointStore | None = None
         # trainers: every server's unsaved-update total, by step (from the header words)
         self.words: dict[int, np.ndarray] = {}
+        self.at_full: dict[int, np.ndarray] = {}  # full checkpoint step -> the words right after it
         self.lost_updates = 0
         self.rate: np.ndarray | None = None
         # monitor
@@ -143,7 +151,7 @@ class PartialRecovery(FullCheckpoint):
         if ctx.slot.role == SERVER:
             n = role.shard.table.shape[0]
             self.unsaved = np.zeros(n, dtype=np.int64)
-            self.unsaved_total = 0
+            self.updates = self.credited = 0
             self._last_apply = None
             if self.kind:
                 self.partial_store = self.partial_store_of(ctx.slot.index)
@@ -155,7 +163,7 @@ class PartialRecovery(FullCheckpoint):
     # -- step hooks ------------------------------------------------------------------------
     def header_word(self, step: int) -> int:
         if self.ctx.slot.role == SERVER:
-            return int(self.unsaved_total)  # updates that a failure now would lose (through step - 1)
+            return int(self.updates - self.credited)  # through step - 1
         word = super().header_word(step)
         if not word and self.ctx.slot == Slot(TRAINER, 0) and self.partial_due(step):
             return WORD_PARTIAL
@@ -173,7 +181,7 @@ class PartialRecovery(FullCheckpoint):
                     delta: np.ndarray | None, replayed: bool = False) -> None:
         if self.unsaved is not None:
             self.unsaved[slots] += 1
-            self.unsaved_total += int(slots.size)
+            self.updates += int(slots.size)
             self._last_apply = (step, slots.copy())
 
     def after_step(self, step: int, words: np.ndarray | None = None) -> None:
@@ -185,14 +193,17 @@ class PartialRecovery(FullCheckpoint):
                 self.rate = np.where(grew > 0, grew, self.rate if self.rate is not None else 0)
             self.words[step] = w
             self.words.pop(step - 3, None)
+            if prev is not None and int(prev[0]) == WORD_CHECKPOINT:  # counts through the checkpoint
+                self.at_full[step - 1] = w
+                for old in sorted(self.at_full)[:-8]:  # a restore goes back a few checkpoints at most
+                    del self.at_full[old]
         super().after_step(step, words)
         if words is not None and int(words[0]) == WORD_PARTIAL and self.ctx.slot == Slot(TRAINER, 0):
             self.last_partial_t = self.ctx.now()
         if words is None or self.ctx.slot.role != SERVER:
             return
-        if int(words[0]) == WORD_CHECKPOINT:  # a full checkpoint of this step was written
+        if int(words[0]) == WORD_CHECKPOINT:  # a full checkpoint of this step was started
             self.unsaved[:] = 0
-            self.unsaved_total = 0
             self.full_steps = (self.full_steps + [step])[-2:]
         elif int(words[0]) == WORD_PARTIAL:
             self.save_partial(step)
@@ -215,7 +226,7 @@ class PartialRecovery(FullCheckpoint):
         except CheckpointError as exc:
             self.ctx.event("checkpoint_fail", step, self.ctx.rank, detail=str(exc)[:250])
             return
-        self.unsaved_total -= int(self.unsaved[rows].sum())
+        self.credited += int(self.unsaved[rows].sum())
         self.unsaved[rows] = 0
         stall = time.perf_counter() - t0  # written on the training thread: stall = total
         self.critical_s += stall
@@ -275,6 +286,7 @@ class PartialRecovery(FullCheckpoint):
                 break
             except (CheckpointError, ValueError) as exc:
                 self.ctx.event("restore_failed", plan.step, self.ctx.rank, detail=str(exc)[:250])
+        self.restored_base = base
         applied = []
         if self.kind:
             store = self.partial_store_of(self.ctx.slot.index)
@@ -302,44 +314,62 @@ class PartialRecovery(FullCheckpoint):
             for s in self.partial_store.complete_steps():
                 if s > plan.restored:
                     shutil.rmtree(self.partial_store.step_dir(s), ignore_errors=True)
+        restored = {}  # replaced server -> the full checkpoint its restore used (every data rank)
+        if plan.scope is Scope.REPLACED and role in (SERVER, TRAINER):
+            mine = (self.ctx.slot.index, self.restored_base) if role == SERVER and self.ctx.slot in replaced \
+                else None
+            from mpiec.comm import guard  # here: the launcher imports this module without MPI
+
+            with guard("cpr restored checkpoints"):
+                restored = dict(x for x in self.ctx.comms.data.allgather(mine) if x is not None)
+        T = self.cfg.layout.trainers
         if role == SERVER:
             if self.ctx.slot in replaced or plan.scope is Scope.ROLLBACK:
                 self.unsaved[:] = 0  # the shard now equals what is on disk
-                self.unsaved_total = 0
+                self.updates = self.credited = 0
             elif self._last_apply is not None and self._last_apply[0] > plan.restored:
                 _, slots = self._last_apply  # the undone step: counted again when re-executed
                 self.unsaved[slots] -= 1
-                self.unsaved_total -= int(slots.size)
+                self.updates -= int(slots.size)
             self._last_apply = None
         elif role == TRAINER and plan.scope is Scope.REPLACED and self.words:
-            c = plan.committed
-            for slot in replaced:
-                if slot.role != SERVER:
-                    continue
-                j = slot.index
-                lost = self.lost_estimate(c, self.cfg.layout.trainers + j)
-                self.lost_updates += lost
+            for j, base in sorted(restored.items()):
+                self.lost_updates += self.lost_estimate(plan.committed, T + j, base)
         if role == TRAINER:
             self.words = {s: w for s, w in self.words.items() if s <= plan.restored}
+            self.at_full = {s: w for s, w in self.at_full.items() if s <= plan.restored}
+            # a restored server counts from 0 again: its counts at older checkpoints are now 0
+            again = ([T + j for j in restored] if plan.scope is Scope.REPLACED
+                     else list(range(T, T + self.cfg.layout.servers)) if plan.scope is Scope.ROLLBACK else [])
+            for s, w in self.at_full.items():
+                w = w.copy()
+                w[again] = 0
+                self.at_full[s] = w
         if self.ctx.rank == 0 and plan.scope is Scope.REPLACED:
             self.losses += [(since, 1) for since in self.pending_loss.values()]
             self.pending_loss = {}
 
-    def lost_estimate(self, c: int, rank: int) -> int:
-        """Trainer: updates of data rank ``rank`` not on disk after step ``c`` (header words).
+    def lost_estimate(self, c: int, rank: int, base: int) -> int:
+        """Trainer: updates of data rank ``rank`` through step ``c`` that its restore from the full
+        checkpoint of step ``base`` (-1: the initial state) did not bring back (header words).
 
-        The word of step ``c + 1`` says it exactly; a server killed at the start of a step never
-        sent it: then the word of step ``c`` (through ``c - 1``) plus one step's updates at the
-        last rate seen, or 0 when step ``c`` ended with a full checkpoint.
+        The word of step ``c + 1`` gives the count through ``c`` exactly; a server killed at the
+        start of a step never sent it: then the word of step ``c`` (through ``c - 1``) plus one
+        step's updates at the last rate seen. Less the count through ``base``, noted when the
+        word after that checkpoint arrived (none: ``base`` is ``c`` itself, nothing lost).
         """
         if c + 1 in self.words:
-            return int(self.words[c + 1][rank])
-        if c not in self.words:
+            total = int(self.words[c + 1][rank])
+        elif c in self.words:
+            rate = int(self.rate[rank - self.cfg.layout.trainers]) if self.rate is not None else 0
+            total = int(self.words[c][rank]) + rate
+        else:
             return 0
-        if int(self.words[c][0]) == WORD_CHECKPOINT:  # trainer 0's word: a full checkpoint after step c
-            return 0
-        rate = int(self.rate[rank - self.cfg.layout.trainers]) if self.rate is not None else 0
-        return int(self.words[c][rank]) + rate
+        if base < 0:
+            return total
+        if base not in self.at_full:
+            return 0 if base >= c else total  # no note of it: at most the count since the start
+        return max(total - int(self.at_full[base][rank]), 0)
 
     # -- results -------------------------------------------------------------------------------
     def predicted(self) -> float:

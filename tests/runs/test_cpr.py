@@ -99,3 +99,21 @@ def test_interval_from_the_target_pls(tmp_path):
     assert s["pls_predicted"] == pytest.approx(0.1, rel=0.05)
     assert [int(x) for x in res.checkpoints["step"]] == [9, 19, 29]
     assert s["pls"] == pytest.approx(3 / (2 * 40))
+
+
+def test_a_checkpoint_cut_off_by_the_kill_saved_nothing(reference, tmp_path):
+    """The kill lands while the checkpoint of step 9 is still being written (1 MB/s): the restore
+    uses step 4's, so the updates of steps 5.. are lost, though step 9's checkpoint had started
+    (before: its start reset the count, ``lost_updates = 0`` with another checksum)."""
+    run = mpiec(["run", *TINY, "--strategy", "cpr", "--set", "strategy.bandwidth_mb_s=1",
+                 "--kill", "server:1@step=9+20ms"], out=tmp_path)
+    assert run.code == 0, run.stdout + run.stderr
+    res = run.result()
+    s = res.summary
+    restore = [decode(e["detail"]) for e in res.events if decode(e["kind"]) == "restore"]
+    assert len(restore) == 1 and "full checkpoint 4," in restore[0], restore
+    committed = int(restore[0].rsplit("committed step ", 1)[1])
+    assert committed >= 9
+    assert s["param_checksum"] != reference["param_checksum"]
+    assert s["pls"] == pytest.approx((committed - 4) / (2 * 40))
+    assert s["lost_updates"] >= committed - 4  # every step updates rows of every shard
