@@ -100,8 +100,11 @@ class Trainer:
         self.diverged_at: int | None = None  # first step whose global loss was not finite
         self.eval_pending = False  # redo the evaluation after the restored step (set on recovery)
         self.word_rank = 0  # data rank whose header word decides (trainer 0)
-        self.flush_every = 1 if any(k.role == "spare" and k.step is not None for k in ctx.kills) \
-            else cfg.training.log_every  # spares learn the step from progress reports
+        # Every step's record reaches the monitor at once when a failure can be recovered: if every
+        # trainer dies, records they kept unsent are gone (a timeline with a hole, re-executed
+        # steps not counted). Spares also learn the step from these reports. One small eager send.
+        self.flush_every = 1 if self.keep_undo or any(k.role == "spare" and k.step is not None
+                                                      for k in ctx.kills) else cfg.training.log_every
 
     # -- state ----------------------------------------------------------------
     def reset(self) -> None:

@@ -251,3 +251,18 @@ def test_trainer_failure_with_rollback_forced(reference_300, tmp_path):
     res = run.result()
     assert res.summary["param_checksum"] == reference_300 and res.summary["reexecuted_steps"] >= 1
     assert "recovered (rollback)" in run.stdout
+
+
+def test_every_trainer_dying_keeps_the_timeline_whole(reference, tmp_path):
+    """Hardening round 3, item 4: both trainers die at step 25, a rollback to the checkpoint of
+    step 20 re-executes 21-24. Before: the records trainer 0 had not streamed yet died with it
+    (steps 39/40, no step 20, reexecuted_steps = 0)."""
+    run = mpiec(["run", *TINY, "--set", "strategy.interval=7", "--set", "layout.spares=2",
+                 "--kill", "trainer:0@step=25;trainer:1@step=25"], out=tmp_path)
+    assert run.code == 0, run.stdout + run.stderr
+    res = run.result()
+    s = res.summary
+    assert s["param_checksum"] == reference
+    assert s["steps_completed"] == 40 and set(res.timeline["step"]) == set(range(40))
+    restored = int(res.timeline["step"][res.timeline["reexec"]].min()) - 1
+    assert s["reexecuted_steps"] == 24 - restored and restored in (6, 13, 20)

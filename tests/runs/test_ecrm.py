@@ -173,3 +173,53 @@ def test_beyond_tolerance_with_the_ckpt_fallback_rolls_back_losslessly(reference
     assert s["reexecuted_steps"] > 0 and s["restores"] >= 1  # a rollback to the checkpoint of step 19
     assert s["verify_mismatches"] == 0 and s["verify_checks"] >= 3  # parity re-encoded after it
     assert len(res.checkpoints) >= 2
+
+
+def test_a_server_kill_after_a_parity_rank_recovery_is_recovered(reference, tmp_path):
+    """Hardening round 3, item 1: the parity rank is replaced at step 20 and re-encoded in two
+    rounds (one per residue), a server dies at step 22. Before: the rebuild was declared over one
+    round late, the parity rank still counted as lost, the servers gave up while the trainers
+    waited in the replay broadcast: a hang until the time limit."""
+    run = ecrm(tmp_path, 2, 2, "parity:0@step=20;server:1@step=22", "layout.parity_ranks=1",
+               "strategy.rebuild_rows='auto'")
+    assert run.code == 0, run.stdout + run.stderr
+    s = run.result().summary
+    assert s["kills_fired"] == 2 and s["recoveries"] == 2 and s["param_checksum"] == reference
+
+
+@pytest.mark.parametrize("servers,spares,kills,sets", [
+    (3, 2, "server:1@step=20;server:2@step=23", ["strategy.k=2"]),
+    (4, 3, "server:1@step=20;server:2@step=22;server:3@step=24", ["strategy.code='rs'", "strategy.k=2",
+                                                                   "strategy.r=2"]),
+], ids=["xor-k2", "rs-k2-r2"])
+def test_a_kill_during_a_slow_rebuild_beyond_tolerance_ends_with_the_stripe_named(servers, spares, kills,
+                                                                                    sets, tmp_path):
+    """Item 1: one row per rebuild round, so the first server's rows are still being rebuilt when
+    the next kill lands; a stripe then lost more than r members. Before: a hang (the servers saw
+    the error, the trainers waited in a collective); now a lost run with its result file."""
+    run = ecrm(tmp_path, servers, spares, kills, *sets, "strategy.rebuild_rows=1")
+    assert run.code == 1, run.stdout + run.stderr
+    s = run.result().summary
+    assert s["lost"]
+    reason = s["abort_reason"]
+    assert "stripe" in reason and "still being rebuilt" in reason and "r = " in reason, reason
+    assert reason in run.stdout
+
+
+@pytest.mark.parametrize("kills", ["trainer:0@step=20;server:1@step=20", "trainer:1@step=20;server:0@step=20"])
+def test_a_trainer_and_a_server_in_one_step(kills, reference, tmp_path):
+    """Item 2: the overlapped exchange leaves the parity a step or two behind, so rebuilding the
+    server replays every trainer's gradients of those steps; the dead trainer's are gone. Default:
+    a lost run that says so and writes its result file (before: KeyError 'timeline' in the
+    monitor, rc 3, no file); immediate exchange (no lag) and the ckpt fallback recover losslessly."""
+    run = ecrm(tmp_path / "default", 2, 2, kills)
+    assert run.code == 1, run.stdout + run.stderr
+    s = run.result().summary
+    assert s["lost"] and "does not keep the gradients" in s["abort_reason"]
+    assert "exchange" in s["abort_reason"] and "fallback" in s["abort_reason"]
+    for name, sets in (("immediate", ["strategy.exchange='immediate'"]),
+                       ("fallback", ["strategy.fallback='ckpt'", "strategy.fallback_interval=10"])):
+        run = ecrm(tmp_path / name, 2, 2, kills, *sets)
+        assert run.code == 0, run.stdout + run.stderr
+        s = run.result().summary
+        assert s["kills_fired"] == 2 and s["param_checksum"] == reference, (name, run.stdout)

@@ -179,9 +179,8 @@ def rebuild(agent: object, plan: object) -> dict[str, float]:
         except RebuildError as exc:  # e.g. a trainer replaced in this recovery kept no gradients
             problem = str(exc)
             if any(s.role == TRAINER for s in plan.replaced):
-                problem += (": a trainer died with a server, and the parity of the steps the overlapped "
-                            "exchange had not applied yet needs every trainer's gradients (strategy."
-                            "exchange = \"immediate\" or strategy.fallback = \"ckpt\" survive this)")
+                problem += ("; a trainer died with a server: strategy.exchange = 'immediate' or "
+                            "fallback = 'ckpt' survive it")
         a.stats["replayed_steps"] = max(a.stats["replayed_steps"], len(replay) if not problem else 0)
     if role in (SERVER, PARITY):  # dedicated parity ranks learn it from the servers
         check_all(ctx.comms.servers, problem)
