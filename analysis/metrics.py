@@ -56,6 +56,7 @@ __all__ = [
     "interval_label",
     "kills_fired",
     "overhead_pct",
+    "planned_kills",
     "recovery_means",
     "twin_for",
     "variant",
@@ -91,7 +92,9 @@ def kills_fired(r: RunResult) -> int:
     return int(sum(decode(k) in KILL_KINDS for k in r.events["kind"]))
 
 
-def _planned_kills(r: RunResult) -> list[Any]:
+def planned_kills(r: RunResult) -> list[Any]:
+    """``config.failures.kill`` as a list; [] where the file holds no such list (a config is
+    free-form JSON in a result file, so nothing here may assume its shape)."""
     failures = r.config.get("failures")
     kills = failures.get("kill") if isinstance(failures, dict) else None
     return list(kills) if isinstance(kills, list | tuple) else []
@@ -99,7 +102,7 @@ def _planned_kills(r: RunResult) -> list[Any]:
 
 def failure_run(r: RunResult) -> bool:
     """A kill was planned or fired in this run."""
-    return bool(_planned_kills(r)) or kills_fired(r) > 0
+    return bool(planned_kills(r)) or kills_fired(r) > 0
 
 
 def _config_key(r: RunResult, drop: tuple[str, ...], drop_seed: bool) -> str:

@@ -32,7 +32,7 @@ import numpy as np
 
 from mpiec.results import RunResult
 
-from .metrics import PHASE_LABELS, RECOVERY_PHASES, RunMetrics, compare, finite
+from .metrics import PHASE_LABELS, RECOVERY_PHASES, RunMetrics, compare, finite, planned_kills
 
 __all__ = [
     "PHASES",
@@ -207,8 +207,7 @@ def _scenario(metrics: list[RunMetrics], results: list[RunResult]) -> str:
     plans = set()
     for m, r in zip(metrics, results, strict=True):
         if m.failure:
-            kills = (r.config.get("failures") or {}).get("kill") or []
-            plans.add("; ".join(map(str, kills)) or f"{m.kills} kill(s)")
+            plans.add("; ".join(map(str, planned_kills(r))) or f"{m.kills} kill(s)")
     return plans.pop() if len(plans) == 1 else "several scenarios" if plans else "no failure run"
 
 

@@ -101,8 +101,13 @@ def add_bench_args(p: argparse.ArgumentParser) -> None:
                    help="replay a node fault trace (InfiniteHBD JSON or LANL CSV) as the failure "
                         "scenario, nodes mapped onto servers and trainers (seeded by training.seed)")
     p.add_argument("--trace-scale", type=float, default=None, metavar="X",
-                   help="trace seconds per run second (default: the trace's span over 80 %% of the "
-                        "failure-free none run's training time)")
+                   help="trace seconds per run second, replaying the trace from its first failure "
+                        "(default: the window of --max-kills mean inter-arrival times where that many "
+                        "kills fall most evenly, over 80 %% of the failure-free none run's training time)")
+    p.add_argument("--trace-mapping", choices=("fold", "sample"), default="fold",
+                   help="trace nodes onto slots: fold = every trace node, several per slot (the whole "
+                        "trace's arrivals); sample = one trace node per slot, the others dropped "
+                        "(default: fold)")
     p.add_argument("--no-failure-free", action="store_true",
                    help="skip the failure-free runs (no overhead, no lossless check)")
     p.add_argument("--no-report", action="store_true", help="print the tables only (no plots, no HTML)")
@@ -214,20 +219,49 @@ class Bench:
             return resolved_kills(list(a.kill), cfg)
         horizon = self.failure_free_s or 60.0
         if self.scenario == "trace":
-            from mpiec.traces import trace_kill_plans
-
-            span = max(f.time_s for f in self.trace) or 1.0
-            scale = a.trace_scale or span / (0.8 * horizon)
-            targets = [f"server:{i}" for i in range(cfg.layout.servers)] + \
-                      [f"trainer:{i}" for i in range(cfg.layout.trainers)]
-            plans = trace_kill_plans(self.trace, targets, scale=scale, seed=cfg.training.seed,
-                                     start_s=0.1 * horizon, max_kills=a.max_kills, horizon_s=0.9 * horizon)
-            print(f"[mpiec bench] trace {a.trace}: {len(self.trace)} failures, scale {scale:.4g} trace s per "
-                  f"run s -> {len(plans)} kills", flush=True)
-            return resolved_kills(plans, cfg)
+            return resolved_kills(self.trace_plans(cfg, horizon), cfg)
         mtbf = a.mtbf or max(1.0, horizon / 3.0)
         return resolved_kills(scenario_plans(self.scenario, cfg, horizon_s=self.failure_free_s, mtbf_s=mtbf,
                                              max_kills=a.max_kills, seed=cfg.training.seed), cfg)
+
+    def trace_plans(self, cfg: Config, horizon: float) -> list[str]:
+        """The trace's kills from 10 % to 90 % of ``horizon``, printed with the scale and the rule that
+        chose it and the node -> slot map, so a reader can tell which trace failures the run saw."""
+        from collections import Counter
+
+        from mpiec.traces import DAY_S, trace_kills, trace_node_map, trace_window
+
+        a, seed, mapping = self.args, cfg.training.seed, self.args.trace_mapping
+        targets = [f"server:{i}" for i in range(cfg.layout.servers)] + \
+                  [f"trainer:{i}" for i in range(cfg.layout.trainers)]
+        replay_s = 0.8 * horizon
+        if a.trace_scale:
+            scale, from_s = a.trace_scale, 0.0
+            rule = "given (--trace-scale), from the trace's first failure"
+        else:
+            # The whole trace squeezed into the run put its first --max-kills failures, one burst,
+            # at 10 % of the run: one recovery. A window at the trace's own rate, where the kills the
+            # run can take fall most evenly, makes each kill its own recovery.
+            from_s, length = trace_window(self.trace, targets, kills=a.max_kills, seed=seed, mapping=mapping)
+            scale = length / replay_s
+            rule = (f"the window of trace days {from_s / DAY_S:.2f}-{(from_s + length) / DAY_S:.2f}: "
+                    f"{a.max_kills} mean inter-arrival times, where the first {a.max_kills} kills fall "
+                    "most evenly; --trace-scale replays from the trace's start")
+        kills = trace_kills(self.trace, targets, scale=scale, seed=seed, start_s=0.1 * horizon,
+                            max_kills=a.max_kills, horizon_s=0.9 * horizon, mapping=mapping, from_s=from_s)
+        node_map = trace_node_map(self.trace, targets, seed=seed, mapping=mapping)
+        span_days = max(f.time_s for f in self.trace) / DAY_S
+        nodes = len({f.node for f in self.trace})
+        print(f"[mpiec bench] trace {a.trace}: {len(self.trace)} failures on {nodes} nodes over "
+              f"{span_days:.1f} days; scale {scale:.4g} trace s per run s ({rule}) -> {len(kills)} kills",
+              flush=True)
+        count = Counter(node_map.values())
+        per_slot = ", ".join(f"{t} {count[t]}" for t in targets)
+        print(f"[mpiec bench] trace nodes -> slots ({mapping}, seed {seed}): {len(node_map)} of {nodes} "
+              f"nodes mapped, per slot: {per_slot}", flush=True)
+        for k in kills:
+            print(f"[mpiec bench]   {k.describe()}", flush=True)
+        return [k.plan for k in kills]
 
     def fair(self, cfg: Config, failure: bool) -> Config:
         """``cfg`` with the scenario's MTBF for the interval rules, spares for the kills, a name."""

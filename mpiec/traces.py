@@ -14,7 +14,13 @@ failure targets (see docs/traces.md). Invariants:
 * ``trace_kill_plans`` is a pure function of (failures, targets, options, seed): the
   node → target mapping depends on the *set* of trace node ids and the seed only,
   not on record order, so every rank (and every rerun) derives the same kills; its
-  output is ``ROLE:INDEX@time=SECONDS`` strings that ``mpiec.faults`` parses.
+  output is ``ROLE:INDEX@time=SECONDS`` strings that ``mpiec.faults`` parses;
+* ``trace_window`` (the default replay of ``mpiec bench``) is a pure function of the same
+  inputs: the stretch of the trace, at the trace's own rate, over which the kills a run
+  can take fall most evenly;
+* a trace is bounded before it is parsed: JSON nested deeper than ``MAX_JSON_DEPTH`` is
+  refused, and dates with a UTC offset are compared in UTC (a file mixing dates with and
+  without one is refused), so no input ends in a traceback.
 """
 
 from __future__ import annotations
@@ -26,7 +32,7 @@ import math
 import re
 from collections import defaultdict, deque
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
 
@@ -39,6 +45,13 @@ DAY_S = 86400.0
 MIN_GAP_S = 0.5  # run seconds: a slot cannot die twice before it is replaced; closer kills merge
 _TARGET = re.compile(r"^([a-z]+):([0-9]{1,9})$")
 _LANL_CATEGORIES = ("Facilities", "Hardware", "Human Error", "Network", "Undetermined", "Software")
+#: Nesting levels a trace's JSON may have. An InfiniteHBD trace has 3 (the list, an event, its
+#: fault_type); the cap leaves room for extra keys and keeps a crafted file from reaching the
+#: parser's recursion limit (a RecursionError deep in ``json``).
+MAX_JSON_DEPTH = 32
+# a string literal; the closing quote optional so an unterminated one is one linear match, not a
+# rescan from every later quote (that file is invalid JSON anyway: the parser names it next)
+_JSON_STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"?')
 _LANL_DATE = re.compile(r"^([0-9]{1,2})/([0-9]{1,2})/([0-9]{4}|[0-9]{2})"  # m/d/yyyy or m/d/yy
                         r"\s+([0-9]{1,2}):([0-9]{2})(?::([0-9]{2}))?$")  # h:mm, optional :ss
 
@@ -127,6 +140,7 @@ def _load_hbd_json(text: str, where: str) -> list[TraceFailure]:
     A ``fault_end`` closes the oldest open ``fault_start`` of the same node and fault type
     (file order); a start never closed (the trace ended first) has ``repair_s = None``.
     """
+    _check_json_depth(text, where)
     try:
         events = json.loads(text)
     except json.JSONDecodeError as exc:
@@ -181,13 +195,34 @@ def _load_hbd_json(text: str, where: str) -> list[TraceFailure]:
     return failures
 
 
+def _check_json_depth(text: str, where: str) -> None:
+    """Refuse JSON nested deeper than ``MAX_JSON_DEPTH``, before the recursive parser sees it.
+
+    Brackets are counted outside string literals (removed first, one regex pass: linear time);
+    a raw newline cannot occur inside a JSON string, so line numbers survive the removal.
+    """
+    bare = np.frombuffer(_JSON_STRING.sub("", text).encode("utf-8", "surrogatepass"), np.uint8)
+    step = np.isin(bare, (ord("["), ord("{"))).astype(np.int32) - np.isin(bare, (ord("]"), ord("}")))
+    depth = np.cumsum(step, dtype=np.int64)
+    if len(depth) and depth.max() > MAX_JSON_DEPTH:
+        at = int(np.argmax(depth > MAX_JSON_DEPTH))
+        line = int(np.count_nonzero(bare[:at] == ord("\n"))) + 1
+        raise DataError(f"{where}: JSON nested deeper than {MAX_JSON_DEPTH} levels at line {line} "
+                        "(an InfiniteHBD trace is a list of flat event objects)")
+
+
 def _column_key(name: str) -> str:
     """``'Prob Started (mm/dd/yy hh:mm)'`` -> ``'prob started'``: header variants match."""
     return " ".join(name.split("(")[0].lower().split())
 
 
-def _lanl_date(value: str) -> datetime | None:
-    """``6/21/2005 10:54`` (also ``6/21/05``, seconds, ISO 8601) -> naive local datetime; None if not."""
+def _lanl_date(value: str) -> tuple[datetime, bool] | None:
+    """``6/21/2005 10:54`` (also ``6/21/05``, seconds, ISO 8601) -> (naive datetime, had an offset).
+
+    A date with a UTC offset (``2005-06-21T10:54:00+05:00``, ``...Z``) is converted to UTC and
+    made naive, so every date of a trace subtracts from every other; one without is the record's
+    local wall-clock time. None if not a date (or out of range once converted).
+    """
     value = value.strip()
     m = _LANL_DATE.match(value)  # a regex, not strptime: 10x faster on the 23,739 LANL records
     if m:
@@ -195,13 +230,41 @@ def _lanl_date(value: str) -> datetime | None:
         if len(m.group(3)) == 2:
             year += 1900 if year >= 69 else 2000  # strptime's %y rule
         try:
-            return datetime(year, month, day, hour, minute, second)
+            return datetime(year, month, day, hour, minute, second), False
         except ValueError:
             return None
     try:
-        return datetime.fromisoformat(value)
-    except ValueError:
+        date = datetime.fromisoformat(value)
+        if date.tzinfo is None:
+            return date, False
+        return date.astimezone(UTC).replace(tzinfo=None), True
+    except (ValueError, OverflowError):  # OverflowError: year 1 or 9999 shifted out of range
         return None
+
+
+class _LanlDates:
+    """A LANL file's dates, parsed so that any two of them subtract.
+
+    Dates with a UTC offset are normalised to UTC; dates without one are local wall-clock
+    times of an unknown zone, so a file that mixes both is refused (at the first date of the
+    other kind) instead of being misordered by the unknown offset.
+    """
+
+    def __init__(self) -> None:
+        self.first: tuple[bool, str] | None = None  # (had an offset, its line)
+
+    def parse(self, text: str, at: str, column: str) -> datetime:
+        parsed = _lanl_date(text)
+        if parsed is None:
+            raise DataError(f"{at}: {column} {_show(text)} is not a date (expected m/d/yyyy hh:mm)")
+        date, offset = parsed
+        if self.first is None:
+            self.first = (offset, at.rsplit(":", 1)[-1])
+        elif self.first[0] != offset:
+            raise DataError(f"{at}: {column} {_show(text)} has {'a' if offset else 'no'} UTC offset, "
+                            f"unlike the trace's first date (line {self.first[1]}): give every date an "
+                            "offset (or Z), or none")
+        return date
 
 
 def _load_lanl_csv(text: str, where: str, system: str | None) -> list[TraceFailure]:
@@ -233,6 +296,7 @@ def _load_lanl_csv(text: str, where: str, system: str | None) -> list[TraceFailu
         categories = [(name, columns[_column_key(name)]) for name in _LANL_CATEGORIES
                       if _column_key(name) in columns]
         failures: list[TraceFailure] = []
+        dates = _LanlDates()
         for row in reader:
             at = f"{where}:{reader.line_num}"
             if not row or all(not cell.strip() for cell in row):
@@ -248,11 +312,8 @@ def _load_lanl_csv(text: str, where: str, system: str | None) -> list[TraceFailu
             started_text = row[started_col].strip()
             if not started_text:
                 raise DataError(f"{at}: missing field '{header[started_col]}'")
-            started = _lanl_date(started_text)
-            if started is None:
-                raise DataError(f"{at}: {header[started_col]} {_show(started_text)} is not a date "
-                                "(expected m/d/yyyy hh:mm)")
-            repair = _lanl_repair(row, at, header, started, fixed_col, down_col)
+            started = dates.parse(started_text, at, header[started_col])
+            repair = _lanl_repair(row, at, header, started, fixed_col, down_col, dates)
             kind = "; ".join(name if row[k].strip() == name else f"{name} / {row[k].strip()}"
                              for name, k in categories if row[k].strip())
             # no node number: a system-level outage (all of LANL's system 17), one node of its own
@@ -266,7 +327,7 @@ def _load_lanl_csv(text: str, where: str, system: str | None) -> list[TraceFailu
 
 
 def _lanl_repair(row: list[str], at: str, header: list[str], started: datetime,
-                 fixed_col: int | None, down_col: int | None) -> float | None:
+                 fixed_col: int | None, down_col: int | None, dates: _LanlDates) -> float | None:
     """Repair seconds of one LANL record (Down Time, else Prob Fixed - Prob Started), None if neither."""
     if down_col is not None and row[down_col].strip():
         down_text = row[down_col].strip()
@@ -282,10 +343,7 @@ def _lanl_repair(row: list[str], at: str, header: list[str], started: datetime,
     if fixed_col is None or not row[fixed_col].strip():
         return None
     fixed_text = row[fixed_col].strip()
-    fixed = _lanl_date(fixed_text)
-    if fixed is None:
-        raise DataError(f"{at}: {header[fixed_col]} {_show(fixed_text)} is not a date "
-                        "(expected m/d/yyyy hh:mm)")
+    fixed = dates.parse(fixed_text, at, header[fixed_col])
     repair = (fixed - started).total_seconds()
     if repair < 0:
         raise DataError(f"{at}: {header[fixed_col]} {_show(fixed_text)} is before the problem "
@@ -358,21 +416,39 @@ def _plan_time(t: float) -> str:
     return f"{t:.6f}".rstrip("0").rstrip(".")
 
 
-def trace_kill_plans(failures: list[TraceFailure], targets: list[str], *, scale: float, seed: int,
-                     start_s: float = 0.0, max_kills: int | None = None,
-                     horizon_s: float | None = None, min_gap_s: float = MIN_GAP_S,
-                     mapping: Literal["fold", "sample"] = "fold") -> list[str]:
-    """Kill-plan strings the existing parser accepts, e.g. 'server:1@time=3.25'.
+@dataclass(frozen=True)
+class TraceKill:
+    """One kill of a replay and the trace failure it comes from."""
 
-    ``scale``: trace seconds per run second (86400 replays a trace day per second). A
-    failure at trace time ``t`` becomes a kill at ``start_s + t / scale`` run seconds since
-    training started. In that order: failures of unmapped nodes are dropped (``sample``),
-    kills after ``horizon_s`` (run seconds) dropped, a kill closer than ``min_gap_s`` to the
-    previous kept kill of the same target merged into it, then the first ``max_kills`` kept.
-    Sorted by time, then by target order.
+    plan: str  # 'server:1@time=3.25', as mpiec.faults parses it
+    target: str  # 'server:1'
+    time_s: float  # run seconds since training started
+    failure: TraceFailure
+
+    def describe(self) -> str:
+        """``server:1@time=3.25 <- trace node n7 (day 12.50, GPU)``: one line, the file's text escaped."""
+        kind = f", {_escaped(self.failure.kind)}" if self.failure.kind else ""
+        return (f"{self.plan} <- trace node {_escaped(self.failure.node)} "
+                f"(day {self.failure.time_s / DAY_S:.2f}{kind})")
+
+
+def trace_kills(failures: list[TraceFailure], targets: list[str], *, scale: float, seed: int,
+                start_s: float = 0.0, max_kills: int | None = None,
+                horizon_s: float | None = None, min_gap_s: float = MIN_GAP_S,
+                mapping: Literal["fold", "sample"] = "fold", from_s: float = 0.0) -> list[TraceKill]:
+    """The kills of a replay, each with its trace failure (``trace_kill_plans`` gives the plans).
+
+    ``scale``: trace seconds per run second (86400 replays a trace day per second). ``from_s``:
+    the trace time replayed at ``start_s`` (``trace_window`` picks one); earlier failures are
+    dropped. A failure at trace time ``t`` becomes a kill at ``start_s + (t - from_s) / scale``
+    run seconds since training started. In that order: failures of unmapped nodes are dropped
+    (``sample``), kills after ``horizon_s`` (run seconds) dropped, a kill closer than
+    ``min_gap_s`` to the previous kept kill of the same target merged into it, then the first
+    ``max_kills`` kept. Sorted by time, then by target order.
     """
     scale = _finite(scale, "trace scale (trace seconds per run second)", positive=True)
     start_s = _finite(start_s, "trace start (run seconds)")
+    from_s = _finite(from_s, "trace window start (trace seconds)")
     min_gap_s = _finite(min_gap_s, "trace minimum gap between kills of one target (seconds)")
     if horizon_s is not None:
         horizon_s = _finite(horizon_s, "trace horizon (run seconds)")
@@ -383,18 +459,84 @@ def trace_kill_plans(failures: list[TraceFailure], targets: list[str], *, scale:
         return []
     node_map = trace_node_map(failures, targets, seed=seed, mapping=mapping)
     rank = {t: k for k, t in enumerate(targets)}
-    kills = sorted(((round(start_s + f.time_s / scale, 6), node_map[f.node])
-                    for f in failures if f.node in node_map),
+    kills = sorted(((round(start_s + (f.time_s - from_s) / scale, 6), node_map[f.node], f)
+                    for f in failures if f.node in node_map and f.time_s >= from_s),
                    key=lambda kill: (kill[0], rank[kill[1]]))
     last: dict[str, float] = {}
-    plans: list[str] = []
-    for t, target in kills:
+    out: list[TraceKill] = []
+    for t, target, failure in kills:
         if not math.isfinite(t) or (horizon_s is not None and t > horizon_s):
             break  # sorted by time: every later kill is beyond too (inf: a tiny scale overflowed)
         if target in last and t - last[target] < min_gap_s:
             continue
         last[target] = t
-        plans.append(f"{target}@time={_plan_time(t)}")
-        if max_kills is not None and len(plans) >= max_kills:
+        out.append(TraceKill(f"{target}@time={_plan_time(t)}", target, t, failure))
+        if max_kills is not None and len(out) >= max_kills:
             break
-    return plans
+    return out
+
+
+def trace_kill_plans(failures: list[TraceFailure], targets: list[str], *, scale: float, seed: int,
+                     start_s: float = 0.0, max_kills: int | None = None,
+                     horizon_s: float | None = None, min_gap_s: float = MIN_GAP_S,
+                     mapping: Literal["fold", "sample"] = "fold", from_s: float = 0.0) -> list[str]:
+    """Kill-plan strings the existing parser accepts, e.g. 'server:1@time=3.25' (see ``trace_kills``)."""
+    return [k.plan for k in trace_kills(failures, targets, scale=scale, seed=seed, start_s=start_s,
+                                        max_kills=max_kills, horizon_s=horizon_s, min_gap_s=min_gap_s,
+                                        mapping=mapping, from_s=from_s)]
+
+
+def trace_window(failures: list[TraceFailure], targets: list[str], *, kills: int, seed: int,
+                 mapping: Literal["fold", "sample"] = "fold") -> tuple[float, float]:
+    """(start, length), trace seconds: the stretch of the trace a replay of ``kills`` kills takes
+    by default, so that the kills a run can take are spread over it rather than bunched.
+
+    The length is ``kills`` mean inter-arrival times of the failures that reach a target, so the
+    replay keeps the trace's own rate (about ``kills`` failures per window). The start is the
+    failure from which the window's first ``kills`` kills fall most evenly: the largest smallest
+    gap, between consecutive kills and from the last kill to the window's end. A window holding
+    fewer kills is chosen only where none holds enough; ties go to the earliest. Simultaneous
+    failures of different targets have a gap of 0, so a burst is taken only from a trace of
+    bursts. Replaying the window over a run's failure window of ``R`` seconds takes
+    ``scale = length / R`` and ``from_s = start``.
+    """
+    if isinstance(kills, bool) or not isinstance(kills, int) or kills < 1:
+        raise MpiecError(f"trace window kills must be a whole number >= 1, got {_show(kills)}")
+    node_map = trace_node_map(failures, targets, seed=seed, mapping=mapping)
+    # one entry per (instant, target): failures that coincide on one target are one kill at any scale
+    t = np.array([time for time, _ in sorted({(f.time_s, node_map[f.node]) for f in failures
+                                              if f.node in node_map})], dtype=np.float64)
+    if not len(t):
+        raise MpiecError("a trace replay needs a failure on a mapped node, the trace has none")
+    n = len(t)
+    length = kills * (t[-1] - t[0]) / (n - 1) if n > 1 else 0.0
+    if not length > 0:  # one failure, or all at one instant: any length replays them at the start
+        return float(t[0]), 1.0
+    idx = np.arange(n)
+    held = np.minimum(np.searchsorted(t, t + length, side="left") - idx, kills)  # >= 1: t[i] itself
+    last = idx + held - 1
+    score = np.minimum(_range_min(np.diff(t), idx, last), length - (t[last] - t)) / length
+    # a window must start at the first failure of its instant: replaying from_s = t[i] replays
+    # every failure at t[i], also those sorted before i
+    first = np.concatenate([[True], t[1:] != t[:-1]])
+    best = np.lexsort((-idx, score, held))  # most kills, then the best spread, then the earliest
+    best = best[first[best]]
+    return float(t[best[-1]]), float(length)
+
+
+def _range_min(d: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    """``min(d[lo[i]:hi[i]])`` for every i (+inf where empty), by a sparse table: O(n log n)
+    time and memory whatever the window widths (``--max-kills`` is not bounded by the trace)."""
+    table = [np.concatenate([d, [np.inf]])]  # the pad makes an empty range read +inf
+    while 2 ** len(table) <= len(d):
+        prev, half = table[-1], 2 ** (len(table) - 1)
+        table.append(np.minimum(prev[:-half], prev[half:]))
+    width = hi - lo
+    out = np.full(len(lo), np.inf)
+    some = width > 0
+    k = np.floor(np.log2(np.maximum(width, 1))).astype(np.int64)
+    for j in np.unique(k[some]):
+        sel = some & (k == j)
+        row = table[j]
+        out[sel] = np.minimum(row[lo[sel]], row[hi[sel] - 2 ** j])
+    return out

@@ -15,7 +15,10 @@ Costs come from ``--calibrate`` (result files or directories, fitted by ``calibr
 in ``reference.py`` (measured runs of this suite; its provenance is printed).
 
 Invariants: bad input is one line ``mpiec: error: ...`` on stderr and exit code 2 (``MpiecError``),
-checked before the simulation runs; outputs never overwrite an input or a result file
+checked before the simulation runs: every number flag within bounds generous for real use (nodes up
+to ``MAX_NODES``, hours up to ``MAX_HOURS``, ...) and the sweep's simulated events within
+``model.MAX_EVENTS`` (estimated before it starts, enforced while it runs), so nothing runs without
+end; outputs never overwrite an input or a result file
 (``mpiec.analysis.report.check_output_path``); ``main(argv)`` returns the exit code.
 """
 
@@ -32,7 +35,8 @@ from pathlib import Path
 from mpiec.errors import MpiecError
 
 from .costs import Costs, load_costs
-from .failures import HOUR_S, PUBLISHED, ArrivalProcess, NodeRenewal, Replay, trace_arrivals
+from .failures import HOUR_S, PUBLISHED, WEIBULL_SHAPES, ArrivalProcess, NodeRenewal, Replay, trace_arrivals
+from .job import MAX_NODES, MAX_RANKS_PER_NODE
 from .policies import KIND, STRATEGIES
 
 __all__ = ["build_parser", "main"]
@@ -114,19 +118,52 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+#: Bounds of the command's numbers: generous for real use, and small enough that no product of them
+#: overflows a float or runs without end (the simulated events have their own bound, MAX_EVENTS).
+MAX_HOURS = 1e6  # 114 years of failure-free training
+MAX_MTBF_NODE_H = 1e9  # a node failing once in 114,000 years: no failure at any scale
+STEP_TIMES = (1e-6, 86400.0)  # a microsecond to a day per step
+MAX_NODE_COUNTS = 100  # node counts in one --nodes list
+MAX_TRIALS = 1000
+MAX_GLOBAL_BATCH = 10**12
+
+
 def _nodes(text: str) -> list[int]:
     try:
         out = sorted({int(x) for x in text.split(",") if x.strip()})
     except ValueError:
-        raise MpiecError(f"--nodes must be whole numbers separated by commas, got '{text}'") from None
+        raise MpiecError(f"--nodes must be whole numbers separated by commas, got '{_clip(text)}'") from None
     if not out or out[0] < 1:
-        raise MpiecError(f"--nodes needs node counts >= 1, got '{text}'")
+        raise MpiecError(f"--nodes needs node counts >= 1, got '{_clip(text)}'")
+    if out[-1] > MAX_NODES:
+        raise MpiecError(f"--nodes: at most {MAX_NODES:,} nodes, got {out[-1]:,}")
+    if len(out) > MAX_NODE_COUNTS:
+        raise MpiecError(f"--nodes: at most {MAX_NODE_COUNTS} node counts, got {len(out)}")
     return out
 
 
-def _positive(value: float | None, flag: str) -> None:
-    if value is not None and not (math.isfinite(value) and value > 0):
-        raise MpiecError(f"{flag} must be a number > 0, got {value}")
+def _clip(text: str, limit: int = 60) -> str:
+    return text if len(text) <= limit else text[:limit] + "..."
+
+
+def _fmt(x: float) -> str:
+    return f"{x:,.0f}" if abs(x) >= 1e4 and float(x).is_integer() and abs(x) < 1e16 else f"{x:g}"
+
+
+def _positive(value: float | None, flag: str, high: float = math.inf, low: float = 0.0,
+              low_included: bool = False) -> None:
+    """A number flag in ``(low, high]`` (``[low, high]``; None: not given); nan and inf never pass."""
+    if value is not None and not (math.isfinite(value) and (low <= value if low_included else low < value)
+                                  and value <= high):
+        lower = f"{'>=' if low_included else '>'} {_fmt(low)}"
+        upper = f" and <= {_fmt(high)}" if math.isfinite(high) else ""
+        raise MpiecError(f"{flag} must be a number {lower}{upper}, got {value:g}")
+
+
+def _whole(value: int | None, flag: str, low: int, high: int, shown_high: str = "") -> None:
+    if value is not None and not low <= value <= high:
+        raise MpiecError(f"{flag} must be a whole number in {low:,}..{shown_high or f'{high:,}'}, "
+                         f"got {_clip(f'{value:,}')}")
 
 
 def _costs(args: argparse.Namespace) -> tuple[Costs, str]:
@@ -162,7 +199,6 @@ def _process(args: argparse.Namespace, nodes: int) -> ArrivalProcess:
                              f"got '{args.failures_at}'") from None
         return Replay(times)
     if args.mtbf_node_h is not None:
-        _positive(args.mtbf_node_h, "--mtbf-node-h")
         return NodeRenewal(args.mtbf_node_h * HOUR_S, args.weibull_shape)
     pub = PUBLISHED[args.published or "llama3"]
     return NodeRenewal(pub.mtbf_node_h * HOUR_S, args.weibull_shape)
@@ -251,11 +287,23 @@ def run(args: argparse.Namespace) -> int:
     from .scale import crossovers, format_crossovers, format_table, plot, sweep
 
     _check_outputs(args)
-    for value, flag in ((args.step_time, "--step-time"), (args.hours, "--hours"),
-                        (args.trace_scale, "--trace-scale")):
-        _positive(value, flag)
-    if args.trials < 1:
-        raise MpiecError(f"--trials must be >= 1, got {args.trials}")
+    _positive(args.hours, "--hours", MAX_HOURS)
+    _positive(args.step_time, "--step-time", STEP_TIMES[1], low=STEP_TIMES[0], low_included=True)
+    _positive(args.trace_scale, "--trace-scale")
+    _positive(args.mtbf_node_h, "--mtbf-node-h", MAX_MTBF_NODE_H)
+    _positive(args.target_pls, "--target-pls", 1.0)  # cpr's rule for strategy.target_pls
+    low_shape, high_shape = WEIBULL_SHAPES
+    if not low_shape <= args.weibull_shape <= high_shape:
+        raise MpiecError(f"--weibull-shape must be a number in [{low_shape:g}, {high_shape:g}], "
+                         f"got {args.weibull_shape:g}")
+    _whole(args.trials, "--trials", 1, MAX_TRIALS)
+    # the suite's training.seed range; a trial's seed is --seed + its index
+    _whole(args.seed, "--seed", 0, 2**63 - 1 - MAX_TRIALS, shown_high="2^63 - 1001")
+    _whole(args.global_batch, "--global-batch", 1, MAX_GLOBAL_BATCH)
+    _whole(args.trainers_per_node, "--trainers-per-node", 0, MAX_RANKS_PER_NODE)
+    _whole(args.servers_per_node, "--servers-per-node", 0, MAX_RANKS_PER_NODE)
+    _whole(args.k, "--k", 1, 255)  # the suite's ecrm limits (GF(2^8) codes)
+    _whole(args.r, "--r", 1, 4)
     nodes = _nodes(args.nodes)
     costs, source = _costs(args)
     if args.save_costs:
@@ -267,30 +315,31 @@ def run(args: argparse.Namespace) -> int:
         return _predict(args, costs)
     cfg = load_config(preset=args.preset, config_file=args.config, sets=args.set, memory=False)
     step_s = args.step_time or costs.runtime.step_s
+    if not STEP_TIMES[0] <= step_s <= STEP_TIMES[1]:  # a costs file's step time: --step-time's bounds
+        raise MpiecError(f"the step time {step_s:g} s of the {source} is outside {STEP_TIMES[0]:g}.."
+                         f"{STEP_TIMES[1]:g} s: give --step-time")
     base = Job.from_config(cfg, step_s)
     steps = max(1, round(args.hours * HOUR_S / step_s))
     base = dataclasses.replace(base, steps=steps, k=args.k, r=args.r,
                                global_batch=args.global_batch or base.global_batch)
     process = _process(args, max(nodes))
-    if args.trace:  # a trace maps its nodes per job size
-        processes = {n: _process(args, n) for n in nodes}
+    # a trace maps its nodes per job size
+    processes = {n: _process(args, n) for n in nodes} if args.trace else process
     names = _strategies(args, costs)
-    print(f"job: {base.preset}, {base.rows:,} embedding rows x {base.row_bytes} B "
-          f"({base.table_bytes / 2**30:.3g} GiB), dense {base.dense_bytes / 2**20:.3g} MiB, global batch "
-          f"{base.global_batch:,}, step {step_s * 1e3:.3g} ms{'' if args.step_time else ' (calibration)'}, "
-          f"{args.hours:g} h failure-free ({steps:,} steps); per node {args.trainers_per_node} trainer(s), "
-          f"{args.servers_per_node} server(s); ecrm k={args.k}, r={args.r}")
-    print(f"failures: {process.describe()}; costs: {source}; {args.trials} trial(s), seed {args.seed}")
-    if args.trace:
-        rows = []
-        for n in nodes:
-            rows += sweep(costs, base, [n], names, processes[n], args.trials, args.seed,
-                          target_pls=args.target_pls, trainers_per_node=args.trainers_per_node,
-                          servers_per_node=args.servers_per_node, scale_agree=not args.no_agree_scaling)
-    else:
-        rows = sweep(costs, base, nodes, names, process, args.trials, args.seed, target_pls=args.target_pls,
-                     trainers_per_node=args.trainers_per_node, servers_per_node=args.servers_per_node,
-                     scale_agree=not args.no_agree_scaling)
+
+    def header() -> None:
+        given = "" if args.step_time else " (calibration)"
+        print(f"job: {base.preset}, {base.rows:,} embedding rows x {base.row_bytes} B "
+              f"({base.table_bytes / 2**30:.3g} GiB), dense {base.dense_bytes / 2**20:.3g} MiB, global batch "
+              f"{base.global_batch:,}, step {step_s * 1e3:.3g} ms{given}, "
+              f"{args.hours:g} h failure-free ({steps:,} steps); per node {args.trainers_per_node} "
+              f"trainer(s), {args.servers_per_node} server(s); ecrm k={args.k}, r={args.r}")
+        print(f"failures: {process.describe()}; costs: {source}; {args.trials} trial(s), seed {args.seed}")
+
+    # the sweep checks its event bound before it prints the header, so a refused input is one line
+    rows = sweep(costs, base, nodes, names, processes, args.trials, args.seed, target_pls=args.target_pls,
+                 trainers_per_node=args.trainers_per_node, servers_per_node=args.servers_per_node,
+                 scale_agree=not args.no_agree_scaling, on_start=header)
     table = format_table(rows)
     cross = format_crossovers(crossovers(rows))
     print(table)

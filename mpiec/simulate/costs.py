@@ -33,13 +33,19 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import types
+import typing
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from mpiec.errors import MpiecError
+from mpiec.errors import ConfigError, MpiecError
 
-__all__ = ["Costs", "Linear", "RuntimeCosts", "StrategyCosts", "fit_linear", "load_costs"]
+__all__ = ["MAX_COST", "Costs", "Linear", "RuntimeCosts", "StrategyCosts", "fit_linear", "load_costs"]
+
+#: The largest number a costs file may hold (seconds, bytes per second, ratios, counts): far above
+#: any measurement, and low enough that no product of costs and job sizes overflows a float.
+MAX_COST = 1e15
 
 
 @dataclass(frozen=True)
@@ -164,20 +170,10 @@ class Costs:
 
     @classmethod
     def from_dict(cls, raw: dict[str, Any], where: str = "costs") -> Costs:
-        try:
-            rt = RuntimeCosts(**raw["runtime"])
-            strategies = {}
-            for name, s in raw["strategies"].items():
-                s = dict(s)
-                for key in ("write", "read", "rebuild", "parity"):
-                    if s.get(key) is not None:
-                        s[key] = Linear(**s[key])
-                strategies[name] = StrategyCosts(**s)
-            out = cls(rt, strategies, list(raw.get("sources", [])), str(raw.get("note", "")))
-        except KeyError as exc:
-            raise MpiecError(f"{where}: missing key {exc.args[0]!r}") from None
-        except TypeError as exc:  # unexpected keyword argument 'x' / missing argument
-            raise MpiecError(f"{where}: {str(exc).split('.', 1)[-1].strip()}") from None
+        """Costs from their JSON form: every key checked against its field's type (unknown or
+        missing keys and mistyped values are one ``MpiecError`` naming ``where`` and the key),
+        then every number against ``check``'s ranges."""
+        out = _build(cls, raw, "", where)
         out.check(where)
         return out
 
@@ -192,7 +188,8 @@ class Costs:
         return cls.from_dict(raw, where)
 
     def check(self, where: str = "costs") -> None:
-        """Every number finite and >= 0, every rate > 0 (MpiecError naming the key otherwise)."""
+        """Every number finite, >= 0 and at most ``MAX_COST``, every rate > 0 (MpiecError naming
+        the key otherwise)."""
         def walk(obj: Any, path: str) -> None:
             if dataclasses.is_dataclass(obj):
                 for f in dataclasses.fields(obj):
@@ -202,13 +199,61 @@ class Costs:
                     walk(v, f"{path}.{k}")
             elif isinstance(obj, bool) or obj is None or isinstance(obj, str | list):
                 return
-            elif not isinstance(obj, int | float) or not math.isfinite(obj) or obj < 0:
-                raise MpiecError(f"{where}: {path.lstrip('.')} must be a finite number >= 0, got {obj!r}")
+            elif not isinstance(obj, int | float) or not math.isfinite(obj) or not 0 <= obj <= MAX_COST:
+                raise MpiecError(f"{where}: {path.lstrip('.')} must be a finite number in [0, {MAX_COST:g}], "
+                                 f"got {_shown(obj)}")
             if isinstance(obj, Linear) and not obj.rate_Bps > 0:
                 raise MpiecError(f"{where}: {path.lstrip('.')}.rate_Bps must be > 0")
         walk(self, "")
         if self.runtime.step_s <= 0:
             raise MpiecError(f"{where}: runtime.step_s must be > 0")
+
+
+def _shown(value: Any, limit: int = 60) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[:limit] + "..."
+
+
+def _build(cls: type, raw: Any, path: str, where: str) -> Any:
+    """``cls`` (a dataclass) from a JSON object, each field held to its type hint by the config's
+    validator (``mpiec.config._coerce``): a costs file is as untrusted as a config file."""
+    if not isinstance(raw, dict):
+        raise MpiecError(f"{where}: {path or 'the costs'} must be an object, got {_shown(raw)}")
+    hints = typing.get_type_hints(cls)
+    fields = dataclasses.fields(cls)
+    names = {f.name for f in fields}
+    for key in raw:
+        if key not in names:
+            raise MpiecError(f"{where}: unknown key '{_join(path, key)}'")
+    kwargs = {}
+    for f in fields:
+        if f.name in raw:
+            kwargs[f.name] = _typed(raw[f.name], hints[f.name], _join(path, f.name), where)
+        elif f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
+            raise MpiecError(f"{where}: missing key '{_join(path, f.name)}'")
+    return cls(**kwargs)
+
+
+def _typed(value: Any, hint: Any, key: str, where: str) -> Any:
+    from mpiec.config import _coerce
+
+    args = typing.get_args(hint)
+    if isinstance(hint, types.UnionType) and type(None) in args:  # ``Linear | None``
+        if value is None:
+            return None
+        (hint,) = (a for a in args if a is not type(None))
+    if dataclasses.is_dataclass(hint):
+        return _build(hint, value, key, where)
+    try:
+        if typing.get_origin(hint) is dict:  # the config's validator checks the table, not its values
+            return {k: _typed(v, args[1], _join(key, k), where) for k, v in _coerce(value, hint, key).items()}
+        return _coerce(value, hint, key)
+    except ConfigError as exc:
+        raise MpiecError(f"{where}: {exc}") from None
+
+
+def _join(path: str, key: str) -> str:
+    return f"{path}.{key}" if path else key
 
 
 def load_costs(path: str | Path) -> Costs:

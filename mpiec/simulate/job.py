@@ -15,7 +15,9 @@ numbers the model needs, and how a job of ``N`` nodes is laid out:
   rank per node): the layout of a measured run, for predicting it.
 
 Invariants: every size is derived from the config, never typed in; ``shard_rows`` rounds up
-(the largest shard is the one a restore waits for).
+(the largest shard is the one a restore waits for); a job at scale has at most ``MAX_NODES`` nodes
+of at most ``MAX_RANKS_PER_NODE`` trainers and as many servers, and an ecrm stripe of
+``k`` in 1..255 data rows (GF(2^8)) and ``r`` in 1..4 parity rows (the suite's ecrm limits).
 """
 
 from __future__ import annotations
@@ -26,7 +28,14 @@ from typing import Any
 
 from mpiec.errors import MpiecError
 
-__all__ = ["Job"]
+__all__ = ["MAX_NODES", "MAX_RANKS_PER_NODE", "Job"]
+
+#: Nodes a simulated job may have: a few times the largest machines built (~10^4-10^5 nodes), and
+#: what one trial's node lifetimes take in memory (~0.7 GB at the bound).
+MAX_NODES = 5_000_000
+#: Trainers (and servers) per node: far above the GPUs or sockets of a node; a node failure costs
+#: time in the square of the ranks it takes down (ecrm's stripe check).
+MAX_RANKS_PER_NODE = 128
 
 
 @dataclass(frozen=True)
@@ -83,8 +92,16 @@ class Job:
                 trainers_per_node + servers_per_node < 1:
             raise MpiecError(f"a job needs nodes >= 1 and at least one rank per node, got {nodes} nodes, "
                              f"{trainers_per_node} trainers and {servers_per_node} servers per node")
+        if nodes > MAX_NODES:
+            raise MpiecError(f"a job has at most {MAX_NODES:,} nodes, got {nodes:,}")
+        if max(trainers_per_node, servers_per_node) > MAX_RANKS_PER_NODE:
+            raise MpiecError(f"a node holds at most {MAX_RANKS_PER_NODE} trainers and {MAX_RANKS_PER_NODE} "
+                             f"servers, got {trainers_per_node} and {servers_per_node}")
         k = k if k is not None else self.k
         r = r if r is not None else self.r
+        if not (1 <= k <= 255 and 1 <= r <= 4):
+            raise MpiecError(f"an ecrm stripe has k = 1..255 data rows and r = 1..4 parity rows, "
+                             f"got k = {k}, r = {r}")
         servers = nodes * servers_per_node
         if servers and k + r > servers:
             k = max(1, servers - r)

@@ -35,7 +35,10 @@ arrives during a recovery is applied when that recovery ends. Step-triggered fai
 step``) fire once, the first time the job reaches that step, as the runtime's kill plans do.
 
 Invariants: time only moves forward; a run ends when every step is done or at ``cap_s`` of wall
-time (``finished = False``); the engine is deterministic for a given policy and failure list.
+time (``finished = False``); the engine is deterministic for a given policy and failure list; every
+event (a turn of the engine's loop: a checkpoint, a stretch of steps; a failure costs
+``FAILURE_EVENTS``) is paid from an ``EventBudget`` (``MAX_EVENTS`` unless the caller shares one),
+so no input runs without end: past the budget the run stops with a ``MpiecError`` saying the bound.
 """
 
 from __future__ import annotations
@@ -44,11 +47,42 @@ import math
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
-__all__ = ["BACK_TO_NORMAL_SLOWDOWN", "Failure", "Outcome", "Policy", "RecoveryRecord", "simulate"]
+from mpiec.errors import MpiecError
+
+__all__ = ["BACK_TO_NORMAL_SLOWDOWN", "FAILURE_EVENTS", "MAX_EVENTS", "EventBudget", "Failure", "Outcome",
+           "Policy", "RecoveryRecord", "simulate"]
 
 #: The runtime is "back to normal" at the first step no slower than normal / 0.95.
 BACK_TO_NORMAL_SLOWDOWN = 1.0 / 0.95 - 1.0
 KINDS = ("restart", "rollback", "partial", "rebuild")
+#: Events one command may simulate: about a minute of the engine (~1 µs an event: a turn of its
+#: loop, a checkpoint). The default sweep spends ~120,000; a year of a 10,000-node job, one trial
+#: of every strategy, ~8 million (10 s).
+MAX_EVENTS = 50_000_000
+#: What one failure costs in events: it is drawn, built, recovered from and recorded (~15 µs).
+FAILURE_EVENTS = 15
+
+
+class EventBudget:
+    """Events left to simulate; ``spend`` past the bound is a ``MpiecError`` that says it."""
+
+    def __init__(self, limit: int = MAX_EVENTS) -> None:
+        self.limit = limit
+        self.left = limit
+
+    def check(self, events: float, what: str) -> None:
+        """Refuse, before any of it runs, work estimated at ``events`` events (``what`` says whose)."""
+        if not events <= self.left:
+            raise MpiecError(f"{what} would simulate about {events:.3g} events (checkpoints, failures, "
+                             f"node lifetimes), more than the bound of {self.limit:,}: fewer --hours, "
+                             "--nodes or --trials, or a larger MTBF")
+
+    def spend(self, events: int = 1) -> None:
+        self.left -= events
+        if self.left < 0:
+            raise MpiecError(f"the simulation passed its bound of {self.limit:,} events (checkpoints, "
+                             "failures, node lifetimes) and was stopped: fewer --hours, --nodes or "
+                             "--trials, or a larger MTBF (or a Weibull shape nearer 1)")
 
 
 @dataclass(frozen=True)
@@ -156,8 +190,8 @@ class Outcome:
 class _Run:
     """The state of one simulated run (``simulate`` drives it)."""
 
-    def __init__(self, p: Policy, steps: int) -> None:
-        self.p, self.steps = p, steps
+    def __init__(self, p: Policy, steps: int, budget: EventBudget) -> None:
+        self.p, self.steps, self.budget = p, steps, budget
         self.t = 0.0
         self.done = 0  # steps in the current state
         self.ckpt = 0  # steps covered by the last committed checkpoint (0: the initial state)
@@ -187,6 +221,7 @@ class _Run:
     # -- failures ------------------------------------------------------------------------
     def fail(self, f: Failure, at: float, partial_s: float) -> None:
         """Apply failure ``f`` at wall time ``at``; ``partial_s`` of the current step is lost."""
+        self.budget.spend(FAILURE_EVENTS)
         p, out = self.p, self.out
         d = self.done
         all_trainers = f.trainers >= p.trainers
@@ -257,10 +292,12 @@ class _Run:
 
 
 def simulate(p: Policy, steps: int, timed: Iterable[Failure] = (), at_steps: Iterable[Failure] = (),
-             cap_s: float = math.inf) -> Outcome:
+             cap_s: float = math.inf, budget: EventBudget | None = None) -> Outcome:
     """Run ``steps`` steps of policy ``p``; ``timed`` failures in time order (may be an endless
-    iterator: it is consumed only as far as the run goes), ``at_steps`` ones by step."""
-    run = _Run(p, steps)
+    iterator: it is consumed only as far as the run goes), ``at_steps`` ones by step. Each turn of
+    the loop is paid from ``budget`` (a fresh ``MAX_EVENTS`` one if None)."""
+    budget = budget or EventBudget()
+    run = _Run(p, steps, budget)
     it: Iterator[Failure] = iter(timed)
     nxt = next(it, None)
     pending_steps = sorted(at_steps, key=lambda f: f.step if f.step is not None else -1)
@@ -268,6 +305,7 @@ def simulate(p: Policy, steps: int, timed: Iterable[Failure] = (), at_steps: Ite
         raise ValueError("simulate: timed failures need time_s, at_steps ones need step")
     out = run.out
     while run.done < steps and run.t < cap_s:
+        budget.spend()
         step_kill = pending_steps[0].step if pending_steps else None
         if step_kill is not None and step_kill <= run.done:
             f = pending_steps.pop(0)

@@ -19,12 +19,14 @@ with the suite's own rules, called, not copied:
 * the recovery latency is ``RuntimeCosts.latency_s`` at the job's rank count.
 
 Invariants: a strategy with no calibrated costs is refused with the strategies that have some;
-an infinite MTBF (no failure expected) uses the failure-free job's wall time as the MTBF (one
-failure per run, the suite's fallback).
+every duration of a policy is finite and >= 0, or the policy is refused (``MpiecError`` naming the
+strategy and the quantity); an infinite MTBF (no failure expected) uses the failure-free job's
+wall time as the MTBF (one failure per run, the suite's fallback).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 from mpiec.errors import MpiecError
@@ -77,13 +79,13 @@ def build_policy(name: str, costs: Costs, job: Job, mtbf_job_s: float, *,
                   trainers=job.trainers, global_batch=job.global_batch, k=job.k, r=job.r,
                   resume_extra_s=sc.resume_extra_s, trainer_restore_s=sc.trainer_restore_s)
     if kind == "restart":
-        return Policy(**common)
+        return _checked(Policy(**common))
     if kind == "rebuild":
         overhead = sc.parity.seconds(parity_bytes_per_server_step(sc, job)) if sc.parity else 0.0
         fetched = (job.k + job.r) * job.shard_rows * job.row_bytes
         rebuild = sc.rebuild.seconds(fetched) if sc.rebuild else 0.0
-        return Policy(**common, overhead_s=overhead, sync_restore_s=sc.sync_restore_s, rebuild_s=rebuild,
-                      rebuild_slowdown=sc.rebuild_slowdown)
+        return _checked(Policy(**common, overhead_s=overhead, sync_restore_s=sc.sync_restore_s,
+                               rebuild_s=rebuild, rebuild_slowdown=sc.rebuild_slowdown))
     if sc.write is None or sc.read is None:
         raise MpiecError(f"strategy '{name}': the calibration has no checkpoint write or restore to "
                          "measure its bandwidth from")
@@ -94,14 +96,38 @@ def build_policy(name: str, costs: Costs, job: Job, mtbf_job_s: float, *,
         interval, rule = int(interval_steps), "given"
     elif kind == "partial":
         pls = CPR_DEFAULT_TARGET_PLS if target_pls is None else target_pls
+        if not 0 < pls <= 1:  # also nan: the suite's rule for strategy.target_pls
+            raise MpiecError(f"cpr's PLS target must be a number in (0, 1], got {pls!r}")
         per_failure = max(1, job.servers_per_node)
         seconds = interval_for_pls(pls, max(1, job.servers), mtbf) / per_failure
-        interval, rule = max(1, round(seconds / job.step_s)), f"pls {pls:g}"
+        interval, rule = _steps(name, "checkpoint interval", seconds, job.step_s), f"pls {pls:g}"
     else:
-        interval, rule = max(1, round(young_interval(stall, mtbf) / job.step_s)), "young"
+        interval = _steps(name, "checkpoint interval", young_interval(stall, mtbf), job.step_s)
+        rule = "young"
     partial_every, partial_stall = None, 0.0
     if sc.partial_every > 0:
         partial_every = max(1, round(interval / sc.partial_every))
         partial_stall = sc.write.seconds(job.part_bytes * sc.partial_ratio)
-    return Policy(**common, interval_steps=interval, interval_rule=rule, ckpt_stall_s=stall,
-                  restore_s=restore, partial_every_steps=partial_every, partial_stall_s=partial_stall)
+    return _checked(Policy(**common, interval_steps=interval, interval_rule=rule, ckpt_stall_s=stall,
+                           restore_s=restore, partial_every_steps=partial_every,
+                           partial_stall_s=partial_stall))
+
+
+def _steps(name: str, what: str, seconds: float, step_s: float) -> int:
+    """``seconds`` in whole steps (at least 1); a non-finite number is an input out of range."""
+    steps = seconds / step_s
+    if not math.isfinite(steps):
+        raise MpiecError(f"strategy '{name}': its {what} comes out as {seconds!r} s with these costs and "
+                         "this job: a cost or an input is out of range")
+    return max(1, round(steps))
+
+
+def _checked(p: Policy) -> Policy:
+    """Every duration of ``p`` finite: costs and job sizes each in range can still multiply out of
+    floating point (a huge part at a tiny rate), and the engine would turn that into an endless run."""
+    for f in dataclasses.fields(p):
+        value = getattr(p, f.name)
+        if isinstance(value, float) and not (math.isfinite(value) and value >= 0):
+            raise MpiecError(f"strategy '{p.name}': its {f.name} comes out as {value!r} with these costs "
+                             "and this job: a cost or an input is out of range")
+    return p

@@ -2,24 +2,26 @@
 where the strategies cross over, and the table and plot of it.
 
 Owns ``sweep`` (nodes × strategies × trials → ``ScaleRow``), ``crossovers`` and their rendering.
-Invariants: one trial draws its failures once (``failures.Schedule``) and every strategy of that
-trial replays the same ones; a strategy that does not finish within ``cap`` × the failure-free
-wall time is reported with ``finished < 1`` and ETTR 0 for those trials (``none`` at scale: it
-restarts from scratch at every failure); a crossover is a sign change of the goodput difference
-between two consecutive node counts, placed by linear interpolation in log(nodes).
+Invariants: a sweep's events are estimated and refused past its ``EventBudget`` before it runs,
+and its runs pay their events from the same budget; one trial draws its failures once
+(``failures.Schedule``) and every strategy of that trial replays the same ones; a strategy that
+does not finish within ``cap`` × the failure-free wall time is reported with ``finished < 1`` and
+ETTR 0 for those trials (``none`` at scale: it restarts from scratch at every failure); a
+crossover is a sign change of the goodput difference between two consecutive node counts, placed
+by linear interpolation in log(nodes).
 """
 
 from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from .costs import Costs
 from .failures import ArrivalProcess, Schedule
 from .job import Job
-from .model import Failure, simulate
+from .model import FAILURE_EVENTS, EventBudget, Failure, Policy, simulate
 from .policies import build_policy
 
 __all__ = ["Crossover", "ScaleRow", "crossovers", "format_crossovers", "format_table", "plot", "sweep"]
@@ -56,25 +58,45 @@ def _failures(schedule: Schedule, job: Job) -> Iterator[Failure]:
         i += 1
 
 
-def sweep(costs: Costs, job: Job, nodes: list[int], strategies: list[str], process: ArrivalProcess,
-          trials: int = 5, seed: int = 0, cap: float = 10.0, target_pls: float | None = None,
-          trainers_per_node: int = 1, servers_per_node: int = 1, scale_agree: bool = True) -> list[ScaleRow]:
-    rows: list[ScaleRow] = []
+def sweep(costs: Costs, job: Job, nodes: list[int], strategies: list[str],
+          process: ArrivalProcess | dict[int, ArrivalProcess], trials: int = 5, seed: int = 0,
+          cap: float = 10.0, target_pls: float | None = None, trainers_per_node: int = 1,
+          servers_per_node: int = 1, scale_agree: bool = True, budget: EventBudget | None = None,
+          on_start: Callable[[], None] | None = None) -> list[ScaleRow]:
+    """Every strategy at every node count, ``trials`` seeded trials each. ``process``: one arrival
+    process, or one per node count (a trace maps its nodes per job size).
+
+    The whole sweep's events are estimated first and refused past ``budget`` (``MAX_EVENTS``)
+    before any of it runs; ``on_start`` is called once that check passed (the CLI prints its
+    header then). The runs pay their actual events from the same budget, so a process that fails
+    far more often than its mean says (a small Weibull shape) still stops at the bound."""
+    budget = budget or EventBudget()
+    points = []
     for n in nodes:
+        proc = process[n] if isinstance(process, dict) else process
         j = job.at_scale(n, trainers_per_node, servers_per_node)
-        mtbf = process.job_mtbf_s(n)
-        ff_wall = j.steps * j.step_s
-        per_strategy: dict[str, list] = {s: [] for s in strategies}
+        mtbf = proc.job_mtbf_s(n)
         policies = {s: build_policy(s, costs, j, mtbf, target_pls=target_pls, scale_agree=scale_agree)
                     for s in strategies}
+        points.append((n, j, proc, mtbf, policies))
+    events = sum(_events(j, proc, n, mtbf, policies, trials, cap) for n, j, proc, mtbf, policies in points)
+    budget.check(events, f"this sweep ({len(nodes)} node count(s) x {len(strategies)} strategies x "
+                         f"{trials} trial(s))")
+    if on_start is not None:
+        on_start()
+    rows: list[ScaleRow] = []
+    for n, j, proc, _mtbf, policies in points:
+        ff_wall = j.steps * j.step_s
+        per_strategy: dict[str, list] = {s: [] for s in strategies}
         for t in range(trials):
-            schedule = Schedule(process, n, seed + t)
+            schedule = Schedule(proc, n, seed + t)
             for s in strategies:
-                out = simulate(policies[s], j.steps, _failures(schedule, j), cap_s=cap * ff_wall)
+                out = simulate(policies[s], j.steps, _failures(schedule, j), cap_s=cap * ff_wall,
+                               budget=budget)
                 per_strategy[s].append(out)
         for s in strategies:
             p = policies[s]
-            ff = simulate(p, j.steps)
+            ff = simulate(p, j.steps, budget=budget)
             outs = per_strategy[s]
             fails = [o.failures for o in outs]
             lost = [o.time_lost_s for o in outs]
@@ -91,6 +113,21 @@ def sweep(costs: Costs, job: Job, nodes: list[int], strategies: list[str], proce
                 finished=statistics.fmean(1.0 if o.finished else 0.0 for o in outs),
                 unrecoverable=statistics.fmean(o.unrecoverable for o in outs), trials=trials))
     return rows
+
+
+def _events(job: Job, process: ArrivalProcess, nodes: int, mtbf_s: float, policies: dict[str, Policy],
+            trials: int, cap: float) -> float:
+    """Events one node count of a sweep is expected to take (an estimate for ``EventBudget.check``):
+    per trial the node lifetimes drawn at the start and, per strategy, its checkpoints plus a few
+    events per failure over the longest run the cap allows; per strategy one failure-free run."""
+    failures = min(cap * job.steps * job.step_s / mtbf_s if mtbf_s > 0 else math.inf,
+                   process.arrival_bound(nodes))
+    total = trials * process.start_events(nodes)
+    for p in policies.values():
+        checkpoints = sum(job.steps / every for every in (p.interval_steps, p.partial_every_steps) if every)
+        # a failure: its own cost and up to two turns of the loop (the stretch it cuts, a slowed one)
+        total += (trials + 1) * (1 + checkpoints) + trials * (FAILURE_EVENTS + 2) * failures
+    return total
 
 
 def _interval(steps: int | None, rule: str, job_steps: int) -> str:

@@ -186,3 +186,99 @@ def test_costs_at_another_speed_stretch_cpu_bound_durations_but_not_paced_writes
     unpaced = costs(ckpt=CKPT).at_speed(3.0).strategies["ckpt"].write
     assert unpaced.seconds(1e6) == pytest.approx(3 * CKPT.write.seconds(1e6))
     assert c.at_speed(1.0) is c
+
+
+# -- bad input: one line, exit 2, nothing unbounded ---------------------------------------------
+
+@pytest.mark.parametrize(("mutate", "message"), [
+    (lambda raw: raw["runtime"].__setitem__("step_s", "x"), "runtime.step_s must be a number, got 'x'"),
+    (lambda raw: raw.__setitem__("strategies", []), "strategies must be a table, got []"),
+    (lambda raw: raw["strategies"].__setitem__("ckpt", 3), "strategies.ckpt must be an object, got 3"),
+    (lambda raw: raw["strategies"]["ckpt"]["write"].__setitem__("rate_Bps", None),
+     "strategies.ckpt.write.rate_Bps must be a number, got None"),
+    (lambda raw: raw["runtime"].__setitem__("ranks", 4.5), "runtime.ranks must be an integer, got 4.5"),
+    (lambda raw: raw["runtime"].__setitem__("speed_steps", {"tiny": "fast"}),
+     "runtime.speed_steps.tiny must be a number"),
+    (lambda raw: raw["strategies"]["ckpt"].__setitem__("colour", 1), "unknown key 'strategies.ckpt.colour'"),
+    (lambda raw: raw["runtime"].__delitem__("step_s"), "missing key 'runtime.step_s'"),
+    (lambda raw: raw.__setitem__("sources", "a.h5"), "sources must be a list"),
+    (lambda raw: raw["runtime"].__setitem__("detect_s", 1e300),
+     "runtime.detect_s must be a finite number in [0, 1e+15], got 1e+300"),
+])
+def test_a_mistyped_costs_file_is_one_error_naming_the_key(tmp_path, mutate, message):
+    raw = json.loads(costs(ckpt=CKPT).to_json())
+    mutate(raw)
+    path = tmp_path / "c.json"
+    path.write_text(json.dumps(raw))
+    with pytest.raises(MpiecError) as exc:
+        load_costs(path)
+    assert str(exc.value).startswith(f"costs file {path}: ") and message in str(exc.value)
+
+
+@pytest.mark.parametrize(("argv", "message"), [
+    (["--hours", "1e12"], "--hours must be a number > 0 and <= 1,000,000, got 1e+12"),
+    (["--hours", "nan"], "--hours must be a number > 0"),
+    (["--nodes", "100000000000"], "--nodes: at most 5,000,000 nodes, got 100,000,000,000"),
+    (["--weibull-shape", "1e-6"], "--weibull-shape must be a number in [0.1, 100], got 1e-06"),
+    (["--target-pls", "nan"], "--target-pls must be a number > 0 and <= 1, got nan"),
+    (["--target-pls", "2"], "--target-pls must be a number > 0 and <= 1"),
+    (["--mtbf-node-h", "1e300"], "--mtbf-node-h must be a number > 0 and <= 1,000,000,000"),
+    (["--step-time", "1e-300"], "--step-time must be a number >= 1e-06 and <= 86,400"),
+    (["--trials", "0"], "--trials must be a whole number in 1..1,000"),
+    (["--seed", "-1"], "--seed must be a whole number in 0..2^63 - 1001"),
+    (["--global-batch", "0"], "--global-batch must be a whole number in 1.."),
+    (["--trainers-per-node", "1000000000000"], "--trainers-per-node must be a whole number in 0..128"),
+    (["--r", "0"], "--r must be a whole number in 1..4"),
+    # accepted bounds, but about 10^16 simulated events: refused before anything runs
+    (["--mtbf-node-h", "1e-9"], "more than the bound of 50,000,000"),
+    (["--hours", "1e5", "--nodes", "10000"], "more than the bound of 50,000,000"),
+])
+def test_absurd_simulate_inputs_are_one_line_and_exit_2(argv, message, capsys):
+    from mpiec.simulate.cli import main
+
+    assert main(["--trials", "1", *argv]) == 2
+    out, err = capsys.readouterr()
+    assert err.startswith("mpiec: error: ") and message in err and err.count("\n") == 1, err
+    assert out == ""  # refused before the header: nothing ran
+
+
+def test_the_engine_stops_at_its_event_budget():
+    from mpiec.simulate.model import EventBudget, Failure, Policy, simulate
+
+    endless = (Failure(time_s=float(t), servers=(0,)) for t in itertools.count())
+    p = Policy("none", "restart", step_s=1.0, latency_s=0.5)
+    with pytest.raises(MpiecError, match="passed its bound of 1,000 events"):
+        simulate(p, 10**9, endless, budget=EventBudget(1000))
+    budget = EventBudget(1000)
+    with pytest.raises(MpiecError, match=r"would simulate about 2e\+03 events .* bound of 1,000"):
+        budget.check(2000.0, "this sweep")
+    assert simulate(p, 5, budget=budget).finished and budget.left == 999  # one stretch of 5 steps
+
+
+def test_a_weibull_shape_whose_mean_leaves_floating_point_is_refused():
+    with pytest.raises(MpiecError, match=r"Weibull shape must be a number in \[0.1, 100\], got 1e-06"):
+        NodeRenewal(3600.0, shape=1e-6)
+    with pytest.raises(MpiecError, match="Weibull shape"):
+        NodeRenewal(3600.0, shape=float("nan"))
+    assert NodeRenewal(3600.0, shape=0.1).scale_s > 0
+
+
+def test_job_size_and_stripe_bounds():
+    from mpiec.simulate.job import MAX_NODES
+
+    job = tiny_job()
+    assert job.at_scale(MAX_NODES).nodes == MAX_NODES
+    with pytest.raises(MpiecError, match="at most 5,000,000 nodes"):
+        job.at_scale(MAX_NODES + 1)
+    with pytest.raises(MpiecError, match="at most 128 trainers"):
+        job.at_scale(8, trainers_per_node=129)
+    with pytest.raises(MpiecError, match="k = 1..255 data rows and r = 1..4"):
+        job.at_scale(8, r=0)
+
+
+def test_costs_that_multiply_out_of_floating_point_are_refused_naming_the_strategy():
+    slow = dataclasses.replace(CKPT, write=Linear(0.0, 1e-300))  # a rate > 0, but every part takes inf s
+    with pytest.raises(MpiecError, match="strategy 'ckpt': its .* comes out as inf"):
+        build_policy("ckpt", costs(ckpt=slow), tiny_job(), 3600.0)
+    with pytest.raises(MpiecError, match=r"cpr's PLS target must be a number in \(0, 1\], got nan"):
+        build_policy("cpr", costs(cpr=CPR), tiny_job(), 3600.0, target_pls=float("nan"))
