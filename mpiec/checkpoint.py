@@ -26,6 +26,13 @@ Invariants:
 * Reads check each file's size against the manifest and, by default, its
   checksum: a missing, truncated or corrupted file raises ``CheckpointError``
   naming the file.
+* A failed write (a full disk, ``ENOSPC``; a quota; an I/O error) raises ``CheckpointError``
+  naming the file and the error, removes what the failed part had written (and the step
+  directory when that leaves it empty), and prints a warning line on stderr (rate-limited per
+  process): a rank whose checkpoint failed says so on the console, not only in the result file.
+  The checkpoint is then never committed, so it stays absent for every rank. A failed commit
+  removes the whole step directory (every part is in when a commit runs): the space a failed
+  checkpoint took is given back for the next one.
 
 Checksum: CRC-32 (``zlib.crc32``) of the whole ``.npy`` file (header and
 data), written as ``"crc32:%08x"``. It is computed while the file is written,
@@ -39,17 +46,20 @@ accidental damage (flipped bits, torn or zeroed blocks), not tampering.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import io
 import json
+import math
 import os
 import queue
 import re
 import shutil
+import sys
 import threading
 import time
 import zlib
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -59,7 +69,7 @@ import numpy as np
 from mpiec.errors import CheckpointError  # an MpiecError: the CLI prints it as one line
 
 __all__ = [
-    "FORMAT", "VERSION", "MANIFEST", "CheckpointError", "PartInfo", "CheckpointStore",
+    "FORMAT", "VERSION", "MANIFEST", "WARN_EVERY_S", "CheckpointError", "PartInfo", "CheckpointStore",
     "BackgroundWriter", "check_unused", "find_checkpoint_root", "resolve_checkpoint", "step_dir_name",
 ]
 
@@ -97,8 +107,11 @@ def _check_name(name: str) -> str:
 
 
 def _why(exc: BaseException) -> str:
-    """An OSError's reason without its errno noise ("Permission denied")."""
-    return getattr(exc, "strerror", None) or str(exc)
+    """An OSError's reason and its errno name ("No space left on device [ENOSPC]"): the name is
+    what users search for and what tells a full disk from a quota (EDQUOT) or an I/O error."""
+    text = getattr(exc, "strerror", None) or str(exc)
+    code = errno.errorcode.get(getattr(exc, "errno", None) or 0)
+    return f"{text} [{code}]" if code and code not in text else text
 
 
 def _size_problem(path: Path, expected: int, source: str) -> str:
@@ -120,6 +133,61 @@ def _write_failed(tmp: Path, final: Path, exc: OSError) -> CheckpointError:
     except OSError:
         pass
     return CheckpointError(f"{final}: cannot write ({_why(exc)})")
+
+
+def _write_some(f: io.RawIOBase, buf: memoryview) -> int:
+    """One raw write: the single place bytes go to a checkpoint file (tests replace it to
+    emulate a full disk without mounting one)."""
+    return f.write(buf)
+
+
+def _write_all(f: io.RawIOBase, buf: memoryview) -> None:
+    while buf:  # a raw write may be partial
+        n = _write_some(f, buf)
+        if not n:  # no progress and no error: looping would spin for ever
+            raise OSError(errno.EIO, "the file system accepted no bytes")
+        buf = buf[n:]
+
+
+def _rmdir_if_empty(d: Path) -> None:
+    try:
+        d.rmdir()
+    except OSError:  # not empty (another part of the step is there) or already gone
+        pass
+
+
+#: At most one warning line per this many seconds per process (the first failure is always shown):
+#: a full disk fails every checkpoint, and a long run must not bury its console in them.
+WARN_EVERY_S = 60.0
+
+
+class _FailureWarnings:
+    """The console side of failed checkpoint writes, for the whole process (a rank may hold
+    several stores, e.g. ``cpr``'s partial store, and a background writer thread)."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.last = -math.inf
+        self.hidden = 0
+        self.emit: Callable[[str], None] = self._stderr
+
+    @staticmethod
+    def _stderr(line: str) -> None:
+        print(line, file=sys.stderr, flush=True)
+
+    def __call__(self, step: int, exc: BaseException) -> None:
+        with self.lock:
+            now = time.monotonic()
+            if now - self.last < WARN_EVERY_S:
+                self.hidden += 1
+                return
+            hidden, self.hidden, self.last = self.hidden, 0, now
+        more = f" ({hidden} more failed checkpoint writes in this process not shown)" if hidden else ""
+        self.emit(f"[mpiec] warning: checkpoint of step {step} failed, it will not be committed: "
+                  f"{exc}{more}")
+
+
+warn_failure = _FailureWarnings()
 
 
 def _fsync_dir(path: Path) -> None:
@@ -226,13 +294,15 @@ class CheckpointStore:
 
     ``bandwidth_mb_s > 0`` caps the write rate at that many MB/s (10^6 bytes/s) by writing in
     small chunks and sleeping: an *emulation* of slower remote storage, on top of the real disk.
+    ``warn=False`` keeps failed writes off stderr (the ``CheckpointError`` is raised either way).
     """
 
-    def __init__(self, root: str | Path, bandwidth_mb_s: float = 0.0):
+    def __init__(self, root: str | Path, bandwidth_mb_s: float = 0.0, warn: bool = True):
         if not bandwidth_mb_s >= 0:
             raise ValueError(f"bandwidth_mb_s must be >= 0, not {bandwidth_mb_s!r}")
         self.root = Path(root)
         self.bandwidth_mb_s = float(bandwidth_mb_s)
+        self.warn = bool(warn)
 
     @property
     def emulated_bandwidth(self) -> bool:
@@ -246,6 +316,11 @@ class CheckpointStore:
     def step_dir(self, step: int) -> Path:
         return self.root / step_dir_name(_check_step(step))
 
+    def _failed(self, step: int, exc: CheckpointError) -> CheckpointError:
+        if self.warn:
+            warn_failure(step, exc)
+        return exc
+
     # ---- writing -----------------------------------------------------------------------------
 
     def write_part(self, step: int, part: str, arrays: Mapping[str, np.ndarray]) -> PartInfo:
@@ -253,6 +328,8 @@ class CheckpointStore:
 
         Each array goes to a temporary file in the step directory, checksummed while written,
         fsynced and renamed to ``<part>.<name>.npy``; the step directory is fsynced at the end.
+        A failure (``CheckpointError``) removes the files this call wrote, and the step directory
+        when nothing else is in it, and warns on stderr.
         """
         step = _check_step(step)
         _check_part(part)
@@ -270,15 +347,24 @@ class CheckpointStore:
             if created:
                 _fsync_dir(self.root)
         except OSError as exc:
-            raise CheckpointError(f"{d}: cannot create the checkpoint directory ({_why(exc)})") from None
+            raise self._failed(step, CheckpointError(
+                f"{d}: cannot create the checkpoint directory ({_why(exc)})")) from None
         pacer = _Pacer(self.bandwidth_mb_s * 1e6)
         files: dict[str, dict[str, Any]] = {}
-        for name, arr in items:
-            files[name] = self._write_npy(d, f"{part}.{name}.npy", arr, pacer)
         try:
-            _fsync_dir(d)
-        except OSError as exc:
-            raise CheckpointError(f"{d}: cannot fsync the checkpoint directory ({_why(exc)})") from None
+            for name, arr in items:
+                files[name] = self._write_npy(d, f"{part}.{name}.npy", arr, pacer)
+            try:
+                _fsync_dir(d)
+            except OSError as exc:
+                raise CheckpointError(f"{d}: cannot fsync the checkpoint directory ({_why(exc)})") from None
+        except CheckpointError as exc:
+            # Whole files of a part that failed are never committed: they would only hold the space
+            # (on a full disk, the space the next checkpoint needs).
+            for entry in files.values():
+                (d / entry["file"]).unlink(missing_ok=True)
+            _rmdir_if_empty(d)
+            raise self._failed(step, exc) from None
         return PartInfo(part=part, files=files, bytes=sum(f["bytes"] for f in files.values()),
                         seconds=time.perf_counter() - t0)
 
@@ -293,14 +379,17 @@ class CheckpointStore:
         step = pacer.chunk()
         crc = 0
         try:
-            with open(tmp, "wb", buffering=0) as f:
+            try:
+                f = open(tmp, "wb", buffering=0)
+            except FileNotFoundError:  # another rank's failed part of this step removed the empty directory
+                d.mkdir(parents=True, exist_ok=True)
+                f = open(tmp, "wb", buffering=0)
+            with f:
                 for buf in (memoryview(header), data):
                     for i in range(0, len(buf), step):
                         chunk = buf[i:i + step]
                         crc = zlib.crc32(chunk, crc)
-                        while chunk:  # a raw write may be partial
-                            n = f.write(chunk)
-                            chunk = chunk[n:]
+                        _write_all(f, chunk)
                         pacer.sent_bytes(min(step, len(buf) - i))
                 os.fsync(f.fileno())
             os.replace(tmp, final)
@@ -312,7 +401,13 @@ class CheckpointStore:
     def commit(self, step: int, parts: Mapping[str, PartInfo] | Iterable[PartInfo],
                meta: Mapping[str, Any] | None = None) -> Path:
         """Make checkpoint ``step`` complete: check every listed file exists with its size (a stat,
-        no re-read), then write ``MANIFEST.json`` atomically. Returns the manifest's path."""
+        no re-read), then write ``MANIFEST.json`` atomically. Returns the manifest's path.
+
+        A manifest that cannot be written (``CheckpointError``, with a warning on stderr) leaves the
+        step uncommitted and removes its directory: every part is in when a commit runs, so nothing
+        writes there any more, and on a full disk its space is what the next checkpoint needs. Once
+        the manifest is renamed into place the step is committed (every rank can see it); a failed
+        fsync of the directories after that is only warned about, as it cannot be undone safely."""
         step = _check_step(step)
         d = self.step_dir(step)
         infos: dict[str, PartInfo] = {}
@@ -345,16 +440,38 @@ class CheckpointStore:
         tmp = d / f".{MANIFEST}.tmp-{os.getpid()}-{threading.get_ident()}"
         try:
             _fsync_dir(d)  # every part's rename is durable before the manifest can be
-            with open(tmp, "w") as f:
-                f.write(text)
-                f.flush()
+            with open(tmp, "wb", buffering=0) as f:
+                _write_all(f, memoryview(text.encode()))
                 os.fsync(f.fileno())
             os.replace(tmp, final)
+        except OSError as exc:
+            error = _write_failed(tmp, final, exc)
+            self.abandon(step)
+            raise self._failed(step, error) from None
+        try:
             _fsync_dir(d)
             _fsync_dir(self.root)
         except OSError as exc:
-            raise _write_failed(tmp, final, exc) from None
+            # Readers already see the manifest (a trainer of ``log`` may have trimmed its log on it):
+            # taking it back would make ranks disagree on whether the step committed.
+            if self.warn:
+                warn_failure.emit(f"[mpiec] warning: checkpoint of step {step} committed, but the fsync of "
+                                  f"{d} failed ({_why(exc)}): it may not survive a power loss")
         return final
+
+    def abandon(self, step: int) -> bool:
+        """Delete the directory of uncommitted checkpoint ``step`` (a failed one, whose parts will
+        never all be there); the caller makes sure no rank still writes into it. A committed step is
+        refused (``CheckpointError``). True when a directory was removed."""
+        d = self.step_dir(step)
+        if (d / MANIFEST).exists():
+            raise CheckpointError(f"{d} is a committed checkpoint; abandon() deletes only unfinished ones")
+        if not d.is_dir():
+            return False
+        shutil.rmtree(d, ignore_errors=True)
+        with contextlib.suppress(OSError):
+            _fsync_dir(self.root)
+        return not d.exists()
 
     # ---- listing -----------------------------------------------------------------------------
 

@@ -6,10 +6,19 @@ validating reader. It contains no MPI.
 
 Invariants:
 
-* **Atomic.** The writer builds the whole file in a temporary file next to the
-  target (``.<name>.<pid>.tmp``) and ``os.replace``-s it over the target. An
-  interrupted run never leaves a half-written target and never damages an
-  existing file. An existing target is refused unless ``overwrite=True``.
+* **Atomic.** The writer builds the whole file in memory, writes it to a temporary
+  file next to the target (``.<name>.<pid>.tmp``), fsyncs it and ``os.replace``-s it
+  over the target. An interrupted run never leaves a half-written target and never
+  damages an existing file. An existing target is refused unless ``overwrite=True``.
+  A write that fails (a full disk: ``ENOSPC``) removes the temporary file and raises
+  ``ResultWriteError`` (a ``ResultFileError`` and an ``OSError``, with ``errno``),
+  one line naming the file and the error.
+* **No run lost over one attribute.** An attribute h5py cannot store as given (an
+  integer beyond 64 bits, an object) is stored as text, or dropped when even that
+  fails, and named in the summary attribute ``attr_warnings``; a schema summary
+  value HDF5 cannot hold in its type is clamped (an integer beyond 64 bits) or, if
+  not of that type at all, replaced by its default (listed in ``defaulted``), with a
+  warning. ``warnings`` holds the same as one-line messages for the console.
 * **Always complete.** Every file the writer produces, including the snapshots
   of ``flush_partial()``, has every dataset and every summary attribute of the
   schema; ``summary.complete`` is ``False`` for a snapshot and ``True`` after
@@ -30,6 +39,7 @@ Invariants:
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import math
 import os
@@ -57,15 +67,17 @@ __all__ = [
     "EVENT_KINDS",
     "REQUIRED_ROOT_ATTRS",
     "SUMMARY_FIELDS",
+    "SUMMARY_FIELDS_V5",
     "ResultExistsError",
+    "ResultWriteError",
     "ResultWriter",
     "RunResult",
     "read_result",
     "decode",
 ]
 
-SCHEMA_VERSION = 4
-SUPPORTED_SCHEMA_VERSIONS = frozenset({1, 2, 3, 4})
+SCHEMA_VERSION = 5
+SUPPORTED_SCHEMA_VERSIONS = frozenset({1, 2, 3, 4, 5})
 #: Columns and summary attributes added in version 2; a version-1 file reads with defaults.
 _ADDED_IN_2 = {"timeline": ("epoch", "reexec"), "ranks": ("digest",),
                "summary": ("recoveries", "reexecuted_steps", "time_lost_s")}
@@ -73,6 +85,9 @@ _ADDED_IN_2 = {"timeline": ("epoch", "reexec"), "ranks": ("digest",),
 _ADDED_IN_3 = {"checkpoints": ("rows", "stall_s"), "ranks": ("node",)}
 #: Columns added in version 4 (read as unknown from older files, like version 3's).
 _ADDED_IN_4 = {"ranks": ("cpu_s",)}
+#: Summary attributes added in version 5: every writer since writes them (derived from the events
+#: unless given); older files lack them, so they are not in ``SUMMARY_FIELDS`` (required on read).
+SUMMARY_FIELDS_V5: dict[str, type] = {"checkpoints_failed": int, "unprotected": bool}
 _UNKNOWN = {"checkpoints": {"rows": -1, "stall_s": math.nan}, "ranks": {"node": -1, "cpu_s": math.nan}}
 
 TIMELINE_DTYPE = np.dtype(
@@ -211,6 +226,90 @@ class ResultExistsError(ResultFileError, FileExistsError):
     """The target result file exists and ``overwrite`` was not given."""
 
 
+class ResultWriteError(ResultFileError, OSError):
+    """The result file could not be written (``errno`` says why: ``ENOSPC`` for a full disk)."""
+
+    def __init__(self, path: Path, exc: BaseException) -> None:
+        text = " ".join((getattr(exc, "strerror", None) or str(exc) or type(exc).__name__).split())
+        code = errno.errorcode.get(getattr(exc, "errno", None) or 0)
+        super().__init__(f"result file {path}: cannot write ({text}{f' [{code}]' if code else ''})")
+        self.errno = getattr(exc, "errno", None)  # str() stays the one line above
+
+
+#: 64-bit integer range: HDF5 has no wider integer type, h5py refuses a python int beyond it.
+_INT_MIN, _UINT_MAX = -(2**63), 2**64 - 1
+
+
+def _as_text(value: Any) -> str:
+    """A storable text form of any value: exact digits for an int, JSON for containers, else ``str``."""
+    if isinstance(value, np.ndarray):
+        value = value.tolist()
+    try:
+        if isinstance(value, int):
+            text = _int_text(value)
+        elif value is None or isinstance(value, dict | list | tuple | float):
+            text = json.dumps(value, sort_keys=True, default=str)
+        else:
+            text = str(value)
+    except Exception:  # a value whose own conversion fails: its type still says something
+        text = f"<{type(value).__name__}>"
+    # HDF5 strings are UTF-8 without NUL: lone surrogates and NULs would fail again
+    return text.encode("utf-8", "backslashreplace").decode("utf-8").replace("\x00", "")
+
+
+def _int_text(value: int) -> str:
+    """The digits of an int; past Python's limit on converting one (4300 digits), its size."""
+    try:
+        return str(value)
+    except ValueError:
+        return f"<a {value.bit_length()}-bit integer>"
+
+
+def _write_some(fd: int, buf: memoryview) -> int:
+    """One raw write of a result file (tests replace it to emulate a full disk)."""
+    return os.write(fd, buf)
+
+
+def _short(text: str, limit: int = 160) -> str:
+    text = " ".join(str(text).split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _to_field(typ: type, value: Any) -> tuple[Any, str]:
+    """``value`` as a summary field of type ``typ`` that HDF5 can store, and what was changed
+    (""); ``None`` when it is not of that type at all (the caller writes the default)."""
+    if typ is int:
+        try:
+            v = int(value)
+        except (TypeError, ValueError, OverflowError):
+            return None, f"{_short(repr(value), 60)} is not an integer"
+        if not _INT_MIN <= v < 2**63:
+            clamped = min(max(v, _INT_MIN), 2**63 - 1)
+            return clamped, f"{_short(_int_text(v), 60)} does not fit a 64-bit integer: stored as {clamped}"
+        return v, ""
+    if typ is float:
+        try:
+            return float(value), ""
+        except OverflowError:  # an int beyond any float
+            stored = math.inf if value > 0 else -math.inf
+            return stored, f"{_short(_int_text(value), 60)} is beyond a float: stored as {stored}"
+        except (TypeError, ValueError):
+            return None, f"{_short(repr(value), 60)} is not a number"
+    try:
+        return typ(value), ""
+    except Exception:  # any type's constructor: a caller's odd value must not lose the run
+        return None, f"{_short(repr(value), 60)} is not a {typ.__name__}"
+
+
+def _checkpoint_failures(events: np.ndarray) -> list[tuple[int, str]]:
+    """(step, first error) of each checkpoint step that has a ``checkpoint_fail`` event, by step."""
+    out: dict[int, str] = {}
+    for ev in events[events["kind"] == b"checkpoint_fail"] if len(events) else ():
+        who = decode(ev["role"]) + (f" {int(ev['role_index'])}" if int(ev["role_index"]) >= 0 else "")
+        out.setdefault(int(ev["step"]), f"{who or 'rank ' + str(int(ev['rank']))}: {decode(ev['detail'])}")
+    return sorted(out.items())
+
+
 def decode(value: Any) -> Any:
     """Bytes (fixed-length dataset fields) → str; anything else unchanged."""
     if isinstance(value, bytes | np.bytes_):
@@ -250,6 +349,9 @@ class ResultWriter:
     versions are filled in unless given. ``autoflush_s`` makes ``add_steps``
     call ``flush_partial()`` at most that often, so a run killed outright
     still leaves a readable (incomplete) file.
+
+    After a write, ``warnings`` holds one line per thing the caller should be told
+    (checkpoints that failed, attributes that could not be stored as given).
     """
 
     def __init__(
@@ -288,6 +390,8 @@ class ResultWriter:
         self._written = False  # the target is ours once we wrote it
         self._autoflush_s = autoflush_s
         self._last_flush = time.monotonic()
+        self.warnings: list[str] = []
+        self._attr_warnings: dict[str, str] = {}
 
     # -- root attributes -------------------------------------------------
     @staticmethod
@@ -316,16 +420,18 @@ class ResultWriter:
                 continue
             if isinstance(value, np.generic):
                 value = value.item()
-            if value is None or isinstance(value, dict | list | tuple):
-                out[key] = json.dumps(value, sort_keys=True, default=str)
+            # an int beyond 64 bits too: h5py cannot store it, its JSON reads back exactly
+            big = type(value) is int and not _INT_MIN <= value <= _UINT_MAX
+            if value is None or big or isinstance(value, dict | list | tuple):
+                text = _as_text(value)
+                out[key] = text if not text.startswith("<") else json.dumps(text)  # JSON, whatever it holds
                 json_attrs.append(key)
             elif isinstance(value, Path):
                 out[key] = str(value)
             elif isinstance(value, str):
                 out[key] = _clean_str(value)
-            elif not isinstance(value, bool | int | float | str):
-                raise ValueError(f"ResultWriter: root attribute {key!r} has type "
-                                 f"{type(value).__name__}, expected a scalar or JSON value")
+            else:
+                out[key] = value  # anything else: stored as text by _put_attr if h5py refuses it
         out["json_attrs"] = json.dumps(sorted(json_attrs))
         return out
 
@@ -426,6 +532,7 @@ class ResultWriter:
     ) -> dict[str, Any]:
         given = dict(given or {})
         tl, ev, evl, ck = (arrays[k] for k in ("timeline", "events", "eval", "checkpoints"))
+        failed = _checkpoint_failures(ev)
         kinds = {decode(k) for k in ev["kind"]}
         last_eval = evl[-1] if len(evl) else None
         duration = float(tl["t_end"][-1]) if len(tl) else 0.0
@@ -452,46 +559,110 @@ class ResultWriter:
             "recoveries": 0,
             "reexecuted_steps": int(tl["reexec"].sum()) if len(tl) else 0,
             "time_lost_s": 0.0,
+            # a checkpoint step with a failed part or commit; every one failed: nothing protected the run
+            "checkpoints_failed": len(failed),
+            "unprotected": bool(failed) and len(ck) == 0,
         }
         out: dict[str, Any] = {}
         defaulted = []
-        for name, typ in SUMMARY_FIELDS.items():
+        for name, typ in {**SUMMARY_FIELDS, **SUMMARY_FIELDS_V5}.items():
+            value = None
             if name in given and given[name] is not None:
-                value = _py(given.pop(name))
-            else:
-                given.pop(name, None)
+                value, problem = _to_field(typ, _py(given.pop(name)))
+                if problem:
+                    self._attr_warnings[f"summary/{name}"] = problem + (
+                        "" if value is not None else ": the default was written")
+            given.pop(name, None)
+            if value is None:
                 value = derived[name]
                 defaulted.append(name)
-            out[name] = _clean_str(typ(value))
+            out[name] = _clean_str(value)
         for name, value in given.items():  # extra, caller-defined attributes
             value = _py(value)
             if value is None or isinstance(value, dict | list | tuple):
-                value = json.dumps(value, sort_keys=True, default=str)
+                value = _as_text(value)
             out[name] = _clean_str(value)
         out["complete"] = complete
         out["defaulted"] = json.dumps(defaulted)
+        self._checkpoint_warning(failed, ck, bool(out["unprotected"]))
         return out
 
+    def _checkpoint_warning(self, failed: list[tuple[int, str]], ck: np.ndarray, unprotected: bool) -> None:
+        """The console line for failed checkpoints (the run's protection was not what it looked)."""
+        if not failed:
+            return
+        steps = ", ".join(str(s) for s, _ in failed[:5]) + (", ..." if len(failed) > 5 else "")
+        first = f"first error (step {failed[0][0]}, {_short(failed[0][1], 200)})"
+        if unprotected:
+            self.warnings.append(f"every checkpoint failed ({len(failed)}: steps {steps}): the run was "
+                                 f"unprotected, no checkpoint was ever committed; {first}")
+        else:
+            newest = f", the newest after step {int(ck['step'].max())}" if len(ck) else ""
+            self.warnings.append(f"{len(failed)} checkpoint(s) failed (steps {steps}); {len(ck)} committed"
+                                 f"{newest}; {first}")
+
     # -- writing -------------------------------------------------------------
+    def _put_attr(self, attrs: h5py.AttributeManager, key: str, value: Any, where: str) -> None:
+        """Store one attribute; what h5py cannot store as given is stored as text, or dropped,
+        and named in ``attr_warnings``: one odd value must never cost the run its result file."""
+        try:
+            attrs[key] = value
+            return
+        except Exception as exc:  # h5py raises TypeError, ValueError, OverflowError, ... by value
+            reason = _short(f"{type(exc).__name__}: {exc}", 120)
+        try:
+            attrs[key] = _as_text(value)
+            self._attr_warnings[f"{where}/{key}"] = f"stored as text ({reason})"
+        except Exception:  # even text refused: drop it, but say so
+            self._attr_warnings[f"{where}/{key}"] = f"dropped ({reason})"
+
+    def _image(self, summ: dict[str, Any], arrays: dict[str, np.ndarray]) -> bytes:
+        """The whole HDF5 file, built in memory: HDF5 never writes to the disk itself, so a full
+        disk is one ``OSError`` from our own write, not errors raised inside HDF5 (some from object
+        destructors, printed as tracebacks) that leave no clean way out."""
+        with h5py.File(f"mpiec-result-{id(self)}.h5", "w", driver="core", backing_store=False) as f:
+            for key, value in self._attrs.items():
+                self._put_attr(f.attrs, key, value, "root")
+            for name, arr in arrays.items():
+                ds = f.create_dataset(
+                    name, data=arr, maxshape=(None,), chunks=(max(1, min(len(arr), 65536)),)
+                )
+                ds.attrs["units"] = json.dumps(_UNITS[name])
+            grp = f.create_group("summary")
+            for key, value in summ.items():
+                self._put_attr(grp.attrs, key, value, "summary")
+            if self._attr_warnings:
+                grp.attrs["attr_warnings"] = _as_text(self._attr_warnings)
+            f.flush()
+            return f.id.get_file_image()
+
     def _write(self, summary: dict[str, Any] | None, complete: bool) -> None:
+        self._attr_warnings = {}
+        self.warnings = []
         arrays = self._arrays()
         summ = self._summary(summary, arrays, complete)
+        image = self._image(summ, arrays)
+        self.warnings += [f"result attribute {k}: {v}" for k, v in self._attr_warnings.items()]
         tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
         try:
-            with h5py.File(tmp, "w") as f:
-                for key, value in self._attrs.items():
-                    f.attrs[key] = value
-                for name, arr in arrays.items():
-                    ds = f.create_dataset(
-                        name, data=arr, maxshape=(None,), chunks=(max(1, min(len(arr), 65536)),)
-                    )
-                    ds.attrs["units"] = json.dumps(_UNITS[name])
-                grp = f.create_group("summary")
-                for key, value in summ.items():
-                    grp.attrs[key] = value
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o666)
+            try:
+                view = memoryview(image)
+                while view:
+                    n = _write_some(fd, view[: 8 << 20])
+                    if not n:  # no progress and no error: looping would spin for ever
+                        raise OSError(errno.EIO, "the file system accepted no bytes")
+                    view = view[n:]
+                os.fsync(fd)  # the rename below must never publish a file whose data is not on disk
+            finally:
+                os.close(fd)
             self._publish(tmp)
+        except ResultFileError:
+            raise
+        except OSError as exc:
+            raise ResultWriteError(self.path, exc) from None
         finally:
-            with contextlib.suppress(FileNotFoundError):
+            with contextlib.suppress(OSError):  # gone once published; a failure here must not mask the first
                 tmp.unlink()
         self._last_flush = time.monotonic()
 
@@ -654,6 +825,7 @@ def _read_open(path: Path, f: h5py.File) -> RunResult:
         raise fail(f"root attribute is not valid JSON ({exc})") from None
     if not isinstance(attrs["config"], dict):
         raise fail("root attribute config is not a JSON object")
+    _check_types(path, attrs, _ROOT_TYPES, "root attribute")
 
     missing = [k for k in DATASET_DTYPES if k not in f or not isinstance(f[k], h5py.Dataset)]
     if missing:
@@ -670,6 +842,12 @@ def _read_open(path: Path, f: h5py.File) -> RunResult:
             raise fail(f"dataset {name} lacks column(s) {', '.join(cols)}")
         if ds.ndim != 1:
             raise fail(f"dataset {name} is not one-dimensional")
+        for c in dtype.names:
+            # A text column where a number belongs would pass here and end in a traceback in
+            # whatever analysis first does arithmetic on it.
+            if c in names and (dtype[c].kind in _NUMERIC_KINDS) != (ds.dtype[c].kind in _NUMERIC_KINDS):
+                want = "numbers" if dtype[c].kind in _NUMERIC_KINDS else "text"
+                raise fail(f"dataset {name} column {c} holds {ds.dtype[c]}, not {want}")
         raw = ds[()]
         if any(c not in names for c in dtype.names):
             full = np.zeros(raw.shape, dtype=dtype)
@@ -690,11 +868,47 @@ def _read_open(path: Path, f: h5py.File) -> RunResult:
     missing = [k for k in (*SUMMARY_FIELDS, *_WRITER_SUMMARY_FIELDS) if k not in summary]
     if missing:
         raise fail(f"missing summary attribute(s) {', '.join(missing)}")
-    for key in ("lost", "emulated", "complete"):
-        summary[key] = bool(summary[key])
+    _check_types(path, summary, {**SUMMARY_FIELDS, "complete": bool}, "summary attribute")
     try:
         summary["defaulted"] = json.loads(summary["defaulted"])
     except (json.JSONDecodeError, TypeError):
         raise fail("summary attribute defaulted is not valid JSON") from None
+    if not isinstance(summary["defaulted"], list):
+        raise fail("summary attribute defaulted is not a JSON list")
 
     return RunResult(path=path, attrs=attrs, summary=summary, **arrays)
+
+
+_NUMERIC_KINDS = frozenset("biuf")
+#: Root attributes the readers use, with their types (the others are informative text).
+_ROOT_TYPES: dict[str, type] = {"mpiec_version": str, "created": str, "strategy": str, "seed": int,
+                                "failure_mode": str, "ulfm": bool, "variant": str}
+
+
+def _check_types(path: Path, values: dict[str, Any], types: dict[str, type], what: str) -> None:
+    """Hold each present attribute of ``types`` to its type, in place.
+
+    Uses the config's field validator, so a mistyped value is one line naming the file and the
+    attribute instead of a traceback wherever the report first uses it. Ints pass as floats (the
+    config's rule), and 0/1 as bools, which other HDF5 tools often store as small integers; any
+    other value is refused rather than cast (``bool("no")`` is True: a run would read as lost).
+    """
+    from mpiec.config import _coerce  # kept local: only the reader needs the config's rules
+    from mpiec.errors import ConfigError
+
+    for key, typ in types.items():
+        if key not in values:
+            continue
+        value = values[key]
+        if typ is bool and type(value) is int and value in (0, 1):
+            value = bool(value)
+        try:
+            values[key] = _coerce(value, typ, f"{what} {key}")
+        except ConfigError as exc:
+            raise ResultFileError(f"result file {path}: {_short_line(str(exc))}") from None
+
+
+def _short_line(text: str, limit: int = 200) -> str:
+    """One line of at most ``limit`` characters: a value is shown as the file holds it."""
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."

@@ -1,6 +1,8 @@
 """The checkpoint store: complete-or-absent checkpoints, verified reads, prune, the background writer."""
 
+import errno
 import json
+import math
 import os
 import time
 import zlib
@@ -8,6 +10,7 @@ import zlib
 import numpy as np
 import pytest
 
+from mpiec import checkpoint
 from mpiec.checkpoint import (
     MANIFEST,
     BackgroundWriter,
@@ -295,3 +298,119 @@ def test_bad_names_are_refused(tmp_path):
     with pytest.raises(ValueError):
         store.write_part(-1, "ok", {"x": np.ones(1)})
     assert not tmp_path.joinpath("step-000000001").exists()
+
+
+# -- a full disk (issue: checkpoints to a full strategy.dir failed silently) ----------------------
+
+class _Disk:
+    """``_write_some`` of a disk with ``free`` bytes left: a raw write beyond them fails with ENOSPC
+    (as a full file system does), after writing what still fits."""
+
+    def __init__(self, free: int) -> None:
+        self.free = free
+
+    def __call__(self, f, buf):
+        if self.free <= 0:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        n = f.write(buf[: self.free])
+        self.free -= n
+        return n
+
+
+@pytest.fixture
+def warned(monkeypatch):
+    """The stderr warnings of failed checkpoint writes, one string per line (never rate-limited)."""
+    lines: list[str] = []
+    monkeypatch.setattr(checkpoint.warn_failure, "emit", lines.append)
+    monkeypatch.setattr(checkpoint.warn_failure, "last", -math.inf)
+    monkeypatch.setattr(checkpoint, "WARN_EVERY_S", 0.0)
+    return lines
+
+
+def test_a_full_disk_fails_the_part_names_enospc_warns_and_leaves_nothing(tmp_path, monkeypatch, warned):
+    store = CheckpointStore(tmp_path)
+    monkeypatch.setattr(checkpoint, "_write_some", _Disk(free=200))  # the header fits, the table not
+    with pytest.raises(CheckpointError, match=r"step-000000007/server-0\.\w+\.npy: cannot write "
+                                              r"\(No space left on device \[ENOSPC\]\)") as err:
+        store.write_part(7, "server-0", {"global_rows": np.arange(8), "table": np.ones((64, 4))})
+    assert "\n" not in str(err.value)
+    # the failed part's files (the whole first array too) and the then-empty step directory are gone:
+    # no debris that looks like a checkpoint, and the space is free for the next one
+    assert list(tmp_path.iterdir()) == []
+    assert len(warned) == 1
+    assert warned[0].startswith("[mpiec] warning: checkpoint of step 7 failed, it will not be committed: ")
+    assert "ENOSPC" in warned[0]
+    assert store.complete_steps() == [] and store.latest() is None
+
+
+def test_a_failed_part_keeps_the_other_parts_of_its_step(tmp_path, monkeypatch, warned):
+    store = CheckpointStore(tmp_path)
+    trainer = store.write_part(3, "trainer", {"params": np.ones(4)})
+    monkeypatch.setattr(checkpoint, "_write_some", _Disk(free=0))
+    with pytest.raises(CheckpointError, match="ENOSPC"):
+        store.write_part(3, "server-0", {"table": np.ones(8)})
+    d = tmp_path / "step-000000003"
+    assert sorted(p.name for p in d.iterdir()) == ["trainer.params.npy"]  # another rank's part: not ours
+    assert store.abandon(3) and not d.exists()  # the coordinator, once every part has answered
+    assert not store.abandon(3)
+    assert trainer.part == "trainer" and len(warned) == 1
+
+
+def test_a_part_recreates_the_directory_another_failed_part_removed(tmp_path):
+    d = tmp_path / "step-000000004"  # a failed part of the step removed it, empty, meanwhile
+    entry = CheckpointStore._write_npy(d, "trainer.params.npy", np.ones(3), checkpoint._Pacer(0))
+    assert (d / entry["file"]).stat().st_size == entry["bytes"]
+
+
+def test_a_failed_commit_leaves_the_step_absent_and_frees_its_space(tmp_path, monkeypatch, warned):
+    store = CheckpointStore(tmp_path)
+    infos = [store.write_part(5, name, arrays) for name, arrays in _parts().items()]
+    monkeypatch.setattr(checkpoint, "_write_some", _Disk(free=10))  # a torn manifest, then ENOSPC
+    with pytest.raises(CheckpointError, match=r"MANIFEST\.json: cannot write \(No space left on device"):
+        store.commit(5, infos, {})
+    assert store.complete_steps() == [] and list(tmp_path.iterdir()) == []
+    assert len(warned) == 1 and "step 5" in warned[0]
+    monkeypatch.setattr(checkpoint, "_write_some", lambda f, buf: f.write(buf))
+    _save(store, 6)  # the next checkpoint goes through
+    assert store.complete_steps() == [6]
+
+
+def test_abandon_refuses_a_committed_checkpoint(tmp_path):
+    store = CheckpointStore(tmp_path)
+    _save(store, 2)
+    with pytest.raises(CheckpointError, match="is a committed checkpoint"):
+        store.abandon(2)
+    assert store.complete_steps() == [2]
+
+
+def test_a_write_that_makes_no_progress_fails_instead_of_spinning(tmp_path, monkeypatch):
+    monkeypatch.setattr(checkpoint, "_write_some", lambda f, buf: 0)
+    with pytest.raises(CheckpointError, match="accepted no bytes"):
+        CheckpointStore(tmp_path, warn=False).write_part(1, "trainer", {"params": np.ones(3)})
+
+
+def test_failure_warnings_are_rate_limited_per_process(tmp_path, monkeypatch, warned):
+    monkeypatch.setattr(checkpoint, "WARN_EVERY_S", 3600.0)
+    monkeypatch.setattr(checkpoint, "_write_some", _Disk(free=0))
+    store = CheckpointStore(tmp_path)
+    for step in (1, 2, 3):
+        with pytest.raises(CheckpointError):
+            store.write_part(step, "trainer", {"params": np.ones(3)})
+    assert len(warned) == 1 and "step 1" in warned[0]  # a long run on a full disk: not a line per write
+    monkeypatch.setattr(checkpoint, "WARN_EVERY_S", 0.0)
+    with pytest.raises(CheckpointError):
+        store.write_part(4, "trainer", {"params": np.ones(3)})
+    assert "step 4" in warned[1] and "2 more failed checkpoint writes in this process not shown" in warned[1]
+    with pytest.raises(CheckpointError):
+        CheckpointStore(tmp_path, warn=False).write_part(5, "trainer", {"params": np.ones(3)})
+    assert len(warned) == 2
+
+
+def test_background_writer_on_a_full_disk(tmp_path, monkeypatch, warned):
+    store = CheckpointStore(tmp_path)
+    monkeypatch.setattr(checkpoint, "_write_some", _Disk(free=0))
+    with BackgroundWriter(store) as writer:
+        writer.submit(8, "server-1", {"table": np.ones(16)})
+        with pytest.raises(CheckpointError, match=r"server-1\.table\.npy: cannot write .*ENOSPC"):
+            writer.wait(timeout=10)
+    assert list(tmp_path.iterdir()) == [] and len(warned) == 1

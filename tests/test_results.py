@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import json
 import math
 import os
@@ -10,6 +11,7 @@ import h5py
 import numpy as np
 import pytest
 
+from mpiec import results
 from mpiec.errors import MpiecError, ResultFileError
 from mpiec.results import (
     CHECKPOINTS_DTYPE,
@@ -18,8 +20,10 @@ from mpiec.results import (
     RANKS_DTYPE,
     SCHEMA_VERSION,
     SUMMARY_FIELDS,
+    SUMMARY_FIELDS_V5,
     TIMELINE_DTYPE,
     ResultExistsError,
+    ResultWriteError,
     ResultWriter,
     decode,
     read_result,
@@ -60,7 +64,7 @@ def test_dtype_fields_are_the_schema():
     assert EVAL_DTYPE.names == ("step", "samples_seen", "auc", "logloss", "accuracy")
     assert CHECKPOINTS_DTYPE.names == ("step", "kind", "bytes", "seconds", "bits", "rows", "stall_s")
     assert RANKS_DTYPE["host"].itemsize == 64
-    assert SCHEMA_VERSION == 4
+    assert SCHEMA_VERSION == 5
     assert RANKS_DTYPE.names[-1] == "cpu_s"
 
 
@@ -126,20 +130,55 @@ def test_refuses_overwrite_and_overwrite_flag(tmp_path):
     assert read_result(path).summary["complete"]
 
 
-def test_interrupted_write_leaves_existing_file_and_no_temp(tmp_path, monkeypatch):
+def _full_disk(free: int):
+    """``results._write_some`` of a disk with ``free`` bytes left (ENOSPC beyond, as a full one)."""
+    left = [free]
+
+    def write(fd, buf):
+        if left[0] <= 0:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        n = os.write(fd, buf[: left[0]])
+        left[0] -= n
+        return n
+
+    return write
+
+
+@pytest.mark.parametrize("free", [0, 4096])
+def test_interrupted_write_leaves_existing_file_and_no_temp(tmp_path, monkeypatch, free):
     path = tmp_path / "run.h5"
     path.write_bytes(b"precious")
     w = ResultWriter(path, ATTRS, overwrite=True)
     w.add_steps(steps(0, 3))
-
-    def boom(*a, **k):
-        raise OSError("disk full")
-
-    monkeypatch.setattr(h5py.Group, "create_group", boom)
-    with pytest.raises(OSError, match="disk full"):
+    monkeypatch.setattr(results, "_write_some", _full_disk(free))
+    with pytest.raises(ResultWriteError) as ei:
         w.close({})
+    # one line naming the file and the error; a ResultFileError (the CLI's one-line family) and an OSError
+    assert str(ei.value) == f"result file {path}: cannot write (No space left on device [ENOSPC])"
+    assert ei.value.errno == errno.ENOSPC and isinstance(ei.value, OSError | MpiecError)
     assert path.read_bytes() == b"precious"
     assert os.listdir(tmp_path) == ["run.h5"]  # temp file cleaned up
+    assert not w.closed
+    monkeypatch.setattr(results, "_write_some", lambda fd, buf: os.write(fd, buf))
+    w.close({})  # space again: a retry writes the run
+    assert len(read_result(path).timeline) == 3
+
+
+def test_a_new_target_on_a_full_disk_is_not_created(tmp_path, monkeypatch):
+    path = tmp_path / "run.h5"
+    w = ResultWriter(path, ATTRS)
+    monkeypatch.setattr(results, "_write_some", _full_disk(100))
+    with pytest.raises(ResultWriteError, match=r"run\.h5: cannot write \(No space left on device \[ENOSPC"):
+        w.flush_partial()
+    assert os.listdir(tmp_path) == []
+
+
+def test_a_written_file_is_fsynced_before_it_is_published(tmp_path, monkeypatch):
+    synced: list[int] = []
+    real = os.fsync
+    monkeypatch.setattr(results.os, "fsync", lambda fd: (synced.append(fd), real(fd)))
+    ResultWriter(tmp_path / "run.h5", ATTRS).close({})
+    assert synced
 
 
 def test_close_is_idempotent_and_locks_writer(tmp_path):
@@ -354,3 +393,98 @@ def test_target_appearing_meanwhile_is_not_clobbered(tmp_path):
     w.close({})  # a retry (e.g. from a finally) writes to the kept file
     assert len(read_result(kept).timeline) == 4
     assert path.read_bytes() == b"someone else's"
+
+
+# -- values h5py cannot store (issue: a huge value that passed validation threw the run away) ------
+
+def test_an_attribute_h5py_cannot_store_never_costs_the_run(tmp_path):
+    path = tmp_path / "run.h5"
+    w = ResultWriter(path, ATTRS)
+    w.add_steps(steps(0, 4))
+    huge = int(1e300 * 2**20)  # strategy.log_memory_mb = 1e300 in bytes: beyond any HDF5 integer
+    w.set_attr("huge_root", huge)
+    w.set_attr("odd_root", object())
+    w.close({
+        "log_memory_limit_bytes": huge,  # a strategy's own attribute
+        "checkpoint_interval_steps": -huge,
+        "objects": np.array([object(), 1], dtype=object),
+        "steps_completed": 10**30,  # schema fields keep their type: clamped, or the default
+        "throughput_sps": 10**400,
+        "final_auc": "not a number",
+        "lost": False,
+    })
+    r = read_result(path)  # written, and valid
+    s = r.summary
+    assert len(r.timeline) == 4 and s["complete"] is True and s["lost"] is False
+    assert s["log_memory_limit_bytes"] == str(huge) and s["checkpoint_interval_steps"] == str(-huge)
+    assert isinstance(s["objects"], str)
+    assert s["steps_completed"] == 2**63 - 1 and s["throughput_sps"] == math.inf
+    assert math.isnan(s["final_auc"]) and "final_auc" in s["defaulted"]
+    assert r.attrs["huge_root"] == huge  # a root attribute round-trips exactly, as JSON
+    assert r.attrs["odd_root"].startswith("<object object")
+    warned = json.loads(s["attr_warnings"])
+    assert set(warned) == {"summary/log_memory_limit_bytes", "summary/checkpoint_interval_steps",
+                           "summary/objects", "summary/steps_completed", "summary/throughput_sps",
+                           "summary/final_auc", "root/odd_root"}
+    assert warned["summary/log_memory_limit_bytes"].startswith("stored as text (TypeError")
+    assert "does not fit a 64-bit integer" in warned["summary/steps_completed"]
+    assert warned["summary/final_auc"].endswith("is not a number: the default was written")
+    assert len(w.warnings) == len(warned)  # the console's lines
+    assert all(line.startswith("result attribute ") and "\n" not in line for line in w.warnings)
+
+
+def test_a_clean_run_has_no_attribute_warnings(tmp_path):
+    path = tmp_path / "run.h5"
+    w = ResultWriter(path, ATTRS)
+    w.close({"big_but_fine": 2**64 - 1, "neg": -(2**63)})
+    s = read_result(path).summary
+    assert "attr_warnings" not in s and w.warnings == []
+    assert s["big_but_fine"] == 2**64 - 1 and s["neg"] == -(2**63)
+
+
+# -- failed checkpoints: a count, and a run that no checkpoint ever protected says so ---------------
+
+def _with_failures(tmp_path, committed: list[int], failed: list[tuple[int, str]]):
+    path = tmp_path / f"ck{len(committed)}.h5"
+    w = ResultWriter(path, ATTRS)
+    w.add_steps(steps(0, 40))
+    for step in committed:
+        w.add_checkpoint(step, "full", 1000, 0.1)
+    for step, part in failed:
+        w.add_event(step, step * 0.1, "checkpoint_start", rank=1, role="trainer", role_index=0)
+        w.add_event(step, step * 0.1 + 0.01, "checkpoint_fail", rank=3, role="server",
+                    role_index=int(part[-1]), detail=f"ck/step-{step:09d}/{part}.table.npy: cannot write "
+                                                     "(No space left on device [ENOSPC])")
+    w.close({})
+    return w, read_result(path).summary
+
+
+def test_failed_checkpoints_are_counted_by_step(tmp_path):
+    w, s = _with_failures(tmp_path, [9], [(19, "server-0"), (19, "server-1"), (29, "server-1")])
+    assert s["checkpoints_failed"] == 2 and s["unprotected"] is False
+    assert {"checkpoints_failed", "unprotected"} <= set(s["defaulted"])  # derived by the writer
+    assert w.warnings == ["2 checkpoint(s) failed (steps 19, 29); 1 committed, the newest after step 9; "
+                          "first error (step 19, server 0: ck/step-000000019/server-0.table.npy: "
+                          "cannot write (No space left on device [ENOSPC]))"]
+
+
+def test_a_run_whose_every_checkpoint_failed_was_unprotected(tmp_path):
+    w, s = _with_failures(tmp_path, [], [(9, "server-0"), (19, "server-1"), (29, "server-1")])
+    assert s["checkpoints_failed"] == 3 and s["unprotected"] is True
+    assert len(w.warnings) == 1 and w.warnings[0].startswith(
+        "every checkpoint failed (3: steps 9, 19, 29): the run was unprotected, "
+        "no checkpoint was ever committed")
+
+
+def test_no_checkpoint_failure_no_warning(tmp_path):
+    w, s = _with_failures(tmp_path, [9, 19], [])
+    assert s["checkpoints_failed"] == 0 and s["unprotected"] is False and w.warnings == []
+    assert set(SUMMARY_FIELDS_V5) <= set(s)
+
+
+def test_the_caller_can_give_the_checkpoint_counts(tmp_path):
+    path = tmp_path / "run.h5"
+    ResultWriter(path, ATTRS).close({"checkpoints_failed": 4, "unprotected": True})
+    s = read_result(path).summary
+    assert s["checkpoints_failed"] == 4 and s["unprotected"] is True
+    assert "checkpoints_failed" not in s["defaulted"]

@@ -317,4 +317,6 @@ class Monitor:
                 f"{b['back_to_normal_s']:.3f} s later")
         if self.ctx.cfg.failures.kill and not s["kills_fired"]:
             say("note: no planned kill fired before the run ended (see failures.kill)")
+        for line in self.writer.warnings:  # failed checkpoints, attributes stored as text
+            say(f"warning: {line}")
         sys.stdout.flush()
