@@ -36,7 +36,8 @@ time limit: --timeout, else failures.timeout_s, else 180 s + 2 s x training.step
 exit codes:
   0  the run completed
   1  the run was lost to a failure its strategy could not survive (the result file says so)
-  2  bad input (config, kill plan, data file, output): one line naming it, before any rank starts
+  2  bad input (config, kill plan, data file, output, checkpoint or log folder, --resume): one line
+     naming it, before any rank starts
   3  a crash, the time limit, or an interruption (Ctrl-C, SIGTERM, SIGHUP)
 examples:
   mpiec run --preset tiny --out results/
@@ -85,10 +86,9 @@ def config_from(args: argparse.Namespace, strategy: str | None = None, memory: b
 
 
 def resume_config(args: argparse.Namespace) -> tuple[Config, str]:
-    """``run --resume DIR``: the checkpoint's own config, under the command line's overrides."""
-    import json
-    import tempfile
-
+    """``run --resume DIR``: the checkpoint's own config, under the command line's overrides
+    (``--config FILE``, the shortcuts, ``--set``; ``launcher.check_resume`` then refuses what the
+    checkpoint cannot continue into)."""
     from mpiec.checkpoint import CheckpointStore, resolve_checkpoint
 
     root, step = resolve_checkpoint(args.resume)
@@ -101,17 +101,19 @@ def resume_config(args: argparse.Namespace) -> tuple[Config, str]:
     if not isinstance(saved, dict) or not isinstance(saved.get("failures"), dict) \
             or not isinstance(saved.get("output"), dict):
         raise MpiecError(f"{root}: the checkpoint of step {step} does not record its run's config")
+    # The run is the checkpoint's: its preset labels the result (reports group runs by it), and the
+    # preset's values are under the checkpoint's anyway; another --preset would only mislabel it.
+    if args.preset is not None and args.preset != saved.get("preset"):
+        raise MpiecError(f"--resume {args.resume}: the checkpoint's run used preset '{saved.get('preset')}', "
+                         f"not '{args.preset}'; leave --preset out (a resumed run keeps its checkpoint's "
+                         "config and preset; change keys with --set)")
     saved["failures"]["kill"] = []  # the kills of the first run already happened
     saved["output"]["name"] = ""
-    with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
-        json.dump(saved, f)
-    try:
-        cfg = load_config(preset=args.preset, config_file=args.config or f.name, sets=args.sets,
-                          strategy=args.strategy, kill=args.kill, steps=args.steps)
-    finally:
-        Path(f.name).unlink()
-    if cfg.strategy.name != saved["strategy"]["name"]:
-        raise MpiecError(f"--resume: the checkpoint was written by strategy '{saved['strategy']['name']}', "
+    cfg = load_config(config_file=args.config, sets=args.sets, strategy=args.strategy, kill=args.kill,
+                      steps=args.steps, base=saved)
+    written = (saved.get("strategy") or {}).get("name")
+    if cfg.strategy.name != written:
+        raise MpiecError(f"--resume: the checkpoint was written by strategy '{written}', "
                          f"not '{cfg.strategy.name}'")
     return cfg, str(root)
 
@@ -178,7 +180,8 @@ def build_parser() -> argparse.ArgumentParser:
                           "else 180 s + 2 s x training.steps)")
     run.add_argument("--resume", metavar="DIR",
                      help="restart a killed or preempted run from the newest complete checkpoint in DIR "
-                          "(its config, under --set overrides: e.g. another layout.servers)")
+                          "(its config and preset, under --config/--kill/--set overrides: e.g. another "
+                          "layout.servers, not another model; no other --preset)")
     run.add_argument("--hostfile", metavar="FILE",
                      help="run across the hosts of FILE ('HOST [slots=N]' lines): the monitor on the first, "
                           "the nodes of layout.ranks_per_node on the hosts in turn (default: the ranks "

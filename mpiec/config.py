@@ -9,7 +9,8 @@ and validation. Invariants:
 * precedence, lowest first: built-in defaults < preset < ``--config FILE`` <
   command-line shortcuts (``--strategy``, ``--kill``, ``--steps``) < ``--set``;
 * values are checked for what a run can do, not only for their sign: floats
-  finite, integers 64-bit, at most ``MAX_RANKS`` ranks and ``MAX_STEPS`` steps,
+  finite, integers 64-bit, at most ``MAX_RANKS`` ranks and ``MAX_STEPS`` steps, every
+  strategy number at most ``MAX_PARAM`` (what each strategy then derives stays in 64 bits),
   ``output.name`` a plain file name, and every rank's memory (estimated from the
   config by ``memory_estimate``) within this machine's ``MemTotal``, shared by
   the ranks on one host (``local_ranks``); a refusal names the key and the estimate;
@@ -19,6 +20,7 @@ and validation. Invariants:
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import json
 import math
@@ -315,14 +317,24 @@ def load_config(
     kill: list[str] | None = None,
     steps: int | None = None,
     memory: bool = True,
+    base: dict[str, Any] | None = None,
 ) -> Config:
     """Resolve a config from its layers and validate it (raises ``ConfigError``); ``memory =
-    False`` skips the check against this machine's memory (``mpiec config`` for a cluster)."""
+    False`` skips the check against this machine's memory (``mpiec config`` for a cluster).
+
+    ``base``: a resolved config (a checkpoint's, for ``--resume``) that takes the preset's place
+    and names it; ``preset`` must then be None (the caller refuses a conflicting one).
+    """
     cfg = Config()
     from_file = _normalise_strategy(read_toml(config_file)) if config_file else {}
-    # A resolved config (JSON from --write) names its preset; an explicit --preset wins.
-    name = preset or from_file.get("preset") or DEFAULT_PRESET
-    _merge(cfg, _normalise_strategy(preset_dict(name)), "")
+    if base is not None:
+        _merge(cfg, _normalise_strategy(copy.deepcopy(base)), "")
+        name = cfg.preset
+        _need(name in PRESETS, f"the resumed config names an unknown preset '{name}'")
+    else:
+        # A resolved config (JSON from --write) names its preset; an explicit --preset wins.
+        name = preset or from_file.get("preset") or DEFAULT_PRESET
+        _merge(cfg, _normalise_strategy(preset_dict(name)), "")
     cfg.preset = name
     if from_file:
         _merge(cfg, from_file, "")
@@ -337,6 +349,45 @@ def load_config(
         _merge(cfg, set_to_dict(assignment), "")
     validate(cfg, memory=memory)
     return cfg
+
+
+# Keys that fix the shape of the trained state (rows and their width, the dense replica and its
+# optimizer state): a checkpoint restores only into a model with the same values. The layout is
+# not among them: servers, trainers and spares may change on --resume (rows load by global id).
+STATE_KEYS = ("model.dim", "model.bottom", "model.top", "data.cardinalities", "training.optimizer",
+              "training.dense_optimizer")
+
+
+def _lookup(tree: dict[str, Any], key: str) -> Any:
+    node: Any = tree
+    for part in key.split("."):
+        node = node.get(part) if isinstance(node, dict) else None
+    return node
+
+
+def _brief(value: Any) -> str:
+    text = json.dumps(value) if not isinstance(value, str) else f"'{value}'"
+    return _clean(text if len(text) <= 40 else f"{text[:37]}...")
+
+
+def state_changes(saved: dict[str, Any], cfg: Config) -> list[str]:
+    """The ``STATE_KEYS`` whose value in ``cfg`` differs from ``saved`` (a checkpoint's resolved
+    config), each as ``KEY: OLD in the checkpoint, NEW now`` (a list: ``N values, first
+    difference at [i]: OLD vs NEW``)."""
+    now = cfg.to_dict()
+    out = []
+    for key in STATE_KEYS:
+        old, new = _lookup(saved, key), _lookup(now, key)
+        if old == new:
+            continue
+        if isinstance(old, list) and isinstance(new, list) and len(old) == len(new):
+            i = next(i for i, (a, b) in enumerate(zip(old, new, strict=True)) if a != b)
+            out.append(f"{key}[{i}]: {_brief(old[i])} in the checkpoint, {_brief(new[i])} now")
+        elif isinstance(old, list) and isinstance(new, list):
+            out.append(f"{key}: {len(old)} values in the checkpoint, {len(new)} now")
+        else:
+            out.append(f"{key}: {_brief(old)} in the checkpoint, {_brief(new)} now")
+    return out
 
 
 # -- validation ---------------------------------------------------------------
@@ -436,7 +487,8 @@ def validate(cfg: Config, memory: bool = True) -> None:
 
 MAX_RANKS = 4096  # monitor + trainers + servers + parity ranks + spares
 MAX_STEPS = 10**9  # keeps the derived time limit (180 s + 2 s x steps) finite and meaningful
-MAX_SECONDS = 1e9  # failures.timeout_s / mtbf_s: about 32 years
+MAX_SECONDS = 1e9  # failures.timeout_s / mtbf_s, kill times: about 32 years
+MAX_PARAM = 1e9  # every number of strategy.params (steps, seconds, MB): as MAX_STEPS and MAX_SECONDS
 MAX_BAG = 4096  # data.multi_hot: ids per sample and table
 MAX_NAME_BYTES = 200  # output.name: leaves room for the suffixes a run adds (.h5.lock, -2, ...)
 RANK_BASE_BYTES = 80 << 20  # interpreter, numpy, numba, MPI, h5py: ~76 MiB private, ~97 MiB PSS per rank
@@ -590,20 +642,33 @@ def check_memory(cfg: Config, total: int | None = None, on_host: int | None = No
         f"per {role}"))
 
 
-def _check_numbers(obj: Any, prefix: str) -> None:
-    """Every float finite, every integer a 64-bit one (JSON configs can hold anything)."""
+def _check_numbers(obj: Any, prefix: str, limit: float | None = None) -> None:
+    """Every float finite, every integer a 64-bit one (JSON configs can hold anything); every
+    number under ``strategy.params`` (named ``strategy.KEY``, as ``--set`` spells it) at most
+    ``limit`` = ``MAX_PARAM`` in magnitude, whatever strategy reads it."""
     items = ((f.name, getattr(obj, f.name)) for f in dataclasses.fields(obj)) \
         if dataclasses.is_dataclass(obj) else obj.items()
     for name, value in items:
         key = f"{prefix}{name}"
+        if isinstance(obj, StrategyConfig) and name == "params":
+            _check_numbers(value, f"{prefix}", MAX_PARAM)
+            continue
         if dataclasses.is_dataclass(value) or isinstance(value, dict):
-            _check_numbers(value, f"{key}.")
+            _check_numbers(value, f"{key}.", limit)
             continue
         for v in value if isinstance(value, list) else [value]:
             if isinstance(v, float):
                 _need(math.isfinite(v), f"{key} must be a finite number, got {v}")
             elif isinstance(v, int) and not isinstance(v, bool):
                 _need(-(2**63) <= v < 2**63, f"{key} must fit in 64 bits, got {_short(v)}")
+            else:
+                continue
+            # A strategy's value passes its own range check (>= 0, ...) yet can still overflow what
+            # the run derives from it (MB -> bytes, seconds -> steps: an int beyond 64 bits, which
+            # the result file cannot store, after the whole run has trained).
+            _need(limit is None or abs(v) <= limit,
+                  f"{key} must be at most {MAX_PARAM:.0e} in magnitude (strategy values are steps, "
+                  f"seconds, MB or fractions), got {v:.6g}")
 
 
 def _short(v: int) -> str:

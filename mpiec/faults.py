@@ -45,6 +45,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from mpiec.config import MAX_SECONDS
 from mpiec.errors import KillPlanError
 from mpiec.layout import node_count
 
@@ -97,13 +98,22 @@ def _seconds(text: str) -> float | None:
     return value if math.isfinite(value) else None
 
 
+def _within_limit(value: float, text: str, what: str) -> float:
+    """``value`` (seconds), refused past ``MAX_SECONDS`` like ``failures.timeout_s``: a timer
+    cannot be armed that far (``OverflowError`` in the victim's timer thread, mid-run)."""
+    if value > MAX_SECONDS:
+        raise KillPlanError(f"{what} must be at most {MAX_SECONDS:.0e} s (about 32 years), "
+                            f"got '{_show(text)}'")
+    return value
+
+
 def parse_duration(text: str, what: str) -> float:
     value = _seconds(text)
     if value is None:
         raise KillPlanError(f"{what}: '{_show(text)}' is not a duration (e.g. 60s, 500ms, 2m, 1h)")
     if value <= 0:
         raise KillPlanError(f"{what}: duration must be > 0, got '{_show(text)}'")
-    return value
+    return _within_limit(value, text, what)
 
 
 def _role_count(role: str, cfg: Config) -> int:
@@ -209,12 +219,13 @@ def parse_kill_plan(plan: str, cfg: Config) -> list[Kill]:
             raise KillPlanError(f"kill plan '{shown}': the time into the step after '+' must be a number "
                                 f"of seconds >= 0 with an optional unit (e.g. step=40+5ms), got "
                                 f"'{_show(offset)}'")
+        after = _within_limit(after, offset, f"kill plan '{shown}': the time into the step")
         return [Kill(role, idx, step=int(value), after=after)]
     seconds = _seconds(value)
     if seconds is None:
         raise KillPlanError(f"kill plan '{shown}': time must be a number of seconds >= 0 with an "
                             f"optional unit (e.g. 12.5, 500ms, 2m), got '{_show(value)}'")
-    return [Kill(role, idx, time=seconds)]
+    return [Kill(role, idx, time=_within_limit(seconds, value, f"kill plan '{shown}': time"))]
 
 
 def parse_kill_plans(plans: list[str], cfg: Config) -> list[Kill]:
@@ -232,6 +243,12 @@ def parse_kill_plans(plans: list[str], cfg: Config) -> list[Kill]:
                                     "(plans are separated by ';'; leave --kill out for no kill)")
             kills.extend(parse_kill_plan(part, cfg))
     return kills
+
+
+def kills_before(kills: list[Kill], first_step: int) -> list[Kill]:
+    """The step kills of ``kills`` planned before ``first_step``: a run that starts there (``--resume``)
+    never reaches their step, so they would never fire."""
+    return [k for k in kills if k.step is not None and k.step < first_step]
 
 
 def kills_for(kills: list[Kill], role: str, index: int, node: int | None) -> list[Kill]:
@@ -275,7 +292,12 @@ class KillSwitch:
             delay = max(0.0, (self.times[0].time or 0.0) - (time.monotonic() - t0))
             self._timer = self._arm(self.times[0], delay)
 
-    def _arm(self, kill: Kill, delay: float) -> threading.Timer:
+    def _arm(self, kill: Kill, delay: float) -> threading.Timer | None:
+        if delay > threading.TIMEOUT_MAX:
+            # A random plan's later kills add up past what a timer takes (its thread would die of
+            # OverflowError); no run lasts that long (failures.timeout_s <= MAX_SECONDS), so none fires.
+            return None
+
         def fire() -> None:
             if self.on_fire is not None:
                 self.on_fire(kill)

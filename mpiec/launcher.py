@@ -13,8 +13,14 @@ Owns the ``mpiexec`` command line and the run's process group. Invariants:
 * the exit status reflects the result file, not only ``mpiexec``'s code;
 * a run owns its result name before any rank starts (an exclusive lock file
   ``.NAME.h5.lock`` beside the target, removed when the run ends) and reports
-  only a file it wrote; the output directory is proven writable and the name
-  short enough first, so an unwritable output is one line, not a lost run;
+  only a file it wrote; the output directory, and the folders the strategy writes into
+  (checkpoints, ``strategy.log_dir``, the ``--resume`` directory), are proven writable and the
+  name short enough first, so an unwritable output is one line, not a lost run; a ``--resume``
+  its checkpoint cannot continue (another model, no step left, a kill it never reaches) is one
+  line too; the victims' kill notes a stopped run leaves beside its output are removed;
+* the console shows what matters: known noise (libnbc and libevent after a failure, PRRTE's
+  report on a spawned replacement's exit) is held back, and whatever was held back (all of
+  the ranks' output under ``quiet``) is shown when the run crashed;
 * across hosts (``--hostfile``) mpiec places every rank itself (Open MPI's
   sequential mapper, one line per rank): the monitor on the first host, the
   nodes of ``layout.ranks_per_node`` on the hosts in turn (node ``j`` on host
@@ -36,6 +42,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
@@ -256,13 +263,29 @@ def check_output_dir(out_dir: Path) -> None:
     Catches read-only places (``/proc``, ``/sys``), missing permissions and a full file
     system before any rank starts, not after training.
     """
+    check_writable_dir(out_dir, "output directory")
+
+
+def check_writable_dir(directory: Path, what: str, keep: bool = True) -> None:
+    """Prove ``directory`` (``what`` names it in a message) takes a file, as the run will need:
+    create it with its missing parents, write, sync and remove a probe; one-line ``MpiecError``
+    otherwise. ``keep=False`` removes again the folders created here: a checkpoint or log folder
+    is the ranks' to create, and an empty one left by a run refused later would hold its name."""
+    directory = Path(directory)
+    existing = next((d for d in (directory, *directory.parents) if os.path.lexists(d)), None)
+    if existing is not None and not existing.is_dir():
+        # mkdir's "File exists" / "Not a directory" would not say which path is the file
+        kind = "a file" if existing.is_file() else "not a directory"
+        where = f"is {kind}" if existing == directory else f"cannot be created: {existing} is {kind}"
+        raise MpiecError(f"{what} {directory} {where}")
+    created = [d for d in (directory, *directory.parents) if not os.path.lexists(d)]
     try:
-        out_dir.mkdir(parents=True, exist_ok=True)
+        directory.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        raise MpiecError(f"cannot create the output directory {out_dir}: {exc.strerror or exc}") from None
-    if not out_dir.is_dir():
-        raise MpiecError(f"output directory {out_dir} is not a directory")
-    probe = out_dir / f".mpiec-probe-{os.getpid()}-{threading.get_ident()}"
+        raise MpiecError(f"cannot create the {what} {directory}: {exc.strerror or exc}") from None
+    if not directory.is_dir():
+        raise MpiecError(f"{what} {directory} is not a directory")
+    probe = directory / f".mpiec-probe-{os.getpid()}-{threading.get_ident()}"
     try:
         fd = os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         try:
@@ -271,11 +294,76 @@ def check_output_dir(out_dir: Path) -> None:
         finally:
             os.close(fd)
     except OSError as exc:
-        raise MpiecError(f"cannot write into the output directory {out_dir}: "
-                         f"{exc.strerror or exc}") from None
+        raise MpiecError(f"cannot write into the {what} {directory}: {exc.strerror or exc}") from None
     finally:
         with contextlib.suppress(OSError):
             probe.unlink()
+        if not keep:
+            for d in created:  # deepest first
+                with contextlib.suppress(OSError):
+                    d.rmdir()
+
+
+def strategy_dirs(cfg: Config, path: Path, resume: str = "") -> list[tuple[str, Path]]:
+    """The folders the strategy of a run with result file ``path`` writes into, each with what names
+    it: the checkpoint root (``Strategy.checkpoint_root``: ``strategy.dir``, else beside the result;
+    ``ecsnap`` only with its disk fallback), the ``--resume`` directory (new checkpoints go there) and
+    ``strategy.log_dir`` (``log``'s spilled records)."""
+    from mpiec.strategies import get_strategy_class
+
+    params = cfg.strategy.params
+    out: list[tuple[str, Path]] = []
+    if resume:
+        out.append(("--resume checkpoint directory", Path(resume)))
+    else:
+        root = get_strategy_class(cfg.strategy.name)(cfg).checkpoint_root(path)
+        if root is not None:
+            out.append(("checkpoint directory" + (" (strategy.dir)" if params.get("dir") else ""), root))
+    log_dir = params.get("log_dir")
+    if isinstance(log_dir, str) and log_dir:
+        out.append(("log directory (strategy.log_dir)", Path(log_dir)))
+    return out
+
+
+def check_resume(cfg: Config, root: str | Path) -> None:
+    """``--resume ROOT``: refuse, before any rank starts, what its newest checkpoint cannot go on
+    into (each restore would fail on every rank, or the run would train nothing): another model
+    (``config.STATE_KEYS``; another layout is fine), no step left before ``training.steps``, a kill
+    planned before the first step the resumed run trains (it would never fire)."""
+    from mpiec.checkpoint import CheckpointStore
+    from mpiec.config import state_changes
+    from mpiec.faults import kills_before, parse_kill_plans
+
+    store = CheckpointStore(root)
+    step = store.latest()
+    if step is None:
+        raise MpiecError(f"--resume {root}: no complete checkpoint")
+    saved = store.manifest(step).get("meta", {}).get("config")
+    if isinstance(saved, dict):
+        changed = state_changes(saved, cfg)
+        if changed:
+            raise MpiecError(f"--resume {root}: the checkpoint of step {step} holds another model: "
+                             f"{'; '.join(changed)} (these keys cannot change on --resume; the layout can)")
+    steps = cfg.training.steps
+    if steps <= step + 1:
+        raise MpiecError(f"--resume {root}: the checkpoint is of step {step}, so training.steps = {steps} "
+                         f"leaves no step to train; give training.steps > {step + 1}")
+    early = kills_before(parse_kill_plans(cfg.failures.kill, cfg), step + 1)
+    if early:
+        raise MpiecError(f"--resume {root}: kill {', '.join(map(str, early))} is planned before step "
+                         f"{step + 1}, the first step the resumed run trains, and would never fire; "
+                         f"plan it at step {step + 1} or later")
+
+
+def remove_kill_notes(path: Path) -> None:
+    """Remove ``.STEM.<run>.kills`` beside ``path``: the victims' notes, which the monitor reads and
+    removes, stay behind when the run ends before that (a crash, its time limit, an interruption).
+    The stem is this run's (claimed), so such a folder is this run's or a dead one's of that name."""
+    pattern = re.compile(rf"\.{re.escape(path.stem)}\.[0-9a-f]{{12}}\.kills")
+    with contextlib.suppress(OSError):
+        for d in path.parent.iterdir():
+            if pattern.fullmatch(d.name) and d.is_dir() and not d.is_symlink():
+                shutil.rmtree(d, ignore_errors=True)
 
 
 def claim_result_path(out_dir: Path, stem: str, unique: bool) -> tuple[Path, Path]:
@@ -351,11 +439,15 @@ def launch(cfg: Config, out_dir: Path, timeout: float | None = None, quiet: bool
     hosts = read_hostfile(hostfile) if hostfile else None
     rank_hosts = place_on_hosts(cfg, hosts) if hosts else None
     precheck_data(cfg)
+    if resume:
+        check_resume(cfg, resume)
     out_dir = Path(out_dir)
     check_output_dir(out_dir)
     unique = not cfg.output.name if unique_name is None else unique_name
     path, lock = claim_result_path(out_dir, result_name(cfg), unique)
     try:
+        for what, directory in strategy_dirs(cfg, path, resume):
+            check_writable_dir(directory, what, keep=False)
         if not resume:
             from mpiec.checkpoint import check_unused
             from mpiec.strategies import get_strategy_class
@@ -365,6 +457,7 @@ def launch(cfg: Config, out_dir: Path, timeout: float | None = None, quiet: bool
                 check_unused(root)
         return _launch(cfg, path, timeout, quiet, resume, rank_hosts, hosts)
     finally:
+        remove_kill_notes(path)
         with contextlib.suppress(OSError):
             lock.unlink()
 
@@ -389,7 +482,9 @@ def _launch(cfg: Config, path: Path, timeout: float | None, quiet: bool, resume:
                                 preexec_fn=_die_with_parent)
         previous = {sig: signal.signal(sig, _terminate) for sig in (signal.SIGTERM, signal.SIGHUP)}
         lost_daemons: list[str] = []
-        relay = threading.Thread(target=relay_output, args=(proc.stdout, quiet, lost_daemons), daemon=True)
+        held: deque[str] = deque(maxlen=HELD_LINES)
+        relay = threading.Thread(target=relay_output, args=(proc.stdout, quiet, lost_daemons, held),
+                                 daemon=True)
         relay.start()
         message = ""
         try:
@@ -404,16 +499,27 @@ def _launch(cfg: Config, path: Path, timeout: float | None, quiet: bool, resume:
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
         seconds = time.monotonic() - t0
+    outcome = _judge(cfg, path, wall_start, seconds, message, proc.returncode, lost_daemons)
+    if outcome.code == EXIT_CRASH and held:
+        # What the relay held back (all of it under quiet, else known launcher noise) may be the
+        # crash's only trace: "its error is above" must be true.
+        print("\n".join(held), flush=True)
+    return outcome
+
+
+def _judge(cfg: Config, path: Path, wall_start: float, seconds: float, message: str, returncode: int | None,
+           lost_daemons: list[str]) -> RunOutcome:
+    """The outcome of a run that ended: from its result file, not from mpiexec's exit code."""
     ours = path.exists() and _written_by_us(path, cfg, wall_start)
     if message:
         return RunOutcome(EXIT_CRASH, path if ours else None, seconds, message)
     if not path.exists():
         if lost_daemons:
             return RunOutcome(EXIT_LOST, None, seconds, daemon_lost_message(lost_daemons))
-        return RunOutcome(EXIT_CRASH, None, seconds, no_result_message(proc.returncode))
+        return RunOutcome(EXIT_CRASH, None, seconds, no_result_message(returncode))
     if not ours:
         return RunOutcome(EXIT_CRASH, None, seconds,
-                          f"{no_result_message(proc.returncode)}; {path} was written by something "
+                          f"{no_result_message(returncode)}; {path} was written by something "
                           "else and is not this run's")
     from mpiec.results import read_result
 
@@ -457,10 +563,38 @@ def daemon_lost_message(nodes: list[str]) -> str:
             "(docs/runtime.md, \"Nodes\")")
 
 
-def relay_output(stream: IO[str], quiet: bool, lost_daemons: list[str] | None = None) -> None:
+# PRRTE's report on a job whose process ended without MPI_Finalize. Every rank skips MPI_Finalize after
+# a failure (it can hang on operations the failure cut off); the ranks of the run are one job started
+# with ULFM's recovery, which PRRTE does not report, but a replacement started by MPI_Comm_spawn
+# (layout.replacement = "spawn") is a job of its own without it (Open MPI passes no such key to
+# PMIx_Spawn), so a run that recovered by spawn ends with this 20-line block, or with PRRTE's
+# "LAUNCHER JOB OBJECT NOT FOUND" once the parent job is gone. Held back: shown if the run crashed.
+_RULE = re.compile(r"^-{40,}$")
+_EXITED_IMPROPERLY = re.compile(r"^\S+ has exited due to process rank \d+ with PID \d+ on node \S+ exiting$")
+_HELD_NOISE = re.compile(r"^LAUNCHER JOB OBJECT NOT FOUND$")
+HELD_LINES = 200  # the output kept back for a crash report: a few ranks' tracebacks
+
+
+def relay_output(stream: IO[str], quiet: bool, lost_daemons: list[str] | None = None,
+                 held: deque[str] | None = None) -> None:
     """Copy the ranks' output to ours, minus Open MPI's expected-failure noise; the nodes whose
-    daemon mpiexec lost go to ``lost_daemons`` ("" if the message names none)."""
+    daemon mpiexec lost go to ``lost_daemons`` ("" if the message names none). Lines not shown
+    (every line under ``quiet``; PRRTE's report on a spawned replacement's exit) go to ``held``,
+    for the launcher to show if the run crashed."""
     lost = False
+    opened: list[str] | None = None  # a PRRTE help block's opening rule, until its first line says which
+    inside: bool | None = None  # inside a help block: True shown, False held back
+
+    def show(line: str) -> None:
+        if quiet:
+            keep(line)
+        else:
+            print(line, flush=True)
+
+    def keep(line: str) -> None:
+        if held is not None:
+            held.append(line)
+
     for line in stream:
         line = _ANSI.sub("", line).rstrip("\n")
         if lost_daemons is not None:
@@ -469,9 +603,25 @@ def relay_output(stream: IO[str], quiet: bool, lost_daemons: list[str] | None = 
                 lost_daemons.append("")
             elif lost and (m := _REMOTE_DAEMON.match(line)):
                 lost_daemons.append(m.group(1))
-        if _NOISE.match(line) or quiet:
+        if _NOISE.match(line):
             continue
-        print(line, flush=True)
+        if opened is not None:
+            inside = not _EXITED_IMPROPERLY.match(line)
+            for held_line in (*opened, line):
+                (show if inside else keep)(held_line)
+            opened = None
+        elif _RULE.match(line) and inside is None:
+            opened = [line]
+        elif inside is not None:
+            (show if inside else keep)(line)
+            if _RULE.match(line):
+                inside = None
+        elif _HELD_NOISE.match(line):
+            keep(line)
+        else:
+            show(line)
+    for line in opened or []:
+        show(line)
 
 
 def _terminate(signum: int, frame: object) -> None:

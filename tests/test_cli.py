@@ -172,3 +172,64 @@ def test_resume_from_an_older_checkpoint_is_refused_with_the_way_out(tmp_path):
     r = mpiec("run", "--resume", str(store.step_dir(9)))
     assert r.returncode == 2 and "holds a newer checkpoint (step 19)" in r.stderr
     assert "Traceback" not in r.stderr
+
+
+# -- issue 12: --resume refuses what its checkpoint cannot continue into, before any rank starts ------
+
+def _tiny_checkpoint(tmp_path, step: int = 29):
+    import numpy as np
+
+    from mpiec.checkpoint import CheckpointStore
+    from mpiec.config import load_config
+
+    store = CheckpointStore(tmp_path / "run.ckpt")
+    cfg = load_config(preset="tiny", strategy="ckpt")
+    store.commit(step, [store.write_part(step, "trainer", {"params": np.zeros(3, np.float32)})],
+                 {"config": cfg.to_dict(), "servers": 2})
+    return store.root
+
+
+def _no_launch(tmp_path) -> dict[str, str]:
+    """An mpiexec that leaves a mark if anything gets as far as starting ranks."""
+    import os
+
+    fake = tmp_path / "mpiexec"
+    fake.write_text(f"#!/bin/sh\n[ \"$1\" = --version ] && exit 0\ntouch {tmp_path / 'launched'}\nexit 3\n")
+    fake.chmod(0o755)
+    return {**os.environ, "MPIEC_MPIEXEC": str(fake)}
+
+
+@pytest.mark.parametrize("args, needle", [
+    (["--set", "model.dim=16"], "holds another model: model.dim: 8 in the checkpoint, 16 now"),
+    (["--set", "data.cardinalities=[10, 10]"], "data.cardinalities: 26 values in the checkpoint, 2 now"),
+    (["--set", "training.steps=20"], "the checkpoint is of step 29, so training.steps = 20 leaves no step"),
+    (["--preset", "laptop"], "the checkpoint's run used preset 'tiny', not 'laptop'; leave --preset out"),
+    (["--kill", "server:1@step=10"], "kill server:1@step=10 is planned before step 30"),
+])
+def test_resume_conflicts_are_one_line_exit_2(tmp_path, args, needle):
+    """Issue 12, items 8, 9, 10, 17: each ran (rc 3 with five lines naming no cause, 0 steps and nan
+    throughput, another preset's label, a kill that never fired)."""
+    root = _tiny_checkpoint(tmp_path)
+    proc = subprocess.run([sys.executable, "-P", "-m", "mpiec", "run", "--resume", str(root), *args,
+                           "--out", str(tmp_path / "out")], capture_output=True, text=True, timeout=60,
+                          env=_no_launch(tmp_path))
+    lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
+    assert proc.returncode == 2 and len(lines) == 1 and needle in lines[0], proc.stdout + proc.stderr
+    assert not (tmp_path / "launched").exists() and not (tmp_path / "out").exists()
+
+
+def test_resume_keeps_the_checkpoints_config_and_preset_under_a_config_file(tmp_path):
+    """--config FILE on --resume is a layer over the checkpoint's config (it replaced it before), and
+    the preset it names (or --preset, if the same) labels the run as the checkpoint's."""
+    import argparse
+
+    from mpiec.cli import resume_config
+
+    root = _tiny_checkpoint(tmp_path)
+    f = tmp_path / "more.toml"
+    f.write_text("[training]\nsteps = 60\n")
+    args = argparse.Namespace(resume=str(root), preset="tiny", config=str(f), sets=["layout.servers=3"],
+                              strategy=None, kill=[], steps=None)
+    cfg, resume = resume_config(args)
+    assert resume == str(root) and cfg.preset == "tiny" and cfg.model.dim == 8
+    assert cfg.training.steps == 60 and cfg.layout.servers == 3 and cfg.strategy.name == "ckpt"

@@ -95,7 +95,7 @@ def test_written_json_is_accepted_as_config_file(tmp_path):
     ("training.dense_lr=-inf", "training.dense_lr must be a finite number"),
     ("data.zipf_exponent=nan", "data.zipf_exponent must be a finite number"),
     ("failures.mtbf_s=inf", "failures.mtbf_s must be a finite number"),
-    ("strategy.foo=inf", "strategy.params.foo must be a finite number"),
+    ("strategy.foo=inf", "strategy.foo must be a finite number"),
     ("layout.trainers=100000", "at most 4096 ranks in all"),
     ("layout.spares=5000", "at most 4096 ranks in all"),
     ("training.steps=100000000000000000", "training.steps must be <= 1e+09"),
@@ -216,3 +216,52 @@ def test_mlperf_dlrmv2_preset_resolves_and_is_refused_here_only_at_run_time():
     # the memory estimate counts every id of a bag: a 2 GiB host cannot hold its step rows
     with pytest.raises(ConfigError, match=r"214 ids"):
         check_memory(cfg, total=2 << 30, on_host=1)
+
+
+@pytest.mark.parametrize("strategy, assignment, key", [
+    ("log", "strategy.log_memory_mb=1e300", "strategy.log_memory_mb"),
+    ("ckpt", "strategy.interval_s=1e300", "strategy.interval_s"),
+    ("ckpt", "strategy.bandwidth_mb_s=1e12", "strategy.bandwidth_mb_s"),
+    ("cpr", "strategy.interval=100000000000", "strategy.interval"),
+    ("ecrm", "strategy.verify_every=4000000000", "strategy.verify_every"),
+    ("ecsnap", "strategy.disk_every=4000000000", "strategy.disk_every"),
+])
+def test_huge_strategy_values_are_refused_for_every_strategy(strategy, assignment, key):
+    """Issue 12, item 15: log_memory_mb=1e300 or interval_s=1e300 passed their strategy's check, the
+    run trained every step, then the result file could not hold what was derived from it (rc 3)."""
+    with pytest.raises(ConfigError) as info:
+        load_config("tiny", strategy=strategy, sets=[assignment])
+    assert f"{key} must be at most 1e+09 in magnitude" in str(info.value)
+    assert "\n" not in str(info.value)
+
+
+def test_strategy_values_up_to_the_bound_pass():
+    cfg = load_config("tiny", strategy="log", sets=["strategy.log_memory_mb=1e9", "strategy.interval_s=1e9"])
+    assert cfg.strategy.params == {"log_memory_mb": 1e9, "interval_s": 1e9}
+
+
+def test_a_base_config_takes_the_presets_place_under_the_file_and_the_sets(tmp_path):
+    """``--resume``: the checkpoint's resolved config is the bottom layer, and names the preset."""
+    saved = load_config("tiny", sets=["model.dim=4", "training.steps=30"]).to_dict()
+    f = tmp_path / "more.toml"
+    f.write_text("[training]\nsteps = 50\n")
+    cfg = load_config(config_file=f, sets=["layout.servers=3"], base=saved)
+    assert cfg.preset == "tiny" and cfg.model.dim == 4  # not the tiny preset's 8
+    assert cfg.training.steps == 50 and cfg.layout.servers == 3
+    assert saved["training"]["steps"] == 30  # the caller's dict is left alone
+
+
+def test_state_changes_name_each_key_a_checkpoint_cannot_take():
+    from mpiec.config import state_changes
+
+    saved = load_config("tiny").to_dict()
+    assert state_changes(saved, load_config("tiny", sets=["layout.servers=3", "training.steps=90"])) == []
+    changed = state_changes(saved, load_config("tiny", sets=["model.dim=16", "training.optimizer='sgd'",
+                                                             "data.cardinalities=[5, 5]"]))
+    assert changed == ["model.dim: 8 in the checkpoint, 16 now",
+                       "data.cardinalities: 26 values in the checkpoint, 2 now",
+                       "training.optimizer: 'adagrad' in the checkpoint, 'sgd' now"]
+    cards = list(saved["data"]["cardinalities"])
+    cards[3] += 1
+    (one,) = state_changes(saved, load_config("tiny", sets=[f"data.cardinalities={cards}"]))
+    assert one == f"data.cardinalities[3]: {cards[3] - 1} in the checkpoint, {cards[3]} now"

@@ -205,3 +205,52 @@ def test_kill_switch_takes_its_node_kills_and_its_slot_kills():
     assert sw.due(5, now=0.0) == kills[0] and sw.due(6, now=51.0) == kills[3]
     monitor = KillSwitch(kills, "monitor", 0, real=False, t0=0.0, node=None)  # never a node's victim
     assert all(monitor.due(s, now=100.0) is None for s in range(10))
+
+
+@pytest.mark.parametrize("plan, needle", [
+    ("server:1@time=1e300", "time must be at most 1e+09 s"),
+    ("server:1@time=2e9", "time must be at most 1e+09 s"),
+    ("server:1@time=20000000h", "time must be at most 1e+09 s"),
+    ("server:1@step=3+1e300s", "the time into the step must be at most 1e+09 s"),
+    ("server:1@step=3+2e9", "the time into the step must be at most 1e+09 s"),
+    ("random:mtbf=1e300s", "mtbf must be at most 1e+09 s"),
+    ("random:mtbf=2e9,seed=3", "mtbf must be at most 1e+09 s"),
+    ("server:1@time=nan", "time must be a number of seconds"),
+    ("server:1@step=3+nan", "time into the step after '+'"),
+    ("server:1@step=3+infms", "time into the step after '+'"),
+    ("server:1@step=3+1e400", "time into the step after '+'"),
+    ("random:mtbf=nan", "not a duration"),
+    ("random:mtbf=inf", "not a duration"),
+])
+def test_kill_times_out_of_range_are_refused_like_other_limits(cfg, plan, needle):
+    """Issue 12, item 5: time=1e300 was accepted, then the victim's timer thread died of OverflowError."""
+    with pytest.raises(KillPlanError) as info:
+        parse_kill_plans([plan], cfg)
+    assert needle in str(info.value) and "\n" not in str(info.value)
+
+
+def test_kill_times_at_the_limit_are_accepted(cfg):
+    kills = parse_kill_plans(["server:1@time=1e9", "server:0@step=3+1e9s", "random:mtbf=1e9s,max=3"], cfg)
+    assert kills[0].time == 1e9 and kills[1].after == 1e9 and len(kills) == 5
+
+
+def test_a_kill_too_far_for_a_timer_is_not_armed():
+    """A random plan's later kills add up past threading.TIMEOUT_MAX (mtbf 1e9 s, many kills): no
+    timer thread is started for them (it would raise OverflowError), and none fires."""
+    t0 = time.monotonic()
+    far = threading.TIMEOUT_MAX * 2
+    sw = KillSwitch([Kill("server", 1, time=far)], "server", 1, real=True, t0=t0)
+    try:
+        assert sw._timer is None
+        assert sw.due(0, now=t0 + 10.0) is None
+    finally:
+        sw.cancel()
+
+
+def test_kills_before_a_resumed_step():
+    from mpiec.faults import kills_before
+
+    kills = [Kill("server", 1, step=10), Kill("server", 0, step=30), Kill("trainer", 0, time=1.0),
+             Kill("server", 1, at_end=True), Kill("node", 1, step=29, after=0.01)]
+    assert kills_before(kills, 30) == [kills[0], kills[4]]
+    assert kills_before(kills, 0) == []

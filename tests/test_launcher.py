@@ -188,3 +188,233 @@ def test_open_mpi_noise_after_a_peer_dies_is_not_relayed(capsys):
             "[warn] something else\n")
     relay_output(io.StringIO(text), quiet=False)
     assert capsys.readouterr().out.splitlines() == ["[mpiec] step 10", "[warn] something else"]
+
+
+# -- issue 12: checkpoint and log folders, --resume, leftovers, what the console shows ---------------
+
+def _fake_mpiexec(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, body: str) -> Path:
+    """An ``mpiexec`` running ``body`` (sh; ``$out`` = the run's result path, ``$stem`` its stem)."""
+    fake = tmp_path / "mpiexec"
+    fake.write_text("#!/bin/sh\n[ \"$1\" = --version ] && exit 0\n"
+                    "while [ $# -gt 0 ]; do [ \"$1\" = --out ] && out=$2; shift; done\n"
+                    "stem=$(basename \"$out\" .h5)\n" + body + "\n")
+    fake.chmod(0o755)
+    monkeypatch.setenv("MPIEC_MPIEXEC", str(fake))
+    return fake
+
+
+def test_a_folder_that_is_a_file_or_under_one_is_one_line(tmp_path):
+    from mpiec.launcher import check_writable_dir
+
+    (tmp_path / "f").write_text("x")
+    with pytest.raises(MpiecError) as info:
+        check_writable_dir(tmp_path / "f", "checkpoint directory (strategy.dir)", keep=False)
+    assert str(info.value) == f"checkpoint directory (strategy.dir) {tmp_path / 'f'} is a file"
+    with pytest.raises(MpiecError) as info:
+        check_writable_dir(tmp_path / "f" / "a" / "b", "log directory (strategy.log_dir)", keep=False)
+    assert str(info.value) == (f"log directory (strategy.log_dir) {tmp_path / 'f' / 'a' / 'b'} cannot be "
+                               f"created: {tmp_path / 'f'} is a file")
+    assert (tmp_path / "f").read_text() == "x" and sorted(tmp_path.iterdir()) == [tmp_path / "f"]
+
+
+def test_a_checked_folder_the_ranks_create_is_not_left_behind(tmp_path):
+    from mpiec.launcher import check_writable_dir
+
+    check_writable_dir(tmp_path / "a" / "b" / "c", "checkpoint directory", keep=False)
+    assert not list(tmp_path.iterdir())
+    (tmp_path / "kept").mkdir()
+    check_writable_dir(tmp_path / "kept", "checkpoint directory", keep=False)
+    assert (tmp_path / "kept").is_dir() and not list((tmp_path / "kept").iterdir())
+
+
+@pytest.fixture
+def read_only_dir(tmp_path):
+    """A folder no one may write into: a read-only tmpfs (root), else a chmod'd folder."""
+    import os
+    import subprocess
+
+    d = tmp_path / "ro"
+    d.mkdir()
+    if os.geteuid() != 0:
+        d.chmod(0o555)
+        yield d
+        d.chmod(0o755)
+        return
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "ro,size=64k", "tmpfs", str(d)],
+                             capture_output=True).returncode == 0
+    if not mounted:
+        pytest.skip("root, and no read-only file system can be mounted here")
+    try:
+        yield d
+    finally:
+        subprocess.run(["umount", str(d)], capture_output=True)
+
+
+def test_a_read_only_folder_is_one_line(read_only_dir):
+    from mpiec.launcher import check_writable_dir
+
+    for target, verb in ((read_only_dir, "write into"), (read_only_dir / "sub" / "dir", "create")):
+        with pytest.raises(MpiecError) as info:
+            check_writable_dir(target, "checkpoint directory (strategy.dir)", keep=False)
+        assert str(info.value).startswith(f"cannot {verb} the checkpoint directory (strategy.dir) {target}: ")
+        assert "\n" not in str(info.value)
+
+
+def test_the_folders_a_strategy_writes_into(tmp_path):
+    from mpiec.launcher import strategy_dirs
+
+    path = tmp_path / "out" / "run.h5"
+    assert strategy_dirs(load_config("tiny"), path) == []
+    assert strategy_dirs(load_config("tiny", strategy="ckpt"), path) == [
+        ("checkpoint directory", tmp_path / "out" / "run.ckpt")]
+    assert strategy_dirs(load_config("tiny", strategy="cnr", sets=["strategy.dir='/x/ck'"]), path) == [
+        ("checkpoint directory (strategy.dir)", Path("/x/ck"))]
+    assert strategy_dirs(load_config("tiny", strategy="log", sets=["strategy.log_dir='/x/lg'"]), path) == [
+        ("checkpoint directory", tmp_path / "out" / "run.ckpt"),
+        ("log directory (strategy.log_dir)", Path("/x/lg"))]
+    assert strategy_dirs(load_config("tiny", strategy="ecsnap", sets=["strategy.dir='/x/ck'"]), path) == []
+    assert strategy_dirs(load_config("tiny", strategy="ecsnap", sets=["strategy.dir='/x/ck'",
+                                                                      "strategy.disk_every=5"]), path) == [
+        ("checkpoint directory (strategy.dir)", Path("/x/ck"))]
+    assert strategy_dirs(load_config("tiny", strategy="ckpt"), path, resume="/x/old.ckpt") == [
+        ("--resume checkpoint directory", Path("/x/old.ckpt"))]
+
+
+@pytest.mark.parametrize("strategy, sets", [
+    ("ckpt", ["strategy.dir='{file}'"]),
+    ("cpr", ["strategy.dir='{file}/sub'"]),
+    ("cnr", ["strategy.dir='{file}'"]),
+    ("log", ["strategy.log_dir='{file}'", "strategy.log_memory_mb=0"]),
+    ("ecsnap", ["strategy.disk_every=5", "strategy.dir='{file}'"]),
+])
+def test_an_unusable_checkpoint_or_log_folder_is_refused_before_any_rank_starts(tmp_path, monkeypatch,
+                                                                                 strategy, sets):
+    """Issue 12, item 6: a file as strategy.dir ended rc 3 with a traceback from every rank."""
+    started = tmp_path / "started"
+    _fake_mpiexec(tmp_path, monkeypatch, f"touch {started}")
+    (tmp_path / "FILE").write_text("mine")
+    cfg = load_config("tiny", strategy=strategy, sets=[s.format(file=tmp_path / "FILE") for s in sets])
+    with pytest.raises(MpiecError) as info:
+        launch(cfg, tmp_path / "out", quiet=True)
+    assert str(tmp_path / "FILE") in str(info.value) and "\n" not in str(info.value)
+    assert not started.exists() and (tmp_path / "FILE").read_text() == "mine"
+    assert not list((tmp_path / "out").iterdir())  # no lock, no empty checkpoint folder
+
+
+def _checkpoint(root: Path, step: int, **sets: object) -> Path:
+    import numpy as np
+
+    from mpiec.checkpoint import CheckpointStore
+
+    store = CheckpointStore(root)
+    cfg = load_config("tiny", strategy="ckpt", sets=[f"{k}={v}" for k, v in sets.items()])
+    store.commit(step, [store.write_part(step, "trainer", {"params": np.zeros(3, np.float32)})],
+                 {"config": cfg.to_dict(), "servers": cfg.layout.servers})
+    return root
+
+
+def test_resume_refuses_another_model_and_names_every_key(tmp_path):
+    """Issue 12, item 8: --set model.dim=16 on a dim-8 checkpoint: rc 3, five lines naming no cause."""
+    from mpiec.launcher import check_resume
+
+    root = _checkpoint(tmp_path / "ck", 29)
+    cfg = load_config("tiny", strategy="ckpt", sets=["model.dim=16", "training.dense_optimizer='sgd'"])
+    with pytest.raises(MpiecError) as info:
+        check_resume(cfg, root)
+    assert str(info.value) == (f"--resume {root}: the checkpoint of step 29 holds another model: "
+                               "model.dim: 8 in the checkpoint, 16 now; training.dense_optimizer: 'adagrad' "
+                               "in the checkpoint, 'sgd' now (these keys cannot change on --resume; the "
+                               "layout can)")
+    check_resume(load_config("tiny", strategy="ckpt", sets=["layout.servers=3", "layout.trainers=3"]), root)
+
+
+@pytest.mark.parametrize("steps", [20, 29, 30])
+def test_resume_past_the_end_is_refused(tmp_path, steps):
+    """Issue 12, item 9: a step-29 checkpoint with training.steps = 20 'completed' 0 steps, nan throughput."""
+    from mpiec.launcher import check_resume
+
+    root = _checkpoint(tmp_path / "ck", 29)
+    with pytest.raises(MpiecError, match=f"checkpoint is of step 29, so training.steps = {steps} leaves no "
+                                         "step to train; give training.steps > 30"):
+        check_resume(load_config("tiny", strategy="ckpt", sets=[f"training.steps={steps}"]), root)
+    check_resume(load_config("tiny", strategy="ckpt", sets=["training.steps=31"]), root)
+
+
+def test_resume_refuses_a_kill_it_would_never_reach(tmp_path):
+    """Issue 12, item 17: a kill before the resumed run's first step never fired, silently."""
+    from mpiec.launcher import check_resume
+
+    root = _checkpoint(tmp_path / "ck", 29)
+    cfg = load_config("tiny", strategy="ckpt", kill=["server:1@step=10", "trainer:0@step=30",
+                                                    "server:0@step=29+5ms", "trainer:1@time=3"])
+    with pytest.raises(MpiecError) as info:
+        check_resume(cfg, root)
+    assert "kill server:1@step=10, server:0@step=29+5ms is planned before step 30" in str(info.value)
+    check_resume(load_config("tiny", strategy="ckpt", kill=["server:1@step=30", "trainer:1@time=3"]), root)
+
+
+def test_a_stopped_run_leaves_no_kill_notes(tmp_path, monkeypatch):
+    """Issue 12, item 17: a timed-out run left .STEM.<run>.kills beside its output."""
+    _fake_mpiexec(tmp_path, monkeypatch, 'd="$(dirname "$out")/.$stem.0123456789ab.kills"\n'
+                  'mkdir -p "$d" && echo "{}" > "$d/3.json"\nexec sleep 30')
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / ".other.0123456789ab.kills").mkdir()  # another run's: left alone
+    outcome = launch(load_config("tiny", sets=["output.name='mine'"]), out, timeout=2, quiet=True)
+    assert outcome.code == 3 and "time limit" in outcome.message
+    assert sorted(p.name for p in out.iterdir()) == [".other.0123456789ab.kills"]
+
+
+_SPAWN_EXIT = """\
+--------------------------------------------------------------------------
+prterun has exited due to process rank 0 with PID 12374 on node vm exiting
+improperly. There are three reasons this could occur:
+
+1. this process did not call "init" before exiting, but others in the
+job did.
+You can avoid this message by specifying -quiet on the prterun command
+line.
+--------------------------------------------------------------------------
+LAUNCHER JOB OBJECT NOT FOUND
+"""
+
+
+def test_the_report_on_a_spawned_replacements_exit_is_held_back(capsys):
+    """Issue 12, item 17: a run that recovered by spawn ended with PRRTE's 20-line block."""
+    import io
+    from collections import deque
+
+    from mpiec.launcher import relay_output
+
+    other = ("--------------------------------------------------------------------------\n"
+             "There are not enough slots available in the system to satisfy the 9\n"
+             "--------------------------------------------------------------------------\n")
+    held: deque[str] = deque()
+    relay_output(io.StringIO("[mpiec] step 10\n" + _SPAWN_EXIT + other + "[mpiec] done\n"), quiet=False,
+                 held=held)
+    shown = capsys.readouterr().out.splitlines()
+    assert shown == ["[mpiec] step 10", *other.splitlines(), "[mpiec] done"]
+    assert list(held) == [line for line in _SPAWN_EXIT.splitlines() if line]
+
+
+def test_quiet_holds_everything_back(capsys):
+    import io
+    from collections import deque
+
+    from mpiec.launcher import relay_output
+
+    held: deque[str] = deque()
+    relay_output(io.StringIO("[mpiec] step 10\nTraceback (most recent call last):\n"), quiet=True, held=held)
+    assert capsys.readouterr().out == ""
+    assert list(held) == ["[mpiec] step 10", "Traceback (most recent call last):"]
+
+
+def test_a_crashed_quiet_run_still_shows_its_error(tmp_path, monkeypatch, capsys):
+    """Issue 12, item 16: under --quiet the crashed rank's traceback was hidden, while the message
+    said "its error is above"."""
+    _fake_mpiexec(tmp_path, monkeypatch, "echo '[mpiec] step 10'\necho 'Traceback (most recent call last):'\n"
+                  "echo 'ValueError: boom'\nexit 0")
+    outcome = launch(load_config("tiny"), tmp_path / "out", quiet=True)
+    assert outcome.code == 3 and "its error is above" in outcome.message
+    assert capsys.readouterr().out.splitlines()[-2:] == ["Traceback (most recent call last):",
+                                                         "ValueError: boom"]

@@ -16,7 +16,9 @@ config file; it is never a kill target of an earlier holder's kills (the
 payload carries the consumed ones); its ``first_rank`` is new (``n_ranks`` +
 the number of processes spawned before), so kill notes and reports never
 collide with an original rank's. Measured costs and Open MPI pitfalls are in
-docs/runtime.md ("Replacement by spawn").
+docs/runtime.md ("Replacement by spawn"); among them, PRRTE reports the spawned job's end (no
+``MPI_Finalize``, as every rank after a failure) as improper, which the launcher's output relay
+holds back (``launcher.relay_output``).
 """
 
 from __future__ import annotations

@@ -206,7 +206,8 @@ def test_a_kill_during_a_slow_rebuild_beyond_tolerance_ends_with_the_stripe_name
     assert reason in run.stdout
 
 
-@pytest.mark.parametrize("kills", ["trainer:0@step=20;server:1@step=20", "trainer:1@step=20;server:0@step=20"])
+@pytest.mark.parametrize("kills", ["trainer:0@step=20;server:1@step=20",
+                                   "trainer:1@step=20;server:0@step=20"])
 def test_a_trainer_and_a_server_in_one_step(kills, reference, tmp_path):
     """Item 2: the overlapped exchange leaves the parity a step or two behind, so rebuilding the
     server replays every trainer's gradients of those steps; the dead trainer's are gone. Default:

@@ -33,8 +33,8 @@ BASE = ["--preset", "tiny", "--steps", str(STEPS), "--set", "layout.spares=2"]
 # whether a trainer dying at or before a server's death may lose the run)
 VARIANTS = [
     ("ckpt", 2, ["--strategy", "ckpt", "--set", "strategy.interval=5"], 99, False),
-    ("ckpt-async", 2, ["--strategy", "ckpt", "--set", "strategy.interval=5", "--set", "strategy.mode='async'"],
-     99, False),
+    ("ckpt-async", 2, ["--strategy", "ckpt", "--set", "strategy.interval=5",
+                       "--set", "strategy.mode='async'"], 99, False),
     ("cnr", 2, ["--strategy", "cnr", "--set", "strategy.interval=5", "--set", "strategy.quantization='none'"],
      99, False),
     ("log", 2, ["--strategy", "log", "--set", "strategy.interval=5"], 99, False),
@@ -97,8 +97,8 @@ def references(tmp_path_factory):
 def test_the_plans_cover_every_kind():
     plans = draw_plans(SEED, 3)
     assert len(plans) == PLANS
-    same_step = [p for p in plans if {r for r, *_ in p} == {"trainer", "server"} and len({s for *_, s, _ in p})
-                 == 1]
+    same_step = [p for p in plans
+                 if {r for r, *_ in p} == {"trainer", "server"} and len({s for *_, s, _ in p}) == 1]
     assert same_step, "a trainer and a server in the same step"
     assert any([r for r, *_ in p] == ["server", "server"] for p in plans)
 
@@ -113,7 +113,8 @@ def test_kill_matrix(variant, references, tmp_path):
                      "--timeout", "90"], out=tmp_path / str(i), timeout=150)
         where = f"{name} seed {SEED} plan {i} {kills!r}: rc {run.code}"
         if run.code not in (0, 1) or len(run.files) != 1:
-            failures.append(f"{where}, {len(run.files)} result files\n{run.stdout[-1500:]}{run.stderr[-1500:]}")
+            tail = run.stdout[-1500:] + run.stderr[-1500:]
+            failures.append(f"{where}, {len(run.files)} result files\n{tail}")
             continue
         s = run.result().summary
         if run.code == 0:

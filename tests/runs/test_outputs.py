@@ -70,3 +70,19 @@ def test_two_benches_into_one_folder_keep_every_result(tmp_path):
     assert first.returncode == 0 and second.code == 0, out + err + second.stdout + second.stderr
     names = sorted(p.name for p in tmp_path.glob("*.h5"))
     assert names == ["tiny-none-ff-s1-2.h5", "tiny-none-ff-s1.h5"]
+
+
+@pytest.mark.kill
+def test_a_run_that_recovered_by_spawn_prints_nothing_alarming(tmp_path):
+    """Issue 12, items 16-17: a successful spawn recovery ended with PRRTE's 20-line "exited improperly"
+    block (the spawned job ends without MPI_Finalize, as every rank after a failure) or "LAUNCHER JOB
+    OBJECT NOT FOUND", and sometimes "stopping: peer failure ... during final hold"."""
+    run = mpiec(["run", "--preset", "tiny", "--strategy", "ckpt", "--set", "layout.replacement='spawn'",
+                 "--kill", "server:1@step=15"], out=tmp_path, timeout=200)
+    assert run.code == 0, run.stdout + run.stderr
+    assert "spawned -> server:1" in run.stdout
+    text = run.stdout + run.stderr
+    for needle in ("exited improperly", "exiting\nimproperly", "LAUNCHER JOB OBJECT NOT FOUND", "stopping:",
+                   "Traceback", "MPI_Abort"):
+        assert needle not in text, text
+    assert [p.name for p in tmp_path.iterdir() if p.name.endswith(".kills")] == []
