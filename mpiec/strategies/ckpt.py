@@ -129,6 +129,7 @@ class FullCheckpoint(Strategy):
         self._last_t: float | None = None
         # monitor (coordinator)
         self.pending: dict[int, dict[str, PartInfo]] = {}
+        self.failed_parts: dict[int, set[str]] = {}  # monitor: parts whose write failed, by step
         self.part_figures: dict[int, dict[str, dict[str, Any]]] = {}  # step -> part -> rows, stall, total
         self.rows: list[tuple] = []  # the checkpoints dataset's rows (``add_checkpoint``'s arguments)
         self.committed_bytes = 0
@@ -238,7 +239,7 @@ class FullCheckpoint(Strategy):
         try:
             info = (store or self.store).write_part(step, name, state)
         except CheckpointError as exc:
-            self.ctx.event("checkpoint_fail", step, self.ctx.rank, detail=str(exc)[:250])
+            self.part_failed(step, self.ctx.epoch, name, exc)
             return None
         self.write_s += info.seconds
         self.max_part_s = max(self.max_part_s, info.seconds)
@@ -264,8 +265,9 @@ class FullCheckpoint(Strategy):
         try:
             done = self.writer.poll()
         except CheckpointError as exc:
-            self.ctx.event("checkpoint_fail", step, self.ctx.rank, detail=str(exc)[:250])
-            self.stalls.pop(self.submitted.pop(0), None)
+            failed = self.submitted.pop(0)
+            self.stalls.pop(failed, None)
+            self.part_failed(*failed, self.part_name(), exc)
             done = []
         for info in done:
             written, epoch = self.submitted.pop(0)
@@ -277,26 +279,48 @@ class FullCheckpoint(Strategy):
                 self.report(written, info, epoch)
         self.critical_s += time.perf_counter() - t0
 
+    def part_failed(self, step: int, epoch: int, name: str, exc: Exception) -> None:
+        """A writer: part ``name`` of checkpoint ``step`` could not be written (its own files are
+        removed by the store). The event, and a word to the monitor, which abandons the step
+        (the other parts' files) once every part has answered."""
+        self.ctx.event("checkpoint_fail", step, self.ctx.rank, detail=str(exc)[:250])
+        self.ctx.tell_monitor(("failed", step, epoch, {"part": name}, {}))
+
     # -- monitor: commit -----------------------------------------------------------------------
     def on_message(self, source: Slot, payload: Any) -> None:
         kind, step, epoch, info, figures = payload
-        if kind != "part" or epoch != self.ctx.epoch:
+        if kind not in ("part", "failed") or epoch != self.ctx.epoch:
             return  # a part of an epoch a failure ended: its checkpoint may never complete
-        parts = self.pending.setdefault(step, {})
-        parts[info["part"]] = PartInfo.from_dict(info)
-        self.part_figures.setdefault(step, {})[info["part"]] = figures
-        if set(parts) != self.expected_parts():
+        if kind == "failed":
+            self.failed_parts.setdefault(step, set()).add(info["part"])
+        else:
+            self.pending.setdefault(step, {})[info["part"]] = PartInfo.from_dict(info)
+            self.part_figures.setdefault(step, {})[info["part"]] = figures
+        parts = self.pending.get(step, {})
+        failed = self.failed_parts.get(step, set())
+        if set(parts) | failed != self.expected_parts():
             return
-        del self.pending[step]
+        self.pending.pop(step, None)
+        self.failed_parts.pop(step, None)
+        if failed:  # every part answered, some failed: reclaim the written ones' space
+            try:
+                self.store.abandon(step)
+            except CheckpointError as exc:
+                self.ctx.event("checkpoint_fail", step, self.ctx.rank, detail=str(exc)[:250])
+            self.part_figures.pop(step, None)
+            return
         figs = self.part_figures.pop(step, {}).values()
         meta = {"config": self.cfg.to_dict(), "servers": self.cfg.layout.servers, "epoch": epoch,
                 "result": str(self.ctx.out_path), **self.commit_meta(step)}
         try:
             self.store.commit(step, parts, meta)
-            self.prune()
         except CheckpointError as exc:
             self.ctx.event("checkpoint_fail", step, self.ctx.rank, detail=str(exc)[:250])
             return
+        try:  # the commit stands: a failure to delete old checkpoints is only reported
+            self.prune()
+        except CheckpointError as exc:
+            self.ctx.event("prune_fail", step, self.ctx.rank, detail=str(exc)[:250])
         nbytes = sum(p.bytes for p in parts.values())
         slowest = max(p.seconds for p in parts.values())
         self.committed_bytes += nbytes
@@ -366,6 +390,7 @@ class FullCheckpoint(Strategy):
     def drop_pending(self) -> None:
         """Monitor: forget the parts of checkpoints not committed yet (a failure ended their epoch)."""
         self.pending.clear()
+        self.failed_parts.clear()
         self.part_figures.clear()
 
     def on_recovered(self, plan: RecoveryPlan) -> None:
