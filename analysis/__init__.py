@@ -1,18 +1,21 @@
 """Result-file readers, comparison metrics, tables, plots and the report (installed as ``mpiec.analysis``).
 
-Owns the offline side of the result files: loading a set of runs (``read``), the derived
-figures and how runs are paired (``metrics``: overhead vs ``none``, the failure-free twin,
-ΔAUC, lossless, ETTR, recovery breakdown), text/Markdown/CSV tables (``tables``), optional
-matplotlib figures (``plots``), the self-contained HTML page (``html``) and the ``mpiec
-report`` command with ``write_report`` for ``mpiec bench`` (``report``). Invariants: nothing
-here imports MPI or matplotlib at import time, and a bad result file is never skipped silently
-(``ResultFileError`` unless ``skip_bad`` is asked for, which reports each skipped file on stderr).
+Owns the offline side of the result files: loading a set of runs (``read``), the derived figures and
+how runs are paired (``metrics``: overhead vs ``none``, the failure-free twin, ΔAUC, lossless, ETTR,
+recovery breakdown), text/Markdown/CSV tables (``tables``), optional matplotlib figures (``plots``),
+medians with 95 % intervals of repeated runs (``stats``), a pandas DataFrame with one row per run
+(``frame``), the self-contained HTML page (``html``) and the ``mpiec report`` command with
+``write_report`` for ``mpiec bench`` (``report``). Invariants: nothing here imports MPI or
+matplotlib at import time, and a bad result file is never skipped silently (``ResultFileError``
+unless ``skip_bad`` is asked for, which reports each skipped file on stderr).
 """
 
 from mpiec.results import RunResult, read_result
 
+from .frame import frame, frame_rows
 from .metrics import RunMetrics, compare
-from .read import load_results
+from .read import load_results, repeat_of
+from .stats import Estimate, diff_ci, median_ci, overhead_ci
 from .tables import (
     comparison_table,
     comparison_tables,
@@ -22,12 +25,21 @@ from .tables import (
     phase_table,
     runs_table,
     summary_rows,
+    trust_line,
 )
 
 __all__ = [
+    "Estimate",
     "RunMetrics",
     "RunResult",
     "compare",
+    "diff_ci",
+    "frame",
+    "frame_rows",
+    "median_ci",
+    "overhead_ci",
+    "repeat_of",
+    "trust_line",
     "comparison_table",
     "comparison_tables",
     "format_events",

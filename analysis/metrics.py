@@ -23,8 +23,12 @@ Owns how runs are paired and every figure computed from more than one summary va
   trained, as the runtime counts partial recovery now); **PLS** = ``cpr``'s ``pls`` when recorded,
   else lost samples / the samples the run was to keep (a lost run: trained + lost).
 * **recovery breakdown** = the mean per recovery of each phase of ``summary.recovery_breakdown``
-  (``RECOVERY_PHASES``, which add up to ``time_lost_s`` of that recovery); **time lost per failure**
-  = ``time_lost_s / recoveries``.
+  (``RECOVERY_PHASES``, which add up to ``time_lost_s`` of that recovery; ``docs/measurement.md``);
+  **time lost per failure** = (``time_lost_s`` − ``stall_time_lost_s``) / ``recoveries``.
+* **repair throughput** = ``repair_throughput_ratio`` (the steps trained while a repair ran after
+  the resume, over the run's own pre-failure rate: the twin's proxy), and
+  ``repair_throughput_vs_twin`` (over the twin's rate on the same steps, when there is a twin);
+  **unprotected** = ``unprotected_s`` (kill → end of the repair, summed).
 * **protection bytes** = ``protection_bytes``, else ``checkpoint_bytes + parity_bytes``.
 * **interval** of a checkpointing run = ``checkpoint_interval_steps`` and ``_rule`` of its summary
   (older files: the ``checkpoint_interval`` text, else the median gap of its full checkpoints).
@@ -43,7 +47,7 @@ from typing import Any
 import numpy as np
 
 from mpiec.results import RunResult, decode
-from mpiec.roles.accounting import final_samples, summary_efficiency
+from mpiec.roles.accounting import expected_s, final_samples, reference, step_intervals, summary_efficiency
 
 __all__ = [
     "KILL_KINDS",
@@ -58,6 +62,7 @@ __all__ = [
     "overhead_pct",
     "planned_kills",
     "recovery_means",
+    "repair_throughput_vs_twin",
     "twin_for",
     "variant",
 ]
@@ -65,14 +70,16 @@ __all__ = [
 KILL_KINDS = frozenset({"kill", "emulated_kill"})
 
 #: The phases of one recovery, in order, as ``summary.recovery_breakdown`` names them; together
-#: they make up that recovery's ``time_lost_s`` (kill → back to 95 % of the normal step rate,
-#: plus the rolled-back steps executed again after that).
+#: they make up that recovery's ``time_lost_s`` (``docs/measurement.md``): kill → resume, then
+#: ``degraded_s`` (the excess over the run's own pace of the steps until the repair is over, signed)
+#: and the re-executed steps. Files written before ``degraded_s`` get it as the rest of their
+#: ``time_lost_s`` (there: the time from the resume back to 95 % of the normal rate).
 RECOVERY_PHASES = ("detection_s", "shrink_agree_s", "plan_s", "replace_s", "restore_s",
-                   "back_to_normal_s", "reexec_s")
-#: Short labels of ``RECOVERY_PHASES`` for tables and legends.
+                   "degraded_s", "reexec_s")
+#: Short labels of ``RECOVERY_PHASES`` (and of ``back_to_normal_s``) for tables and legends.
 PHASE_LABELS = {"detection_s": "detect", "shrink_agree_s": "shrink+agree", "plan_s": "plan",
-                "replace_s": "replace", "restore_s": "restore", "back_to_normal_s": "to 95% speed",
-                "reexec_s": "re-exec"}
+                "replace_s": "replace", "restore_s": "restore", "degraded_s": "degraded",
+                "back_to_normal_s": "to 95% speed", "reexec_s": "re-exec"}
 
 _NOT_IN_BASELINE_KEY = ("strategy", "failures", "output")
 _NOT_IN_TWIN_KEY = ("failures", "output")
@@ -168,10 +175,75 @@ def recovery_means(r: RunResult) -> dict[str, float]:
     if not recs:
         return {}
     out = {}
-    for key in (*RECOVERY_PHASES, "recovery_s", "time_lost_s"):
-        vals = [float(x[key]) for x in recs if finite(x.get(key))]
+    for key in (*RECOVERY_PHASES, "recovery_s", "time_lost_s", "back_to_normal_s", "unprotected_s",
+                "repair_throughput_ratio"):
+        vals = [float(v) for v in (_phase(x, key) for x in recs) if finite(v)]
         out[key] = float(np.mean(vals)) if vals else math.nan
     return out
+
+
+def _phase(rec: dict[str, Any], key: str) -> Any:
+    """One figure of a recovery; ``degraded_s`` of a file written before it: the rest of its
+    ``time_lost_s`` once kill → resume and the re-executed steps are taken out."""
+    if key == "degraded_s" and key not in rec:
+        parts = [rec.get(k) for k in ("time_lost_s", "recovery_s", "reexec_s")]
+        return parts[0] - parts[1] - parts[2] if all(finite(p) for p in parts) else None
+    return rec.get(key)
+
+
+def _recovery_time_lost(r: RunResult) -> float:
+    """The run's time lost to its recoveries: ``time_lost_s`` less what injected stalls cost."""
+    stall = r.summary.get("stall_time_lost_s")
+    return float(r.summary["time_lost_s"]) - (float(stall) if finite(stall) else 0.0)
+
+
+def _eval_steps(r: RunResult) -> set[int]:
+    return {int(s) for s in r.eval["step"]} if len(r.eval) else set()
+
+
+def repair_throughput_vs_twin(result: RunResult, twin: RunResult | None,
+                              normalize: bool = False) -> float | None:
+    """Throughput of ``result`` while its repairs ran after the resume, over its ``twin``'s
+    (failure-free, same config) throughput over the same steps; the mean over its recoveries.
+
+    Each recovery's ``repair_steps`` (first, last) name the steps trained during the repair;
+    both runs' rates over them are samples over the wall time of those steps, less the failure-free
+    extras (evaluations) by each run's own pace. None without a twin, or when no recovery of
+    ``result`` trained during its repair (the repair ended with the recovery: training was paused).
+    ``normalize``: each rate over its own run's pace before the kill first (the twin then
+    corrects only for what those steps cost, not for a host that was faster or slower while the
+    twin ran: runs that were not interleaved)."""
+    if twin is None or not len(twin.timeline) or not len(result.timeline):
+        return None
+    ratios = []
+    for rec in recovery_list(result):
+        steps = rec.get("repair_steps") or []
+        ratio = rec.get("repair_throughput_ratio")
+        if len(steps) != 2 or not finite(ratio):
+            continue
+        kill = float(rec.get("kill", math.inf))
+        twin_rate = _rate_over(twin.timeline, _eval_steps(twin), steps)
+        own_ref = reference(result.timeline, _eval_steps(result), before=kill)
+        if normalize and twin_rate:
+            twin_before = twin.timeline[twin.timeline["step"] < steps[0]]  # the same steps as the run's
+            twin_rate /= reference(twin_before, _eval_steps(twin)).rate_sps if len(twin_before) else math.nan
+            own_rate = float(ratio)
+        else:
+            own_rate = float(ratio) * own_ref.rate_sps  # the ratio is over the run's own pace
+        if twin_rate and finite(twin_rate) and twin_rate > 0 and own_ref.rate_sps > 0:
+            ratios.append(own_rate / twin_rate)
+    return float(np.mean(ratios)) if ratios else None
+
+
+def _rate_over(tl: np.ndarray, evals: set[int], steps: list[int]) -> float | None:
+    """Samples/s of the first executions of ``steps[0]..steps[1]`` in a timeline (evaluations out)."""
+    ref = reference(tl, evals)
+    iv = step_intervals(tl)
+    extra = expected_s(tl, ref, evals) - ref.step_s
+    sel = (tl["step"] >= steps[0]) & (tl["step"] <= steps[1]) & ~tl["reexec"]
+    sel[0] = False  # the first record's interval is not a step's
+    seconds = float((iv[sel] - np.maximum(0.0, extra[sel])).sum())
+    return float(tl["samples"][sel].sum()) / seconds if sel.any() and seconds > 0 else None
 
 
 def _efficiency(r: RunResult) -> dict[str, Any]:
@@ -283,6 +355,9 @@ class RunMetrics:
     param_checksum: str
     path: str
     recovery: dict[str, float] = field(default_factory=dict)
+    unprotected_s: float | None = None  # kill → end of the repair, summed over the recoveries
+    repair_throughput_ratio: float | None = None  # during the repairs / the run's own pre-failure rate
+    repair_throughput_vs_twin: float | None = None  # the same over its twin's rate on the same steps
 
     def as_row(self) -> dict[str, Any]:
         """Flat dict for CSV: the recovery phases become ``recovery_<phase>`` columns."""
@@ -330,7 +405,7 @@ def compare(results: list[RunResult], baseline: str = "none") -> list[RunMetrics
             delta_logloss=d_logloss, lossless=lossless, lost_samples=lost_samples,
             pls=_pls(r, lost_samples), recoveries=recoveries,
             recovery_latency_s=float(s["recovery_latency_s"]), time_lost_s=float(s["time_lost_s"]),
-            time_lost_per_failure_s=float(s["time_lost_s"]) / recoveries if recoveries else None,
+            time_lost_per_failure_s=_recovery_time_lost(r) / recoveries if recoveries else None,
             reexecuted_steps=int(s["reexecuted_steps"]), stall_s=float(s["stall_s"]),
             checkpoint_critical_s=float(crit) if finite(crit) else None,
             checkpoints=len(r.checkpoints), checkpoint_bytes=int(s["checkpoint_bytes"]),
@@ -340,5 +415,10 @@ def compare(results: list[RunResult], baseline: str = "none") -> list[RunMetrics
             server_cpu_ms=cpu, server_cpu_extra_ms=cpu - base_cpu if cpu is not None and base_cpu is not None
             else None,
             param_checksum=str(s["param_checksum"]), path=str(r.path), recovery=recovery_means(r),
+            unprotected_s=float(s["unprotected_s"]) if recoveries and finite(s.get("unprotected_s"))
+            else None,
+            repair_throughput_ratio=float(s["repair_throughput_ratio"])
+            if finite(s.get("repair_throughput_ratio")) else None,
+            repair_throughput_vs_twin=repair_throughput_vs_twin(r, twin),
         ))
     return out

@@ -15,6 +15,10 @@ Owns the figures ``mpiec report --plots`` and the HTML page show, each written a
 * ``auc_vs_lost`` — ΔAUC vs the failure-free twin against the samples lost, per failure run;
 * ``auc`` — held-out AUC over the steps of every run.
 
+Repeated runs (``mpiec bench --repeat``): the throughput panels overlay every repetition (thinner,
+translucent lines); ``overhead_ettr`` shows each variant's median with its 95 % interval as an error
+bar and every run as a point.
+
 A figure with nothing to show for the given runs (no recovery, no failure run) is not written.
 Every number comes from ``metrics``. Invariants: matplotlib is imported only when a figure is
 drawn, with the non-interactive ``Agg`` backend (``matplotlib_available()`` tells callers
@@ -35,6 +39,7 @@ import numpy as np
 from mpiec.results import RunResult, decode
 
 from .metrics import PHASE_LABELS, RECOVERY_PHASES, RunMetrics, compare, finite, recovery_list
+from .stats import Estimate, median_ci, overhead_ci
 
 __all__ = ["FIGURES", "matplotlib_available", "plot_results", "throughput_series"]
 
@@ -154,16 +159,18 @@ def _throughput(plt: Any, pairs: list[tuple[RunResult, RunMetrics]], colors: dic
     top = 0.0
     w = window or auto_window(max(len(r.timeline) for r, _ in pairs))
     used: set[str] = set()
+    repeated = max(sum(1 for _, m in pairs if m.variant == v and not m.failure) for v in variants) > 1
+    alpha, thin = (0.55, 0.8) if repeated else (1.0, 1.0)
     for ax, v in zip(axes[:, 0], variants, strict=True):
         for r, m in ((r, m) for r, m in pairs if m.variant == v):
             t, tp = throughput_series(r, w)
             if len(tp) and np.isfinite(tp).any():
                 top = max(top, float(np.nanmax(tp)))
             if not m.failure:
-                ax.plot(t, tp, color="0.6", linewidth=1.3, zorder=2)
+                ax.plot(t, tp, color="0.6", linewidth=1.3 * thin, alpha=alpha, zorder=2)
                 used.add("ff")
                 continue
-            ax.plot(t, tp, color=colors[v], linewidth=1.6, zorder=3)
+            ax.plot(t, tp, color=colors[v], linewidth=1.6 * thin, alpha=alpha, zorder=3)
             used.add("fail")
             for rec in recovery_list(r):
                 kill = float(rec.get("kill", math.nan))
@@ -191,8 +198,8 @@ def _throughput(plt: Any, pairs: list[tuple[RunResult, RunMetrics]], colors: dic
     for ax in axes[:, 0]:
         ax.set_ylim(0, top * 1.12 if top > 0 else 1)
     axes[-1, 0].set_xlabel("wall time since the run started (s)")
-    fig.suptitle(f"Throughput over time ({w}-step window): failure-free (grey) and under failures (colour)",
-                 fontsize=11)
+    fig.suptitle(f"Throughput over time ({w}-step window): failure-free (grey) and under failures (colour)"
+                 + (", every repetition overlaid" if repeated else ""), fontsize=11)
     proxies = {
         "ff": Line2D([], [], color="0.6", linewidth=1.3, label="failure-free run"),
         "fail": Line2D([], [], color="0.2", linewidth=1.6, label="run under failures"),
@@ -217,13 +224,34 @@ def _barh_labels(ax: Any, bars: Any, fmt: str) -> None:
                         textcoords="offset points", va="center", fontsize=8)
 
 
+def _error_bars(ax: Any, y: np.ndarray, est: list[Estimate]) -> None:
+    """Horizontal 95 % interval bars around each estimate's value (none where there is no interval)."""
+    for yi, e in zip(y, est, strict=True):
+        if e.has_interval and finite(e.value):
+            ax.errorbar([e.value], [yi], xerr=[[e.value - e.lo], [e.hi - e.value]], fmt="none",
+                        ecolor="black", capsize=3, linewidth=1, zorder=5)
+
+
 def _overhead_ettr(plt: Any, metrics: list[RunMetrics], colors: dict[str, str]) -> Any:
     variants = list(dict.fromkeys(m.variant for m in metrics))
     ff = {m.variant: m for m in metrics if not m.failure}
     fail = {m.variant: m for m in metrics if m.failure}
+    ff_all = {v: [m for m in metrics if m.variant == v and not m.failure] for v in variants}
+    fail_all = {v: [m for m in metrics if m.variant == v and m.failure] for v in variants}
+    repeated = any(len(g) > 1 for g in (*ff_all.values(), *fail_all.values()))
     fig, (a1, a2) = plt.subplots(1, 2, figsize=(11, 0.9 + 0.45 * len(variants)), sharey=True)
     y = np.arange(len(variants))
     over = [ff[v].overhead_pct if v in ff and ff[v].overhead_pct is not None else math.nan for v in variants]
+    if repeated:  # medians with their intervals; every run a point
+        base = [m.throughput_sps for m in ff_all.get("none", [])]
+        est = [overhead_ci([m.throughput_sps for m in ff_all[v]], base) if v != "none" else Estimate(math.nan)
+               for v in variants]
+        over = [e.value for e in est]
+        _error_bars(a1, y, est)
+        for i, v in enumerate(variants):
+            if v != "none" and base:
+                pts = [100 * (1 - m.throughput_sps / float(np.median(base))) for m in ff_all[v]]
+                a1.plot(pts, [i] * len(pts), "o", color="black", markersize=2.5, alpha=0.6, zorder=4)
     bars = a1.barh(y, over, color=[colors[v] for v in variants])
     _barh_labels(a1, bars, "+.1f")
     a1.axvline(0, color="black", linewidth=0.8)
@@ -231,11 +259,17 @@ def _overhead_ettr(plt: Any, metrics: list[RunMetrics], colors: dict[str, str]) 
     a1.invert_yaxis()
     a1.set_xlabel("throughput overhead vs none, failure-free (%)")
     a1.set_title("Cost when nothing fails")
-    if np.isfinite(over).any():  # room for the value labels, and for negative overheads (noise)
+    if np.isfinite(over).any() and not repeated:  # room for labels and negative overheads
         a1.set_xlim(min(0.0, np.nanmin(over)) * 1.3, max(1.0, np.nanmax(over)) * 1.2)
     h = 0.38
     e_ff = [ff[v].ettr if v in ff and ff[v].ettr is not None else math.nan for v in variants]
     e_fail = [fail[v].ettr if v in fail and fail[v].ettr is not None else math.nan for v in variants]
+    if repeated:
+        est_ff = [median_ci([m.ettr for m in ff_all[v]]) for v in variants]
+        est_fail = [median_ci([m.ettr for m in fail_all[v]]) for v in variants]
+        e_ff, e_fail = [e.value for e in est_ff], [e.value for e in est_fail]
+        _error_bars(a2, y - h / 2, est_ff)
+        _error_bars(a2, y + h / 2, est_fail)
     b1 = a2.barh(y - h / 2, e_ff, height=h, color="0.7", label="failure-free")
     b2 = a2.barh(y + h / 2, e_fail, height=h, color=[colors[v] for v in variants], label="under failures")
     _barh_labels(a2, b1, ".2f")

@@ -10,6 +10,8 @@ and skipped — never skipped silently.
 
 from __future__ import annotations
 
+import json
+import re
 import sys
 from collections.abc import Iterable
 from pathlib import Path
@@ -18,7 +20,27 @@ from typing import TextIO
 from mpiec.errors import ResultFileError
 from mpiec.results import RunResult, read_result
 
-__all__ = ["find_result_files", "load_results"]
+__all__ = ["bench_manifest", "find_result_files", "load_results", "repeat_of"]
+
+_REPEAT = re.compile(r"-r(\d+)$")
+
+
+def repeat_of(r: RunResult) -> int:
+    """The repeat (round) of a run of ``mpiec bench --repeat``: the ``-r<i>`` of its output name (0 for
+    a run that is not a repeat)."""
+    output = r.config.get("output")
+    name = str(output.get("name") or "") if isinstance(output, dict) else ""
+    m = _REPEAT.search(name or r.name)
+    return int(m.group(1)) if m else 0
+
+
+def bench_manifest(directory: str | Path) -> dict:
+    """``bench.json`` of a bench directory ({} where there is none or it is unreadable)."""
+    try:
+        doc = json.loads((Path(directory) / "bench.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return doc if isinstance(doc, dict) else {}
 
 
 def find_result_files(paths_or_dirs: str | Path | Iterable[str | Path]) -> list[Path]:

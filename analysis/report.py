@@ -26,11 +26,12 @@ from .read import load_results
 from .tables import comparison_table, comparison_tables, format_events, phase_table, runs_table, summary_rows
 
 __all__ = ["REPORT_FILES", "build_parser", "check_output_path", "main", "write_csv", "write_markdown",
-           "write_report"]
+           "write_report", "write_table_csv"]
 
 PROG = "mpiec report"
 #: What ``write_report`` writes into its directory (the figures go to ``plots/``).
 REPORT_FILES = {"text": "comparison.txt", "markdown": "comparison.md", "csv": "summary.csv",
+                "table_csv": "comparison.csv",
                 "html": "report.html", "plots": "plots"}
 
 
@@ -38,8 +39,10 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog=PROG,
         description="Compare mpiec runs: the failure-free and the failure table, the recovery "
-        "breakdown, one row per run, phase breakdowns and events of every result file (*.h5) in "
-        "the given directories (recursively) or files.",
+        "breakdown, one row per run and phase breakdowns of every result file (*.h5) in the given "
+        "directories (recursively) or files (their events with --events). Repeats of a variant "
+        "(mpiec bench --repeat) are grouped: medians with 95 %% intervals, one line on whether the "
+        "comparison is trustworthy.",
     )
     p.add_argument("paths", nargs="+", metavar="DIR", help="result directory or .h5 file")
     p.add_argument("--plots", metavar="OUTDIR", help="write the figures here, PNG and PDF (needs matplotlib)")
@@ -51,7 +54,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="strategy the overhead is measured against (default: none)")
     p.add_argument("--warmup", type=int, default=None, metavar="N",
                    help="steps excluded from the phase breakdown (default: min(10, steps/5))")
-    p.add_argument("--no-events", action="store_true", help="do not list each run's events")
+    p.add_argument("--events", action="store_true", help="also list each run's events")
+    p.add_argument("--no-events", action="store_true", help=argparse.SUPPRESS)  # the default now
     p.add_argument("--skip-bad", action="store_true",
                    help="skip unreadable result files (each is reported on stderr)")
     return p
@@ -106,6 +110,15 @@ def write_csv(rows: list[dict], path: str | Path) -> None:
             })
 
 
+def write_table_csv(results: list[RunResult], path: str | Path, baseline: str = "none") -> Path:
+    """The comparison tables as displayed (medians with their intervals for repeats), one CSV block per
+    table under a ``# title`` line."""
+    path = Path(path)
+    blocks = [f"# {t.title}\n{t.csv()}" for t in comparison_tables(results, baseline)]
+    path.write_text("\n".join(blocks), encoding="utf-8")
+    return path
+
+
 def write_markdown(results: list[RunResult], path: str | Path, baseline: str = "none") -> Path:
     """The comparison tables and the runs table as Markdown."""
     path = Path(path)
@@ -141,7 +154,8 @@ def write_report(results: list[RunResult], out_dir: str | Path, baseline: str = 
     files["text"].write_text(text, encoding="utf-8")
     write_markdown(results, files["markdown"], baseline)
     write_csv(summary_rows(results, baseline), files["csv"])
-    written = [files["text"], files["markdown"], files["csv"]]
+    write_table_csv(results, files["table_csv"], baseline)
+    written = [files["text"], files["markdown"], files["csv"], files["table_csv"]]
     figures: list[Path] = []
     if matplotlib_available():
         figures = plot_results(results, files["plots"], baseline=baseline)
@@ -173,7 +187,7 @@ def main(argv: list[str] | None = None) -> int:
     print(runs_table(results, baseline=args.baseline).text(), file=out)
     print("\nphase breakdown (share of step time):", file=out)
     print(phase_table(results, warmup=args.warmup), file=out)
-    if not args.no_events:
+    if args.events and not args.no_events:
         for r in results:
             print("", file=out)
             print(format_events(r), file=out)

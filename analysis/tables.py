@@ -14,6 +14,14 @@ table, the failure table with its verdict lines, the recovery breakdown; ``compa
 — the same as ``Table`` objects (``.text()``, ``.markdown()``, ``.csv()``); ``runs_table`` — one
 row per result file; ``summary_rows`` — the raw per-run figures for CSV.
 
+**Repeated benches** (some variant has more than one run of a kind): the failure-free and failure
+tables have one row per variant with every figure a median and its 95 % interval (``stats``); a
+difference to the baseline whose interval includes zero prints as ``n.s.``; time lost and re-executed
+steps show their mean ± sd (the kills fall at spread phases of the interval). Where ranks share cores
+(``n_ranks`` > the summary's ``host_cores``) the headline is each role's extra CPU per step (also as a
+share of the baseline's trainer step), the throughput overhead beside it; with a core per rank the
+throughput overhead is the headline. ``trust_line`` says whether the comparison can be trusted.
+
 Invariants: functions are pure (no I/O); tables have one row per run in the order given; missing
 or not-applicable values print as ``—``; headers carry the units; the text tables of a bench fit
 in about 120 columns.
@@ -33,6 +41,7 @@ import numpy as np
 from mpiec.results import RunResult
 
 from .metrics import PHASE_LABELS, RECOVERY_PHASES, RunMetrics, compare, finite, planned_kills
+from .stats import Estimate, diff_ci, fmt_diff, fmt_estimate, mean_sd, median_ci, overhead_ci
 
 __all__ = [
     "PHASES",
@@ -49,8 +58,17 @@ __all__ = [
     "render_table",
     "runs_table",
     "summary_rows",
+    "trust_line",
     "verdicts",
 ]
+#: Extra summary keys shown as columns of the repeated failure table when some run records them
+#: (key -> (header, format)): median [95 % interval] over the repeats. Filled by the modules adding keys.
+FAILURE_EXTRA_COLUMNS: dict[str, tuple[str, str]] = {
+    "unprotected_s": ("unprotected s", ".3f"),
+    "repair_throughput_ratio": ("thr. during repair", ".2f"),
+}
+#: A comparison is disturbed when other processes took more than this share of the CPU (median run).
+DISTURBED_SHARE = 0.10
 
 DASH = "—"
 PHASES = ("data", "compute", "comm", "wait", "server", "strategy")
@@ -284,9 +302,16 @@ def recovery_table(metrics: list[RunMetrics]) -> Table:
 
 
 def comparison_tables(results: list[RunResult], baseline: str = "none") -> list[Table]:
-    """The failure-free table, the failure table and, when some run recovered, the recovery table."""
+    """The failure-free table, the failure table and, when some run recovered, the recovery table
+    (one row per variant, medians with intervals, when the runs are repeated)."""
     metrics = compare(results, baseline)
+    groups = group_runs(metrics, results, baseline)
+    if any(len(g) > 1 for g in groups.values()):
+        return repeated_tables(groups, baseline)
     tables = [failure_free_table(metrics, baseline)]
+    line = trust_line(groups, baseline)
+    if line:
+        tables[0].verdicts.insert(0, line)
     if any(m.failure for m in metrics):
         tables.append(failure_table(metrics, _scenario(metrics, results)))
     if any(m.recovery for m in metrics):
@@ -384,3 +409,251 @@ def format_events(result: RunResult) -> str:
     return f"{result.name} ({result.strategy}) events:\n" + render_table(
         header, rows, right={0, 1, 3}
     )
+
+
+# -- repeated benches ------------------------------------------------------------------------------------
+
+Group = list[tuple[RunMetrics, RunResult]]
+
+
+def group_runs(metrics: list[RunMetrics], results: list[RunResult],
+               baseline: str = "none") -> dict[tuple[str, bool], Group]:
+    """The runs of each (variant, failure run): the repeats of one variant; the baseline's groups first,
+    the others in first-appearance order."""
+    out: dict[tuple[str, bool], Group] = {}
+    for m, r in zip(metrics, results, strict=True):
+        out.setdefault((m.variant, m.failure), []).append((m, r))
+    return dict(sorted(out.items(), key=lambda kv: kv[0][0] != baseline))
+
+
+def _summary(g: Group, key: str, scale: float = 1.0) -> list[float]:
+    out = []
+    for _, r in g:
+        v = r.summary.get(key)
+        if finite(v):
+            out.append(float(v) * scale)
+    return out
+
+
+def shares_cores(groups: dict[tuple[str, bool], Group]) -> bool | None:
+    """Whether the runs had more ranks than their host's cores (None: not recorded)."""
+    seen = []
+    for g in groups.values():
+        for _, r in g:
+            cores, ranks = r.summary.get("host_cores"), r.attrs.get("n_ranks")
+            if finite(cores) and cores > 0 and finite(ranks):
+                seen.append(int(ranks) > int(cores))
+    return any(seen) if seen else None
+
+
+def _step_ms(g: Group) -> float:
+    """The median step time (ms) of a group's runs after their first 5 steps."""
+    dts = [r.timeline["dt"][5:] for _, r in g if len(r.timeline) > 5]
+    return 1e3 * float(np.median(np.concatenate(dts))) if dts else math.nan
+
+
+def ff_estimates(groups: dict[tuple[str, bool], Group],
+                 baseline: str = "none") -> dict[str, dict[str, Estimate]]:
+    """Per failure-free variant: throughput, overhead, each role's CPU ms per step and its extra over the
+    baseline's, memory and its extra (medians with intervals)."""
+    base = groups.get((baseline, False), [])
+    out: dict[str, dict[str, Estimate]] = {}
+    for (v, failure), g in groups.items():
+        if failure:
+            continue
+        thr = [m.throughput_sps for m, _ in g]
+        est = {"throughput": median_ci(thr), "memory": median_ci([m.memory_mb for m, _ in g])}
+        if base and v != baseline:
+            est["overhead"] = overhead_ci(thr, [m.throughput_sps for m, _ in base])
+            est["memory_extra"] = diff_ci([m.memory_mb for m, _ in g], [m.memory_mb for m, _ in base])
+        for role in ("server", "trainer"):
+            key = f"{role}_cpu_s_per_step"
+            est[f"{role}_cpu"] = median_ci(_summary(g, key, 1e3))
+            if base and v != baseline:
+                est[f"{role}_cpu_extra"] = diff_ci(_summary(g, key, 1e3), _summary(base, key, 1e3))
+        out[v] = est
+    return out
+
+
+def _share(e: Estimate | None, step_ms: float) -> str:
+    if e is None or not finite(e.value) or not finite(step_ms) or step_ms <= 0 or (e.has_interval
+                                                                                     and not e.significant):
+        return ""
+    return f" ({100 * e.value / step_ms:+.0f}%)"
+
+
+def _n(g: Group) -> str:
+    return str(len(g))
+
+
+def repeated_ff_table(groups: dict[tuple[str, bool], Group], baseline: str = "none") -> Table:
+    """One row per variant: medians [95 % interval] over its failure-free repeats."""
+    est = ff_estimates(groups, baseline)
+    shared = shares_cores(groups)
+    step_ms = _step_ms(groups.get((baseline, False), []))
+    cpu_cols = ["ΔCPU server ms/step", "ΔCPU trainer ms/step"]
+    thr_cols = ["thr. overhead %", "samples/s"]
+    header = ["strategy", "n", *(cpu_cols + thr_cols if shared else thr_cols + cpu_cols), "RSS MiB (Δ)",
+              "ckpt interval", "AUC"]
+    rows = []
+    for (v, failure), g in groups.items():
+        if failure:
+            continue
+        e = est[v]
+        m0 = g[0][0]
+        srv, trn = e.get("server_cpu_extra"), e.get("trainer_cpu_extra")
+        cpu = [fmt_diff(srv, ".2f") + _share(srv, step_ms) if srv else "baseline",
+               fmt_diff(trn, ".2f") + _share(trn, step_ms) if trn else "baseline"]
+        thr = [fmt_diff(e["overhead"], ".1f") if "overhead" in e else "baseline",
+               fmt_estimate(e["throughput"], ".0f")]
+        mem = fmt_diff(e["memory_extra"], ".0f") if "memory_extra" in e else fmt_estimate(e["memory"], ".0f")
+        rows.append([_label(m0), _n(g), *(cpu + thr if shared else thr + cpu), mem, _interval(m0),
+                     fmt_estimate(median_ci([m.final_auc for m, _ in g]), ".4f")])
+    case = ("ranks share cores: the headline is the CPU cost per step (ΔCPU: CPU ms per step of a "
+            "server / a trainer minus the baseline's; in brackets its share of the baseline's trainer "
+            f"step of {step_ms:.1f} ms); throughput overhead beside it" if shared else
+            "a core per rank: the headline is the throughput overhead (samples/s lost vs the baseline); "
+            "ΔCPU: each role's CPU ms per step minus the baseline's")
+    profiles = {str(r.summary.get("storage_profile")) for g in groups.values() for _, r in g
+                if r.summary.get("storage_profile")}
+    notes = [f"medians over the repeats [95 % bootstrap interval]; vs the failure-free '{baseline}' runs; "
+             "n.s.: the interval includes 0 (within noise)", case,
+             "RSS: Σ peak resident memory over the ranks after start-up: the baseline's total, (Δ) the "
+             "others' extra"]
+    if profiles:
+        notes.append("storage: " + ", ".join(sorted(profiles)))
+    title = "failure-free (medians [95 % interval])"
+    return Table(title, header, rows, right=set(range(1, len(header))), notes=notes)
+
+
+def _mean_sd(values: list[Any], spec: str) -> str:
+    mean, sd, n = mean_sd(values)
+    if not n:
+        return DASH
+    return f"{mean:{spec}}" + (f" ± {sd:{spec}}" if finite(sd) else "")
+
+
+def repeated_failure_table(groups: dict[tuple[str, bool], Group], scenario: str = "") -> Table:
+    """One row per variant: what its repeats under the scenario lost (medians, mean ± sd of time lost)."""
+    extras = {k: v for k, v in FAILURE_EXTRA_COLUMNS.items()
+              if any(finite(r.summary.get(k)) for (_, f), g in groups.items() if f for _, r in g)}
+    header = ["strategy", "n", "kills", "lossless", "lost samples", "ΔAUC", "time lost s (mean ± sd)",
+              "re-exec steps", "recovery s", "ETTR", "goodput/s", *(h for h, _ in extras.values())]
+    rows = []
+    for (_, failure), g in groups.items():
+        if not failure:
+            continue
+        ms = [m for m, _ in g]
+        checked = [m.lossless for m in ms if m.lossless is not None and not m.lost]
+        lost = sum(m.lost for m in ms)
+        lossless = f"{sum(checked)}/{len(ms)}" + (f" ({lost} lost)" if lost else "") if ms else DASH
+        ok = [m for m in ms if not m.lost]
+        rows.append([
+            _label(ms[0]), _n(g), _f(float(np.median([m.kills for m in ms])), ".0f"), lossless,
+            fmt_estimate(median_ci([m.lost_samples for m in ms]), ".0f"),
+            fmt_diff(median_ci([m.delta_auc for m in ok]), ".4f"),
+            _mean_sd([m.time_lost_s for m in ok if m.recoveries], ".2f"),
+            _mean_sd([m.reexecuted_steps for m in ok if m.recoveries], ".1f"),
+            fmt_estimate(median_ci([m.recovery_latency_s for m in ok]), ".2f"),
+            fmt_estimate(median_ci([m.ettr for m in ms]), ".3f"),
+            fmt_estimate(median_ci([m.goodput_sps for m in ms]), ".0f"),
+            *(fmt_estimate(median_ci(_summary(g, key)), spec) for key, (_, spec) in extras.items()),
+        ])
+    notes = ["medians [95 % interval] over the repeats; lossless: runs whose model equals the failure-free "
+             "twin's / runs; time lost and re-executed steps: mean ± sd over the repeats that recovered (the "
+             "kills fall at evenly spread phases of each strategy's checkpoint interval, so the mean is the "
+             "expected re-execution)"]
+    title = "under failures" + (f": {scenario}" if scenario else "") + " (medians [95 % interval])"
+    return Table(title, header, rows, right=set(range(1, len(header))) - {3}, notes=notes,
+                 verdicts=_grouped_verdicts(groups))
+
+
+def _grouped_verdicts(groups: dict[tuple[str, bool], Group]) -> list[str]:
+    """The verdict lines with each variant's share of its repeats: ``lost nothing: ecrm (5/5)``."""
+    counts: dict[str, dict[str, int]] = {}
+    for (v, failure), g in groups.items():
+        if not failure:
+            continue
+        for m, _ in g:
+            for line in verdicts([m]):
+                kind = line.split(":", 1)[0]
+                counts.setdefault(kind, {}).setdefault(v, 0)
+                counts[kind][v] += 1
+    order = ("lost the run", "lost data", "lost time only", "lost nothing",
+             "not checked (no failure-free twin)")
+    sizes = {v: len(g) for (v, f), g in groups.items() if f}
+    return [f"{k}: " + ", ".join(f"{v} ({c}/{sizes[v]})" for v, c in counts[k].items()) for k in order
+            if k in counts]
+
+
+def repeated_recovery_table(groups: dict[tuple[str, bool], Group]) -> Table:
+    """The median over the repeats of each run's mean seconds per recovery phase."""
+    header = ["strategy", "n", *(f"{PHASE_LABELS[p]} s" for p in RECOVERY_PHASES), "time lost s"]
+    rows = []
+    for (_, failure), g in groups.items():
+        ms = [m for m, _ in g if m.recovery]
+        if not failure or not ms:
+            continue
+        rows.append([_label(ms[0]), str(len(ms)),
+                     *(_f(float(np.nanmedian([m.recovery.get(p, math.nan) for m in ms])), ".3f")
+                       for p in (*RECOVERY_PHASES, "time_lost_s"))])
+    return Table("recovery breakdown (median over the repeats of the mean per recovery)", header, rows,
+                 right=set(range(1, len(header))))
+
+
+def _repeated_scenario(failures: Group) -> str:
+    """The scenario of the failure runs: the first round's kill plan, noting the per-round shifts."""
+    from .read import repeat_of
+
+    plans = {"; ".join(map(str, planned_kills(r))) for _, r in failures}
+    if len(plans) <= 1:
+        return _scenario([m for m, _ in failures], [r for _, r in failures])
+    first = [r for _, r in failures if repeat_of(r) == 0] or [r for _, r in failures]
+    plan = "; ".join(map(str, planned_kills(first[0]))) or "several scenarios"
+    return f"{plan} (round 1; later rounds shifted through each strategy's checkpoint interval)"
+
+
+def repeated_tables(groups: dict[tuple[str, bool], Group], baseline: str = "none") -> list[Table]:
+    """The tables of a repeated bench, the trust line first under the failure-free table."""
+    tables = [repeated_ff_table(groups, baseline)]
+    line = trust_line(groups, baseline)
+    if line:
+        tables[0].verdicts.insert(0, line)
+    failures = [(m, r) for (_, f), g in groups.items() if f for m, r in g]
+    if failures:
+        tables.append(repeated_failure_table(groups, _repeated_scenario(failures)))
+    if any(m.recovery for m, _ in failures):
+        tables.append(repeated_recovery_table(groups))
+    return tables
+
+
+def trust_line(groups: dict[tuple[str, bool], Group], baseline: str = "none") -> str:
+    """One line: whether the comparison is trustworthy and, if not, why ("" for files that recorded no
+    disturbance). Disturbed: other processes took more than ``DISTURBED_SHARE`` of the CPU (median over the
+    runs); inconclusive: a contender's headline interval includes zero (wider than the effect)."""
+    runs = [r for g in groups.values() for _, r in g]
+    other = [float(r.summary["other_cpu_share"]) for r in runs if finite(r.summary.get("other_cpu_share"))]
+    if not other:
+        return ""
+    got = [float(r.summary["run_cpu_share"]) for r in runs if finite(r.summary.get("run_cpu_share"))]
+    load = [float(r.summary["host_load_1m"]) for r in runs if finite(r.summary.get("host_load_1m"))]
+    spread = [float(r.summary["step_time_spread"]) for r in runs if finite(r.summary.get("step_time_spread"))]
+    cores = max((int(r.summary.get("host_cores") or 0) for r in runs), default=0)
+    med = float(np.median(other))
+    facts = (f"other processes took {100 * med:.0f} % of the CPU (median over {len(other)} runs, up to "
+             f"{100 * max(other):.0f} %)"
+             + (f", host load {np.median(load):.1f} on {cores} cores" if load and cores else "")
+             + (f"; the ranks got {100 * np.median(got):.0f} % of wall × cores" if got else "")
+             + (f"; step times spread {100 * np.median(spread):.0f} % (IQR/median)" if spread else ""))
+    if med > DISTURBED_SHARE:
+        return f"comparison DISTURBED, not trustworthy: {facts}"
+    if any(len(g) > 1 for g in groups.values()):
+        key = "server_cpu_extra" if shares_cores(groups) else "overhead"
+        wide = [f"{v} {fmt_diff(e[key], '.2f' if key != 'overhead' else '.1f')}"
+                for v, e in ff_estimates(groups, baseline).items()
+                if key in e and e[key].has_interval and not e[key].significant and e[key].hi > e[key].lo]
+        if wide:
+            what = "ΔCPU server ms/step" if key != "overhead" else "throughput overhead %"
+            return (f"comparison not conclusive: the intervals are wider than the effects ({what}: "
+                    f"{', '.join(wide)}); {facts}")
+    return f"comparison trustworthy: {facts}"

@@ -19,19 +19,37 @@ Invariants:
   user set one; a variant with an explicit interval keeps it.
 * **Spares cover the kills**: ``layout.spares`` is raised to the number of kills.
 * Bad input (unknown scenario, strategy, malformed trace) fails before any run starts.
+* **Repeated and interleaved** (``--repeat N``, ``run_plan``): every variant runs N times
+  failure-free and N times under the scenario, round by round; each round runs every variant once
+  (its failure-free run, then its failure run) in an order rotated by one each round, ``none``
+  first in the first round and last in the last round, so drift over the bench shows in the
+  baseline's own repeats. One unmeasured warm-up run (its file is discarded) fills the kernel
+  caches before the first measured run.
+* **Kills at spread phases**: in round ``i`` of N, a strategy with a checkpoint interval of I steps
+  (known from its failure-free run) has every kill shifted by ``round(i * I / N)`` steps (a kill
+  at a time: that many steps of the baseline's mean step time), so a rollback's expected
+  re-execution is measured, not one draw; ``bench.json`` records each run's shift.
+* **Cores**: with a core per rank the ranks are bound to cores and the throughput overhead is the
+  headline; where ranks share cores the headline is the CPU cost per step (the bench says which).
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
+import json
+import os
+import re
+import tempfile
 import time
 from pathlib import Path
+from typing import NamedTuple
 
 from mpiec.config import Config, load_config
 from mpiec.errors import MpiecError
 
-__all__ = ["SCENARIOS", "Bench", "add_bench_args", "cmd_bench", "scenario_plans"]
+__all__ = ["SCENARIOS", "Bench", "PlannedRun", "add_bench_args", "cmd_bench", "core_case", "kill_shift",
+           "rotation", "run_plan", "scenario_plans", "shifted_kills"]
 
 #: Built-in scenarios: name → what it kills (the help text). "Training time" is the failure-free
 #: ``none`` run's: the kills happen at the same wall-clock moments for every strategy, mid-step,
@@ -85,6 +103,76 @@ def resolved_kills(plans: list[str], cfg: Config) -> list[str]:
     return out
 
 
+class PlannedRun(NamedTuple):
+    """One run of the bench's plan: a variant, failure-free or under the scenario, in round ``repeat``."""
+
+    variant: str
+    failure: bool
+    repeat: int
+
+
+def rotation(i: int, rounds: int, k: int) -> int:
+    """How far round ``i`` of ``rounds`` rotates the ``k`` variants: one more each round, the last
+    round rotated by one so the first variant (``none``) comes last in it."""
+    if k <= 1 or rounds <= 1:
+        return 0
+    return 1 if i == rounds - 1 else i % k
+
+
+def run_plan(variants: list[str], contenders: list[str], repeat: int, failure_free: bool = True,
+             with_failures: bool = True) -> list[PlannedRun]:
+    """The bench's runs in order: ``repeat`` rounds; round ``i`` runs ``variants`` rotated by
+    ``rotation(i, repeat, len(variants))``, each variant's failure-free run (``failure_free``) then its
+    failure run (``with_failures`` and a variant of ``contenders``)."""
+    out: list[PlannedRun] = []
+    for i in range(repeat):
+        o = rotation(i, repeat, len(variants))
+        for v in variants[o:] + variants[:o]:
+            if failure_free:
+                out.append(PlannedRun(v, False, i))
+            if with_failures and v in contenders:
+                out.append(PlannedRun(v, True, i))
+    return out
+
+
+def kill_shift(i: int, repeat: int, interval_steps: int | None) -> int:
+    """Steps the kills of round ``i`` of ``repeat`` move for a strategy checkpointing every
+    ``interval_steps`` (0 without an interval): evenly spread phases of the interval."""
+    if not interval_steps or interval_steps <= 1 or repeat <= 1:
+        return 0
+    return int(round(i * interval_steps / repeat))
+
+
+_STEP_KILL = re.compile(r"^(?P<slot>[^@]+)@step=(?P<step>\d+)$")
+_TIME_KILL = re.compile(r"^(?P<slot>[^@]+)@time=(?P<time>[0-9.eE+-]+)$")
+
+
+def shifted_kills(kills: list[str], shift_steps: int, step_s: float, steps: int) -> list[str]:
+    """``kills`` moved ``shift_steps`` later: a step kill by steps (kept before the last step), a time
+    kill by ``shift_steps * step_s`` seconds; other plans unchanged."""
+    if not shift_steps:
+        return list(kills)
+    out = []
+    for k in kills:
+        m, t = _STEP_KILL.match(k), _TIME_KILL.match(k)
+        if m:
+            out.append(f"{m['slot']}@step={min(int(m['step']) + shift_steps, max(1, steps - 1))}")
+        elif t and step_s > 0:
+            out.append(f"{t['slot']}@time={float(t['time']) + shift_steps * step_s:.3f}")
+        else:
+            out.append(k)
+    return out
+
+
+def core_case(n_ranks: int, cores: int) -> tuple[bool, str]:
+    """(ranks bound to cores, the line saying which case the bench is in)."""
+    if n_ranks <= cores:
+        return True, (f"{n_ranks} ranks on {cores} cores: a core per rank, ranks bound to cores "
+                      "(--bind-to core); the headline is the throughput overhead")
+    return False, (f"{n_ranks} ranks on {cores} cores: ranks share cores; the headline overhead is the CPU "
+                   "cost per step of each role, the throughput overhead beside it")
+
+
 def add_bench_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--strategies", metavar="A,B:KEY=V,...",
                    help="strategies (variants with their own keys, e.g. none,ckpt:interval=10,"
@@ -108,6 +196,12 @@ def add_bench_args(p: argparse.ArgumentParser) -> None:
                    help="trace nodes onto slots: fold = every trace node, several per slot (the whole "
                         "trace's arrivals); sample = one trace node per slot, the others dropped "
                         "(default: fold)")
+    p.add_argument("--repeat", type=int, default=1, metavar="N",
+                   help="run every variant N times failure-free and N times under the scenario, "
+                        "interleaved round by round after one unmeasured warm-up run; the tables show "
+                        "medians with 95 %% intervals (default: 1)")
+    p.add_argument("--no-warmup", action="store_true",
+                   help="skip the unmeasured warm-up run of a repeated bench")
     p.add_argument("--no-failure-free", action="store_true",
                    help="skip the failure-free runs (no overhead, no lossless check)")
     p.add_argument("--no-report", action="store_true", help="print the tables only (no plots, no HTML)")
@@ -157,6 +251,17 @@ def _clock(seconds: float) -> str:
     return f"{m}m{s:02d}s" if m else f"{s}s"
 
 
+def _interval_steps(path: Path) -> int:
+    """The checkpoint interval in steps a failure-free run recorded (0: none)."""
+    from mpiec.results import read_result
+
+    try:
+        v = read_result(path).summary.get("checkpoint_interval_steps")
+    except Exception:  # noqa: BLE001 - a bad file only loses the phase spread
+        return 0
+    return int(v) if isinstance(v, int | float) and v == v and v > 0 else 0
+
+
 def _training_time(path: Path | None) -> float:
     from mpiec.results import read_result
 
@@ -181,6 +286,8 @@ class Bench:
             raise MpiecError("--kill and --trace both give the failure scenario: use one")
         if args.scenario and (args.kill or args.trace):
             raise MpiecError("--scenario and --kill/--trace both give the failure scenario: use one")
+        if getattr(args, "repeat", 1) < 1:
+            raise MpiecError(f"--repeat must be >= 1, got {args.repeat}")
         if args.max_kills < 1:
             raise MpiecError(f"--max-kills must be >= 1, got {args.max_kills}")
         for value, what in ((args.mtbf, "--mtbf"), (args.trace_scale, "--trace-scale")):
@@ -210,6 +317,9 @@ class Bench:
         self.failure_free_s = 0.0  # training time of the first failure-free run
         self.kills: list[str] | None = None  # the scenario's kills, resolved once
         self.spares = 0  # spares every run gets (failure-free twins too)
+        self.repeat = int(getattr(args, "repeat", 1) or 1)
+        self.intervals: dict[str, int] = {}  # checkpoint interval (steps) of each variant's failure-free run
+        self.manifest: list[dict] = []
 
     # -- the failure scenario ------------------------------------------------------------------
     def kill_plan(self, cfg: Config) -> list[str]:
@@ -263,13 +373,17 @@ class Bench:
             print(f"[mpiec bench]   {k.describe()}", flush=True)
         return [k.plan for k in kills]
 
-    def fair(self, cfg: Config, failure: bool) -> Config:
-        """``cfg`` with the scenario's MTBF for the interval rules, spares for the kills, a name."""
+    def fair(self, cfg: Config, failure: bool, repeat: int | None = None,
+             kills: list[str] | None = None) -> Config:
+        """``cfg`` with the scenario's MTBF for the interval rules, spares for the kills, a name
+        (``-r<repeat>`` in a repeated bench); ``kills``: this failure run's (shifted) kills."""
         from mpiec.strategies.checkpointing import expected_mtbf_s
 
+        shifted = kills
         kills = self.kills or []
         cfg = dataclasses.replace(cfg)
-        cfg.failures = dataclasses.replace(cfg.failures, kill=list(kills) if failure else [])
+        cfg.failures = dataclasses.replace(cfg.failures, kill=list(shifted if shifted is not None else kills)
+                                           if failure else [])
         cfg.layout = dataclasses.replace(cfg.layout, spares=max(cfg.layout.spares, self.spares))
         cfg.output = dataclasses.replace(cfg.output)
         if kills and not (cfg.failures.mtbf_s > 0 or cfg.failures.mtbf_steps > 0):
@@ -279,7 +393,48 @@ class Bench:
             cfg.failures.mtbf_steps = mtbf_steps or 0.0
         label = cfg.variant.replace(":", "-").replace("=", "")
         cfg.output.name = f"{cfg.preset}-{label}-{self.scenario if failure else 'ff'}-s{cfg.training.seed}"
+        if repeat is not None and self.repeat > 1:
+            cfg.output.name += f"-r{repeat}"
         return cfg
+
+    def warm_up(self) -> None:
+        """One unmeasured failure-free run (its file discarded) that fills the kernel caches."""
+        from mpiec.launcher import launch
+
+        v = self.variants[-1]
+        print(f"[mpiec bench] warm-up run (unmeasured, fills the kernel caches): {v} failure-free",
+              flush=True)
+        with tempfile.TemporaryDirectory(prefix="mpiec-warmup-") as tmp:
+            outcome = launch(self.fair(self.base[v], False), Path(tmp), timeout=self.args.timeout, quiet=True,
+                             unique_name=True)
+        if outcome.message:
+            print(f"[mpiec bench] warm-up: {outcome.message}", flush=True)
+
+    def shift_for(self, v: str, repeat: int) -> tuple[int, list[str]]:
+        """(steps, kills) of variant ``v``'s failure run in round ``repeat``: the kills at this round's
+        phase of ``v``'s checkpoint interval."""
+        kills = list(self.kills or [])
+        shift = kill_shift(repeat, self.repeat, self.intervals.get(v))
+        steps = self.first.training.steps
+        step_s = self.failure_free_s / steps if steps else 0.0
+        return shift, shifted_kills(kills, shift, step_s, steps)
+
+    def bind(self) -> None:
+        """Say which core case the bench is in; with a core per rank, bind the ranks to cores."""
+        bound, line = core_case(self.fair(self.first, False).n_ranks, os.cpu_count() or 1)
+        if bound and "OMPI_MCA_hwloc_base_binding_policy" not in os.environ:
+            os.environ["OMPI_MCA_hwloc_base_binding_policy"] = "core"  # Open MPI (mpiexec --bind-to core)
+            os.environ.setdefault("PRTE_MCA_hwloc_default_binding_policy", "core")  # its PRRTE launcher
+        print(f"[mpiec bench] {line}", flush=True)
+        self.bound = bound
+        try:  # the storage model the checkpoints are written under (mpiec.storage, where there is one)
+            from mpiec.storage import storage_line
+        except ImportError:
+            return
+        try:
+            print(f"[mpiec bench] {storage_line(self.first)}", flush=True)
+        except Exception as exc:  # noqa: BLE001 - the line is informative only
+            print(f"[mpiec bench] storage: unknown ({exc})", flush=True)
 
     # -- running -----------------------------------------------------------------------------
     def run(self) -> int:
@@ -291,21 +446,29 @@ class Bench:
         if not failure_free and not with_failures:
             raise MpiecError("--no-failure-free with --scenario none leaves nothing to run")
         contenders = self.variants[1:] if self.baseline_added else self.variants
-        runs = ([(v, False) for v in self.variants] if failure_free else []) + \
-               ([(v, True) for v in contenders] if with_failures else [])
+        if self.repeat > 1:
+            runs = [(r.variant, r.failure, r.repeat) for r in
+                    run_plan(self.variants, contenders, self.repeat, failure_free, with_failures)]
+        else:
+            runs = ([(v, False, None) for v in self.variants] if failure_free else []) + \
+                   ([(v, True, None) for v in contenders] if with_failures else [])
         progress = Progress(len(runs))
         kinds = [x for x, on in (("failure-free", failure_free), (self.scenario, with_failures)) if on]
-        print(f"[mpiec bench] {len(self.variants)} strategies x {' + '.join(kinds)} = {len(runs)} runs; "
-              f"results in {self.out}", flush=True)
+        times = f" x {self.repeat} repeats, interleaved" if self.repeat > 1 else ""
+        print(f"[mpiec bench] {len(self.variants)} strategies x {' + '.join(kinds)}{times} = "
+              f"{len(runs)} runs; results in {self.out}", flush=True)
         # A plan sized by the baseline's training time is drawn after that run (the first);
         # a custom one is known now. Either way it is drawn once, for all strategies.
         sized_later = failure_free and self.scenario != "custom"
         self.kills = [] if not with_failures else None if sized_later else self.kill_plan(self.first)
         self.spares = (FIXED_KILLS.get(self.scenario, a.max_kills) if sized_later
                        else len(self.kills or []))
+        self.bind()
+        if self.repeat > 1 and not getattr(a, "no_warmup", False):
+            self.warm_up()
         paths: list[Path] = []
         worst = 0
-        for v, failure in runs:
+        for v, failure, rep in runs:
             if with_failures and self.kills is None and self.failure_free_s > 0:
                 self.kills = self.kill_plan(self.first)
                 plan = "; ".join(self.kills) or "no kill"
@@ -315,10 +478,23 @@ class Bench:
                       "failure run skipped", flush=True)
                 progress.finish()
                 continue
-            cfg = self.fair(self.base[v], failure)
-            progress.start(f"{v} {'under ' + self.scenario if failure else 'failure-free'}")
+            shift, kills = self.shift_for(v, rep or 0) if failure else (0, [])
+            cfg = self.fair(self.base[v], failure, rep, kills if failure else None)
+            what = f"{v} {'under ' + self.scenario if failure else 'failure-free'}"
+            if rep is not None:
+                what += f", repeat {rep + 1}/{self.repeat}"
+            if shift:
+                what += f", kills {shift} steps later ({'; '.join(kills)})"
+            progress.start(what)
             outcome = launch(cfg, self.out, timeout=a.timeout, quiet=a.quiet, unique_name=True)
             progress.finish()
+            self.manifest.append({"order": len(self.manifest), "variant": v, "failure": failure,
+                                  "repeat": rep or 0, "kill": list(cfg.failures.kill),
+                                  "kill_shift_steps": shift,
+                                  "path": str(outcome.path.name) if outcome.path else None,
+                                  "message": outcome.message or ""})
+            if outcome.path and not failure and v not in self.intervals:
+                self.intervals[v] = _interval_steps(outcome.path)
             if outcome.message:
                 print(f"[mpiec bench] {v}: {outcome.message}", flush=True)
             if outcome.path:
@@ -330,8 +506,20 @@ class Bench:
             if outcome.message == "interrupted":  # Ctrl-C, SIGTERM, SIGHUP stop the whole bench
                 print("[mpiec bench] interrupted: the remaining runs are skipped", flush=True)
                 break
+        self.write_manifest()
         self.report(paths)
         return worst
+
+    def write_manifest(self) -> None:
+        """``bench.json``: the plan as run (order, repeat, kills and their shift of every run)."""
+        if not self.manifest:
+            return
+        self.out.mkdir(parents=True, exist_ok=True)
+        doc = {"repeat": self.repeat, "scenario": self.scenario, "kills": list(self.kills or []),
+               "n_ranks": self.fair(self.first, False).n_ranks, "cores": os.cpu_count() or 1,
+               "bound_to_core": bool(getattr(self, "bound", False)), "intervals": self.intervals,
+               "runs": self.manifest}
+        (self.out / "bench.json").write_text(json.dumps(doc, indent=1) + "\n", encoding="utf-8")
 
     def report(self, paths: list[Path]) -> None:
         """Print the failure-free and failure tables; write the report next to the result files."""

@@ -33,6 +33,10 @@ Invariants:
   The checkpoint is then never committed, so it stays absent for every rank. A failed commit
   removes the whole step directory (every part is in when a commit runs): the space a failed
   checkpoint took is given back for the next one.
+* Every part write and read goes through the store's storage model (``mpiec.storage``): per-rank
+  bandwidth, a latency per part operation, the job's aggregate write budget (a ledger file in
+  the root, ``.storage-ledger``, which is not a step directory and never listed) and cold reads.
+  A store given no model (``PLAIN``) uses the real disk as it is.
 
 Checksum: CRC-32 (``zlib.crc32``) of the whole ``.npy`` file (header and
 data), written as ``"crc32:%08x"``. It is computed while the file is written,
@@ -67,10 +71,12 @@ from typing import Any
 import numpy as np
 
 from mpiec.errors import CheckpointError  # an MpiecError: the CLI prints it as one line
+from mpiec.storage import LEDGER, Ledger, StorageModel, drop_cache
 
 __all__ = [
-    "FORMAT", "VERSION", "MANIFEST", "WARN_EVERY_S", "CheckpointError", "PartInfo", "CheckpointStore",
-    "BackgroundWriter", "check_unused", "find_checkpoint_root", "resolve_checkpoint", "step_dir_name",
+    "FORMAT", "VERSION", "MANIFEST", "PLAIN", "WARN_EVERY_S", "CheckpointError", "PartInfo",
+    "CheckpointStore", "BackgroundWriter", "check_unused", "find_checkpoint_root", "resolve_checkpoint",
+    "step_dir_name",
 ]
 
 FORMAT = "mpiec-checkpoint"
@@ -228,23 +234,29 @@ def _descr(dtype: np.dtype) -> Any:
 
 
 class _Pacer:
-    """Sleeps so that bytes go out no faster than ``rate`` bytes/s (0: no cap)."""
+    """Sleeps so that bytes go out no faster than ``rate`` bytes/s (0: no cap) and, with a
+    ``ledger``, within the job's shared aggregate budget: each chunk waits for the later of its
+    own rate's deadline and the end of its ledger slot (the slower rule wins)."""
 
-    def __init__(self, rate: float):
+    def __init__(self, rate: float, ledger: Ledger | None = None):
         self.rate = rate
+        self.ledger = ledger
         self.start = time.perf_counter()
         self.sent = 0
 
     def chunk(self) -> int:
         # ~20 ms of data per chunk when capped, so the rate is smooth at the scale of a step
-        return CHUNK if self.rate <= 0 else int(min(CHUNK, max(64 << 10, self.rate * 0.02)))
+        rates = [r for r in (self.rate, self.ledger.rate if self.ledger else 0.0) if r > 0]
+        return CHUNK if not rates else int(min(CHUNK, max(64 << 10, min(rates) * 0.02)))
 
     def sent_bytes(self, n: int) -> None:
         self.sent += n
-        if self.rate > 0:
-            delay = self.start + self.sent / self.rate - time.perf_counter()
-            if delay > 0:
-                time.sleep(delay)
+        delay = self.start + self.sent / self.rate - time.perf_counter() if self.rate > 0 else 0.0
+        if self.ledger is not None:
+            end = self.ledger.reserve(n)[1]
+            delay = max(delay, end - self.ledger.clock())
+        if delay > 0:
+            time.sleep(delay)
 
 
 @dataclass
@@ -289,29 +301,49 @@ def _check_file_entry(name: str, entry: Mapping[str, Any]) -> None:
         raise ValueError(f"array {name!r}: bad shape {entry.get('shape')!r}")
 
 
+#: The storage of a store given no model: the real disk, page cache allowed (tools, tests).
+PLAIN = StorageModel("plain", cold_reads=False, source="no model: the real disk, page cache allowed")
+
+
 class CheckpointStore:
     """Checkpoints under ``root``, one directory per step.
 
-    ``bandwidth_mb_s > 0`` caps the write rate at that many MB/s (10^6 bytes/s) by writing in
-    small chunks and sleeping: an *emulation* of slower remote storage, on top of the real disk.
-    ``warn=False`` keeps failed writes off stderr (the ``CheckpointError`` is raised either way).
+    ``storage`` (``mpiec.storage.StorageModel``; default ``PLAIN``) is what every part write and
+    read is held to: per-rank write and read bandwidth, a latency per part operation, the job's
+    aggregate write budget (a ledger shared by every store of the job: ``ledger``, by default
+    ``ROOT/.storage-ledger``; a store under another root of the same job passes the main one's)
+    and cold reads. ``bandwidth_mb_s > 0`` (the older knob) caps the per-rank write rate too.
+    Caps are applied by writing in small chunks and sleeping: an *emulation* of slower remote
+    storage on top of the real disk. ``warn=False`` keeps failed writes off stderr (the
+    ``CheckpointError`` is raised either way).
     """
 
-    def __init__(self, root: str | Path, bandwidth_mb_s: float = 0.0, warn: bool = True):
+    def __init__(self, root: str | Path, bandwidth_mb_s: float = 0.0, warn: bool = True,
+                 storage: StorageModel | None = None, ledger: str | Path | None = None):
         if not bandwidth_mb_s >= 0:
             raise ValueError(f"bandwidth_mb_s must be >= 0, not {bandwidth_mb_s!r}")
         self.root = Path(root)
         self.bandwidth_mb_s = float(bandwidth_mb_s)
         self.warn = bool(warn)
+        self.storage = storage or PLAIN  # as given: a store of the same job under another root shares it
+        self.model = self.storage.with_write_cap(self.bandwidth_mb_s)  # what this store applies
+        self.ledger_path = Path(ledger) if ledger is not None else self.root / LEDGER
+        self._ledger = (Ledger(self.ledger_path, self.model.aggregate_mb_s * 1e6)
+                        if self.model.aggregate_mb_s > 0 else None)
 
     @property
     def emulated_bandwidth(self) -> bool:
-        """True when writes are slowed down to ``bandwidth_mb_s`` (emulated remote storage)."""
-        return self.bandwidth_mb_s > 0
+        """True when the storage is emulated (a bandwidth cap, a latency or an aggregate budget)."""
+        return self.model.emulated
 
     def __repr__(self) -> str:
-        cap = f", bandwidth_mb_s={self.bandwidth_mb_s:g}" if self.emulated_bandwidth else ""
-        return f"CheckpointStore({str(self.root)!r}{cap})"
+        cap = f", bandwidth_mb_s={self.bandwidth_mb_s:g}" if self.bandwidth_mb_s > 0 else ""
+        model = f", storage={self.storage.name!r}" if self.storage is not PLAIN else ""
+        return f"CheckpointStore({str(self.root)!r}{cap}{model})"
+
+    def _latency(self) -> None:
+        if self.model.latency_s > 0:
+            time.sleep(self.model.latency_s)
 
     def step_dir(self, step: int) -> Path:
         return self.root / step_dir_name(_check_step(step))
@@ -341,6 +373,7 @@ class CheckpointStore:
         d = self.step_dir(step)
         if (d / MANIFEST).exists():
             raise CheckpointError(f"{d} is already a committed checkpoint; it is never rewritten")
+        self._latency()  # one operation per part
         try:
             created = not d.is_dir()
             d.mkdir(parents=True, exist_ok=True)
@@ -349,11 +382,11 @@ class CheckpointStore:
         except OSError as exc:
             raise self._failed(step, CheckpointError(
                 f"{d}: cannot create the checkpoint directory ({_why(exc)})")) from None
-        pacer = _Pacer(self.bandwidth_mb_s * 1e6)
+        pacer = _Pacer(self.model.write_mb_s * 1e6, self._ledger)
         files: dict[str, dict[str, Any]] = {}
         try:
             for name, arr in items:
-                files[name] = self._write_npy(d, f"{part}.{name}.npy", arr, pacer)
+                files[name] = self._write_npy(d, f"{part}.{name}.npy", arr, pacer, self.model.cold_reads)
             try:
                 _fsync_dir(d)
             except OSError as exc:
@@ -369,7 +402,7 @@ class CheckpointStore:
                         seconds=time.perf_counter() - t0)
 
     @staticmethod
-    def _write_npy(d: Path, fname: str, arr: np.ndarray, pacer: _Pacer) -> dict[str, Any]:
+    def _write_npy(d: Path, fname: str, arr: np.ndarray, pacer: _Pacer, cold: bool = False) -> dict[str, Any]:
         if not arr.flags.c_contiguous:
             arr = arr.copy(order="C")
         header = _npy_header(arr)
@@ -392,6 +425,8 @@ class CheckpointStore:
                         _write_all(f, chunk)
                         pacer.sent_bytes(min(step, len(buf) - i))
                 os.fsync(f.fileno())
+                if cold:  # clean after the fsync: a restore must read the disk, not memory
+                    drop_cache(f.fileno())
             os.replace(tmp, final)
         except OSError as exc:
             raise _write_failed(tmp, final, exc) from None
@@ -525,7 +560,9 @@ class CheckpointStore:
         """The arrays of ``part`` in complete checkpoint ``step``.
 
         Sizes are always checked against the manifest; ``verify`` also checks each file's checksum
-        (read once, in chunks). ``mmap=True`` returns read-only memory-mapped arrays.
+        (read once, in chunks). ``mmap=True`` returns read-only memory-mapped arrays. The read is
+        one operation of the storage model (its latency), paced at its read bandwidth, and cold
+        (the files' pages dropped from the page cache first) when the model says so.
         """
         man = self.manifest(step)
         d = self.step_dir(step)
@@ -534,6 +571,8 @@ class CheckpointStore:
         except KeyError:
             have = ", ".join(sorted(man["parts"])) or "none"
             raise CheckpointError(f"{d / MANIFEST}: no part {part!r} (parts: {have})") from None
+        self._latency()
+        pacer = _Pacer(self.model.read_mb_s * 1e6)
         out = {}
         for name, fe in entry["files"].items():
             path = d / fe["file"]
@@ -541,12 +580,16 @@ class CheckpointStore:
             if problem:
                 raise CheckpointError(f"{path}: {problem}")
             try:
+                if self.model.cold_reads:
+                    _drop_file_cache(path)
                 if mmap:
                     if verify:
-                        _verify_file(path, fe["checksum"])
+                        _verify_file(path, fe["checksum"], pacer)
+                    else:  # the pages are read later, on access: charge the file's bytes now
+                        pacer.sent_bytes(int(fe["bytes"]))
                     arr = np.load(path, mmap_mode="r", allow_pickle=False)
                 else:
-                    arr = _read_npy(path, fe["checksum"] if verify else None)
+                    arr = _read_npy(path, fe["checksum"] if verify else None, pacer)
             except OSError as exc:
                 raise CheckpointError(f"{path}: cannot read ({_why(exc)})") from None
             except ValueError as exc:
@@ -629,18 +672,35 @@ def _crc_check(path: Path, crc: int, expected: str) -> None:
         raise CheckpointError(f"{path}: corrupted (checksum {got}, manifest says {expected})")
 
 
-def _verify_file(path: Path, expected: str) -> None:
+def _drop_file_cache(path: Path) -> None:
+    """Drop ``path``'s pages from the page cache (cold reads); a file that will not open is left
+    to the read, which says why."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        drop_cache(fd)
+    finally:
+        os.close(fd)
+
+
+def _verify_file(path: Path, expected: str, pacer: _Pacer | None = None) -> None:
     crc = 0
-    buf = bytearray(CHUNK)
+    size = pacer.chunk() if pacer is not None else CHUNK
+    buf = bytearray(size)
     mv = memoryview(buf)
     with open(path, "rb", buffering=0) as f:
         while n := f.readinto(mv):
             crc = zlib.crc32(mv[:n], crc)
+            if pacer is not None:
+                pacer.sent_bytes(n)
     _crc_check(path, crc, expected)
 
 
-def _read_npy(path: Path, expected: str | None) -> np.ndarray:
-    """Read a .npy file in one pass, checksumming as it is read (``expected=None``: no check)."""
+def _read_npy(path: Path, expected: str | None, pacer: _Pacer | None = None) -> np.ndarray:
+    """Read a .npy file in one pass, checksumming as it is read (``expected=None``: no check),
+    paced by ``pacer`` (the storage model's read bandwidth)."""
     fmt = np.lib.format
     with open(path, "rb", buffering=0) as raw:
         try:
@@ -660,16 +720,21 @@ def _read_npy(path: Path, expected: str | None) -> np.ndarray:
             raise ValueError("object arrays are not read")
         raw.seek(0)
         crc = zlib.crc32(raw.read(offset))
+        if pacer is not None:
+            pacer.sent_bytes(offset)
         base = np.empty(tuple(reversed(shape)) if fortran else shape, dtype=dtype)
         data = _bytes_view(base)
-        for i in range(0, len(data), CHUNK):
-            chunk = data[i:i + CHUNK]
+        size = pacer.chunk() if pacer is not None else CHUNK
+        for i in range(0, len(data), size):
+            chunk = data[i:i + size]
             while chunk:
                 n = raw.readinto(chunk)
                 if not n:
                     raise CheckpointError(f"{path}: truncated (ends inside the array data)")
                 if expected is not None:
                     crc = zlib.crc32(chunk[:n], crc)
+                if pacer is not None:
+                    pacer.sent_bytes(n)
                 chunk = chunk[n:]
     if expected is not None:
         _crc_check(path, crc, expected)

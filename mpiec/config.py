@@ -109,6 +109,19 @@ class FailuresConfig:
 
 
 @dataclass
+class StorageConfig:
+    """Checkpoint storage (``mpiec.storage``): a named profile, each figure overridable.
+    A number left at -1 takes the profile's; 0 means no cap (the real disk's speed)."""
+
+    profile: str = "local"  # local | pfs-node | object-store
+    write_mb_s: float = -1.0  # per rank
+    read_mb_s: float = -1.0  # per rank
+    latency_ms: float = -1.0  # per part operation (a part's write, a part's read)
+    aggregate_mb_s: float = -1.0  # write bandwidth shared by every rank of the job
+    cold_reads: bool = True  # a restore reads the disk, not the page cache
+
+
+@dataclass
 class OutputConfig:
     dir: str = "results"
     name: str = ""  # file stem; empty = <preset>-<strategy>-<seed>-<timestamp>
@@ -124,6 +137,7 @@ class Config:
     training: TrainingConfig = field(default_factory=TrainingConfig)
     strategy: StrategyConfig = field(default_factory=StrategyConfig)
     failures: FailuresConfig = field(default_factory=FailuresConfig)
+    storage: StorageConfig = field(default_factory=StorageConfig)
     output: OutputConfig = field(default_factory=OutputConfig)
 
     # -- derived quantities ------------------------------------------------
@@ -469,6 +483,8 @@ def validate(cfg: Config, memory: bool = True) -> None:
           f"failures.heartbeat_timeout_s must be > 3 x failures.heartbeat_period_s "
           f"({3 * f.heartbeat_period_s:g}) and <= 600, got {f.heartbeat_timeout_s}")
 
+    _check_storage(cfg.storage)
+
     from mpiec.faults import parse_kill_plans  # local: faults imports config types
     from mpiec.strategies import get_strategy_class
 
@@ -669,6 +685,18 @@ def _check_numbers(obj: Any, prefix: str, limit: float | None = None) -> None:
             _need(limit is None or abs(v) <= limit,
                   f"{key} must be at most {MAX_PARAM:.0e} in magnitude (strategy values are steps, "
                   f"seconds, MB or fractions), got {v:.6g}")
+
+
+def _check_storage(st: StorageConfig) -> None:
+    """``[storage]``: a known profile; every figure -1 (the profile's) or in [0, its bound]."""
+    from mpiec.storage import MAX_LATENCY_MS, MAX_MB_S, PROFILES
+
+    _need(st.profile in PROFILES, f"storage.profile must be one of {', '.join(PROFILES)}, got '{st.profile}'")
+    for key, bound in (("write_mb_s", MAX_MB_S), ("read_mb_s", MAX_MB_S), ("latency_ms", MAX_LATENCY_MS),
+                       ("aggregate_mb_s", MAX_MB_S)):
+        v = getattr(st, key)
+        _need(v == -1 or 0 <= v <= bound,
+              f"storage.{key} must be -1 (the profile's) or in [0, {bound:g}], got {v:g}")
 
 
 def _short(v: int) -> str:

@@ -88,6 +88,31 @@ _ADDED_IN_4 = {"ranks": ("cpu_s",)}
 #: Summary attributes added in version 5: every writer since writes them (derived from the events
 #: unless given); older files lack them, so they are not in ``SUMMARY_FIELDS`` (required on read).
 SUMMARY_FIELDS_V5: dict[str, type] = {"checkpoints_failed": int, "unprotected": bool}
+#: The disturbance keys of v5 (``mpiec.roles.disturbance``: what else the host did during the run);
+#: a writer given none writes these unknown values.
+DISTURBANCE_DEFAULTS: dict[str, Any] = {"host_cores": 0, "host_load_1m": math.nan,
+                                        "other_cpu_share": math.nan, "run_cpu_share": math.nan,
+                                        "step_time_spread": math.nan}
+SUMMARY_FIELDS_V5.update({"host_cores": int, "host_load_1m": float, "other_cpu_share": float,
+                          "run_cpu_share": float, "step_time_spread": float})
+#: The storage keys of v5 (``mpiec.storage.summary_fields``: the checkpoint storage model the run's
+#: config resolves to, ``storage_emulated`` when its figures slow the real disk down); derived
+#: from the ``config`` root attribute unless given, these values when it names no storage.
+STORAGE_DEFAULTS: dict[str, Any] = {"storage_profile": "", "storage_emulated": False,
+                                    "storage_write_mb_s": math.nan, "storage_read_mb_s": math.nan,
+                                    "storage_latency_ms": math.nan, "storage_aggregate_mb_s": math.nan,
+                                    "storage_cold_reads": False}
+SUMMARY_FIELDS_V5.update({"storage_profile": str, "storage_emulated": bool, "storage_write_mb_s": float,
+                          "storage_read_mb_s": float, "storage_latency_ms": float,
+                          "storage_aggregate_mb_s": float, "storage_cold_reads": bool})
+#: The repair keys of v5 (``mpiec.roles.accounting``, ``docs/measurement.md``): the seconds from
+#: each kill to the end of its repair (summed), the throughput while a repair runs after the resume
+#: over the pre-failure rate (mean over recoveries; nan: none ran past the resume), the time lost
+#: to injected stalls (the ``MPIEC_STALL`` test hook). A writer given none writes these values.
+REPAIR_DEFAULTS: dict[str, Any] = {"unprotected_s": 0.0, "repair_throughput_ratio": math.nan,
+                                   "stall_time_lost_s": 0.0}
+SUMMARY_FIELDS_V5.update({"unprotected_s": float, "repair_throughput_ratio": float,
+                          "stall_time_lost_s": float})
 _UNKNOWN = {"checkpoints": {"rows": -1, "stall_s": math.nan}, "ranks": {"node": -1, "cpu_s": math.nan}}
 
 TIMELINE_DTYPE = np.dtype(
@@ -340,6 +365,20 @@ def _py(value: Any) -> Any:
     return value
 
 
+def _storage_fields(config: str) -> dict[str, Any]:
+    """The storage summary keys of a run's config (JSON text); ``STORAGE_DEFAULTS`` when it names no
+    storage or cannot be resolved (a config from before the storage model: the real disk)."""
+    from mpiec.storage import summary_fields
+
+    try:
+        tree = json.loads(config)
+        if not isinstance(tree, dict) or not isinstance(tree.get("storage"), dict):
+            return dict(STORAGE_DEFAULTS)
+        return summary_fields(tree)
+    except (ValueError, TypeError, AttributeError):
+        return dict(STORAGE_DEFAULTS)
+
+
 class ResultWriter:
     """Buffers one run's records in memory and writes the HDF5 file atomically.
 
@@ -562,6 +601,9 @@ class ResultWriter:
             # a checkpoint step with a failed part or commit; every one failed: nothing protected the run
             "checkpoints_failed": len(failed),
             "unprotected": bool(failed) and len(ck) == 0,
+            **DISTURBANCE_DEFAULTS,
+            **REPAIR_DEFAULTS,
+            **_storage_fields(self._attrs["config"]),
         }
         out: dict[str, Any] = {}
         defaulted = []

@@ -92,3 +92,65 @@ def test_a_trace_becomes_the_same_explicit_kills_for_every_strategy(tmp_path):
     bad.write_text('[{"node_id": 1}]')
     with pytest.raises(MpiecError, match="bad.json.*missing field"):
         Bench(bench_args("--trace", str(bad)))
+
+
+# -- repeated benches (--repeat N) -------------------------------------------------------------------
+
+from mpiec.bench import core_case, kill_shift, rotation, run_plan, shifted_kills  # noqa: E402
+
+
+def test_repeats_are_interleaved_round_robin_with_none_first_and_last():
+    variants = ["none", "ckpt", "ecrm"]
+    plan = run_plan(variants, variants, repeat=5)
+    assert len(plan) == 30
+    for v in variants:
+        for failure in (False, True):
+            assert [r.repeat for r in plan if r.variant == v and r.failure == failure] == list(range(5))
+    rounds = [[r.variant for r in plan if r.repeat == i and not r.failure] for i in range(5)]
+    assert rounds[0] == ["none", "ckpt", "ecrm"] and rounds[-1][-1] == "none"
+    assert rounds[1] == ["ckpt", "ecrm", "none"] and rounds[2] == ["ecrm", "none", "ckpt"]
+    assert len({tuple(r) for r in rounds[:3]}) == 3  # rotated each round
+    assert plan[0] == ("none", False, 0) and plan[-1].variant == "none"
+    # a variant's failure-free run comes right before its failure run (its interval sizes the shift)
+    for a, b in zip(plan[::2], plan[1::2], strict=True):
+        assert a.variant == b.variant and not a.failure and b.failure and a.repeat == b.repeat
+
+
+def test_rotation_and_a_baseline_that_is_no_contender():
+    assert [rotation(i, 4, 3) for i in range(4)] == [0, 1, 2, 1]
+    assert rotation(0, 1, 3) == 0 and rotation(3, 5, 1) == 0
+    plan = run_plan(["none", "ckpt"], ["ckpt"], repeat=2)
+    assert [(r.variant, r.failure) for r in plan] == [("none", False), ("ckpt", False), ("ckpt", True),
+                                                      ("ckpt", False), ("ckpt", True), ("none", False)]
+    assert [r.failure for r in run_plan(["none"], ["none"], 2, with_failures=False)] == [False, False]
+
+
+def test_kills_fall_at_evenly_spread_phases_of_the_interval():
+    assert [kill_shift(i, 5, 10) for i in range(5)] == [0, 2, 4, 6, 8]
+    assert [kill_shift(i, 4, 6) for i in range(4)] == [0, 2, 3, 4]  # round(1.5) == 2, round(4.5) == 4
+    assert kill_shift(3, 5, None) == 0 and kill_shift(3, 5, 0) == 0 and kill_shift(0, 1, 10) == 0
+    kills = ["server:1@step=20", "server:0@time=1.000", "server:0@end"]
+    assert shifted_kills(kills, 4, 0.05, 40) == ["server:1@step=24", "server:0@time=1.200", "server:0@end"]
+    assert shifted_kills(["server:1@step=38"], 4, 0.0, 40) == ["server:1@step=39"]  # before the last step
+    assert shifted_kills(kills, 0, 0.05, 40) == kills
+
+
+def test_the_bench_says_which_core_case_it_is_in():
+    bound, line = core_case(7, 2)
+    assert not bound and "share cores" in line and "CPU cost" in line
+    bound, line = core_case(7, 16)
+    assert bound and "--bind-to core" in line and "throughput overhead" in line
+
+
+def test_repeated_runs_get_their_round_in_the_name_and_shifted_kills():
+    bench = Bench(bench_args("--strategies", "ckpt", "--repeat", "5", "--kill", "server:1@step=20"))
+    bench.kills, bench.spares = ["server:1@step=20"], 1
+    bench.intervals = {"ckpt": 10, "none": 0}
+    assert bench.shift_for("ckpt", 3) == (6, ["server:1@step=26"])
+    assert bench.shift_for("none", 3) == (0, ["server:1@step=20"])
+    cfg = bench.fair(bench.base["ckpt"], True, 3, bench.shift_for("ckpt", 3)[1])
+    assert cfg.output.name.endswith("-r3") and cfg.failures.kill == ["server:1@step=26"]
+    # the interval rules see the unshifted scenario: every repeat has the same interval
+    assert cfg.failures.mtbf_steps == bench.fair(bench.base["ckpt"], True, 0).failures.mtbf_steps
+    with pytest.raises(MpiecError, match="--repeat"):
+        Bench(bench_args("--repeat", "0"))

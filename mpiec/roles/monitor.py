@@ -31,6 +31,7 @@ from mpiec.roles.accounting import (
     param_checksum,
     recovery_breakdown,
     reexecuted_steps,
+    stall_losses,
     summary_efficiency,
     unique_steps,
 )
@@ -71,6 +72,12 @@ def detector_settings(cfg: Any, ulfm: bool) -> dict[str, Any]:
         return {"mechanism": "ULFM MPI_ERR_PROC_FAILED"}
     return {"mechanism": "ULFM MPI_ERR_PROC_FAILED + heartbeat (mpi_ft_detector)",
             "heartbeat_period_s": f.heartbeat_period_s, "heartbeat_timeout_s": f.heartbeat_timeout_s}
+
+
+def _mean_finite(values: list[float]) -> float:
+    """The mean of the finite values (nan when none)."""
+    vals = [v for v in values if isinstance(v, int | float) and math.isfinite(v)]
+    return float(np.mean(vals)) if vals else math.nan
 
 
 def say(text: str) -> None:
@@ -128,6 +135,7 @@ class Monitor:
 
     def run(self) -> None:
         ctx, cfg = self.ctx, self.ctx.cfg
+        self.start_disturbance()
         status = MPI.Status()
         while True:
             msg = recv(ctx.comms.world, MPI.ANY_SOURCE, MPI.ANY_TAG, "monitor receive", status=status)
@@ -159,6 +167,21 @@ class Monitor:
             elif tag == TAG_DONE:
                 self.notify_spares(("stop", None))
                 return
+
+    def start_disturbance(self) -> None:
+        """Sample the host's CPU at the start of training (once: ``run`` is re-entered after a recovery)."""
+        if getattr(self, "disturbance", None) is None:
+            from mpiec.roles.disturbance import DisturbanceProbe
+
+            self.disturbance = DisturbanceProbe([pid for _, pid in self.ctx.procs])
+            self.disturbance.start()
+
+    def disturbance_summary(self, tl: np.ndarray) -> dict[str, Any]:
+        """The summary's disturbance keys (``mpiec.roles.disturbance``); nan before training started."""
+        from mpiec.roles.disturbance import DisturbanceProbe
+
+        probe = getattr(self, "disturbance", None) or DisturbanceProbe([])
+        return probe.summary(tl["dt"] if len(tl) else None)
 
     def notify_spares(self, msg: Any) -> None:
         for r, slot in enumerate(self.ctx.slots):
@@ -229,8 +252,14 @@ class Monitor:
         steps_done = unique_steps(tl)
         if lost and ctx.current_step > steps_done:  # every trainer may be gone: the agreed step counts
             steps_done = ctx.current_step
+        # the failure-free extras of a step (not failure costs): its evaluation, its checkpoint's stall
+        eval_steps = {int(e[0]) for e in self.evals}
+        step_extra = {int(row[0]): float(row[6]) for row in checkpoint_rows
+                      if len(row) > 6 and isinstance(row[6], int | float) and math.isfinite(row[6])}
         breakdown = recovery_breakdown([r.get("recoveries", []) for r in reports],
-                                       [e[1] for e in kills], tl)
+                                       [e[1] for e in kills], tl, events=events, eval_steps=eval_steps,
+                                       step_extra=step_extra)
+        stalls = stall_losses(tl, events, eval_steps, step_extra, [e[1] for e in kills])
         summary: dict[str, Any] = {
             "throughput_sps": throughput(tl),
             "teacher_auc": self.teacher_auc,
@@ -243,11 +272,18 @@ class Monitor:
             "kills_fired": len(kills),
             "recoveries": len(breakdown),
             "reexecuted_steps": reexecuted_steps(tl),
-            "time_lost_s": float(sum(b["time_lost_s"] for b in breakdown)),
+            "time_lost_s": float(sum(b["time_lost_s"] for b in breakdown) +
+                                 sum(x["time_lost_s"] for x in stalls)),
+            "unprotected_s": float(sum(b["unprotected_s"] for b in breakdown)),
+            "repair_throughput_ratio": _mean_finite([b["repair_throughput_ratio"] for b in breakdown]),
+            "stall_time_lost_s": float(sum(x["time_lost_s"] for x in stalls)),
             "recovery_latency_s": float(np.mean([b["recovery_s"] for b in breakdown])) if breakdown
             else math.nan,
             "recovery_breakdown": json.dumps(breakdown),
         }
+        if stalls:  # the MPIEC_STALL test hook fired: what each stall cost (mpiec.stall)
+            summary["stalls"] = json.dumps(stalls)
+            summary["injected_stall_s"] = float(sum(x["stall_s"] for x in stalls))
         diverged = [t["role"]["diverged_at"] for t in trainers if t["role"].get("diverged_at") is not None]
         summary["diverged"] = bool(diverged)
         if diverged:
@@ -266,6 +302,7 @@ class Monitor:
         summary.setdefault("checkpoint_bytes", int(sum(int(row[2]) for row in checkpoint_rows)))
         summary.update(summary_efficiency(summary, tl, lost))
         summary.update(cpu_per_step(reports))
+        summary.update(self.disturbance_summary(tl))
         path = w.close(summary)
         self.print_summary(summary, path, breakdown)
         return path
@@ -315,6 +352,14 @@ class Monitor:
                 f"{b['detection_s']:.3f}, shrink+agree {b['shrink_agree_s']:.3f}, plan {b['plan_s']:.3f}, "
                 f"replacement {b['replace_s']:.3f}, restore {b['restore_s']:.3f}); back to normal speed "
                 f"{b['back_to_normal_s']:.3f} s later")
+            ratio = b["repair_throughput_ratio"]
+            during = f", throughput during the repair {ratio:.0%} of the pre-failure rate" \
+                if math.isfinite(ratio) else ""
+            say(f"recovery {b['epoch']}: time lost {b['time_lost_s']:.3f} s, unprotected "
+                f"{b['unprotected_s']:.3f} s{during}")
+        for x in json.loads(s.get("stalls", "[]")):
+            say(f"stall at step {x['step']}: {x['stall_s']:.3f} s injected, {x['time_lost_s']:.3f} s of "
+                f"time lost measured (steps {x['window_steps']})")
         if self.ctx.cfg.failures.kill and not s["kills_fired"]:
             say("note: no planned kill fired before the run ended (see failures.kill)")
         for line in self.writer.warnings:  # failed checkpoints, attributes stored as text

@@ -37,6 +37,7 @@ from mpiec.kernels.embedding import (
 from mpiec.roles.context import RankContext, server_rows
 from mpiec.roles.exchange import STATUS_OK, Diverged, exchange_headers, ialltoallv
 from mpiec.roles.trainer import eval_due, eval_rounds
+from mpiec.stall import StallHook
 from mpiec.strategies.base import ServerShard
 
 _EMPTY_I64 = np.empty(0, dtype=np.int64)
@@ -101,6 +102,7 @@ class Server:
         self.needs_old = type(ctx.strategy).needs_old or type(ctx.strategy).recovers
         self._undo: tuple[int, np.ndarray, np.ndarray] | None = None  # (step, slots, rows before)
         self.eval_pending = False  # redo the evaluation after the restored step (set on recovery)
+        self.stall = StallHook(ctx)  # test hook (MPIEC_STALL): sleep at a known step
 
     # -- state ----------------------------------------------------------------
     def reset(self) -> None:
@@ -212,6 +214,7 @@ class Server:
             status = self.ctx.kill_status(step)
             if ctx.ulfm:
                 check_world(ctx.comms.world)
+            self.stall.at(step)
             strategy.before_step(step)
             try:
                 slots, grads, headers = self.serve(step, status, f"step {step}", with_grads=True,

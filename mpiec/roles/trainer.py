@@ -41,6 +41,7 @@ from mpiec.roles.exchange import (
     exchange_headers,
     ialltoallv,
 )
+from mpiec.stall import StallHook
 
 _EMPTY_I64 = np.empty(0, dtype=np.int64)
 _EMPTY_F32 = np.empty(0, dtype=np.float32)
@@ -100,6 +101,7 @@ class Trainer:
         self.diverged_at: int | None = None  # first step whose global loss was not finite
         self.eval_pending = False  # redo the evaluation after the restored step (set on recovery)
         self.word_rank = 0  # data rank whose header word decides (trainer 0)
+        self.stall = StallHook(ctx)  # test hook (MPIEC_STALL): sleep at a known step
         # Every step's record reaches the monitor at once when a failure can be recovered: if every
         # trainer dies, records they kept unsent are gone (a timeline with a hole, re-executed
         # steps not counted). Spares also learn the step from these reports. One small eager send.
@@ -188,6 +190,7 @@ class Trainer:
             status = STATUS_DIVERGED  # every trainer saw the same global loss: all stop here
         if ctx.ulfm:
             check_world(ctx.comms.world)
+        self.stall.at(step)
         ctx.strategy.before_step(step)
         batch = self.batch(step)
         routed = self.route(batch.ids)

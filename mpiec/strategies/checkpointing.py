@@ -1,5 +1,5 @@
 """Shared pieces of the checkpointing strategies (``ckpt``, ``cpr``): where checkpoints go, the
-expected MTBF, Young's interval and CPR's portion-of-lost-samples model.
+storage model they go through, Young's interval and CPR's portion-of-lost-samples model.
 
 Invariants: pure functions of the config (no MPI, no I/O besides paths), so the
 launcher, every rank and the unit tests compute the same numbers.
@@ -11,11 +11,19 @@ import math
 from pathlib import Path
 from typing import Any
 
+from mpiec.storage import StorageModel, resolve
+
 
 def checkpoint_root(cfg: Any, out_path: Path) -> Path:
     """``strategy.dir``, else ``<result dir>/<result name>.ckpt``."""
     d = cfg.strategy.params.get("dir") or ""
     return Path(d) if d else out_path.parent / f"{out_path.stem}.ckpt"
+
+
+def storage_of(cfg: Any) -> StorageModel:
+    """The storage model of the run's ``[storage]`` section, for every checkpoint store of the job
+    (``strategy.bandwidth_mb_s``, the older per-rank write cap, is the store's own argument)."""
+    return resolve(cfg.storage)
 
 
 def expected_mtbf_s(cfg: Any) -> tuple[float | None, float | None]:

@@ -53,7 +53,7 @@ from mpiec.checkpoint import BackgroundWriter, CheckpointError, CheckpointStore,
 from mpiec.errors import ConfigError
 from mpiec.layout import SERVER, TRAINER, Slot
 from mpiec.strategies.base import Failure, RecoveryPlan, Scope, Strategy
-from mpiec.strategies.checkpointing import checkpoint_root, expected_mtbf_s, young_interval
+from mpiec.strategies.checkpointing import checkpoint_root, expected_mtbf_s, storage_of, young_interval
 
 DEFAULTS: dict[str, Any] = {"interval": "auto", "interval_s": 0.0, "first": 10, "mode": "sync", "dir": "",
                             "keep": 2, "bandwidth_mb_s": 0.0, "on_trainer_failure": "peer"}
@@ -141,7 +141,7 @@ class FullCheckpoint(Strategy):
         super().bind(ctx, role)
         if self.store is None:
             root = Path(ctx.resume_from) if ctx.resume_from else checkpoint_root(self.cfg, ctx.out_path)
-            self.store = CheckpointStore(root, float(self.p["bandwidth_mb_s"]))
+            self.store = CheckpointStore(root, float(self.p["bandwidth_mb_s"]), storage=storage_of(self.cfg))
             if ctx.rank == 0:  # the monitor, once at start-up
                 if not ctx.resume_from:
                     check_unused(root)  # as the launcher did: this covers ranks started by srun/jobscripts

@@ -158,7 +158,8 @@ class PartialRecovery(FullCheckpoint):
                 self.partial_store.root.mkdir(parents=True, exist_ok=True)
 
     def partial_store_of(self, server: int) -> CheckpointStore:
-        return CheckpointStore(Path(self.store.root) / "partial" / f"server-{server}")
+        return CheckpointStore(Path(self.store.root) / "partial" / f"server-{server}",
+                               storage=self.store.storage, ledger=self.store.ledger_path)
 
     # -- step hooks ------------------------------------------------------------------------
     def header_word(self, step: int) -> int:

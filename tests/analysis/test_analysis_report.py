@@ -16,7 +16,9 @@ def test_report_prints_tables(runs_dir, capsys):
     assert report.main([str(runs_dir)]) == 0
     out = capsys.readouterr().out
     assert "samples/s" in out and "phase breakdown" in out
-    assert "ecrm" in out and "events:" in out
+    assert "ecrm" in out and "events:" not in out  # the events only with --events
+    assert report.main([str(runs_dir), "--events"]) == 0
+    assert "events:" in capsys.readouterr().out
 
 
 def test_report_csv(runs_dir, tmp_path, capsys):

@@ -41,3 +41,25 @@ def test_bench_replays_a_fault_trace_with_real_kills(tmp_path):
     assert fail.summary["kills_fired"] == len(kills) and not fail.summary["lost"]
     twin = read_result(tmp_path / "tiny-ckpt-ff-s1.h5")
     assert fail.summary["param_checksum"] == twin.summary["param_checksum"]
+
+
+def test_a_repeated_bench_interleaves_the_repeats_and_reports_medians(tmp_path):
+    run = mpiec(["bench", "--preset", "tiny", "--repeat", "2", "--strategies", "ckpt", "--quiet",
+                 "--kill", "server:1@step=20", "--no-report"], out=tmp_path, timeout=360)
+    assert run.code == 0, run.stdout + run.stderr
+    names = sorted(p.stem for p in tmp_path.glob("*.h5"))
+    assert names == sorted(f"tiny-{v}-{k}-s1-r{i}" for v, k in (("none", "ff"), ("ckpt", "ff"),
+                                                               ("ckpt", "custom")) for i in (0, 1))
+    order = [line for line in run.stdout.splitlines() if line.startswith("[mpiec bench] run ")]
+    assert "warm-up run" in run.stdout and len(order) == 6
+    assert "none failure-free, repeat 1/2" in order[0] and "none failure-free, repeat 2/2" in order[-1]
+    import json
+
+    manifest = json.loads((tmp_path / "bench.json").read_text())
+    assert [r["repeat"] for r in manifest["runs"]] == [0, 0, 0, 1, 1, 1]
+    shifted = [r for r in manifest["runs"] if r["failure"] and r["repeat"] == 1]
+    interval = manifest["intervals"]["ckpt"]
+    assert shifted[0]["kill_shift_steps"] == round(interval / 2)
+    assert "medians [95 % interval]" in run.stdout and "comparison " in run.stdout
+    summary = read_result(tmp_path / "tiny-ckpt-ff-s1-r0.h5").summary
+    assert 0 <= summary["other_cpu_share"] <= 1 and summary["host_cores"] >= 1
