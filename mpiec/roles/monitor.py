@@ -114,7 +114,8 @@ class Monitor:
             "variant": cfg.variant,
         }
         self.writer = ResultWriter(ctx.out_path, attrs)
-        self.next_print = 0
+        self.next_print = ctx.cfg.training.log_every  # progress at multiples of log_every
+        self.unprinted = 0  # progress messages since the last line
         # spares die of step kills when they hear of the step: theirs, or their node's
         self.relay_steps = any(k.role in ("spare", "node") and k.step is not None for k in ctx.kills)
         self.timeline: list[np.ndarray] = []
@@ -149,14 +150,18 @@ class Monitor:
                 ctx.current_step = max(ctx.current_step, int(last["step"]) + 1)
                 if self.relay_steps:
                     self.notify_spares(("step", int(last["step"]) + 1))
+                self.unprinted += 1
                 if int(last["step"]) + 1 < self.next_print and len(msg) < cfg.training.log_every:
                     continue
-                self.next_print = int(last["step"]) + 1 + cfg.training.log_every
-                rate = float(msg["samples"].sum() / max(msg["dt"].sum(), 1e-12))
+                every = cfg.training.log_every  # records may come one step at a time
+                self.next_print = (int(last["step"]) + 1) // every * every + every
+                recent = np.concatenate(self.timeline[-self.unprinted:])  # the steps since the last line
+                self.unprinted = 0
+                rate = float(recent["samples"].sum() / max(recent["dt"].sum(), 1e-12))
                 done, t = int(last["step"]) + 1, float(last["t_end"])
                 eta = t / done * (cfg.training.steps - done)  # evaluations included, roughly
                 say(f"step {done:>7}/{cfg.training.steps}  {rate:>10,.0f} samples/s  "
-                    f"loss {float(msg['loss'].mean()):.4f}  t={t:.1f}s  eta {eta:.0f}s")
+                    f"loss {float(recent['loss'].mean()):.4f}  t={t:.1f}s  eta {eta:.0f}s")
             elif tag == TAG_EVAL:
                 self.evals = [e for e in self.evals if e[0] != msg[0]] + [msg]
                 say(f"eval after step {msg[0] + 1}: AUC {msg[2]:.4f} (teacher {self.teacher_auc:.4f})  "

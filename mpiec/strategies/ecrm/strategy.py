@@ -57,6 +57,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from mpiec.comm import PeerFailure
 from mpiec.errors import ConfigError
 from mpiec.layout import PARITY, SERVER, SPARE, TRAINER, holder_nodes, servers_rank, stripe_placement
 from mpiec.strategies.base import Failure, RecoveryPlan, Scope, Strategy
@@ -456,7 +457,17 @@ class ErasureCoded(Strategy):
                 self.commits += 1
                 self.pipeline.post(step)
         if self._drain_now(step):
-            self.pipeline.drain()
+            try:
+                self.pipeline.drain()
+            except PeerFailure:
+                if role == SERVER:
+                    # This step's deltas may have reached only some holders: a server does not count
+                    # it done, so the survivors agree on the step before and undo this one
+                    # (``recovery.reconcile``); counted done, a lost member's parity would lag the
+                    # agreed step and the rebuild replay it, needing every trainer's gradients
+                    # (a trainer dying in the same recovery took its own: the run was lost).
+                    self.ctx.completed = step - 1
+                raise
         if step + 1 == self.cfg.training.steps and self.rebuilder is not None:
             self.rebuilder.finish()  # the final state must be complete
             self.rebuild_done(step)
