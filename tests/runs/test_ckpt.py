@@ -218,7 +218,8 @@ def test_kill_during_an_evaluation_redoes_it(tmp_path):
     is redone after the recovery and the run ends as without failure."""
     base = ["run", "--preset", "tiny", "--set", "data.eval_samples=400000"]
     ref = mpiec(base, out=tmp_path / "ref").result()
-    run = mpiec([*base, "--strategy", "ckpt", "--set", "layout.spares=1", "--kill", "trainer:0@step=19+100ms"],
+    run = mpiec([*base, "--strategy", "ckpt", "--set", "layout.spares=1",
+                 "--kill", "trainer:0@step=19+100ms"],
                 out=tmp_path / "k")
     assert run.code == 0, run.stdout + run.stderr
     res = run.result()
