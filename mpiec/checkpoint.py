@@ -330,6 +330,7 @@ class CheckpointStore:
         self.ledger_path = Path(ledger) if ledger is not None else self.root / LEDGER
         self._ledger = (Ledger(self.ledger_path, self.model.aggregate_mb_s * 1e6)
                         if self.model.aggregate_mb_s > 0 else None)
+        self.read_s = 0.0  # wall seconds spent in read_part (the storage's share of a restore)
 
     @property
     def emulated_bandwidth(self) -> bool:
@@ -571,6 +572,13 @@ class CheckpointStore:
         except KeyError:
             have = ", ".join(sorted(man["parts"])) or "none"
             raise CheckpointError(f"{d / MANIFEST}: no part {part!r} (parts: {have})") from None
+        t0 = time.perf_counter()
+        try:
+            return self._read_part(d, entry, verify, mmap)
+        finally:
+            self.read_s += time.perf_counter() - t0
+
+    def _read_part(self, d: Path, entry: dict[str, Any], verify: bool, mmap: bool) -> dict[str, np.ndarray]:
         self._latency()
         pacer = _Pacer(self.model.read_mb_s * 1e6)
         out = {}

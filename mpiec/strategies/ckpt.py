@@ -67,7 +67,7 @@ class FullCheckpoint(Strategy):
     summary_rules: ClassVar[dict[str, str]] = {
         "checkpoints": "sum", "checkpoint_bytes": "sum", "checkpoint_interval": "first",
         "checkpoint_critical_s": "max", "checkpoint_write_s": "max", "checkpoint_max_part_s": "max",
-        "restores": "max", "restore_s": "max", "checkpoint_mode": "first",
+        "restores": "max", "restore_s": "max", "restore_read_s": "max", "checkpoint_mode": "first",
         "emulated_bandwidth": "first", "checkpoint_dir": "first", "checkpoint_parts_sent": "sum",
         "checkpoint_interval_steps": "first", "checkpoint_interval_rule": "first",
         "checkpoint_interval_s": "first",
@@ -122,7 +122,7 @@ class FullCheckpoint(Strategy):
         self.t_save = 0.0  # trainer 0: slowest part's write time, from the servers' header words
         self.step_times: deque[float] = deque(maxlen=50)  # trainer 0: recent step times (auto interval)
         self.mtbf = expected_mtbf_s(cfg)  # (seconds, steps): parsed once, not on every step
-        self.critical_s = self.write_s = self.max_part_s = self.restore_s = 0.0
+        self.critical_s = self.write_s = self.max_part_s = self.restore_s = self.restore_read_s = 0.0
         self.restores = self.parts_sent = 0
         self.submitted: list[tuple[int, int]] = []  # (step, epoch) of background writes, in order
         self.stalls: dict[tuple[int, int], float] = {}  # (step, epoch) -> stall of a background write
@@ -357,7 +357,7 @@ class FullCheckpoint(Strategy):
         return RecoveryPlan(Scope.ROLLBACK, candidates=candidates, reason="full rollback")
 
     def restore(self, plan: RecoveryPlan, step: int, replaced: bool) -> bool:
-        t0 = time.perf_counter()
+        t0, read0 = time.perf_counter(), self.store.read_s
         try:
             if step < 0:
                 self.role.reset()
@@ -370,6 +370,7 @@ class FullCheckpoint(Strategy):
             return False
         self.restores += 1
         self.restore_s += time.perf_counter() - t0
+        self.restore_read_s += self.store.read_s - read0  # the storage's share: reads, not the state load
         return True
 
     def load_shard(self, step: int) -> None:
@@ -411,7 +412,8 @@ class FullCheckpoint(Strategy):
             self.background(-1)
         out: dict[str, Any] = {"checkpoint_critical_s": self.critical_s, "checkpoint_write_s": self.write_s,
                                "checkpoint_max_part_s": self.max_part_s, "restores": self.restores,
-                               "restore_s": self.restore_s, "checkpoint_parts_sent": self.parts_sent}
+                               "restore_s": self.restore_s, "restore_read_s": self.restore_read_s,
+                               "checkpoint_parts_sent": self.parts_sent}
         if self.ctx is not None and self.ctx.slot == Slot(TRAINER, 0):
             out.update(self.interval_figures())
         if self.ctx is not None and self.ctx.rank == 0:

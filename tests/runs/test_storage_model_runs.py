@@ -45,15 +45,16 @@ def test_checkpoints_share_the_aggregate_budget_and_restores_read_cold(tmp_path)
     parts = json.loads((root / steps[0] / "MANIFEST.json").read_text())["parts"]
     largest = max(p["bytes"] for name, p in parts.items() if name.startswith("server-"))
     assert s["restores"] == 1
-    ratio = s["restore_s"] / (largest / 100e6)
-    assert ratio >= 0.95, (s["restore_s"], largest)  # the model never reads faster than 100 MB/s
+    # restore_read_s: the reads (the storage's share); restore_s adds loading the state into the
+    # shard, real CPU and memory work that no storage model absorbs (on 2 cores with 7 ranks,
+    # about 15-20 % more: 0.36 s for 0.30 s of reads on an idle machine)
+    ratio = s["restore_read_s"] / (largest / 100e6)
+    assert s["restore_s"] >= s["restore_read_s"]
+    assert ratio >= 0.95, (s["restore_read_s"], largest)  # the model never reads faster than 100 MB/s
     if ratio > 1.10 and _overloaded():
-        # The sleep absorbs the real read, checksum and copy only while they fit in it: on a host
-        # running several times more processes than cores they do not (measured: the replacement
-        # rank, reading alone, 0.305 s for 0.304 s; surviving servers under load 20 on 2 cores, 1.2-2x).
-        pytest.xfail(f"restore {s['restore_s']:.3f} s for {largest / 100e6:.3f} s at 100 MB/s: host "
-                     f"overloaded (load {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores)")
-    assert ratio == pytest.approx(1.0, abs=0.10), (s["restore_s"], largest)
+        pytest.xfail(f"restore read {s['restore_read_s']:.3f} s for {largest / 100e6:.3f} s at 100 MB/s: "
+                     f"host overloaded (load {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores)")
+    assert ratio == pytest.approx(1.0, abs=0.10), (s["restore_read_s"], largest)
 
 
 def _overloaded() -> bool:
