@@ -140,11 +140,14 @@ def twin_for(run: RunResult, results: list[RunResult]) -> RunResult | None:
     if not failure_run(run):
         return None
     key = _config_key(run, _NOT_IN_TWIN_KEY, drop_seed=False)
-    for t in results:
-        if (t is not run and variant(t) == variant(run) and _clean(t)
-                and _config_key(t, _NOT_IN_TWIN_KEY, drop_seed=False) == key):
-            return t
-    return None
+    twins = [t for t in results if t is not run and variant(t) == variant(run) and _clean(t)
+             and _config_key(t, _NOT_IN_TWIN_KEY, drop_seed=False) == key]
+    from .read import repeat_of  # here: read imports this module
+
+    # a repeated bench's twin is the failure-free run of the same round: run next to it, on the
+    # machine as it was then (a twin from another round would compare two states of the host)
+    same_round = [t for t in twins if repeat_of(t) == repeat_of(run)]
+    return (same_round or twins or [None])[0]
 
 
 def overhead_pct(run: RunResult, base: RunResult | None) -> float | None:

@@ -539,11 +539,15 @@ def repeated_failure_table(groups: dict[tuple[str, bool], Group], scenario: str 
               if any(finite(r.summary.get(k)) for (_, f), g in groups.items() if f for _, r in g)}
     header = ["strategy", "n", "kills", "lossless", "lost samples", "ΔAUC", "time lost s (mean ± sd)",
               "re-exec steps", "recovery s", "ETTR", "goodput/s", *(h for h, _ in extras.values())]
+    twin_column = any(finite(m.repair_throughput_vs_twin) for (_, f), g in groups.items() if f for m, _ in g)
+    if twin_column:
+        header.append("thr. during repair vs twin")
     rows = []
     for (_, failure), g in groups.items():
         if not failure:
             continue
         ms = [m for m, _ in g]
+        vs_twin = [float(m.repair_throughput_vs_twin) for m in ms if finite(m.repair_throughput_vs_twin)]
         checked = [m.lossless for m in ms if m.lossless is not None and not m.lost]
         lost = sum(m.lost for m in ms)
         lossless = f"{sum(checked)}/{len(ms)}" + (f" ({lost} lost)" if lost else "") if ms else DASH
@@ -558,11 +562,18 @@ def repeated_failure_table(groups: dict[tuple[str, bool], Group], scenario: str 
             fmt_estimate(median_ci([m.ettr for m in ms]), ".3f"),
             fmt_estimate(median_ci([m.goodput_sps for m in ms]), ".0f"),
             *(fmt_estimate(median_ci(_summary(g, key)), spec) for key, (_, spec) in extras.items()),
+            *([fmt_estimate(median_ci(vs_twin), ".2f")] if twin_column else []),
         ])
     notes = ["medians [95 % interval] over the repeats; lossless: runs whose model equals the failure-free "
              "twin's / runs; time lost and re-executed steps: mean ± sd over the repeats that recovered (the "
              "kills fall at evenly spread phases of each strategy's checkpoint interval, so the mean is the "
              "expected re-execution)"]
+    if extras or twin_column:
+        notes.append("unprotected s: kill → end of the repair (a rebuild's end, else the resume); "
+                     "thr. during repair: samples/s of the steps trained while a repair ran (ecrm's "
+                     "background rebuild), over the run's own pace before the kill, and over its "
+                     "failure-free twin's (same round) on the same steps; — where training paused "
+                     "for the whole repair")
     title = "under failures" + (f": {scenario}" if scenario else "") + " (medians [95 % interval])"
     return Table(title, header, rows, right=set(range(1, len(header))) - {3}, notes=notes,
                  verdicts=_grouped_verdicts(groups))

@@ -129,3 +129,12 @@ def test_as_row_is_flat(bench_dir):
     assert row["run"] == "ckpt-kill" and "recovery" not in row
     assert row["recovery_detection_s"] == pytest.approx(0.1)
     assert all(not isinstance(v, dict | list) for v in row.values())
+
+
+def test_a_repeats_twin_is_the_failure_free_run_of_its_round(tmp_path, make_run):
+    """Repeated benches: the run next to it in time, not the first failure-free run found."""
+    for i in range(3):
+        make_run(tmp_path / f"tiny-ckpt-ff-s1-r{i}.h5", "ckpt", kill_plan=[])
+    make_run(tmp_path / "tiny-ckpt-server-s1-r2.h5", "ckpt", kill_at=20, kill_plan=["server:1@step=20"])
+    m = by_run(load_results(tmp_path))
+    assert m["tiny-ckpt-server-s1-r2"].twin_run == "tiny-ckpt-ff-s1-r2"
