@@ -3,12 +3,10 @@ mpiec bench printing the scale it chose and the node -> slot map (no MPI, millis
 
 from __future__ import annotations
 
-import argparse
-
 import pytest
+from test_bench_plan import bench_args  # the bench's own argument parser, as the CLI builds it
 
-from mpiec.bench import Bench, add_bench_args
-from mpiec.cli import add_config_args
+from mpiec.bench import Bench
 from mpiec.errors import MpiecError
 from mpiec.traces import DAY_S, TraceFailure, trace_kill_plans, trace_kills, trace_node_map, trace_window
 
@@ -70,16 +68,6 @@ def test_kills_carry_their_trace_failure_and_describe_it_on_one_line():
     (k, last) = trace_kills(failures, ["server:0", "server:1"], scale=DAY_S, seed=0, min_gap_s=0)
     assert k.failure.node == "x" and k.describe() == f"{k.plan} <- trace node x (day 0.00)"
     assert "\n" not in last.describe() and "(day 2.00, GPU)" in last.describe()
-
-
-def bench_args(*argv: str) -> argparse.Namespace:
-    p = argparse.ArgumentParser()
-    add_config_args(p, strategy=False)
-    add_bench_args(p)
-    p.add_argument("--out")
-    p.add_argument("--timeout")
-    p.add_argument("--quiet", action="store_true")
-    return p.parse_args(["--preset", "tiny", *argv])
 
 
 def write_json_trace(path, failures: list[TraceFailure]) -> str:
