@@ -19,9 +19,9 @@ from mpiec.results import RunResult
 from .plots import FIGURES, matplotlib_available, plot_results
 from .tables import Table, comparison_tables, runs_table
 
-__all__ = ["render_html", "write_html"]
+__all__ = ["CSS", "render_html", "table_html", "write_html"]
 
-_CSS = """
+CSS = """
 body { font-family: -apple-system, "Segoe UI", Helvetica, Arial, sans-serif; margin: 2em auto;
        max-width: 1200px; padding: 0 1em; color: #222; }
 h1 { font-size: 1.5em; } h2 { font-size: 1.2em; margin-top: 2em; border-bottom: 1px solid #ccc; }
@@ -37,7 +37,7 @@ figcaption { font-size: 0.85em; color: #555; }
 """
 
 
-def _table_html(t: Table) -> str:
+def table_html(t: Table) -> str:
     e = html.escape
     head = "".join(f"<th>{e(h)}</th>" for h in t.header)
     body = []
@@ -76,15 +76,15 @@ def render_html(results: list[RunResult], pngs: list[Path], *, baseline: str = "
                 title: str = "mpiec comparison", no_plots_reason: str = "") -> str:
     """The page for ``results`` with the PNG figures ``pngs`` inlined, in the order given."""
     parts = [f"<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
-             f"<title>{html.escape(title)}</title><style>{_CSS}</style></head><body>\n",
+             f"<title>{html.escape(title)}</title><style>{CSS}</style></head><body>\n",
              f"<h1>{html.escape(title)}</h1>\n", _meta(results) if results else ""]
-    parts += [_table_html(t) for t in comparison_tables(results, baseline)]
+    parts += [table_html(t) for t in comparison_tables(results, baseline)]
     parts.append("<h2>figures</h2>\n")
     if pngs:
         parts += [_figure_html(p) for p in pngs]
     else:
         parts.append(f"<p>No figures: {html.escape(no_plots_reason or 'none was drawn')}.</p>\n")
-    parts.append(_table_html(runs_table(results, baseline)))
+    parts.append(table_html(runs_table(results, baseline)))
     parts.append("</body></html>\n")
     return "".join(parts)
 

@@ -7,7 +7,7 @@ Owns the statistics of repeated benches (``mpiec bench --repeat N``):
   interval (``lo``/``hi`` nan).
 * **overhead** of a group against the baseline's = ``100 · (1 − median(x) / median(base))``, its
   interval from resampling both groups independently (unpaired: the runs are not matched);
-  **difference** = ``median(x) − median(base)``, likewise.
+  **difference** = ``median(x) − median(base)``, likewise; **ratio** = ``median(x) / median(base)``.
 * **significant**: the interval excludes 0. A difference that is not significant prints as
   ``n.s.`` with its interval, never as a number with a sign (``fmt_diff``).
 
@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 
 __all__ = ["BOOTSTRAP", "CONFIDENCE", "Estimate", "diff_ci", "fmt_diff", "fmt_estimate", "mean_sd",
-           "median_ci", "overhead_ci"]
+           "median_ci", "overhead_ci", "ratio_ci"]
 
 CONFIDENCE = 0.95
 BOOTSTRAP = 2000
@@ -116,6 +116,12 @@ def diff_ci(values: Iterable[Any], base: Iterable[Any], confidence: float = CONF
             n_boot: int = BOOTSTRAP, seed: int = SEED) -> Estimate:
     """``median(values) − median(base)`` with its interval."""
     return _two_groups(values, base, lambda v, b: v - b, confidence, n_boot, seed)
+
+
+def ratio_ci(values: Iterable[Any], base: Iterable[Any], confidence: float = CONFIDENCE,
+             n_boot: int = BOOTSTRAP, seed: int = SEED) -> Estimate:
+    """``median(values) / median(base)`` with its interval (e.g. how many times faster)."""
+    return _two_groups(values, base, lambda v, b: v / b, confidence, n_boot, seed)
 
 
 def mean_sd(values: Iterable[Any]) -> tuple[float, float, int]:

@@ -1,4 +1,4 @@
-"""The ``mpiec`` command: run, bench, config, report, kernels.
+"""The ``mpiec`` command: run, bench, config, report, kernels, simulate, reproduce.
 
 Owns argument parsing and exit codes. Invariants: a user error (bad config,
 kill plan, data file, result file) prints one line ``mpiec: error: ...`` and
@@ -231,6 +231,9 @@ def build_parser() -> argparse.ArgumentParser:
     simulate = sub.add_parser("simulate", help="model a job at cluster scale, calibrated by measured runs",
                               add_help=False)
     simulate.set_defaults(func=None)  # main() hands its arguments to mpiec.simulate.cli
+    reproduce = sub.add_parser("reproduce", add_help=False,
+                               help="re-measure the source papers' headline claims, with verdicts")
+    reproduce.set_defaults(func=None)  # main() hands its arguments to mpiec.reproduce.cli
     return parser
 
 
@@ -260,6 +263,10 @@ def main(argv: list[str] | None = None) -> int:
             from mpiec.kernels.bench import main as kernels_main
 
             return kernels_main(argv[1:])
+        if argv and argv[0] == "reproduce":
+            from mpiec.reproduce.cli import main as reproduce_main
+
+            return reproduce_main(argv[1:])
         if argv and argv[0] == "simulate":
             from mpiec.simulate.cli import main as simulate_main
 

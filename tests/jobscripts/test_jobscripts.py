@@ -20,7 +20,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 JOBS = ROOT / "jobscripts"
 SCRIPTS = sorted([*JOBS.glob("*.sbatch"), *JOBS.glob("*.sh")])
-ALLOWED_SUBCOMMANDS = {"config", "report"}
+ALLOWED_SUBCOMMANDS = {"config", "report", "reproduce"}
 ALLOWED_MODULES = {"mpiec.worker"}
 
 STUB_MPIEC = r"""#!/bin/bash
@@ -32,6 +32,7 @@ case $1 in
     while (($#)); do [[ $1 == --write ]] && { echo '{}' >"$2"; exit 0; }; shift; done
     echo "stub: config without --write" >&2; exit 3 ;;
   report) shift; exec "$PYTHON" -m mpiec.analysis.report "$@" ;;
+  reproduce) exit 0 ;;
   *) echo "stub mpiec: unknown subcommand $1" >&2; exit 4 ;;
 esac
 """
@@ -310,6 +311,25 @@ def test_analyze_writes_report_and_csv(stubs, tmp_path):
     assert "samples/s" in (out / "report.txt").read_text()
     assert (out / "summary.csv").read_text().startswith("run,")
     assert logged(log, "mpiec")[-1].startswith(f"mpiec report {out} --csv {out}/summary.csv")
+
+
+def test_reproduce_passes_its_inputs_to_mpiec_reproduce(stubs, tmp_path):
+    env, log = stubs
+    r = bash(JOBS / "reproduce.sbatch", env, PAPERS="cpr", SCALE="quick", OUT=str(tmp_path / "r"),
+             PAGE="docs/x.md", SLURM_RESTART_COUNT="1")
+    assert r.returncode == 0, r.stderr
+    assert logged(log, "mpiec")[-1] == f"mpiec reproduce cpr --out {tmp_path / 'r'} --quick --page docs/x.md --reuse"
+    r = bash(JOBS / "reproduce.sbatch", env)
+    assert r.returncode == 0, r.stderr
+    assert logged(log, "mpiec")[-1] == f"mpiec reproduce all --out {tmp_path}/results/reproduce-local"
+
+
+@pytest.mark.parametrize("bad", [{"PAPERS": "dlrm"}, {"SCALE": "huge"}])
+def test_reproduce_rejects_bad_inputs(stubs, bad):
+    env, log = stubs
+    r = bash(JOBS / "reproduce.sbatch", env, **bad)
+    assert r.returncode == 2 and "expected" in r.stderr
+    assert not logged(log, "mpiec")
 
 
 def test_analyze_fails_on_bad_file(stubs, tmp_path):

@@ -1,0 +1,193 @@
+"""``mpiec reproduce ecrec|cpr|cnr|all [--quick|--smoke]``: the command, its progress, its outputs.
+
+Owns the arguments, the order of the work (per paper: its experiments, each one ``mpiec bench``,
+then its findings and figures), the progress line with an ETA over the whole reproduction, the
+tables printed per paper, and the outputs in ``--out``: ``reproduce.json`` (machine-readable:
+every finding with its figure, interval and reason, every experiment with its runs and seconds),
+``reproductions.md`` and ``reproductions.html`` (``page``), ``figures/``, one directory of result
+files per experiment (``PAPER/EXPERIMENT/``).
+
+Invariants: bad arguments fail before any run starts (exit 2, one line); the page and the JSON are
+written even when runs crash (the claims they feed say why they have no figure); exit 3 when a run
+crashed or timed out, else 0 — a verdict never changes the exit code.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import math
+import shlex
+import sys
+import time
+from pathlib import Path
+
+from mpiec.errors import MpiecError
+
+from . import PAPERS, paper
+from .claims import Finding
+from .experiment import SCALES, Machine, RunSet, run_experiment
+from .page import PaperReport, claims_table, markdown, page_html, regime_table, summary_table, write_page
+
+__all__ = ["build_parser", "main"]
+
+EPILOG = """what it runs (about, on 2 idle cores):
+  --smoke   a few tiny runs per paper: checks the tables and the verdict logic, not the papers' numbers
+  --quick   fewer repetitions, smaller tables, the same ratios: under 20 minutes for all three papers
+  (full)    the default: 5 repetitions, under an hour for all three papers
+outputs in --out DIR: reproductions.md, reproductions.html, reproduce.json, figures/, and the result
+files of every experiment in DIR/PAPER/EXPERIMENT/ (each an 'mpiec bench' directory: 'mpiec report' reads it)
+examples:
+  mpiec reproduce all --quick
+  mpiec reproduce ecrec --out results/ecrec-repro
+  mpiec reproduce all --out results/repro --reuse --page docs/reproductions.md   remake the page, no new runs
+  mpiec reproduce cnr --list                                                       claims and runs, no run
+"""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="mpiec reproduce",
+        description="Re-measure the headline claims of the source papers (ECRM/ECRec, CPR, Check-N-Run) in a "
+                    "time-compressed regime that keeps each paper's ratios, and print one table per paper: "
+                    "claim | paper's figure | measured (median and 95 % interval) | verdict, the verdict "
+                    "computed from the figures by the thresholds written next to each claim.",
+        epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("paper", choices=[*PAPERS, "all"], help="which paper's claims (all: the three in turn)")
+    size = p.add_mutually_exclusive_group()
+    size.add_argument("--quick", action="store_true",
+                      help="fewer repetitions and smaller tables, the same ratios (under 20 min on 2 idle "
+                           "cores)")
+    size.add_argument("--smoke", action="store_true",
+                      help="a few tiny runs per paper (seconds): checks the tables and verdict logic only")
+    p.add_argument("--out", metavar="DIR",
+                   help="directory for the runs, the page and reproduce.json "
+                        "(default: results/reproduce-TIME)")
+    p.add_argument("--reuse", action="store_true",
+                   help="keep the experiments of --out DIR that completed (remake the page without new "
+                        "runs)")
+    p.add_argument("--page", metavar="FILE.md",
+                   help="also write the Markdown page here (figures into FILE's folder/figures/), keeping "
+                        "the page's hand-written section ('## Readings' to the end) if FILE exists")
+    p.add_argument("--list", action="store_true", help="print the claims and the runs they need, run nothing")
+    p.add_argument("--verbose", action="store_true", help="show every run's progress lines")
+    return p
+
+
+class Progress:
+    """``[mpiec reproduce] ...`` lines: the experiment, the runs done of all, elapsed and ETA."""
+
+    def __init__(self, total_runs: int) -> None:
+        self.total, self.done, self.t0 = total_runs, 0, time.monotonic()
+
+    def line(self, text: str) -> None:
+        elapsed = time.monotonic() - self.t0
+        eta = ""
+        if self.done and self.total > self.done:
+            eta = f", ETA {_clock(elapsed / self.done * (self.total - self.done))}"
+        print(f"[mpiec reproduce] {text} (runs {self.done}/{self.total}, elapsed {_clock(elapsed)}{eta})",
+              flush=True)
+
+
+def _clock(seconds: float) -> str:
+    m, s = divmod(int(round(seconds)), 60)
+    h, m = divmod(m, 60)
+    return f"{h}h{m:02d}m" if h else f"{m}m{s:02d}s" if m else f"{s}s"
+
+
+def _finding_json(f: Finding) -> dict:
+    m = f.measured
+    num = (lambda x: x if math.isfinite(x) else None)  # noqa: E731 - JSON has no nan
+    c = f.claim
+    return {"claim": c.key, "text": c.text, "paper_figure": c.paper_figure, "tag": c.tag,
+            "rule": f.claim.rule.text(f.claim.unit), "unit": f.claim.unit, "verdict": f.verdict,
+            "reason": f.reason, "median": num(m.value), "lo": num(m.lo), "hi": num(m.hi), "n": m.n,
+            "how": m.how,
+            "extra": {k: v for k, v in f.extra.items() if isinstance(v, str | int | float | bool)}}
+
+
+def _runs_json(runs: dict[str, RunSet]) -> list[dict]:
+    return [{"experiment": k, "what": rs.experiment.what, "directory": str(rs.directory),
+             "strategies": list(rs.experiment.strategies), "kills": list(rs.experiment.kills),
+             "sets": list(rs.experiment.sets), "repeat": rs.experiment.repeat,
+             "result_files": len(rs.results),
+             "seconds": round(rs.seconds, 1), "reused": rs.reused, "problems": rs.problems}
+            for k, rs in runs.items()]
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    if args.page and not args.page.endswith(".md"):
+        raise MpiecError(f"--page {args.page}: expected a Markdown file name (FILE.md)")
+    scale = SCALES["smoke" if args.smoke else "quick" if args.quick else "full"]
+    names = list(PAPERS) if args.paper == "all" else [args.paper]
+    papers = [paper(n) for n in names]
+    plans = {p.name: p.experiments(scale) for p in papers}
+    if args.list:
+        for p in papers:
+            print(f"{p.title}")
+            for c in p.claims():
+                print(f"  claim {c.key}: {c.text} — paper: {c.paper_figure} [{c.tag}]; {c.rule.text(c.unit)}")
+            for e in plans[p.name]:
+                print(f"  runs  {e.key}: {e.what} — {e.n_runs} runs ({', '.join(e.strategies)})")
+        return 0
+    out = Path(args.out or f"results/reproduce-{time.strftime('%Y%m%d-%H%M%S')}")
+    if out.exists() and not out.is_dir():
+        raise MpiecError(f"--out {out}: not a directory")
+    from mpiec.bench import Bench
+
+    for p in papers:  # every experiment's configs validated before the first run starts
+        for e in plans[p.name]:
+            Bench(e.args(out / p.name / e.key))
+    out.mkdir(parents=True, exist_ok=True)
+    machine = Machine.here()
+    command = "mpiec " + shlex.join(["reproduce", *(sys.argv[2:] if argv is None else argv)])
+    progress = Progress(sum(e.n_runs for plan in plans.values() for e in plan))
+    print(f"[mpiec reproduce] {', '.join(p.title for p in papers)} at {scale.name} scale: "
+          f"{progress.total} runs; results in {out}; machine: {machine.line()}", flush=True)
+    t_start, date = time.monotonic(), time.strftime("%Y-%m-%d %H:%M %Z")
+    reports: list[PaperReport] = []
+    crashed = False
+    for p in papers:
+        t0 = time.monotonic()
+        runs: dict[str, RunSet] = {}
+        plan = plans[p.name]
+        for i, e in enumerate(plan, 1):
+            progress.line(f"{p.name} {i}/{len(plan)} '{e.key}': {e.what}, {e.n_runs} runs")
+            rs = run_experiment(e, out / p.name / e.key, reuse=args.reuse, quiet=not args.verbose)
+            runs[e.key] = rs
+            progress.done += e.n_runs
+            crashed |= bool(rs.problems)
+        findings = p.findings(runs, scale, machine)
+        figdir = out / "figures"
+        figdir.mkdir(exist_ok=True)
+        try:
+            figures = p.plots(runs, figdir)
+        except Exception as exc:  # noqa: BLE001 - a figure that fails must not lose the verdicts
+            print(f"[mpiec reproduce] {p.name}: figures not made ({type(exc).__name__}: {exc})", flush=True)
+            figures = []
+        rep = PaperReport(p.name, p.title, p.regime(scale), findings, runs, figures, time.monotonic() - t0)
+        reports.append(rep)
+        print()
+        print(regime_table(rep).text())
+        print()
+        print(claims_table(rep).text())
+        print(flush=True)
+    seconds = time.monotonic() - t_start
+    meta = {"command": command, "date": date, "seconds": seconds, "machine": machine, "scale": scale.name}
+    md = markdown(reports, **meta)
+    (out / "reproductions.md").write_text(md, encoding="utf-8")
+    (out / "reproductions.html").write_text(page_html(reports, **meta), encoding="utf-8")
+    doc = {"command": command, "date": date, "scale": scale.name, "seconds": round(seconds, 1),
+           "machine": dataclasses.asdict(machine),
+           "papers": {r.name: {"title": r.title, "seconds": round(r.seconds, 1),
+                               "findings": [_finding_json(f) for f in r.findings],
+                               "experiments": _runs_json(r.runs)} for r in reports}}
+    (out / "reproduce.json").write_text(json.dumps(doc, indent=1) + "\n", encoding="utf-8")
+    if args.page:
+        write_page(Path(args.page), md, [f for r in reports for f in r.figures])
+    print(summary_table(reports).text())
+    print(f"\npage: {out / 'reproductions.md'}, {out / 'reproductions.html'}; figures and runs in {out}"
+          + (f"; also {args.page}" if args.page else ""), flush=True)
+    return 3 if crashed else 0

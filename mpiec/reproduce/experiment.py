@@ -1,0 +1,252 @@
+"""The runs a reproduction makes: experiments (one ``mpiec bench`` each), their scale, and the machine.
+
+Owns ``Scale`` (smoke / quick / full: how many repetitions, how big), ``Experiment`` (one bench:
+strategies, config overrides, kill plan, repetitions), ``run_experiment`` (runs it through
+``mpiec.bench.Bench``, or reuses a finished directory), ``Regime`` rows (which of a paper's ratios a
+run keeps, and which it does not), ``Machine`` (what the page says about the host) and the
+``Paper`` protocol every paper module implements.
+
+Invariants:
+
+* every run goes through ``mpiec bench``: the same seed and the same explicit kills for every
+  strategy of an experiment, failure-free twins, interleaved repetitions, kills at spread phases
+  of a checkpoint interval, ``bench.json`` beside the result files;
+* an experiment's directory is complete when its ``bench.json`` lists every run with a result
+  file; ``reuse`` reads such a directory instead of running again (and only such a one);
+* nothing here computes a verdict (``claims.judge`` does).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from mpiec.errors import MpiecError
+
+__all__ = ["SCALES", "Experiment", "Machine", "Paper", "Regime", "RegimeRow", "RunSet", "Scale",
+           "run_experiment"]
+
+
+@dataclass(frozen=True)
+class Scale:
+    """How big a reproduction is: ``smoke`` (the test suite: seconds per paper, checks the tables and
+    the verdict logic, not the papers' numbers), ``quick`` (under 20 min on 2 idle cores) or
+    ``full`` (under an hour)."""
+
+    name: str
+    repeat: int  # repetitions of each comparison (medians with intervals need >= 3)
+
+    def pick(self, smoke: Any, quick: Any, full: Any) -> Any:
+        """The value for this scale."""
+        return {"smoke": smoke, "quick": quick, "full": full}[self.name]
+
+
+SCALES = {"smoke": Scale("smoke", 1), "quick": Scale("quick", 3), "full": Scale("full", 5)}
+
+
+@dataclass(frozen=True)
+class Experiment:
+    """One ``mpiec bench``: ``strategies`` (variants, e.g. ``ckpt:interval_s=7.5``) failure-free and, with
+    ``kills``, under that explicit kill plan; ``sets`` are ``--set KEY=VALUE`` overrides of ``preset``."""
+
+    key: str  # directory name, unique within the paper
+    what: str  # one line for the progress and the page
+    strategies: tuple[str, ...]
+    preset: str = "tiny"
+    sets: tuple[str, ...] = ()
+    kills: tuple[str, ...] = ()  # an explicit kill plan; empty = failure-free runs only
+    repeat: int = 1
+    failure_free: bool = True
+    steps: int | None = None
+    timeout: float | None = None  # per run; default: the bench's
+
+    def __post_init__(self) -> None:
+        if not self.strategies:
+            raise ValueError(f"experiment {self.key}: no strategy")
+        if not self.failure_free and not self.kills:
+            raise ValueError(f"experiment {self.key}: neither failure-free runs nor kills")
+
+    @property
+    def n_runs(self) -> int:
+        """Runs the bench will make (its baseline ``none`` included when missing, warm-up excluded)."""
+        variants = list(self.strategies)
+        baseline_added = "none" not in variants and self.failure_free
+        k = len(variants) + (1 if baseline_added else 0)
+        per_round = (k if self.failure_free else 0) + (len(variants) if self.kills else 0)
+        return per_round * self.repeat + (1 if self.repeat > 1 else 0)
+
+    def args(self, out: Path, quiet: bool = True) -> argparse.Namespace:
+        """The ``mpiec bench`` arguments of this experiment."""
+        return argparse.Namespace(
+            preset=self.preset, config=None, kill=list(self.kills), steps=self.steps, sets=list(self.sets),
+            strategies=",".join(self.strategies), scenario=None if self.kills else "none", mtbf=None,
+            max_kills=max(1, len(self.kills)), trace=None, trace_scale=None, trace_mapping="fold",
+            repeat=self.repeat, no_warmup=False, no_failure_free=not self.failure_free, no_report=True,
+            out=str(out), timeout=self.timeout, quiet=quiet)
+
+
+@dataclass
+class RunSet:
+    """An experiment's outcome: its result files read back, where they are, how long it took."""
+
+    experiment: Experiment
+    directory: Path
+    results: list[Any] = field(default_factory=list)  # mpiec.results.RunResult
+    seconds: float = 0.0
+    reused: bool = False
+    problems: list[str] = field(default_factory=list)  # runs without a result file, with their message
+
+    def of(self, variant: str, failure: bool | None = None) -> list[Any]:
+        """The results of ``variant`` (``failure``: only failure runs / only failure-free ones)."""
+        from mpiec.analysis.metrics import failure_run
+        from mpiec.analysis.metrics import variant as variant_of
+
+        return [r for r in self.results if variant_of(r) == variant
+                and (failure is None or failure_run(r) == failure)]
+
+
+def _complete(directory: Path) -> bool:
+    doc = directory / "bench.json"
+    if not doc.is_file():
+        return False
+    try:
+        runs = json.loads(doc.read_text(encoding="utf-8")).get("runs", [])
+    except (OSError, ValueError):
+        return False
+    return bool(runs) and all(r.get("path") and (directory / r["path"]).is_file() for r in runs)
+
+
+def _read(rs: RunSet) -> None:
+    from mpiec.results import read_result
+
+    doc = json.loads((rs.directory / "bench.json").read_text(encoding="utf-8"))
+    for r in doc.get("runs", []):
+        if r.get("path") and (rs.directory / r["path"]).is_file():
+            rs.results.append(read_result(rs.directory / r["path"]))
+        else:
+            kind = "failure run" if r.get("failure") else "failure-free run"
+            rs.problems.append(f"{r.get('variant')} {kind} {int(r.get('repeat', 0)) + 1}: "
+                               f"{r.get('message') or 'no result file'}")
+
+
+def run_experiment(exp: Experiment, directory: Path, *, reuse: bool = False, quiet: bool = True) -> RunSet:
+    """Run ``exp`` into ``directory`` (or read it back when ``reuse`` and it is complete; an incomplete
+    one is then moved aside, never deleted, and run again)."""
+    from mpiec.bench import Bench
+
+    rs = RunSet(exp, directory)
+    if reuse and _complete(directory):
+        rs.reused = True
+        _read(rs)
+        return rs
+    if reuse and directory.exists() and any(directory.iterdir()):
+        aside = directory.with_name(f"{directory.name}.incomplete-{time.strftime('%Y%m%d-%H%M%S')}")
+        directory.rename(aside)  # kept, not deleted: its files may still be worth reading
+        print(f"[mpiec reproduce] {directory} was incomplete: moved to {aside.name}, running it again",
+              flush=True)
+    if directory.exists() and any(directory.iterdir()):
+        raise MpiecError(f"{directory} is not empty (an earlier reproduction's runs?): choose another --out, "
+                         "or pass --reuse to keep its complete experiments")
+    t0 = time.monotonic()
+    Bench(exp.args(directory, quiet)).run()
+    rs.seconds = time.monotonic() - t0
+    if (directory / "bench.json").is_file():
+        _read(rs)
+    else:
+        rs.problems.append("the bench wrote no bench.json (no run finished)")
+    return rs
+
+
+@dataclass(frozen=True)
+class RegimeRow:
+    """One ratio or size of a paper's setup: the paper's value, this run's, and whether it is kept."""
+
+    quantity: str
+    paper: str
+    here: str
+    kept: bool | None  # True kept, False not kept, None: not applicable / only described
+    note: str = ""  # how the run keeps it, or why it cannot (and the source tag of the paper's value)
+
+
+@dataclass(frozen=True)
+class Regime:
+    """What a paper's reproduction keeps of the paper's setup."""
+
+    summary: str  # one paragraph: the compression (e.g. one paper minute = 0.25 s) and the layout
+    rows: tuple[RegimeRow, ...]
+
+
+@dataclass(frozen=True)
+class Machine:
+    """The host a reproduction ran on, as the page states it."""
+
+    cores: int
+    cpu: str
+    memory_gb: float
+    load_start: float
+    python: str
+    host: str
+
+    @staticmethod
+    def here() -> Machine:
+        cpu = platform.processor() or platform.machine()
+        try:
+            for line in Path("/proc/cpuinfo").read_text().splitlines():
+                if line.startswith("model name"):
+                    cpu = line.split(":", 1)[1].strip()
+                    break
+        except OSError:
+            pass
+        try:
+            mem = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
+        except (ValueError, OSError, AttributeError):
+            mem = float("nan")
+        try:
+            load = os.getloadavg()[0]
+        except OSError:
+            load = float("nan")
+        return Machine(os.cpu_count() or 1, cpu, float(mem), float(load), platform.python_version(),
+                       platform.node())
+
+    def shares_cores(self, n_ranks: int) -> bool:
+        return n_ranks > self.cores
+
+    def line(self) -> str:
+        return (f"{self.cores} cores ({self.cpu}), {self.memory_gb:.0f} GiB, load {self.load_start:.2f} "
+                f"at the start, Python {self.python}")
+
+
+class Paper(Protocol):
+    """A paper module (``mpiec.reproduce.ecrec``, ``.cpr``, ``.cnr``): its claims, the regime of its
+    reproduction, the experiments that measure them, and the findings (verdicts via ``claims.judge``)."""
+
+    name: str  # "ecrec"
+    title: str  # "ECRM / ECRec (Liu, Kosaian, Rashmi; PVLDB 2023)"
+
+    def claims(self) -> Sequence[Any]:
+        """Every claim this module judges (``claims.Claim``), in the page's order."""
+        ...
+
+    def regime(self, scale: Scale) -> Regime:
+        """The ratios this reproduction keeps at ``scale``."""
+        ...
+
+    def experiments(self, scale: Scale) -> list[Experiment]:
+        """The benches to run, in order."""
+        ...
+
+    def findings(self, runs: dict[str, RunSet], scale: Scale, machine: Machine) -> list[Any]:
+        """One ``claims.Finding`` per claim, from the experiments' runs (keyed by ``Experiment.key``); a
+        claim whose runs are missing still gets a finding (``judge`` on an unknown figure)."""
+        ...
+
+    def plots(self, runs: dict[str, RunSet], outdir: Path) -> list[Path]:
+        """The figures the claims need (PNG), written into ``outdir``; [] without matplotlib."""
+        ...
