@@ -5,10 +5,20 @@ from __future__ import annotations
 import math
 
 import pytest
-
 from mpiec.analysis.stats import ratio_ci
-from mpiec.reproduce.claims import (CANNOT, NOT_REPRODUCED, PARTLY, REPRODUCED, VERDICTS, Claim, Measured, Rule,
-                                    judge, measured_from)
+
+from mpiec.reproduce.claims import (
+    CANNOT,
+    NOT_REPRODUCED,
+    PARTLY,
+    REPRODUCED,
+    VERDICTS,
+    Claim,
+    Measured,
+    Rule,
+    judge,
+    measured_from,
+)
 
 SPEEDUP = Claim("ecrec", "speedup", "recovers faster", "9.8x", "P", Rule("at_least", 5.0, 2.0), "x")
 OVERHEAD = Claim("cpr", "ovh", "small overhead", "0.53-0.68 %", "P", Rule("at_most", 1.0, 3.0), " %")

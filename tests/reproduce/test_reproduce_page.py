@@ -9,8 +9,15 @@ import pytest
 from mpiec.cli import main as mpiec_main
 from mpiec.reproduce.claims import Claim, Measured, Rule, judge
 from mpiec.reproduce.experiment import Experiment, Machine, Regime, RegimeRow, RunSet, run_experiment
-from mpiec.reproduce.page import (READINGS, PaperReport, claims_table, markdown, page_html, summary_table,
-                                  write_page)
+from mpiec.reproduce.page import (
+    READINGS,
+    PaperReport,
+    claims_table,
+    markdown,
+    page_html,
+    summary_table,
+    write_page,
+)
 
 CLAIM = Claim("ecrec", "speedup", "recovers <faster>", "9.8x", "P", Rule("at_least", 5.0, 2.0), "x")
 MACHINE = Machine(2, "cpu", 24.0, 0.1, "3.11", "host")
