@@ -1,0 +1,277 @@
+"""``mpiec reproduce cpr``: the findings logic on fake result objects (no MPI, milliseconds), the plan
+of each scale, and one smoke run of the paper's experiments under mpiexec."""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from mpiec.reproduce import cpr
+from mpiec.reproduce.claims import CANNOT, NOT_REPRODUCED, PARTLY, REPRODUCED, VERDICTS
+from mpiec.reproduce.experiment import SCALES, Experiment, Machine, RunSet, run_experiment
+from mpiec.results import CHECKPOINTS_DTYPE, TIMELINE_DTYPE
+
+KEYS = [c.key for c in cpr.CLAIMS]
+TWO_CORES = Machine(2, "test cpu", 8.0, 0.0, "3.11", "host")
+QUICK = cpr.plan_of(SCALES["quick"])
+REF_AUC = 0.75
+
+
+@dataclass
+class Fake:
+    """What the findings read of a ``RunResult``: strategy, config, summary, timeline, checkpoints."""
+
+    strategy: str
+    config: dict[str, Any]
+    summary: dict[str, Any]
+    timeline: np.ndarray
+    checkpoints: np.ndarray = field(default_factory=lambda: np.zeros(0, CHECKPOINTS_DTYPE))
+    name: str = "fake"
+
+
+def fake(strategy: str, *, overhead_pct: float = 0.0, loss: float = 0.0, pls: float = 0.0,
+         failure: bool = True, nbytes: float = 1e6, resched_s: float = 0.1, wall: float = 10.0,
+         checkpoints: list[tuple[str, float, float]] | None = None) -> Fake:
+    """A run whose checkpoint-related overhead is ``overhead_pct`` (after ``resched_s`` of rescheduling
+    over one recovery), whose final AUC is ``REF_AUC - loss``."""
+    tl = np.zeros(100, TIMELINE_DTYPE)
+    tl["step"] = np.arange(100)
+    tl["dt"] = wall / 100
+    tl["t_end"] = np.cumsum(tl["dt"])
+    related = overhead_pct / 100 * (wall - resched_s)
+    rec = {"detection_s": resched_s / 2, "shrink_agree_s": resched_s / 2, "plan_s": 0.0, "replace_s": 0.0,
+           "restore_s": 0.0}
+    summary = {"final_auc": REF_AUC - loss, "throughput_sps": 1000.0, "lost": False, "pls": pls,
+               "checkpoint_bytes": nbytes, "recoveries": 1 if failure else 0,
+               "recovery_breakdown": json.dumps([rec] if failure else []),
+               "checkpoint_critical_s": related / 2, "stall_time_lost_s": 0.0,
+               "time_lost_s": related / 2 + (resched_s if failure else 0),
+               "unproductive_s": related + (resched_s if failure else 0)}
+    ck = np.zeros(len(checkpoints or []), CHECKPOINTS_DTYPE)
+    for i, (kind, b, s) in enumerate(checkpoints or []):
+        ck[i]["step"], ck[i]["kind"], ck[i]["bytes"] = 10 * i, kind, b
+        ck[i]["seconds"] = ck[i]["stall_s"] = s
+    config = {"failures": {"kill": ["server:1@step=50"] if failure else [], "mtbf_steps": 50.0}}
+    return Fake(strategy, config, summary, tl, ck)
+
+
+def runset(key: str, results: list[Fake]) -> RunSet:
+    exp = Experiment(key, key, tuple(sorted({r.strategy for r in results})) or ("none",))
+    return RunSet(exp, Path(key), results=list(results))
+
+
+def baseline() -> RunSet:
+    return runset("baseline", [fake("none", failure=False, resched_s=0.0)])
+
+
+def rounds(ov: dict[str, list[float]], loss: dict[str, list[float]] | None = None,
+           nbytes: dict[str, float] | None = None) -> dict[str, RunSet]:
+    """Recovery rounds with the given overheads (and AUC losses) per strategy."""
+    n = len(next(iter(ov.values())))
+    out = {}
+    for i in range(n):
+        rs = [fake(s, overhead_pct=v[i], loss=(loss or {}).get(s, [0.0] * n)[i], pls=0.02 + 0.01 * i,
+                   nbytes=(nbytes or {}).get(s, 1e6),
+                   checkpoints=[("full", 7e5, 0.012)] + ([("mfu", 2e5, 0.02)] if s != "ckpt" else []))
+              for s, v in ov.items()]
+        out[f"recovery-r{i}"] = runset(f"recovery-r{i}", rs)
+    return out
+
+
+def verdicts(findings) -> dict[str, str]:
+    assert [f.claim.key for f in findings] == KEYS
+    for f in findings:
+        assert f.verdict in VERDICTS
+        assert f.verdict == REPRODUCED or f.reason, f.claim.key
+        for v in f.extra.values():
+            assert isinstance(v, str | int | float | bool)
+    return {f.claim.key: f.verdict for f in findings}
+
+
+def findings(runs: dict[str, RunSet]) -> dict[str, str]:
+    return verdicts(cpr.PAPER.findings(runs, SCALES["quick"], TWO_CORES))
+
+
+# -- every claim, whatever ran -------------------------------------------------------------------------
+def test_every_claim_gets_a_finding_without_any_run():
+    assert set(findings({}).values()) == {CANNOT}
+
+
+def test_every_claim_gets_a_finding_with_the_baseline_only():
+    assert set(findings({"baseline": baseline()}).values()) == {CANNOT}
+
+
+# -- the verdicts follow the figures -------------------------------------------------------------------
+PAPER_LIKE = {"ckpt": [12.0, 13.0, 14.0], "cpr": [0.9, 1.0, 1.1], "cpr-mfu": [0.6, 0.6, 0.7],
+              "cpr-ssu": [0.5, 0.6, 0.6]}
+PAPER_LOSS = {"ckpt": [0.0] * 3, "cpr": [0.0008, 0.0007, 0.0009], "cpr-mfu": [0.0003, 0.0002, 0.0003],
+              "cpr-ssu": [0.0004, 0.0003, 0.0002]}
+
+
+def test_figures_like_the_papers_reproduce_every_claim():
+    runs = {"baseline": baseline(), **rounds(PAPER_LIKE, PAPER_LOSS)}
+    sweep = [fake("cpr", pls=p, loss=p / 20) for p in (0.01, 0.1, 0.3, 0.6)]
+    runs["pls-sweep"] = runset("pls-sweep", sweep)
+    got = findings(runs)
+    assert got == {k: REPRODUCED for k in KEYS}
+
+
+def test_figures_against_the_paper_are_not_reproduced():
+    ov = {"ckpt": [60.0, 61.0, 59.0], "cpr": [60.0, 61.0, 59.0], "cpr-mfu": [70.0, 72.0, 71.0],
+          "cpr-ssu": [65.0, 66.0, 64.0]}
+    loss = {"ckpt": [0.0] * 3, "cpr": [0.01, 0.011, 0.012], "cpr-mfu": [0.02, 0.021, 0.022],
+            "cpr-ssu": [0.015, 0.016, 0.017]}
+    runs = {"baseline": baseline(), **rounds(ov, loss)}
+    runs["pls-sweep"] = runset("pls-sweep", [fake("cpr", pls=p, loss=0.01 - p / 100)
+                                             for p in (0.05, 0.1, 0.3, 0.6)])
+    assert set(findings(runs).values()) == {NOT_REPRODUCED}
+
+
+def test_full_recovery_overhead_is_judged_on_its_distance_from_13_percent():
+    for ov, verdict in (([6.0, 7.0, 8.0], REPRODUCED), ([20.0, 22.0, 24.0], REPRODUCED),
+                        ([3.5, 4.0, 4.5], PARTLY), ([1.0, 1.2, 1.1], NOT_REPRODUCED)):
+        runs = {"baseline": baseline(), **rounds({"ckpt": ov})}
+        f = cpr.PAPER.findings(runs, SCALES["quick"], TWO_CORES)[0]
+        assert f.claim.key == "full-recovery-overhead"
+        assert f.verdict == verdict, (ov, f.reason)
+        assert "assumed save cost" in f.reason and "rescheduling" in f.reason
+
+
+def test_a_partial_recovery_that_removes_three_quarters_is_partly():
+    runs = {"baseline": baseline(), **rounds({"ckpt": [10.0, 10.0, 10.0], "cpr": [2.0, 2.2, 1.8]})}
+    f = {x.claim.key: x for x in cpr.PAPER.findings(runs, SCALES["quick"], TWO_CORES)}
+    assert f["partial-removes"].verdict == PARTLY
+    assert f["partial-removes"].measured.value == pytest.approx(80.0)
+
+
+def test_mfu_accuracy_cannot_be_measured_when_plain_cpr_lost_nothing():
+    ov = {"ckpt": [10.0] * 3, "cpr": [1.0] * 3, "cpr-mfu": [1.0] * 3}
+    loss = {"ckpt": [0.0] * 3, "cpr": [0.0, 0.00005, -0.0001], "cpr-mfu": [0.001] * 3}
+    got = findings({"baseline": baseline(), **rounds(ov, loss)})
+    assert got["mfu-accuracy"] == CANNOT
+    assert got["ssu-accuracy"] == CANNOT  # no cpr-ssu runs at all
+
+
+def test_a_loss_below_the_perturbations_noise_cannot_tell_the_variants_apart():
+    ov = {"ckpt": [10.0] * 3, "cpr": [1.0] * 3, "cpr-mfu": [1.0] * 3, "cpr-ssu": [1.0] * 3}
+    loss = {"ckpt": [0.0] * 3, "cpr": [0.0003] * 3, "cpr-mfu": [0.0001] * 3, "cpr-ssu": [0.0005] * 3}
+    runs = {"baseline": baseline(), **rounds(ov, loss)}
+    sweep = [fake("cpr", pls=0.003, loss=0.0006), fake("cpr", pls=0.3, loss=0.004)]
+    runs["pls-sweep"] = runset("pls-sweep", sweep)
+    f = {x.claim.key: x for x in cpr.PAPER.findings(runs, SCALES["quick"], TWO_CORES)}
+    for key in ("mfu-accuracy", "ssu-accuracy"):
+        assert f[key].verdict == CANNOT and "noise" in f[key].reason
+        assert f[key].measured.known  # the figure is still shown
+
+
+def test_mfu_accuracy_shows_the_bytes_ratio():
+    ov = {"ckpt": [10.0] * 3, "cpr": [1.0] * 3, "cpr-mfu": [1.0] * 3}
+    loss = {"ckpt": [0.0] * 3, "cpr": [0.002] * 3, "cpr-mfu": [0.001] * 3}
+    runs = {"baseline": baseline(), **rounds(ov, loss, {"cpr": 2e6, "cpr-mfu": 1.8e6})}
+    f = {x.claim.key: x for x in cpr.PAPER.findings(runs, SCALES["quick"], TWO_CORES)}
+    assert f["mfu-accuracy"].measured.value == pytest.approx(50.0)
+    assert f["mfu-accuracy"].extra["bytes_ratio"] == pytest.approx(0.9)
+    assert "cpr-mfu wrote 0.90" in f["mfu-accuracy"].reason
+
+
+def test_lost_runs_are_left_out():
+    runs = {"baseline": baseline(), **rounds({"ckpt": [10.0] * 3, "cpr": [1.0] * 3})}
+    for rs in runs.values():
+        for r in rs.results:
+            if r.strategy == "cpr":
+                r.summary["lost"] = True
+    got = findings(runs)
+    assert got["partial-removes"] == CANNOT and got["partial-accuracy"] == CANNOT
+
+
+# -- the pieces --------------------------------------------------------------------------------------
+def test_overhead_takes_rescheduling_out():
+    r = fake("ckpt", overhead_pct=10.0, resched_s=0.5)
+    o = cpr.overhead(r)
+    assert o["pct"] == pytest.approx(10.0)
+    assert o["rescheduling"] == pytest.approx(0.5)
+    assert o["wall"] == pytest.approx(10.0)
+
+
+def test_the_storage_model_bound_replaces_the_measured_stall():
+    r = fake("ckpt", overhead_pct=10.0, resched_s=0.0, checkpoints=[("full", 7e5, 0.05)] * 4)
+    r.checkpoints["rows"] = 8000
+    assert math.isnan(cpr.model_stall(r))  # no modelled bandwidth in the config
+    r.config.update({"storage": {"write_mb_s": 44.0}, "layout": {"servers": 8}, "model": {"dim": 8},
+                     "training": {"optimizer": "adagrad"}})
+    # 4 checkpoints of 1000 rows a server, 44 B a row, at 44 MB/s: 1 ms each
+    assert cpr.model_stall(r) == pytest.approx(0.004)
+    o = cpr.overhead(r)
+    assert o["pct_model"] < o["pct"]
+
+
+def test_spearman_handles_ties_and_too_few_points():
+    assert cpr.spearman([1, 2, 3, 4], [1, 2, 3, 4]) == pytest.approx(1.0)
+    assert cpr.spearman([1, 2, 3, 4], [4, 3, 2, 1]) == pytest.approx(-1.0)
+    assert 0 < cpr.spearman([1, 2, 2, 3], [1, 2, 3, 4]) < 1
+    assert math.isnan(cpr.spearman([1, 2], [1, 2]))
+    assert math.isnan(cpr.spearman([1, 1, 1], [1, 2, 3]))
+    e = cpr.spearman_ci([0.01, 0.05, 0.1, 0.3, 0.6], [0.0, 0.001, 0.002, 0.004, 0.009])
+    assert e.value == pytest.approx(1.0) and e.has_interval
+
+
+def test_factor_off_maps_the_interval():
+    from mpiec.analysis.stats import Estimate
+
+    m = cpr.factor_off(Estimate(10.0, 8.0, 15.0, 3), 13.0, "x")
+    assert m.value == pytest.approx(1.3) and m.lo == 1.0 and m.hi == pytest.approx(13.0 / 8.0)
+    m = cpr.factor_off(Estimate(52.0, 39.0, 65.0, 3), 13.0, "x")
+    assert (m.value, m.lo, m.hi) == pytest.approx((4.0, 3.0, 5.0))
+    assert not cpr.factor_off(Estimate(math.nan), 13.0, "x").known
+
+
+# -- the plan ----------------------------------------------------------------------------------------
+@pytest.mark.parametrize("name", ["smoke", "quick", "full"])
+def test_every_scale_plans_valid_benches(name, tmp_path):
+    from mpiec.bench import Bench
+
+    scale = SCALES[name]
+    exps = cpr.PAPER.experiments(scale)
+    assert len({e.key for e in exps}) == len(exps)
+    p = cpr.plan_of(scale)
+    for e in exps:
+        Bench(e.args(tmp_path / e.key))  # every variant's config validates before any run
+        for k in e.kills:
+            assert int(k.rsplit("=", 1)[1]) < p.steps
+        assert len(e.kills) <= p.spares
+    if name == "smoke":
+        assert sum(e.n_runs for e in exps) <= 3
+    regime = cpr.PAPER.regime(scale)
+    assert regime.summary and len(regime.rows) >= 8
+
+
+def test_the_regime_keeps_the_papers_ratios():
+    p = QUICK
+    assert p.per_event / p.servers == pytest.approx(cpr.PAPER_PER_FAILURE / cpr.PAPER_SERVERS, abs=0.05)
+    # CPR's interval per MTBF: 8 · PLS here against the paper's 9 · PLS
+    assert p.cpr_interval / p.mtbf_steps == pytest.approx(2 * cpr.PAPER_SERVERS * cpr.TARGET_PLS
+                                                          / cpr.PAPER_PER_FAILURE, rel=0.15)
+    assert cpr.save_s(p) / (p.mtbf_steps * cpr.STEP_S) == pytest.approx(cpr.SAVE_OVER_MTBF)
+    shifts = [cpr.shift_of(p, i) for i in range(p.rounds)]
+    assert shifts[0] == 0 and len(set(shifts)) == p.rounds
+
+
+# -- one smoke run under mpiexec ---------------------------------------------------------------------
+@pytest.mark.mpirun
+@pytest.mark.timeout(240)
+def test_smoke_runs_and_every_claim_gets_a_finding(tmp_path):
+    scale = SCALES["smoke"]
+    runs = {e.key: run_experiment(e, tmp_path / e.key) for e in cpr.PAPER.experiments(scale)}
+    for rs in runs.values():
+        assert not rs.problems, rs.problems
+    assert {r.strategy for r in runs["recovery-r0"].results} == {"ckpt", "cpr"}
+    got = verdicts(cpr.PAPER.findings(runs, scale, Machine.here()))
+    assert got["full-recovery-overhead"] != CANNOT  # the ckpt run and the reference were read back
+    figs = cpr.PAPER.plots(runs, tmp_path / "figures")
+    assert all(p.is_file() for p in figs)
