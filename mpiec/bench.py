@@ -26,9 +26,10 @@ Invariants:
   baseline's own repeats. One unmeasured warm-up run (its file is discarded) fills the kernel
   caches before the first measured run.
 * **Kills at spread phases**: in round ``i`` of N, a strategy with a checkpoint interval of I steps
-  (known from its failure-free run) has every kill shifted by ``round(i * I / N)`` steps (a kill
-  at a time: that many steps of the baseline's mean step time), so a rollback's expected
-  re-execution is measured, not one draw; ``bench.json`` records each run's shift.
+  (known from its failure-free run, or stated by the variant, e.g. ``ckpt:interval=10``) has every
+  kill shifted by ``round(i * I / N)`` steps (a kill at a time: that many steps of the baseline's
+  mean step time), so a rollback's expected re-execution is measured, not one draw; ``bench.json``
+  records each run's shift.
 * **Cores**: with a core per rank the ranks are bound to cores and the throughput overhead is the
   headline; where ranks share cores the headline is the CPU cost per step (the bench says which).
 """
@@ -412,9 +413,12 @@ class Bench:
 
     def shift_for(self, v: str, repeat: int) -> tuple[int, list[str]]:
         """(steps, kills) of variant ``v``'s failure run in round ``repeat``: the kills at this round's
-        phase of ``v``'s checkpoint interval."""
+        phase of ``v``'s checkpoint interval (from its failure-free run; without one, from an interval
+        in steps the variant states, e.g. ``ckpt:interval=10``)."""
         kills = list(self.kills or [])
-        shift = kill_shift(repeat, self.repeat, self.intervals.get(v))
+        stated = self.base[v].strategy.params.get("interval")
+        interval = self.intervals.get(v) or (stated if isinstance(stated, int) and stated > 0 else None)
+        shift = kill_shift(repeat, self.repeat, interval)
         steps = self.first.training.steps
         step_s = self.failure_free_s / steps if steps else 0.0
         return shift, shifted_kills(kills, shift, step_s, steps)

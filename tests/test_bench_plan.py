@@ -154,3 +154,13 @@ def test_repeated_runs_get_their_round_in_the_name_and_shifted_kills():
     assert cfg.failures.mtbf_steps == bench.fair(bench.base["ckpt"], True, 0).failures.mtbf_steps
     with pytest.raises(MpiecError, match="--repeat"):
         Bench(bench_args("--repeat", "0"))
+
+
+def test_failure_runs_alone_spread_their_kills_over_a_stated_interval():
+    # --no-failure-free: no failure-free run tells the interval; a variant that states it still
+    # gets its repeats at spread phases (an 'auto' interval cannot be known: no shift)
+    bench = Bench(bench_args("--strategies", "ckpt:interval=8,ckpt", "--repeat", "4", "--no-failure-free",
+                             "--kill", "server:1@step=20"))
+    bench.kills = ["server:1@step=20"]
+    assert [bench.shift_for("ckpt:interval=8", i)[0] for i in range(4)] == [0, 2, 4, 6]
+    assert bench.shift_for("ckpt", 2) == (0, ["server:1@step=20"])
