@@ -28,7 +28,16 @@ from mpiec.errors import MpiecError
 from . import PAPERS, paper
 from .claims import Finding
 from .experiment import SCALES, Machine, RunSet, run_experiment
-from .page import PaperReport, claims_table, markdown, page_html, regime_table, summary_table, write_page
+from .page import (
+    PAGE_FIGURE_PREFIX,
+    PaperReport,
+    claims_table,
+    markdown,
+    page_html,
+    regime_table,
+    summary_table,
+    write_page,
+)
 
 __all__ = ["build_parser", "main"]
 
@@ -116,6 +125,18 @@ def _runs_json(runs: dict[str, RunSet]) -> list[dict]:
             for k, rs in runs.items()]
 
 
+def _earlier(out: Path) -> dict:
+    """What an earlier reproduction in ``out`` recorded (its command, date, seconds, and the seconds of
+    each experiment by directory); {} without a readable ``reproduce.json``."""
+    try:
+        doc = json.loads((out / "reproduce.json").read_text(encoding="utf-8"))
+        exps = {e["directory"]: e["seconds"] for p in doc["papers"].values() for e in p["experiments"]}
+        return {"command": doc["command"], "date": doc["date"], "seconds": float(doc["seconds"]),
+                "machine": Machine(**doc["machine"]), "experiments": exps}
+    except (OSError, ValueError, KeyError, TypeError):
+        return {}
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.page and not args.page.endswith(".md"):
@@ -147,6 +168,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"[mpiec reproduce] {', '.join(p.title for p in papers)} at {scale.name} scale: "
           f"{progress.total} runs; results in {out}; machine: {machine.line()}", flush=True)
     t_start, date = time.monotonic(), time.strftime("%Y-%m-%d %H:%M %Z")
+    earlier = _earlier(out) if args.reuse else {}
     reports: list[PaperReport] = []
     crashed = False
     for p in papers:
@@ -156,6 +178,8 @@ def main(argv: list[str] | None = None) -> int:
         for i, e in enumerate(plan, 1):
             progress.line(f"{p.name} {i}/{len(plan)} '{e.key}': {e.what}, {e.n_runs} runs")
             rs = run_experiment(e, out / p.name / e.key, reuse=args.reuse, quiet=not args.verbose)
+            if rs.reused:  # the seconds the earlier reproduction spent on it
+                rs.seconds = float(earlier.get("experiments", {}).get(str(rs.directory), 0.0))
             runs[e.key] = rs
             progress.done += e.n_runs
             crashed |= bool(rs.problems)
@@ -167,7 +191,8 @@ def main(argv: list[str] | None = None) -> int:
         except Exception as exc:  # noqa: BLE001 - a figure that fails must not lose the verdicts
             print(f"[mpiec reproduce] {p.name}: figures not made ({type(exc).__name__}: {exc})", flush=True)
             figures = []
-        rep = PaperReport(p.name, p.title, p.regime(scale), findings, runs, figures, time.monotonic() - t0)
+        spent = time.monotonic() - t0 + sum(rs.seconds for rs in runs.values() if rs.reused)
+        rep = PaperReport(p.name, p.title, p.regime(scale), findings, runs, figures, spent)
         reports.append(rep)
         print()
         print(regime_table(rep).text())
@@ -175,18 +200,25 @@ def main(argv: list[str] | None = None) -> int:
         print(claims_table(rep).text())
         print(flush=True)
     seconds = time.monotonic() - t_start
-    meta = {"command": command, "date": date, "seconds": seconds, "machine": machine, "scale": scale.name}
+    meta = {"command": command, "date": date, "seconds": seconds, "machine": machine, "scale": scale.name,
+            "remade": ""}
+    if all(rs.reused for r in reports for rs in r.runs.values()) and earlier.get("command"):
+        # no new run: the page says which reproduction made the runs, and that this one remade it
+        meta.update(command=earlier["command"], date=earlier["date"], seconds=earlier["seconds"],
+                    machine=earlier["machine"], remade=command)
     md = markdown(reports, **meta)
     (out / "reproductions.md").write_text(md, encoding="utf-8")
     (out / "reproductions.html").write_text(page_html(reports, **meta), encoding="utf-8")
-    doc = {"command": command, "date": date, "scale": scale.name, "seconds": round(seconds, 1),
-           "machine": dataclasses.asdict(machine),
+    doc = {"command": meta["command"], "date": meta["date"], "scale": scale.name,
+           "seconds": round(meta["seconds"], 1), "remade_by": meta["remade"],
+           "machine": dataclasses.asdict(meta["machine"]),
            "papers": {r.name: {"title": r.title, "seconds": round(r.seconds, 1),
                                "findings": [_finding_json(f) for f in r.findings],
                                "experiments": _runs_json(r.runs)} for r in reports}}
     (out / "reproduce.json").write_text(json.dumps(doc, indent=1) + "\n", encoding="utf-8")
     if args.page:
-        write_page(Path(args.page), md, [f for r in reports for f in r.figures])
+        write_page(Path(args.page), markdown(reports, **meta, figure_prefix=PAGE_FIGURE_PREFIX),
+                   [f for r in reports for f in r.figures], prefix=PAGE_FIGURE_PREFIX)
     print(summary_table(reports).text())
     print(f"\npage: {out / 'reproductions.md'}, {out / 'reproductions.html'}; figures and runs in {out}"
           + (f"; also {args.page}" if args.page else ""), flush=True)

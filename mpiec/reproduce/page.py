@@ -29,9 +29,11 @@ from mpiec.analysis.tables import Table
 from .claims import VERDICTS, Finding
 from .experiment import Machine, Regime, RunSet
 
-__all__ = ["READINGS", "PaperReport", "claims_table", "experiments_table", "markdown", "page_html",
-           "regime_table", "summary_table", "write_page"]
+__all__ = ["PAGE_FIGURE_PREFIX", "READINGS", "PaperReport", "claims_table", "experiments_table", "markdown",
+           "page_html", "regime_table", "summary_table", "write_page"]
 
+#: Figures copied beside a ``--page`` get this prefix (docs/figures/ holds other pages' figures).
+PAGE_FIGURE_PREFIX = "reproduce-"
 #: The heading of the hand-written section a rewrite keeps.
 READINGS = "## Readings"
 
@@ -73,7 +75,7 @@ def experiments_table(rep: PaperReport) -> Table:
     for key, rs in rep.runs.items():
         e = rs.experiment
         rows.append([key, e.what, ", ".join(e.strategies), "; ".join(e.kills) or "none", str(len(rs.results)),
-                     "reused" if rs.reused else f"{rs.seconds:.0f}"])
+                     f"{rs.seconds:.0f}" + (" (earlier run)" if rs.reused else "")])
         notes += [f"{key}: {p}" for p in rs.problems]
     return Table(f"{rep.title}: runs", ["experiment", "what", "variants", "kills", "result files", "seconds"],
                  rows, right={4, 5}, notes=notes)
@@ -87,9 +89,12 @@ def summary_table(reports: list[PaperReport]) -> Table:
     return Table("Verdicts", ["paper", *VERDICTS, "minutes"], rows, right=set(range(1, len(VERDICTS) + 2)))
 
 
-def _intro(command: str, date: str, seconds: float, machine: Machine, scale: str) -> list[str]:
+def _intro(command: str, date: str, seconds: float, machine: Machine, scale: str, remade: str) -> list[str]:
+    made = f"Made by `{command}` ({scale} scale) on {date}, in {seconds / 60:.1f} min, on {machine.line()}."
+    if remade:
+        made += f" Page remade from those runs by `{remade}`."
     return [
-        f"Made by `{command}` ({scale} scale) on {date}, in {seconds / 60:.1f} min, on {machine.line()}.",
+        made,
         "",
         "Each claim is re-measured in a time-compressed regime that keeps the paper's ratios (each paper's "
         "regime table says which ratios are kept and which are not). Verdicts are computed from the "
@@ -102,26 +107,27 @@ def _intro(command: str, date: str, seconds: float, machine: Machine, scale: str
 
 
 def markdown(reports: list[PaperReport], *, command: str, date: str, seconds: float, machine: Machine,
-             scale: str, figure_dir: str = "figures") -> str:
-    """The page in Markdown; figures referenced as ``figure_dir/NAME.png``."""
+             scale: str, remade: str = "", figure_prefix: str = "") -> str:
+    """The page in Markdown; figures referenced as ``figures/<figure_prefix>NAME.png``."""
     out = ["# mpiec reproduce: the papers' headline claims, re-measured", "",
-           *_intro(command, date, seconds, machine, scale), "", summary_table(reports).markdown(), ""]
+           *_intro(command, date, seconds, machine, scale, remade), "", summary_table(reports).markdown(), ""]
     for rep in reports:
         out += [f"## {rep.title}", "", rep.regime.summary, "", regime_table(rep).markdown(), "",
                 claims_table(rep).markdown(), ""]
-        out += [f"![{p.stem}]({figure_dir}/{p.name})" for p in rep.figures]
+        out += [f"![{p.stem}](figures/{figure_prefix}{p.name})" for p in rep.figures]
         out += ["", experiments_table(rep).markdown(), ""]
     return "\n".join(out).rstrip() + "\n"
 
 
 def page_html(reports: list[PaperReport], *, command: str, date: str, seconds: float, machine: Machine,
-              scale: str) -> str:
+              scale: str, remade: str = "") -> str:
     """The same page as one self-contained HTML file (figures inlined)."""
     e = html.escape
     parts = ["<!doctype html><html><head><meta charset='utf-8'><title>mpiec reproduce</title>"
              f"<style>{CSS}</style></head><body>",
              "<h1>mpiec reproduce: the papers' headline claims, re-measured</h1>"]
-    parts += [f"<p class='meta'>{e(p)}</p>" for p in _intro(command, date, seconds, machine, scale) if p]
+    intro = _intro(command, date, seconds, machine, scale, remade)
+    parts += [f"<p class='meta'>{e(p)}</p>" for p in intro if p]
     parts.append(table_html(summary_table(reports)))
     for rep in reports:
         parts += [f"<h1>{e(rep.title)}</h1>", f"<p>{e(rep.regime.summary)}</p>",
@@ -145,16 +151,17 @@ def kept_readings(path: Path) -> str:
     return text[at + 1:] if at >= 0 else ""
 
 
-def write_page(path: Path, page: str, figures: list[Path]) -> Path:
+def write_page(path: Path, page: str, figures: list[Path], prefix: str = "") -> Path:
     """``page`` written to ``path`` with its hand-written section kept, figures copied to
-    ``path.parent/figures/`` (the page references them there)."""
+    ``path.parent/figures/<prefix>NAME`` (the page references them there: ``markdown(figure_prefix=)``;
+    a prefix keeps them from replacing other pages' figures of the same name)."""
     readings = kept_readings(path)
     figdir = path.parent / "figures"
     if figures:
         figdir.mkdir(parents=True, exist_ok=True)
     for p in figures:
         if p.is_file():
-            shutil.copyfile(p, figdir / p.name)
+            shutil.copyfile(p, figdir / f"{prefix}{p.name}")
     tmp = path.with_name(path.name + ".tmp")
     tmp.write_text(page + (f"\n{readings}" if readings else ""), encoding="utf-8")
     tmp.replace(path)

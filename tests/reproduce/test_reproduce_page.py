@@ -103,3 +103,22 @@ def test_bad_arguments_fail_before_any_run(argv, message, tmp_path, capsys):
     assert code == 2
     assert message in capsys.readouterr().err
     assert not any(tmp_path.iterdir())
+
+
+def test_figures_beside_a_page_get_a_prefix_and_the_page_points_at_them(tmp_path):
+    from mpiec.reproduce.page import PAGE_FIGURE_PREFIX
+
+    png = tmp_path / "cnr-reduction.png"
+    png.write_bytes(b"png")
+    rep = report(9.0)
+    rep.figures = [png]
+    kw = {"command": "c", "date": "d", "seconds": 1.0, "machine": MACHINE, "scale": "full", "remade": "c2"}
+    md = markdown([rep], **kw, figure_prefix=PAGE_FIGURE_PREFIX)
+    assert f"figures/{PAGE_FIGURE_PREFIX}cnr-reduction.png" in md and "remade from those runs by `c2`" in md
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "figures").mkdir()
+    (docs / "figures" / "cnr-reduction.png").write_bytes(b"another page's figure")
+    write_page(docs / "reproductions.md", md, [png], prefix=PAGE_FIGURE_PREFIX)
+    assert (docs / "figures" / "cnr-reduction.png").read_bytes() == b"another page's figure"
+    assert (docs / "figures" / f"{PAGE_FIGURE_PREFIX}cnr-reduction.png").read_bytes() == b"png"
