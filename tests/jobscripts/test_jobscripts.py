@@ -318,7 +318,8 @@ def test_reproduce_passes_its_inputs_to_mpiec_reproduce(stubs, tmp_path):
     r = bash(JOBS / "reproduce.sbatch", env, PAPERS="cpr", SCALE="quick", OUT=str(tmp_path / "r"),
              PAGE="docs/x.md", SLURM_RESTART_COUNT="1")
     assert r.returncode == 0, r.stderr
-    assert logged(log, "mpiec")[-1] == f"mpiec reproduce cpr --out {tmp_path / 'r'} --quick --page docs/x.md --reuse"
+    expected = f"mpiec reproduce cpr --out {tmp_path / 'r'} --quick --page docs/x.md --reuse"
+    assert logged(log, "mpiec")[-1] == expected
     r = bash(JOBS / "reproduce.sbatch", env)
     assert r.returncode == 0, r.stderr
     assert logged(log, "mpiec")[-1] == f"mpiec reproduce all --out {tmp_path}/results/reproduce-local"
