@@ -303,7 +303,11 @@ def _n_ranks(r: Any) -> int:
 def _drift_measured(r: Any) -> bool:
     """The rebuild measured the sum code's drift: on the stripes without a member on the lost server,
     so only where a stripe is narrower than the servers (k + r < servers). With k + r = servers every
-    stripe lost a member and the summary's ``sum_drift_max_rel`` stays 0: not measured, not exact."""
+    stripe lost a member and the summary's ``sum_drift_max_rel`` stays 0: not measured, not exact.
+    Result files that count the comparisons (``sum_drift_checks``) say it themselves."""
+    checks = r.summary.get("sum_drift_checks")
+    if isinstance(checks, int | float) and not isinstance(checks, bool):  # files that count them
+        return checks > 0
     lay = r.config.get("layout") if isinstance(r.config.get("layout"), dict) else {}
     k, rr = _num(r.summary.get("k")), _num(r.summary.get("r"))
     servers = _num(lay.get("servers"))

@@ -222,3 +222,14 @@ def test_smoke_runs_give_a_finding_per_claim(tmp_path):
     assert got["parity-memory"] == REPRODUCED  # exact by construction whatever the load
     fd = {f.claim.key: f for f in ecrec.PAPER.findings(runs, scale, Machine.here())}
     assert fd["recovery"].measured.known
+
+
+def test_a_file_that_counts_its_drift_checks_says_whether_the_drift_was_measured():
+    class R:
+        def __init__(self, summary):
+            self.summary, self.config = summary, {"layout": {"servers": 5}}
+
+    assert not ecrec._drift_measured(R({"k": 4, "r": 1, "sum_drift_checks": 0}))
+    assert ecrec._drift_measured(R({"k": 4, "r": 1, "sum_drift_checks": 3}))  # verified: measured
+    assert ecrec._drift_measured(R({"k": 2, "r": 1}))  # older files: the stripe width decides
+    assert not ecrec._drift_measured(R({"k": 4, "r": 1}))

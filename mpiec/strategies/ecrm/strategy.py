@@ -121,7 +121,7 @@ class ErasureCoded(Strategy):
         "rebuild_rounds": "max", "degraded_rows": "sum", "rebuild_mode": "first",
         "parity_exchange": "first", "sum_drift_max_abs": "max",
         "parity_every": "first", "parity_commits": "max", "parity_window_peak_bytes": "max",
-        "sum_drift_max_rel": "max", **FullCheckpoint.summary_rules,
+        "sum_drift_max_rel": "max", "sum_drift_checks": "sum", **FullCheckpoint.summary_rules,
     }
 
     # -- configuration ------------------------------------------------------------------
@@ -247,7 +247,7 @@ class ErasureCoded(Strategy):
             "verify_checks", "verify_mismatches", "rebuilds", "rebuild_rows", "rebuild_bytes",
             "reencoded_rows", "replayed_steps", "rebuild_s", "rebuild_sync_s", "rebuild_decode_s",
             "rebuild_replay_s", "sum_drift_max_abs", "sum_drift_max_rel", "rebuild_total_s", "rebuild_rounds",
-            "degraded_rows",
+            "degraded_rows", "sum_drift_checks",
             "rebuild_encode_s")}
 
     # -- binding: the agent of this rank's role -----------------------------------------------
@@ -625,6 +625,6 @@ class ErasureCoded(Strategy):
         })
         out.update({k: (int(v) if k in ("verify_checks", "verify_mismatches", "rebuilds", "rebuild_rows",
                                          "rebuild_bytes", "reencoded_rows", "replayed_steps",
-                                         "rebuild_rounds", "degraded_rows") else v)
+                                         "rebuild_rounds", "degraded_rows", "sum_drift_checks") else v)
                     for k, v in self.stats.items()})
         return out
