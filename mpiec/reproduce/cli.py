@@ -177,7 +177,12 @@ def main(argv: list[str] | None = None) -> int:
         plan = plans[p.name]
         for i, e in enumerate(plan, 1):
             progress.line(f"{p.name} {i}/{len(plan)} '{e.key}': {e.what}, {e.n_runs} runs")
-            rs = run_experiment(e, out / p.name / e.key, reuse=args.reuse, quiet=not args.verbose)
+            try:
+                rs = run_experiment(e, out / p.name / e.key, reuse=args.reuse, quiet=not args.verbose)
+            except KeyboardInterrupt:
+                print(f"[mpiec reproduce] interrupted: the finished experiments are in {out}; the same "
+                      "command with --reuse keeps them and runs the rest", flush=True)
+                return 130
             if rs.reused:  # the seconds the earlier reproduction spent on it
                 rs.seconds = float(earlier.get("experiments", {}).get(str(rs.directory), 0.0))
             runs[e.key] = rs

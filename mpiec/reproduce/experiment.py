@@ -138,7 +138,8 @@ def _read(rs: RunSet) -> None:
 
 def run_experiment(exp: Experiment, directory: Path, *, reuse: bool = False, quiet: bool = True) -> RunSet:
     """Run ``exp`` into ``directory`` (or read it back when ``reuse`` and it is complete; an incomplete
-    one is then moved aside, never deleted, and run again)."""
+    one is then moved aside, never deleted, and run again). Raises ``KeyboardInterrupt`` when the
+    bench was interrupted (Ctrl-C, SIGTERM, SIGHUP): the runs it finished stay in ``directory``."""
     from mpiec.bench import Bench
 
     rs = RunSet(exp, directory)
@@ -161,6 +162,8 @@ def run_experiment(exp: Experiment, directory: Path, *, reuse: bool = False, qui
         _read(rs)
     else:
         rs.problems.append("the bench wrote no bench.json (no run finished)")
+    if any(p.endswith(": interrupted") for p in rs.problems):
+        raise KeyboardInterrupt  # Ctrl-C, SIGTERM, SIGHUP stopped the bench: stop the reproduction too
     return rs
 
 

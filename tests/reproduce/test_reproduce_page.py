@@ -122,3 +122,18 @@ def test_figures_beside_a_page_get_a_prefix_and_the_page_points_at_them(tmp_path
     write_page(docs / "reproductions.md", md, [png], prefix=PAGE_FIGURE_PREFIX)
     assert (docs / "figures" / "cnr-reduction.png").read_bytes() == b"another page's figure"
     assert (docs / "figures" / f"{PAGE_FIGURE_PREFIX}cnr-reduction.png").read_bytes() == b"png"
+
+
+def test_an_interrupted_bench_stops_the_reproduction(tmp_path, monkeypatch):
+    import json as _json
+
+    def interrupted(self):
+        self.out.mkdir(parents=True, exist_ok=True)
+        (self.out / "bench.json").write_text(_json.dumps({"runs": [
+            {"variant": "none", "failure": False, "repeat": 0, "path": None, "message": "interrupted"}]}))
+        return 3
+
+    monkeypatch.setattr("mpiec.bench.Bench.run", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        run_experiment(Experiment("x", "x", ("none",)), tmp_path / "x")
+    assert (tmp_path / "x" / "bench.json").is_file()  # what it finished is kept
