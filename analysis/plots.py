@@ -41,7 +41,7 @@ from mpiec.results import RunResult, decode
 from .metrics import PHASE_LABELS, RECOVERY_PHASES, RunMetrics, compare, finite, recovery_list
 from .stats import Estimate, median_ci, overhead_ci
 
-__all__ = ["FIGURES", "matplotlib_available", "plot_results", "throughput_series"]
+__all__ = ["FIGURES", "matplotlib_available", "plot_results", "pyplot", "save_figure", "throughput_series"]
 
 FIGURES = {
     "throughput": "throughput over time per strategy, with failures and recoveries",
@@ -101,7 +101,8 @@ def throughput_series(result: RunResult, window: int = 10) -> tuple[np.ndarray, 
 
 # -- helpers ----------------------------------------------------------------------------------------
 
-def _pyplot() -> Any:
+def pyplot() -> Any:
+    """matplotlib.pyplot on the file-only Agg backend, with the report's style."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -112,7 +113,8 @@ def _pyplot() -> Any:
     return plt
 
 
-def _save(plt: Any, fig: Any, outdir: Path, stem: str, formats: Sequence[str]) -> list[Path]:
+def save_figure(plt: Any, fig: Any, outdir: Path, stem: str, formats: Sequence[str] = ("png",)) -> list[Path]:
+    """``fig`` written as ``outdir/stem.FORMAT`` for each format, then closed; the paths."""
     paths = []
     for fmt in formats:
         paths.append(outdir / f"{stem}.{fmt}")
@@ -432,18 +434,19 @@ def plot_results(results: list[RunResult], outdir: str | Path, window: int | Non
     outdir.mkdir(parents=True, exist_ok=True)
     if not results:
         return []
-    plt = _pyplot()
+    plt = pyplot()
     metrics = compare(results, baseline)
     pairs = list(zip(results, metrics, strict=True))
     colors, labels = _colors(metrics), _labels(metrics)
     written: list[Path] = []
-    written += _save(plt, _throughput(plt, pairs, colors, window), outdir, "throughput", formats)
-    written += _save(plt, _overhead_ettr(plt, metrics, colors), outdir, "overhead_ettr", formats)
+    written += save_figure(plt, _throughput(plt, pairs, colors, window), outdir, "throughput", formats)
+    written += save_figure(plt, _overhead_ettr(plt, metrics, colors), outdir, "overhead_ettr", formats)
     if any(m.recovery for m in metrics):
-        written += _save(plt, _recovery(plt, metrics, labels), outdir, "recovery", formats)
-    written += _save(plt, _protection(plt, pairs, colors, labels), outdir, "protection", formats)
+        written += save_figure(plt, _recovery(plt, metrics, labels), outdir, "recovery", formats)
+    written += save_figure(plt, _protection(plt, pairs, colors, labels), outdir, "protection", formats)
     if any(m.failure and m.delta_auc is not None for m in metrics):
-        written += _save(plt, _auc_vs_lost(plt, metrics, colors, labels), outdir, "auc_vs_lost", formats)
+        fig = _auc_vs_lost(plt, metrics, colors, labels)
+        written += save_figure(plt, fig, outdir, "auc_vs_lost", formats)
     if any(len(r.eval) for r in results):
-        written += _save(plt, _auc(plt, pairs, colors, labels), outdir, "auc", formats)
+        written += save_figure(plt, _auc(plt, pairs, colors, labels), outdir, "auc", formats)
     return written

@@ -636,14 +636,11 @@ class CheckNRunPaper:
 
     # -- plots ---------------------------------------------------------------------------------
     def plots(self, runs: dict[str, RunSet], outdir: Path) -> list[Path]:
-        from mpiec.analysis.plots import matplotlib_available
+        from mpiec.analysis.plots import matplotlib_available, pyplot, save_figure
 
         if not matplotlib_available():
             return []
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
+        plt = pyplot()
 
         outdir.mkdir(parents=True, exist_ok=True)
         out: list[Path] = []
@@ -664,11 +661,7 @@ class CheckNRunPaper:
             ax.set_ylabel("degradation (% logloss)")
             ax.set_title("Check-N-Run: degradation against restores (Fig. 14)")
             ax.legend(fontsize=8)
-            fig.tight_layout()
-            path = outdir / "cnr-degradation-vs-restores.png"
-            fig.savefig(path, dpi=110)
-            plt.close(fig)
-            out.append(path)
+            out += save_figure(plt, fig, outdir, "cnr-degradation-vs-restores")
         red = runs.get("reduction")
         if red is not None:
             labels, write, cap = [], [], []
@@ -690,11 +683,7 @@ class CheckNRunPaper:
                 ax.set_ylabel("x less than full fp32 checkpoints")
                 ax.set_title("Check-N-Run: intermittent diffs + adaptive quantization")
                 ax.legend(fontsize=8)
-                fig.tight_layout()
-                path = outdir / "cnr-reduction.png"
-                fig.savefig(path, dpi=110)
-                plt.close(fig)
-                out.append(path)
+                out += save_figure(plt, fig, outdir, "cnr-reduction")
         return out
 
 

@@ -763,13 +763,11 @@ class CprPaper:
         return findings_of(Figures.of(runs), plan_of(scale), machine)
 
     def plots(self, runs: dict[str, RunSet], outdir: Path) -> list[Path]:
-        try:
-            import matplotlib
+        from mpiec.analysis.plots import matplotlib_available, pyplot, save_figure
 
-            matplotlib.use("Agg")
-            import matplotlib.pyplot as plt
-        except ImportError:
+        if not matplotlib_available():
             return []
+        plt = pyplot()
         fig = Figures.of(runs)
         outdir.mkdir(parents=True, exist_ok=True)
         written: list[Path] = []
@@ -786,11 +784,7 @@ class CprPaper:
             ax.set_ylabel("AUC loss vs failure-free")
             ax.set_title("CPR: AUC loss against PLS")
             ax.legend(fontsize=8)
-            f.tight_layout()
-            path = outdir / "cpr-auc-vs-pls.png"
-            f.savefig(path, dpi=110)
-            plt.close(f)
-            written.append(path)
+            written += save_figure(plt, f, outdir, "cpr-auc-vs-pls")
         names = [s for s in ("ckpt", "cpr", "cpr-mfu", "cpr-ssu") if fig.runs_of(s)]
         if names:
             est = [median_ci(fig.overheads(s)) for s in names]
@@ -801,11 +795,7 @@ class CprPaper:
             ax.bar(names, vals, yerr=err, capsize=4, color=["#b55", "#58b", "#5a5", "#a85"][:len(names)])
             ax.set_ylabel("checkpoint-related overhead, %")
             ax.set_title("Same failures: median and 95 % interval over the rounds", fontsize=10)
-            f.tight_layout()
-            path = outdir / "cpr-overheads.png"
-            f.savefig(path, dpi=110)
-            plt.close(f)
-            written.append(path)
+            written += save_figure(plt, f, outdir, "cpr-overheads")
         return written
 
 

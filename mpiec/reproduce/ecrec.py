@@ -679,18 +679,9 @@ def _event_times(r: Any, kind: str) -> list[float]:
     return [float(e["time"]) for e in r.events if decode(e["kind"]) == kind]
 
 
-def _pyplot() -> Any:
-    import matplotlib
-
-    matplotlib.use("Agg")  # files only, never a display
-    import matplotlib.pyplot as plt
-
-    return plt
-
-
 def _plot_recovery(main: RunSet, outdir: Path) -> Path | None:
     """Throughput around the failure, Ckpt-30 and ECRM k=4 (first round), the rebuild window shaded."""
-    from mpiec.analysis.plots import throughput_series
+    from mpiec.analysis.plots import pyplot, save_figure, throughput_series
     from mpiec.analysis.read import repeat_of
 
     picks = []
@@ -704,7 +695,7 @@ def _plot_recovery(main: RunSet, outdir: Path) -> Path | None:
             picks.append((label, cands[0]))
     if not picks:
         return None
-    plt = _pyplot()
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(8, 3.6))
     for (label, r), color in zip(picks, ("tab:orange", "tab:blue"), strict=False):
         kills = _event_times(r, "kill") or [0.0]
@@ -718,11 +709,7 @@ def _plot_recovery(main: RunSet, outdir: Path) -> Path | None:
     ax.set_ylabel("samples/s")
     ax.set_title("ECRec: throughput around a server failure (first round)")
     ax.legend(loc="lower right", fontsize=8)
-    path = outdir / "ecrec-recovery.png"
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return save_figure(plt, fig, outdir, "ecrec-recovery")[0]
 
 
 def _plot_overhead(main: RunSet, outdir: Path) -> Path | None:
@@ -739,7 +726,9 @@ def _plot_overhead(main: RunSet, outdir: Path) -> Path | None:
     bars = [(name, median_ci(v)) for name, v in bars if v]
     if not bars:
         return None
-    plt = _pyplot()
+    from mpiec.analysis.plots import pyplot, save_figure
+
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(8, 3.8))
     y = list(range(len(bars)))
     vals = [e.value for _, e in bars]
@@ -752,11 +741,7 @@ def _plot_overhead(main: RunSet, outdir: Path) -> Path | None:
     ax.invert_yaxis()
     ax.set_xlabel("failure-free overhead, % (median, 95 % interval)")
     ax.set_title("ECRec: failure-free overhead")
-    path = outdir / "ecrec-overhead.png"
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return save_figure(plt, fig, outdir, "ecrec-overhead")[0]
 
 
 PAPER = EcrecPaper()
