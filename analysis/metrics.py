@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import json
 import math
+import numbers
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -88,6 +89,15 @@ _NOT_IN_TWIN_KEY = ("failures", "output")
 def finite(x: Any) -> bool:
     """A real, finite number (bools are not numbers here)."""
     return isinstance(x, int | float) and not isinstance(x, bool) and math.isfinite(x)
+
+
+def number(x: Any) -> float:
+    """``x`` as a float when it is a real, finite number (numpy's included, bools not), else nan: a
+    summary value read without trusting its type."""
+    if isinstance(x, bool) or not isinstance(x, numbers.Real):
+        return math.nan
+    v = float(x)
+    return v if math.isfinite(v) else math.nan
 
 
 def variant(r: RunResult) -> str:

@@ -41,6 +41,8 @@ from typing import Any
 
 import numpy as np
 
+from mpiec.analysis.metrics import finite
+
 from .claims import Claim, Finding, Measured, Rule, judge, measured_from
 from .experiment import Experiment, Machine, Regime, RegimeRow, RunSet, Scale
 
@@ -239,20 +241,16 @@ def reference_for(r: Any, pool: Iterable[Any]) -> Any | None:
 
     key = _fingerprint(r)
     cands = [p for p in pool if p is not r and not failure_run(p) and not p.summary.get("lost")
-             and _fingerprint(p) == key and _finite(p.summary.get("final_logloss"))]
+             and _fingerprint(p) == key and finite(p.summary.get("final_logloss"))]
     cands.sort(key=lambda p: p.strategy != "none")
     return cands[0] if cands else None
-
-
-def _finite(x: Any) -> bool:
-    return isinstance(x, int | float) and not isinstance(x, bool) and math.isfinite(x)
 
 
 def degradation_pct(run_logloss: float, ref_logloss: float) -> float:
     """Accuracy degradation in percent: the relative increase of the final logloss (normalized entropy
     up to the constant of the label entropy, the production models' accuracy metric) over the
     failure-free run's."""
-    if not (_finite(run_logloss) and _finite(ref_logloss)) or ref_logloss <= 0:
+    if not (finite(run_logloss) and finite(ref_logloss)) or ref_logloss <= 0:
         return math.nan
     return 100.0 * (run_logloss / ref_logloss - 1.0)
 
@@ -363,12 +361,12 @@ def trained_rows(r: Any, limit: int = MAX_TRAINED_ROWS) -> np.ndarray | None:
 
 # -- the paper module -------------------------------------------------------------------------------
 def _median(values: Iterable[Any]) -> float:
-    v = [float(x) for x in values if _finite(x)]
+    v = [float(x) for x in values if finite(x)]
     return float(np.median(v)) if v else math.nan
 
 
 def _fmt(x: float, spec: str = ".3g") -> str:
-    return f"{x:{spec}}" if _finite(x) else "—"
+    return f"{x:{spec}}" if finite(x) else "—"
 
 
 class CheckNRunPaper:
@@ -509,7 +507,7 @@ class CheckNRunPaper:
             written = _median(r.summary.get("checkpoint_bytes", 0) / r.summary["checkpoints"] for r in runs
                               if r.summary.get("checkpoints"))
             extra["write_reduction_vs_ckpt_bytes"] = real / written if written else math.nan
-        bits = sorted({int(r.summary["cnr_bits"]) for r in runs if _finite(r.summary.get("cnr_bits"))})
+        bits = sorted({int(r.summary["cnr_bits"]) for r in runs if finite(r.summary.get("cnr_bits"))})
         regime_note = (f"bits=auto chose {'/'.join(map(str, bits)) or '?'}-bit (no failure expected in a "
                        "failure-free run); the 4-bit figure (the width for 4-20 expected restores) is in the "
                        "extra.")
@@ -518,9 +516,9 @@ class CheckNRunPaper:
                "checkpoint / bytes written, the paper's definition")
         m_w = measured_from((r.summary.get("write_reduction") for r in runs), how)
         e = extra.get("write_reduction_vs_ckpt_bytes", math.nan)
-        check = (f" Against a real ckpt run's bytes per checkpoint: {_fmt(e)}x." if _finite(e) else "")
+        check = (f" Against a real ckpt run's bytes per checkpoint: {_fmt(e)}x." if finite(e) else "")
         share, bg = extra.get("committed_share", math.nan), extra.get("background_per_interval", math.nan)
-        if _finite(share) and share < 1:  # the figure covers the committed checkpoints only
+        if finite(share) and share < 1:  # the figure covers the committed checkpoints only
             check += (f" {share:.0%} of the checkpoints taken were committed before the run ended: the "
                       f"background quantization and write of one took {_fmt(bg, '.2g')} intervals "
                       "(compressed time on shared cores) and the writer queues snapshots without "
@@ -565,7 +563,7 @@ class CheckNRunPaper:
                 ref = reference_for(r, pool)
                 n = quantized_restores(r)
                 bits = r.summary.get("cnr_bits")
-                if ref is None or not n or not _finite(bits) or r.summary.get("lost"):
+                if ref is None or not n or not finite(bits) or r.summary.get("lost"):
                     continue
                 d = degradation_pct(r.summary.get("final_logloss"), ref.summary.get("final_logloss"))
                 if math.isfinite(d):
@@ -597,7 +595,7 @@ class CheckNRunPaper:
         for r in auto_runs:
             expected = len([k for k in planned_kills(r) if str(k).startswith(("server", "trainer"))])
             bits = r.summary.get("cnr_bits")
-            if not _finite(bits):
+            if not finite(bits):
                 continue
             ok.append(float(int(bits) == bits_rule(expected)))
             lines.append(f"{expected} expected -> {int(bits)}-bit (rule {bits_rule(expected)})")
@@ -669,7 +667,7 @@ class CheckNRunPaper:
                 rs = red.of(v, failure=False)
                 if rs:
                     bits = _median(r.summary.get("cnr_bits") for r in rs)
-                    labels.append(f"{label} ({bits:.0f}-bit)" if v == AUTO and _finite(bits) else label)
+                    labels.append(f"{label} ({bits:.0f}-bit)" if v == AUTO and finite(bits) else label)
                     write.append(_median(r.summary.get("write_reduction") for r in rs))
                     cap.append(_median(r.summary.get("capacity_reduction") for r in rs))
             if labels:

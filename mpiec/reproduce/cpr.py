@@ -65,6 +65,7 @@ from typing import Any
 
 import numpy as np
 
+from mpiec.analysis.metrics import failure_run, number
 from mpiec.analysis.stats import Estimate, median_ci
 
 from .claims import Claim, Finding, Measured, Rule, judge, measured, measured_from
@@ -259,11 +260,6 @@ def _recoveries(r: Any) -> list[dict[str, Any]]:
     return [x for x in recs if isinstance(x, dict)] if isinstance(recs, list) else []
 
 
-def _num(x: Any) -> float:
-    ok = isinstance(x, int | float) and not isinstance(x, bool) and math.isfinite(x)
-    return float(x) if ok else math.nan
-
-
 RESCHEDULING = ("detection_s", "shrink_agree_s", "plan_s", "replace_s")
 
 
@@ -272,12 +268,12 @@ def overhead(r: Any) -> dict[str, float]:
     ``wall``, ``rescheduling``, ``stall`` (checkpoint stall), ``lost`` (time lost less rescheduling)."""
     s, tl = r.summary, r.timeline
     wall = float(tl["t_end"][-1]) if len(tl) else math.nan
-    resched = sum(_num(rec.get(k)) for rec in _recoveries(r) for k in RESCHEDULING
-                  if math.isfinite(_num(rec.get(k))))
-    stall = _num(s.get("checkpoint_critical_s"))
+    resched = sum(number(rec.get(k)) for rec in _recoveries(r) for k in RESCHEDULING
+                  if math.isfinite(number(rec.get(k))))
+    stall = number(s.get("checkpoint_critical_s"))
     stall = stall if math.isfinite(stall) else 0.0
-    lost = _num(s.get("time_lost_s")) - _num(s.get("stall_time_lost_s") or 0.0)
-    unprod = _num(s.get("unproductive_s"))
+    lost = number(s.get("time_lost_s")) - number(s.get("stall_time_lost_s") or 0.0)
+    unprod = number(s.get("unproductive_s"))
     if not math.isfinite(unprod):
         unprod = lost + stall
     related = unprod - resched
@@ -297,7 +293,8 @@ def model_stall(r: Any) -> float:
     without a modelled bandwidth or row counts."""
     cfg = r.config if isinstance(r.config, dict) else {}
     storage, layout, model = (cfg.get(k) or {} for k in ("storage", "layout", "model"))
-    bw, servers, dim = _num(storage.get("write_mb_s")), _num(layout.get("servers")), _num(model.get("dim"))
+    bw, servers = number(storage.get("write_mb_s")), number(layout.get("servers"))
+    dim = number(model.get("dim"))
     rows = r.checkpoints["rows"] if len(r.checkpoints) else np.zeros(0)
     if not (bw > 0 and servers > 0 and dim > 0) or (rows < 0).any():
         return math.nan
@@ -308,16 +305,11 @@ def model_stall(r: Any) -> float:
 
 def auc_loss(r: Any, ref: Any) -> float:
     """Final AUC of the failure-free reference − the run's (positive: the run lost accuracy)."""
-    return _num(ref.summary.get("final_auc")) - _num(r.summary.get("final_auc"))
+    return number(ref.summary.get("final_auc")) - number(r.summary.get("final_auc"))
 
 
 def _lost(r: Any) -> bool:
     return bool(r.summary.get("lost"))
-
-
-def _failure(r: Any) -> bool:
-    failures = r.config.get("failures") if isinstance(r.config, dict) else None
-    return bool(failures.get("kill")) if isinstance(failures, dict) else False
 
 
 def _ranks(x: np.ndarray) -> np.ndarray:
@@ -398,15 +390,16 @@ class Figures:
         ref = None
         base = runs.get("baseline")
         if base is not None:
-            clean = [r for r in base.results if r.strategy == "none" and not _failure(r) and not _lost(r)]
+            clean = [r for r in base.results if r.strategy == "none" and not failure_run(r) and not _lost(r)]
             ref = clean[0] if clean else None
         rounds = []
         keys = sorted((k for k in runs if k.startswith("recovery-r")), key=lambda k: int(k.rsplit("r", 1)[1]))
         for key in keys:
-            rounds.append({r.strategy: r for r in runs[key].results if _failure(r) and not _lost(r)})
+            rounds.append({r.strategy: r for r in runs[key].results if failure_run(r) and not _lost(r)})
         sweep_rs = runs.get("pls-sweep")
-        sweep = [r for r in sweep_rs.results if _failure(r) and not _lost(r)] if sweep_rs is not None else []
-        thr = _num(ref.summary.get("throughput_sps")) if ref is not None else math.nan
+        sweep = ([r for r in sweep_rs.results if failure_run(r) and not _lost(r)]
+                 if sweep_rs is not None else [])
+        thr = number(ref.summary.get("throughput_sps")) if ref is not None else math.nan
         return Figures(rounds, sweep, ref, thr)
 
     def runs_of(self, strategy: str) -> list[Any]:
@@ -427,7 +420,7 @@ def _realized(fig: Figures) -> dict[str, float]:
     ratios, steps, saves, gaps, after, young, worst = [], [], [], [], [], [], []
     for r in fig.runs_of("ckpt"):
         ck, tl = r.checkpoints, r.timeline
-        mtbf = _num((r.config.get("failures") or {}).get("mtbf_steps"))
+        mtbf = number((r.config.get("failures") or {}).get("mtbf_steps"))
         if not len(ck) or len(tl) < 6 or not mtbf > 0:
             continue
         full = np.array([decode(k) == "full" for k in ck["kind"]], dtype=bool)
@@ -461,7 +454,7 @@ def _raw_overhead(fig: Figures, strategy: str) -> Estimate:
     """1 − throughput / the none run's (rescheduling and host noise included), %."""
     if not fig.baseline_throughput > 0:
         return Estimate(math.nan)
-    return median_ci([100.0 * (1 - _num(r.summary.get("throughput_sps")) / fig.baseline_throughput)
+    return median_ci([100.0 * (1 - number(r.summary.get("throughput_sps")) / fig.baseline_throughput)
                       for r in fig.runs_of(strategy)])
 
 
@@ -524,7 +517,7 @@ def findings_of(fig: Figures, p: Plan, machine: Machine) -> list[Finding]:
         out.append(_finding(c, Measured(math.nan, how="the failure-free reference run is missing")))
     else:
         losses = [auc_loss(r, fig.reference) for r in fig.runs_of("cpr")]
-        pls = median_ci([_num(r.summary.get("pls")) for r in fig.runs_of("cpr")])
+        pls = median_ci([number(r.summary.get("pls")) for r in fig.runs_of("cpr")])
         m = measured_from(losses, f"failure-free AUC − cpr's final AUC over {len(losses)} failure runs")
         out.append(_finding(c, m, f"At measured PLS {_fmt(pls, '.3g')} (target {TARGET_PLS:g} [U]) on the "
                            "tiny-derived model, still learning: updates lost then cost more AUC than late in "
@@ -532,7 +525,7 @@ def findings_of(fig: Figures, p: Plan, machine: Machine) -> list[Finding]:
 
     # 3. PLS against the AUC loss (every cpr run: the sweep and the rounds)
     c = _BY_KEY["pls-vs-loss"]
-    pts = [(r, _num(r.summary.get("pls"))) for r in [*fig.runs_of("cpr"), *fig.sweep]]
+    pts = [(r, number(r.summary.get("pls"))) for r in [*fig.runs_of("cpr"), *fig.sweep]]
     if fig.reference is None or len(pts) < 3:
         out.append(_finding(c, Measured(math.nan, how=f"{len(pts)} cpr failure runs (3 needed) or no "
                                                        "failure-free reference")))
@@ -653,15 +646,15 @@ def _accuracy(c: Claim, fig: Figures, v: str) -> Finding:
     pairs = fig.paired("cpr", v)
     lc = [auc_loss(a, fig.reference) for a, _ in pairs]
     lv = [auc_loss(b, fig.reference) for _, b in pairs]
-    ratios = [_num(b.summary.get("checkpoint_bytes")) / _num(a.summary.get("checkpoint_bytes"))
-              for a, b in pairs if _num(a.summary.get("checkpoint_bytes")) > 0]
+    ratios = [number(b.summary.get("checkpoint_bytes")) / number(a.summary.get("checkpoint_bytes"))
+              for a, b in pairs if number(a.summary.get("checkpoint_bytes")) > 0]
     bytes_ratio = median_ci(ratios)
     losses = {"cpr": median_ci(lc), v: median_ci(lv)}
     note = (f"AUC loss: cpr {_fmt(losses['cpr'], '.2g')}, {v} {_fmt(losses[v], '.2g')}; {v} wrote "
             f"{_fmt(bytes_ratio, '.2f')} of cpr's checkpoint bytes.")
     # what the smallest perturbation costs: the cpr run that lost the fewest samples (PLS > 0)
     runs = [*fig.runs_of("cpr"), *fig.sweep]
-    small = sorted(x for x in ((_num(r.summary.get("pls")), auc_loss(r, fig.reference)) for r in runs)
+    small = sorted(x for x in ((number(r.summary.get("pls")), auc_loss(r, fig.reference)) for r in runs)
                    if x[0] > 0 and math.isfinite(x[1]))
     # the noise floor: what the smallest perturbation (the cpr run that lost the fewest samples) costs;
     # a loss of that order is the perturbed trajectory, not the updates lost
@@ -777,7 +770,7 @@ class CprPaper:
                       ("cpr-mfu", fig.runs_of("cpr-mfu"), "^"), ("cpr-ssu", fig.runs_of("cpr-ssu"), "v"))
             for label, rs, mark in groups:
                 if rs:
-                    ax.scatter([_num(r.summary.get("pls")) for r in rs],
+                    ax.scatter([number(r.summary.get("pls")) for r in rs],
                                [auc_loss(r, fig.reference) for r in rs], marker=mark, label=label)
             ax.axhline(0.0, color="grey", lw=0.5)
             ax.set_xlabel("portion of lost samples (measured PLS)")

@@ -84,6 +84,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from mpiec.analysis.metrics import number
 from mpiec.analysis.stats import median_ci, ratio_ci
 from mpiec.storage import PROFILES
 
@@ -254,14 +255,6 @@ class Figures:
     missing: list[str] = field(default_factory=list)  # runs a figure needed and did not find
 
 
-def _num(x: Any) -> float:
-    try:
-        v = float(x)
-    except (TypeError, ValueError):
-        return math.nan
-    return v if math.isfinite(v) else math.nan
-
-
 def _ok(r: Any) -> bool:
     return not bool(r.summary.get("lost")) and bool(r.summary.get("complete", True))
 
@@ -273,7 +266,7 @@ def _rounds(runs: Sequence[Any]) -> dict[int, Any]:
 
 
 def _cpu_ms(r: Any, role: str) -> float:
-    return 1e3 * _num(r.summary.get(f"{role}_cpu_s_per_step"))
+    return 1e3 * number(r.summary.get(f"{role}_cpu_s_per_step"))
 
 
 def _tp_ovh(r: Any, base: Any) -> float:
@@ -285,9 +278,9 @@ def _tp_ovh(r: Any, base: Any) -> float:
 
 def _ckpt_ovh(r: Any, interval_s: float) -> float:
     """ECRec's checkpoint overhead [C]: mean write stall / interval, %."""
-    n = _num(r.summary.get("checkpoints"))
-    crit = _num(r.summary.get("checkpoint_critical_s"))
-    iv = _num(r.summary.get("checkpoint_interval_s"))
+    n = number(r.summary.get("checkpoints"))
+    crit = number(r.summary.get("checkpoint_critical_s"))
+    iv = number(r.summary.get("checkpoint_interval_s"))
     iv = iv if iv > 0 else interval_s
     return 100.0 * crit / n / iv if n > 0 and iv > 0 else math.nan
 
@@ -309,8 +302,8 @@ def _drift_measured(r: Any) -> bool:
     if isinstance(checks, int | float) and not isinstance(checks, bool):  # files that count them
         return checks > 0
     lay = r.config.get("layout") if isinstance(r.config.get("layout"), dict) else {}
-    k, rr = _num(r.summary.get("k")), _num(r.summary.get("r"))
-    servers = _num(lay.get("servers"))
+    k, rr = number(r.summary.get("k")), number(r.summary.get("r"))
+    servers = number(lay.get("servers"))
     return math.isfinite(k + rr + servers) and k + rr < servers and not lay.get("parity_ranks")
 
 
@@ -364,7 +357,7 @@ def extract(runs: dict[str, RunSet], shared: bool) -> Figures:
             c = _ckpt_ovh(r, iv)
             f.ckpt_ovh.setdefault(key, []).append(c)
             f.ckpt_tp_ovh.setdefault(key, []).append(_tp_ovh(r, base))
-            f.checkpoints_per_run.setdefault(key, []).append(_num(r.summary.get("checkpoints")))
+            f.checkpoints_per_run.setdefault(key, []).append(number(r.summary.get("checkpoints")))
             # Judged against at most the paper's ratio: a write that overran the storage model (the
             # real disk and a CPU-starved rank, where the host is loaded) is the machine's, and must
             # not make ECRM look better than at the paper's ratio.
@@ -380,28 +373,29 @@ def extract(runs: dict[str, RunSet], shared: bool) -> Figures:
             m = metrics[id(r)]
             if m.lost or not m.recoveries:
                 continue
-            lost = _num(m.time_lost_per_failure_s)
-            unprot = _num(m.unprotected_s)
+            lost = number(m.time_lost_per_failure_s)
+            unprot = number(m.unprotected_s)
             if name.startswith("ckpt"):
                 f.recovery.setdefault(name, []).append(lost)
             else:
                 f.recovery.setdefault(name, []).append(unprot)
             f.recovery.setdefault(f"{name}_lost", []).append(lost)
-            f.recovery.setdefault(f"{name}_resume", []).append(_num(m.recovery_latency_s))
+            f.recovery.setdefault(f"{name}_resume", []).append(number(m.recovery_latency_s))
             if v == ECRM[K4] and m.repair_throughput_vs_twin is not None:
                 f.drop.append(100.0 * (1.0 - m.repair_throughput_vs_twin))
             if v in ECRM.values():
                 if _drift_measured(r):
-                    f.sum_drift.append(_num(r.summary.get("sum_drift_max_rel")))
+                    f.sum_drift.append(number(r.summary.get("sum_drift_max_rel")))
                 if m.lossless is not None:
                     f.sum_lossless.append(bool(m.lossless))
 
     for k, v in ECRM.items():
         for r in main.of(v):
-            par, shard = _num(r.summary.get("parity_memory_bytes")), _num(r.summary.get("shard_memory_bytes"))
+            par = number(r.summary.get("parity_memory_bytes"))
+            shard = number(r.summary.get("shard_memory_bytes"))
             if par > 0 and shard > 0 and _ok(r):
                 f.memory.setdefault(k, []).append(par / shard)
-                f.memory_r[k] = int(_num(r.summary.get("r")) or 1)
+                f.memory_r[k] = int(number(r.summary.get("r")) or 1)
 
     checksums = {str(r.summary.get("param_checksum") or "") for r in none.values()} - {""}
     if codes is None or not codes.results:
@@ -662,15 +656,9 @@ class EcrecPaper:
 
 
 def _variant_of(rs: RunSet, prefix: str, failure: bool) -> list[Any]:
-    from mpiec.analysis.metrics import variant
+    from mpiec.analysis.metrics import failure_run, variant
 
-    return [r for r in rs.results if variant(r).startswith(prefix) and _failure(r) == failure]
-
-
-def _failure(r: Any) -> bool:
-    from mpiec.analysis.metrics import failure_run
-
-    return failure_run(r)
+    return [r for r in rs.results if variant(r).startswith(prefix) and failure_run(r) == failure]
 
 
 def _event_times(r: Any, kind: str) -> list[float]:
@@ -688,7 +676,7 @@ def _plot_recovery(main: RunSet, outdir: Path) -> Path | None:
     for label, prefix in (("Ckpt-30", None), ("ECRM k=4", ECRM[K4])):
         if prefix is None:
             cands = sorted((r for r in _variant_of(main, CKPT, True)), key=lambda r: (
-                _num(r.summary.get("checkpoint_interval_s")), repeat_of(r)))
+                number(r.summary.get("checkpoint_interval_s")), repeat_of(r)))
         else:
             cands = sorted((r for r in main.of(prefix, failure=True)), key=repeat_of)
         if cands:

@@ -15,7 +15,7 @@ import pytest
 from mpiec.reproduce import cpr
 from mpiec.reproduce.claims import CANNOT, NOT_REPRODUCED, PARTLY, REPRODUCED, VERDICTS
 from mpiec.reproduce.experiment import SCALES, Experiment, Machine, RunSet, run_experiment
-from mpiec.results import CHECKPOINTS_DTYPE, TIMELINE_DTYPE
+from mpiec.results import CHECKPOINTS_DTYPE, EVENTS_DTYPE, TIMELINE_DTYPE
 
 KEYS = [c.key for c in cpr.CLAIMS]
 TWO_CORES = Machine(2, "test cpu", 8.0, 0.0, "3.11", "host")
@@ -25,13 +25,14 @@ REF_AUC = 0.75
 
 @dataclass
 class Fake:
-    """What the findings read of a ``RunResult``: strategy, config, summary, timeline, checkpoints."""
+    """What the findings read of a ``RunResult``: strategy, config, summary, timeline, checkpoints, events."""
 
     strategy: str
     config: dict[str, Any]
     summary: dict[str, Any]
     timeline: np.ndarray
     checkpoints: np.ndarray = field(default_factory=lambda: np.zeros(0, CHECKPOINTS_DTYPE))
+    events: np.ndarray = field(default_factory=lambda: np.zeros(0, EVENTS_DTYPE))
     name: str = "fake"
 
 
