@@ -43,6 +43,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from cnr_figures import run  # noqa: E402  (the same launcher: mpiec run in a subprocess)
 
+from mpiec.reproduce.cpr import spearman  # noqa: E402  (ties averaged: the reproduction's own)
 from mpiec.results import RunResult, decode, read_result  # noqa: E402
 
 #: The page's sections by their heading prefix; "notes" (hand-written reading of the figures) is
@@ -133,14 +134,6 @@ def pls_sweep(r: Runner, seeds: list[int], targets: list[float]) -> list[dict]:
     return rows
 
 
-def rank_agreement(xs: list[float], ys: list[float]) -> float:
-    """Spearman's rank correlation (no ties expected; nan with fewer than 3 points)."""
-    if len(xs) < 3:
-        return math.nan
-    rx, ry = np.argsort(np.argsort(xs)), np.argsort(np.argsort(ys))
-    return float(np.corrcoef(rx, ry)[0, 1])
-
-
 def pls_section(a, rows: list[dict], seeds: list[int], fig: str) -> list[str]:
     targets = sorted({r["target"] for r in rows})
     lines = [
@@ -170,7 +163,7 @@ def pls_section(a, rows: list[dict], seeds: list[int], fig: str) -> list[str]:
               "failure-free AUC:", ""]
     for seed in seeds:
         sel = [x for x in rows if x["seed"] == seed]
-        rho = rank_agreement([x["pls"] for x in sel], [-x["d_auc"] for x in sel])
+        rho = spearman([x["pls"] for x in sel], [-x["d_auc"] for x in sel])
         ref = sel[0]["ref_auc"] if sel else math.nan
         lines.append(f"* seed {seed}: ρ = {rho:+.2f} over {len(sel)} targets (failure-free AUC {ref:.4f})")
     lines += ["", verdict_pls(rows, seeds), ""]
@@ -190,7 +183,7 @@ def verdict_pls(rows: list[dict], seeds: list[int]) -> str:
         by_t.setdefault(r["target"], []).append(r)
     means = sorted((float(np.mean([x["pls"] for x in v])), float(np.mean([-x["d_auc"] for x in v])),
                     float(np.ptp([-x["d_auc"] for x in v])) if len(v) > 1 else 0.0) for v in by_t.values())
-    rhos = [rank_agreement([x["pls"] for x in rows if x["seed"] == s],
+    rhos = [spearman([x["pls"] for x in rows if x["seed"] == s],
                            [-x["d_auc"] for x in rows if x["seed"] == s]) for s in seeds]
     spread = max(m[2] for m in means) if means else math.nan
     lo, hi = means[0], means[-1]
