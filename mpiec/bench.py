@@ -49,8 +49,8 @@ from typing import NamedTuple
 from mpiec.config import Config, load_config
 from mpiec.errors import MpiecError
 
-__all__ = ["SCENARIOS", "Bench", "PlannedRun", "add_bench_args", "cmd_bench", "core_case", "kill_shift",
-           "rotation", "run_plan", "scenario_plans", "shifted_kills"]
+__all__ = ["SCENARIOS", "Bench", "PlannedRun", "add_bench_args", "clock", "cmd_bench", "core_case",
+           "kill_shift", "rotation", "run_plan", "scenario_plans", "shifted_kills"]
 
 #: Built-in scenarios: name → what it kills (the help text). "Training time" is the failure-free
 #: ``none`` run's: the kills happen at the same wall-clock moments for every strategy, mid-step,
@@ -239,17 +239,19 @@ class Progress:
 
     def start(self, what: str) -> None:
         elapsed = time.monotonic() - self.t0
-        eta = f", ETA {_clock(elapsed / self.done * (self.total - self.done))}" if self.done else ""
-        print(f"[mpiec bench] run {self.done + 1}/{self.total}: {what} (elapsed {_clock(elapsed)}{eta})",
+        eta = f", ETA {clock(elapsed / self.done * (self.total - self.done))}" if self.done else ""
+        print(f"[mpiec bench] run {self.done + 1}/{self.total}: {what} (elapsed {clock(elapsed)}{eta})",
               flush=True)
 
     def finish(self) -> None:
         self.done += 1
 
 
-def _clock(seconds: float) -> str:
+def clock(seconds: float) -> str:
+    """A duration for progress lines: ``45s``, ``12m05s``, ``1h07m``."""
     m, s = divmod(int(round(seconds)), 60)
-    return f"{m}m{s:02d}s" if m else f"{s}s"
+    h, m = divmod(m, 60)
+    return f"{h}h{m:02d}m" if h else f"{m}m{s:02d}s" if m else f"{s}s"
 
 
 def _interval_steps(path: Path) -> int:

@@ -23,6 +23,7 @@ import sys
 import time
 from pathlib import Path
 
+from mpiec.bench import Bench, clock
 from mpiec.errors import MpiecError
 
 from . import PAPERS, paper
@@ -94,15 +95,9 @@ class Progress:
         elapsed = time.monotonic() - self.t0
         eta = ""
         if self.done and self.total > self.done:
-            eta = f", ETA {_clock(elapsed / self.done * (self.total - self.done))}"
-        print(f"[mpiec reproduce] {text} (runs {self.done}/{self.total}, elapsed {_clock(elapsed)}{eta})",
+            eta = f", ETA {clock(elapsed / self.done * (self.total - self.done))}"
+        print(f"[mpiec reproduce] {text} (runs {self.done}/{self.total}, elapsed {clock(elapsed)}{eta})",
               flush=True)
-
-
-def _clock(seconds: float) -> str:
-    m, s = divmod(int(round(seconds)), 60)
-    h, m = divmod(m, 60)
-    return f"{h}h{m:02d}m" if h else f"{m}m{s:02d}s" if m else f"{s}s"
 
 
 def _finding_json(f: Finding) -> dict:
@@ -156,8 +151,6 @@ def main(argv: list[str] | None = None) -> int:
     out = Path(args.out or f"results/reproduce-{time.strftime('%Y%m%d-%H%M%S')}")
     if out.exists() and not out.is_dir():
         raise MpiecError(f"--out {out}: not a directory")
-    from mpiec.bench import Bench
-
     for p in papers:  # every experiment's configs validated before the first run starts
         for e in plans[p.name]:
             Bench(e.args(out / p.name / e.key))
