@@ -265,6 +265,7 @@ def test_the_regime_keeps_the_papers_ratios():
 
 # -- one smoke run under mpiexec ---------------------------------------------------------------------
 @pytest.mark.mpirun
+@pytest.mark.kill  # two servers die in each smoke run
 @pytest.mark.timeout(240)
 def test_smoke_runs_and_every_claim_gets_a_finding(tmp_path):
     scale = SCALES["smoke"]
