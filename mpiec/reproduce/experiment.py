@@ -82,14 +82,24 @@ class Experiment:
         per_round = (k if self.failure_free else 0) + (len(variants) if self.kills else 0)
         return per_round * self.repeat + (1 if self.repeat > 1 else 0)
 
+    def bench_argv(self, out: Path, quiet: bool = True) -> list[str]:
+        """This experiment as an ``mpiec bench`` command line (without ``mpiec``)."""
+        argv = ["bench", "--preset", self.preset, "--strategies", ",".join(self.strategies),
+                "--repeat", str(self.repeat), "--max-kills", str(max(1, len(self.kills))), "--no-report",
+                "--out", str(out)]
+        argv += [x for s in self.sets for x in ("--set", s)]
+        argv += [x for k in self.kills for x in ("--kill", k)] if self.kills else ["--scenario", "none"]
+        argv += ["--no-failure-free"] if not self.failure_free else []
+        argv += ["--steps", str(self.steps)] if self.steps is not None else []
+        argv += ["--timeout", repr(self.timeout)] if self.timeout is not None else []
+        return argv + (["--quiet"] if quiet else [])
+
     def args(self, out: Path, quiet: bool = True) -> argparse.Namespace:
-        """The ``mpiec bench`` arguments of this experiment."""
-        return argparse.Namespace(
-            preset=self.preset, config=None, kill=list(self.kills), steps=self.steps, sets=list(self.sets),
-            strategies=",".join(self.strategies), scenario=None if self.kills else "none", mtbf=None,
-            max_kills=max(1, len(self.kills)), trace=None, trace_scale=None, trace_mapping="fold",
-            repeat=self.repeat, no_warmup=False, no_failure_free=not self.failure_free, no_report=True,
-            out=str(out), timeout=self.timeout, quiet=quiet)
+        """The ``mpiec bench`` arguments of this experiment, parsed by the command's own parser (its
+        defaults and checks, whatever options the bench gains)."""
+        from mpiec.cli import build_parser
+
+        return build_parser().parse_args(self.bench_argv(out, quiet))
 
 
 @dataclass
