@@ -16,7 +16,7 @@ Owns how runs are paired and every figure computed from more than one summary va
   run's ``param_checksum`` equals its twin's (``None`` when there is no twin, when either checksum
   is empty, or when the run was lost).
 * **ETTR**, **goodput** = the summary's ``ettr`` / ``goodput_sps``; files written before those keys
-  get them from ``mpiec.roles.accounting.efficiency`` (the runtime's own definition: ``1 −
+  get them from ``mpiec.accounting.efficiency`` (the runtime's own definition: ``1 −
   (time lost + checkpoint stall on the critical path) / wall``, and the samples of the last execution
   of every step minus the lost samples, per second of wall time).
 * **lost samples** = the summary's ``lost_samples`` (older files: at least ``pls ×`` the samples
@@ -47,8 +47,8 @@ from typing import Any
 
 import numpy as np
 
+from mpiec.accounting import expected_s, final_samples, reference, step_intervals, summary_efficiency
 from mpiec.results import RunResult, decode
-from mpiec.roles.accounting import expected_s, final_samples, reference, step_intervals, summary_efficiency
 
 __all__ = [
     "KILL_KINDS",

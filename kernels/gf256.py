@@ -154,20 +154,6 @@ def path_name() -> str:
 
 
 @njit(cache=True)
-def gf_mul(a, b):
-    """a * b in GF(2^8)."""
-    return GF_MUL[a, b]
-
-
-@njit(cache=True)
-def gf_inv(a):
-    """Multiplicative inverse; a must be non-zero."""
-    if a == 0:
-        raise ZeroDivisionError("0 has no inverse in GF(2^8)")
-    return GF_INV[a]
-
-
-@njit(cache=True)
 def gf_matmul(a, b):
     """Matrix product over GF(2^8) of uint8 matrices (small: generator-sized)."""
     n, m = a.shape
@@ -411,11 +397,6 @@ def _mac2_at(dst, doff, a, aoff, b, boff, n, c, gfni):
 def mac_at(dst, doff, src, soff, n, c) -> None:
     """dst[doff:doff+n] ^= c * src[soff:soff+n] on 1-D uint8 arrays (path: ``gfni_active()``)."""
     _mac_at(dst, doff, src, soff, n, c, _ACTIVE[0])
-
-
-def mac2_at(dst, doff, a, aoff, b, boff, n, c) -> None:
-    """dst[doff:doff+n] ^= c * (a[aoff:aoff+n] ^ b[boff:boff+n])."""
-    _mac2_at(dst, doff, a, aoff, b, boff, n, c, _ACTIVE[0])
 
 
 def gf_mac(dst, src, c) -> None:

@@ -34,7 +34,8 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from mpiec.errors import ConfigError
+from mpiec.errors import ConfigError, did_you_mean
+from mpiec.limits import MAX_PARAM, MAX_RANKS, MAX_SECONDS, MAX_STEPS
 
 PRESETS = ("tiny", "laptop", "criteo-kaggle", "mlperf-dlrmv2")
 DEFAULT_PRESET = "laptop"
@@ -224,7 +225,7 @@ def _merge(obj: Any, raw: dict[str, Any], prefix: str) -> None:
     for key, value in raw.items():
         full = f"{prefix}{key}"
         if key not in hints:
-            raise ConfigError(f"unknown config key '{full}'{_suggest(key, hints)}")
+            raise ConfigError(f"unknown config key '{full}'{did_you_mean(key, hints)}")
         current = getattr(obj, key)
         if dataclasses.is_dataclass(current):
             if not isinstance(value, dict):
@@ -236,13 +237,6 @@ def _merge(obj: Any, raw: dict[str, Any], prefix: str) -> None:
             setattr(obj, key, merged)
         else:
             setattr(obj, key, _coerce(value, hints[key], full))
-
-
-def _suggest(key: str, names: Any) -> str:
-    import difflib
-
-    close = difflib.get_close_matches(key, list(names), n=1)
-    return f" (did you mean '{close[0]}'?)" if close else ""
 
 
 def _parse_value(text: str) -> Any:
@@ -489,7 +483,7 @@ def validate(cfg: Config, memory: bool = True) -> None:
     from mpiec.strategies import get_strategy_class
 
     strategy_cls = get_strategy_class(cfg.strategy.name)  # raises ConfigError
-    strategy_cls.validate_params(cfg)
+    strategy_cls.validate(cfg)
     _, r = strategy_cls.stripe_shape(cfg)
     _need(lay.parity_ranks in (0, r),
           f"layout.parity_ranks must be 0 or the strategy's parity count r = {r} "
@@ -501,10 +495,6 @@ def validate(cfg: Config, memory: bool = True) -> None:
 
 # -- limits and the memory estimate ------------------------------------------------
 
-MAX_RANKS = 4096  # monitor + trainers + servers + parity ranks + spares
-MAX_STEPS = 10**9  # keeps the derived time limit (180 s + 2 s x steps) finite and meaningful
-MAX_SECONDS = 1e9  # failures.timeout_s / mtbf_s, kill times: about 32 years
-MAX_PARAM = 1e9  # every number of strategy.params (steps, seconds, MB): as MAX_STEPS and MAX_SECONDS
 MAX_BAG = 4096  # data.multi_hot: ids per sample and table
 MAX_NAME_BYTES = 200  # output.name: leaves room for the suffixes a run adds (.h5.lock, -2, ...)
 RANK_BASE_BYTES = 80 << 20  # interpreter, numpy, numba, MPI, h5py: ~76 MiB private, ~97 MiB PSS per rank

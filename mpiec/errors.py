@@ -6,6 +6,8 @@ naming the problem; the CLI prints it as ``mpiec: error: <message>`` and exits
 with code 2, without a traceback.
 """
 
+from collections.abc import Iterable
+
 
 class MpiecError(Exception):
     """Base of user-facing errors: the message is one line naming the problem."""
@@ -29,3 +31,11 @@ class ResultFileError(MpiecError):
 
 class CheckpointError(MpiecError):
     """A missing, truncated or mismatching checkpoint."""
+
+
+def did_you_mean(key: str, names: Iterable[object]) -> str:
+    """`` (did you mean 'x'?)`` for the name of ``names`` closest to a misspelt ``key``, else ""."""
+    import difflib
+
+    close = difflib.get_close_matches(key, [str(n) for n in names], n=1)
+    return f" (did you mean '{close[0]}'?)" if close else ""

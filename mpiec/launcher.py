@@ -233,9 +233,8 @@ def precheck_data(cfg: Config) -> None:
     d = cfg.data
     if d.source == "synthetic":
         return
+    from mpiec.data.factory import check_eval_size, make_source
     from mpiec.errors import DataError
-    from mpiec.roles.context import make_source
-    from mpiec.roles.trainer import check_eval_size
 
     try:
         source = make_source(cfg)

@@ -105,7 +105,7 @@ STORAGE_DEFAULTS: dict[str, Any] = {"storage_profile": "", "storage_emulated": F
 SUMMARY_FIELDS_V5.update({"storage_profile": str, "storage_emulated": bool, "storage_write_mb_s": float,
                           "storage_read_mb_s": float, "storage_latency_ms": float,
                           "storage_aggregate_mb_s": float, "storage_cold_reads": bool})
-#: The repair keys of v5 (``mpiec.roles.accounting``, ``docs/measurement.md``): the seconds from
+#: The repair keys of v5 (``mpiec.accounting``, ``docs/measurement.md``): the seconds from
 #: each kill to the end of its repair (summed), the throughput while a repair runs after the resume
 #: over the pre-failure rate (mean over recoveries; nan: none ran past the resume), the time lost
 #: to injected stalls (the ``MPIEC_STALL`` test hook). A writer given none writes these values.

@@ -6,7 +6,7 @@ several stalls are separated by commas (``"server:0@step=20:0.5,trainer:1@step=3
 fires once per role instance (a spare promoted to the slot would stall again), on the first
 execution of its step, and is logged as a ``stall`` event
 (step, the rank, ``detail`` = the seconds slept) from which the monitor measures the time it cost
-(``mpiec.roles.accounting.stall_losses``). No stall without the variable: the step loop pays one
+(``mpiec.accounting.stall_losses``). No stall without the variable: the step loop pays one
 dictionary lookup.
 """
 

@@ -139,8 +139,7 @@ def spawned_main(cfg: object, args: argparse.Namespace) -> int:
     from mpiec.comm import PeerFailure, configure_waiting
     from mpiec.errors import MpiecError
     from mpiec.faults import die_now
-    from mpiec.roles.runner import run_rank
-    from mpiec.roles.spawn import join_run
+    from mpiec.roles.runner import join_run, run_rank
 
     configure_waiting(True, cfg.layout.wait)  # spawned onto a busy node: never spin
     warm_up()

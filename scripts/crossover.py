@@ -39,7 +39,7 @@ from mpiec.analysis.metrics import RunMetrics, compare
 from mpiec.analysis.read import load_results
 
 from mpiec.config import Config, load_config
-from mpiec.roles.context import make_source
+from mpiec.data.factory import make_source
 
 #: strategies whose checkpoint/snapshot interval the grid sets (``strategy.interval``, steps)
 INTERVAL_STRATEGIES = ("ckpt", "cpr", "cpr-mfu", "cpr-ssu", "cnr", "log", "ecsnap")

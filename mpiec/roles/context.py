@@ -52,7 +52,8 @@ class RankContext:
     ulfm: bool
     t0_wall: float  # common wall-clock origin (monitor's, broadcast at start)
     out_path: Path
-    strategy: Strategy = field(init=False)
+    strategy: Strategy = field(init=False)  # the factory of this rank's agents
+    agent: Any = None  # the strategy's agent for the role this rank holds (``runner.make_agent``)
     placement: RowPlacement = field(init=False)
     offsets: np.ndarray = field(init=False)
     kills: list[Kill] = field(init=False)
@@ -84,7 +85,7 @@ class RankContext:
     spawned: int = 0  # monitor: processes spawned so far (their first_rank follows n_ranks)
     procs: list[tuple[str, int]] = field(default_factory=list)  # (processor name, pid) by original world rank
     cpu_t0: float = 0.0  # process CPU clock when training started (``rank_info``'s cpu_s counts from it)
-    steps_run: int = 0  # steps this rank executed as a trainer or server (re-executions included)
+    steps_run: int = 0  # steps this rank executed in the step loop (re-executions included)
 
     def __post_init__(self) -> None:
         self.first_rank = self.comms.world.Get_rank()  # rank in the original world, for reports
@@ -289,22 +290,6 @@ def peak_rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
 
 
-def make_source(cfg: Config) -> Any:
-    """The sample source of the config: synthetic, or a Criteo file held in memory."""
-    d = cfg.data
-    if d.source == "synthetic":
-        from mpiec.data.synthetic import SyntheticCriteo
-
-        return SyntheticCriteo(cfg.training.seed, d.cardinalities, zipf_exponent=d.zipf_exponent,
-                               multi_hot=d.multi_hot)
-    from mpiec.data.criteo import load_criteo_npz, load_criteo_tsv
-    from mpiec.data.source import ArraySource
-
-    loader = load_criteo_tsv if d.source == "criteo-tsv" else load_criteo_npz
-    return ArraySource(loader(d.path, d.cardinalities, cat_mapping=d.cat_mapping),
-                       eval_fraction=d.eval_fraction)
-
-
 def server_rows(ctx: RankContext, server: int) -> np.ndarray:
     """Global row id of each local slot of a server (-1 for stripe padding)."""
     rows = ctx.placement.rows_of(server)
@@ -314,4 +299,4 @@ def server_rows(ctx: RankContext, server: int) -> np.ndarray:
     return out
 
 
-__all__ = ["RankContext", "make_source", "server_rows", "kill_notes_dir"]
+__all__ = ["RankContext", "server_rows", "kill_notes_dir"]

@@ -23,9 +23,7 @@ import numpy as np
 from mpi4py import MPI
 
 from mpiec import __version__
-from mpiec.comm import guard, mpi_library, recv
-from mpiec.results import RANKS_DTYPE, ResultWriter
-from mpiec.roles.accounting import (
+from mpiec.accounting import (
     cpu_per_step,
     merge_timelines,
     param_checksum,
@@ -35,6 +33,9 @@ from mpiec.roles.accounting import (
     summary_efficiency,
     unique_steps,
 )
+from mpiec.comm import guard, mpi_library, recv
+from mpiec.data.factory import make_source
+from mpiec.results import RANKS_DTYPE, ResultWriter
 from mpiec.roles.context import (
     TAG_CONTROL,
     TAG_DONE,
@@ -44,7 +45,6 @@ from mpiec.roles.context import (
     TAG_STRATEGY,
     RankContext,
     kill_notes_dir,
-    make_source,
 )
 from mpiec.roles.exchange import EmulatedFailure
 from mpiec.strategies.base import merge_summaries
@@ -143,7 +143,7 @@ class Monitor:
             tag = status.Get_tag()
             if tag == TAG_STRATEGY:
                 slot, payload = msg
-                ctx.strategy.on_message(slot, payload)
+                ctx.agent.on_message(slot, payload)
             elif tag == TAG_STEPS:
                 self.timeline.append(msg)
                 last = msg[-1]
@@ -234,7 +234,7 @@ class Monitor:
         events = sorted(kills + late + [ev for r in reports for ev in r["events"]], key=lambda e: e[1])
         for ev in events:
             w.add_event(*ev)
-        checkpoint_rows = list(ctx.strategy.checkpoint_rows())
+        checkpoint_rows = list(ctx.agent.checkpoint_rows())
         for row in checkpoint_rows:
             w.add_checkpoint(*row)
         ranks = np.zeros(len(reports), dtype=RANKS_DTYPE)
@@ -300,7 +300,7 @@ class Monitor:
         if lost:
             summary["lost_samples"] = (cfg.training.steps - steps_done) * cfg.global_batch
         rules = type(ctx.strategy).summary_rules
-        summary.update(merge_summaries(rules, [ctx.strategy.summary()] +
+        summary.update(merge_summaries(rules, [ctx.agent.summary()] +
                                        [r.get("strategy", {}) for r in reports[1:]]))
         # the writer's default for a strategy that records its saves only as checkpoint rows
         # (ecsnap's snapshots), needed before protection_bytes is derived from it

@@ -16,35 +16,41 @@ from __future__ import annotations
 
 from typing import Any
 
-from mpiec.comm import check_world
 from mpiec.roles.context import RankContext
-from mpiec.roles.trainer import eval_due, eval_rounds
+from mpiec.roles.driver import eval_due, eval_rounds, run_steps
+from mpiec.stall import StallHook
 
 
 class Parity:
     def __init__(self, ctx: RankContext) -> None:
         self.ctx = ctx
         self.eval_pending = False
+        self.stall = StallHook(ctx)  # test hook (MPIEC_STALL): sleep at a known step
 
-    def run(self) -> None:
-        ctx, strategy = self.ctx, self.ctx.strategy
+    # -- the step (``roles.driver``): the servers' hooks, at the servers' points -------------
+    def resume(self) -> None:
         if self.eval_pending:  # the servers redo an evaluation a failure interrupted
             self.eval_pending = False
-            self.mirror_eval()
-        for step in range(ctx.completed + 1, ctx.cfg.training.steps):
-            ctx.current_step = step
-            ctx.kill_status(step)
-            if ctx.ulfm:
-                check_world(ctx.comms.world)
-            strategy.before_step(step)
-            strategy.on_pull(step, None)  # mirrors the servers' pull ...
-            strategy.overlap(step)  # ... and the point where they wait for the gradients
-            ctx.completed = step
-            strategy.after_step(step, None)
-            strategy.background(step)
-            if eval_due(ctx.cfg, step):
-                self.mirror_eval()
+            self.evaluate(self.ctx.completed)
 
+    def exchange(self, step: int, status: int, word: int) -> None:
+        self.ctx.agent.on_pull(step)  # mirrors the servers' pull ...
+        self.ctx.agent.overlap(step)  # ... and the point where they wait for the gradients
+
+    def finish_step(self, step: int, t_start: float, t_hooks: float) -> None:
+        pass
+
+    def evaluate(self, step: int) -> None:
+        for _ in range(eval_rounds(self.ctx.cfg)):
+            self.ctx.agent.on_pull(-1)
+
+    def after_step(self, step: int) -> None:
+        pass
+
+    def run(self) -> None:
+        run_steps(self.ctx, self, self.ctx.agent)
+
+    # -- state: none of its own (the parity agent keeps the parity rows) ---------------------
     def state(self) -> dict[str, Any]:
         return {}
 
@@ -56,10 +62,6 @@ class Parity:
 
     def undo_last(self, committed: int) -> None:
         pass  # the strategy's parity agent keeps its own per-step records
-
-    def mirror_eval(self) -> None:
-        for _ in range(eval_rounds(self.ctx.cfg)):
-            self.ctx.strategy.on_pull(-1, None)
 
     def after_recovery(self, plan: Any) -> None:
         self.eval_pending = plan.restored >= 0 and eval_due(self.ctx.cfg, plan.restored)

@@ -184,7 +184,7 @@ def make_plan(ctx: RankContext, failure: Failure) -> RecoveryPlan:
     if ctx.empty_failures > 3:  # an MPI error that is no rank's death, again and again
         plan = RecoveryPlan.abort("repeated MPI errors without a failed process (see the ranks' messages)")
     else:
-        plan = ctx.strategy.plan(failure)
+        plan = ctx.agent.plan(failure)
     plan.step, plan.committed = failure.step, failure.committed
     plan.epoch = ctx.epoch + 1
     plan.consumed = consumed_kills(ctx, failure)
@@ -201,7 +201,7 @@ def make_plan(ctx: RankContext, failure: Failure) -> RecoveryPlan:
                 plan.spawn.append(dead)  # a fresh process, appended to world after the survivors
                 continue
             if not spares:
-                plan = ctx.strategy.on_no_spare(failure, dead, plan)
+                plan = ctx.agent.on_no_spare(failure, dead, plan)
                 if plan.aborts:
                     break
                 continue
@@ -215,10 +215,10 @@ def make_plan(ctx: RankContext, failure: Failure) -> RecoveryPlan:
         if plan.scope is not Scope.ROLLBACK and not trainers_left and lost_trainer:
             plan = RecoveryPlan.abort("every trainer died: the dense replica is lost and strategy "
                                       f"{ctx.cfg.strategy.name} keeps no copy of it")
-    plan.slots = slots + list(plan.spawn)  # type: ignore[attr-defined]
-    plan.failure = failure  # type: ignore[attr-defined]
+    plan.slots = slots + list(plan.spawn)
+    plan.failure = failure
     replaced = ctx.pending | set(plan.assignments.values()) | set(plan.spawn)
-    plan.replaced = sorted(replaced, key=slot_order)  # type: ignore[attr-defined]
+    plan.replaced = sorted(replaced, key=slot_order)
     return plan
 
 
@@ -283,7 +283,7 @@ def carry_out(ctx: RankContext, role: Any, plan: RecoveryPlan, detection: Detect
 
         spawn_replacements(ctx, plan)
     me_before = ctx.role_slot  # the slot this rank's role was built for (an attempt that a
-    ctx.slots = list(plan.slots)  # type: ignore[attr-defined]  # failure cut may have moved it)
+    ctx.slots = list(plan.slots)  # failure cut may have moved it)
     for spare, dead in plan.assignments.items():  # the promoted processes go with their slots
         ctx.holders[dead] = ctx.holders.pop(spare, -1)
     for slot in plan.spawn:
@@ -303,7 +303,7 @@ def carry_out(ctx: RankContext, role: Any, plan: RecoveryPlan, detection: Detect
 
     # 5. restore
     ctx.event("restore_start", plan.step, ctx.rank, detail=plan.scope.value if plan.scope else "")
-    replaced = ctx.slot in plan.replaced  # type: ignore[attr-defined]
+    replaced = ctx.slot in plan.replaced
     restored = restore(ctx, role, plan, replaced)
     if restored is None:
         return None
@@ -313,7 +313,7 @@ def carry_out(ctx: RankContext, role: Any, plan: RecoveryPlan, detection: Detect
     ctx.awaiting_restore = False
     ctx.epoch = plan.epoch
     role.after_recovery(plan)
-    ctx.strategy.on_recovered(plan)
+    ctx.agent.on_recovered(plan)
     if ctx.rank == 0:
         ctx.pending = set()
     ctx.unrecovered = []
@@ -332,7 +332,7 @@ def restore(ctx: RankContext, role: Any, plan: RecoveryPlan, replaced: bool) -> 
     in_loop = ctx.slot.role not in (MONITOR, SPARE)
     if plan.scope is Scope.ROLLBACK:
         for step in plan.candidates:
-            ok = ctx.strategy.restore(plan, step, replaced) if in_loop else True
+            ok = ctx.agent.restore(plan, step, replaced) if in_loop else True
             if agree_all(ctx, ok):
                 return step
             ctx.event("restore_failed", plan.step, ctx.rank, detail=f"checkpoint of step {step} unusable")
@@ -343,11 +343,11 @@ def restore(ctx: RankContext, role: Any, plan: RecoveryPlan, replaced: bool) -> 
     if ctx.slot.role == TRAINER:
         copy_dense_replica(ctx, role, plan)
     elif in_loop and replaced:
-        ok = ctx.strategy.restore(plan, plan.committed, True)
-    ok = ctx.strategy.rebuild(plan) and ok
+        ok = ctx.agent.restore(plan, plan.committed, True)
+    ok = ctx.agent.rebuild(plan) and ok
     if not agree_all(ctx, ok):
         why = failure_cause(ctx, logged)
-        slots = ", ".join(str(s) for s in plan.replaced)  # type: ignore[attr-defined]
+        slots = ", ".join(str(s) for s in plan.replaced)
         plan.reason = f"strategy {ctx.cfg.strategy.name} could not restore {slots}" + (f": {why}" if why
                                                                                           else "")
         return None
@@ -366,7 +366,7 @@ def failure_cause(ctx: RankContext, since: int) -> str:
 
 def copy_dense_replica(ctx: RankContext, role: Any, plan: RecoveryPlan) -> None:
     """Trainers: replaced trainers receive the dense replica of the lowest surviving trainer."""
-    replaced = {s.index for s in plan.replaced if s.role == TRAINER}  # type: ignore[attr-defined]
+    replaced = {s.index for s in plan.replaced if s.role == TRAINER}
     if not replaced:
         return
     source = min(i for i in range(ctx.cfg.layout.trainers) if i not in replaced)
@@ -389,15 +389,13 @@ def start_from_checkpoint(ctx: RankContext, role: Any) -> Any:
     Collective over ``world``, before training starts; the same restore (and the same
     fallback to an older checkpoint when a part is corrupted) as a rollback.
     """
-    plan = None
-    if ctx.rank == 0:
-        plan = ctx.strategy.plan(Failure(step=0, committed=2**31 - 2, dead=[Slot("server", -1)]))
+    steps = [s for s in ctx.agent.resume_steps() if s >= 0] if ctx.rank == 0 else None
     with guard("resume plan"):
-        plan = ctx.comms.world.bcast(plan, root=0)
-    if plan.scope is not Scope.ROLLBACK or not plan.candidates or plan.candidates[0] < 0:
+        steps = ctx.comms.world.bcast(steps, root=0)
+    if not steps:
         raise CheckpointResumeError(f"{ctx.resume_from} holds no complete checkpoint of strategy "
                                     f"{ctx.cfg.strategy.name}")
-    plan.candidates = [s for s in plan.candidates if s >= 0]
+    plan = RecoveryPlan(Scope.ROLLBACK, candidates=steps, reason="resume from a checkpoint")
     restored = restore(ctx, role, plan, replaced=False)
     if restored is None:
         raise CheckpointResumeError(f"{ctx.resume_from}: no checkpoint could be restored "

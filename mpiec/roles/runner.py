@@ -21,7 +21,8 @@ failure revokes (ULFM) or that the victim keeps serving (emulated).
 from __future__ import annotations
 
 import time
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from mpiec.comm import PeerFailure, guard, recv
 from mpiec.layout import MONITOR, PARITY, SERVER, SPARE, TRAINER
@@ -37,10 +38,17 @@ from mpiec.roles.recovery import (
     share_plan,
     shrink_world,
 )
+from mpiec.roles.spawn import join_context
+from mpiec.strategies.agents import Agent
+from mpiec.strategies.base import Strategy
+from mpiec.strategies.env import RankEnv
+
+if TYPE_CHECKING:
+    from mpiec.config import Config
 
 
 def make_role(ctx: RankContext) -> Any:
-    """Build the role of this rank's current slot and bind the strategy agent to it."""
+    """Build the role of this rank's current slot and the strategy's agent for it (``ctx.agent``)."""
     from mpiec.roles.monitor import Monitor
     from mpiec.roles.parity import Parity
     from mpiec.roles.server import Server
@@ -50,8 +58,31 @@ def make_role(ctx: RankContext) -> Any:
     role = {MONITOR: Monitor, TRAINER: Trainer, SERVER: Server, SPARE: Spare,
             PARITY: Parity}[ctx.slot.role](ctx)
     ctx.role_slot, ctx.role = ctx.slot, role
-    ctx.strategy.bind(ctx, role)
+    ctx.agent = make_agent(ctx.strategy, RankEnv(ctx), ctx.slot.role, role)
     return role
+
+
+def make_agent(strategy: Strategy, env: RankEnv, kind: str, role: Any) -> Agent:
+    """The strategy's agent for a rank of role ``kind`` (a fresh one on every promotion)."""
+    if kind == MONITOR:
+        return strategy.coordinator(env)
+    if kind == TRAINER:
+        return strategy.trainer(env, role)
+    if kind == SERVER:
+        return strategy.server(env, role)
+    if kind == PARITY:
+        return strategy.parity(env)
+    return strategy.spare(env)
+
+
+def join_run(cfg: Config, out_path: Path, worker_args: list[str]) -> tuple[RankContext, Any]:
+    """A process spawned for a dead slot: join the run and the recovery in progress; (context, role)."""
+    ctx, plan = join_context(cfg, out_path, worker_args)
+    assert plan.failure is not None
+    role = carry_out(ctx, None, plan, Detection(plan.failure), make_role, spawned=True)
+    if role is None:
+        raise RuntimeError(f"spawned replacement for {ctx.slot}: the recovery failed ({plan.reason})")
+    return ctx, role
 
 
 def detect(ctx: RankContext, exc: Exception) -> Detection:
@@ -114,7 +145,7 @@ def run_rank(ctx: RankContext, role: Any = None) -> str:
         return wait_for_release(ctx)
     ctx.die_if_killed_at_end()
     report = {"info": ctx.rank_info(), "events": ctx.events, "dead": False, "role": role.final_report(),
-              "strategy": ctx.strategy.summary(), "recoveries": ctx.recoveries}
+              "strategy": ctx.agent.summary(), "recoveries": ctx.recoveries}
     reports = hand_in(ctx, report)
     held_state = [s for s in ctx.report_deaths if s.role in (TRAINER, SERVER)]
     if held_state and outcome == "done":

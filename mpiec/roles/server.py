@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from mpiec.comm import check_world, wait, waitall
+from mpiec.comm import wait, waitall
 from mpiec.data.rng import init_embedding_rows
 from mpiec.kernels.embedding import (
     adagrad_apply,
@@ -35,8 +35,8 @@ from mpiec.kernels.embedding import (
     unique_inverse,
 )
 from mpiec.roles.context import RankContext, server_rows
-from mpiec.roles.exchange import STATUS_OK, Diverged, exchange_headers, ialltoallv
-from mpiec.roles.trainer import eval_due, eval_rounds
+from mpiec.roles.driver import eval_due, eval_rounds, run_steps
+from mpiec.roles.exchange import STATUS_OK, exchange_headers, ialltoallv
 from mpiec.stall import StallHook
 from mpiec.strategies.base import ServerShard
 
@@ -158,7 +158,7 @@ class Server:
         slots = np.empty(int(counts.sum()), dtype=np.int64)
 
         wait(ialltoallv(data, _EMPTY_I64, zeros, slots, counts), where)
-        self.ctx.strategy.on_pull(step, slots)
+        self.ctx.agent.on_pull(step, slots)
         rows = np.empty((slots.size, self.dim), dtype=np.float32)
         gather_rows(self.shard.table, slots, self.dim, rows)
         reqs = [ialltoallv(data, rows, counts, _EMPTY_F32, zeros, width=self.dim)]
@@ -167,7 +167,7 @@ class Server:
             grads = np.empty((slots.size, self.dim), dtype=np.float32)
             reqs.append(ialltoallv(data, _EMPTY_F32, zeros, grads, counts, width=self.dim))
             wait(reqs[0], where)  # the rows are out: the trainers compute, the strategy may work
-            self.ctx.strategy.overlap(step)
+            self.ctx.agent.overlap(step)
         waitall(reqs, where)
         return slots, grads, headers
 
@@ -199,37 +199,33 @@ class Server:
         if not replayed:
             self.ctx.applied = step  # the table holds it now, completed or not (recovery.reconcile)
             self.apply_cpu_s += time.thread_time() - c0  # the optimizer's own, before after_apply
-        self.ctx.strategy.after_apply(step, uniq, old, delta, replayed=replayed)
+        self.ctx.agent.after_apply(step, uniq, old, delta, replayed=replayed)
         self.last_apply_us = int((time.perf_counter() - t0) * 1e6)
 
-    def run(self) -> None:
-        ctx, cfg = self.ctx, self.ctx.cfg
-        strategy = ctx.strategy
+    # -- the step (``roles.driver``) ------------------------------------------------
+    def resume(self) -> None:
         if self.eval_pending:  # the evaluation a failure may have interrupted, redone
             self.eval_pending = False
-            for _ in range(eval_rounds(cfg)):
-                self.serve(-1, STATUS_OK, f"eval after step {ctx.completed}", with_grads=False)
-        for step in range(ctx.completed + 1, cfg.training.steps):
-            ctx.current_step = step
-            status = self.ctx.kill_status(step)
-            if ctx.ulfm:
-                check_world(ctx.comms.world)
-            self.stall.at(step)
-            strategy.before_step(step)
-            try:
-                slots, grads, headers = self.serve(step, status, f"step {step}", with_grads=True,
-                                                   word=strategy.header_word(step))
-            except Diverged:
-                return  # the trainers saw a non-finite loss: training stops here
-            self.apply(step, slots, grads)
-            ctx.completed = step
-            ctx.steps_run += 1
-            strategy.after_step(step, headers[:, 3])
-            strategy.background(step)
-            if eval_due(cfg, step):
-                ctx.current_step = step + 1  # a failure now interrupts the next step (as agreed)
-                for _ in range(eval_rounds(cfg)):
-                    self.serve(-1, STATUS_OK, f"eval after step {step}", with_grads=False)
+            self.evaluate(self.ctx.completed)
+
+    def exchange(self, step: int, status: int, word: int) -> np.ndarray:
+        slots, grads, headers = self.serve(step, status, f"step {step}", with_grads=True, word=word)
+        assert grads is not None
+        self.apply(step, slots, grads)
+        return headers[:, 3]
+
+    def finish_step(self, step: int, t_start: float, t_hooks: float) -> None:
+        pass  # trainer 0 keeps the step's record; the servers' apply time rides in the headers
+
+    def evaluate(self, step: int) -> None:
+        for _ in range(eval_rounds(self.ctx.cfg)):
+            self.serve(-1, STATUS_OK, f"eval after step {step}", with_grads=False)
+
+    def after_step(self, step: int) -> None:
+        pass
+
+    def run(self) -> None:
+        run_steps(self.ctx, self, self.ctx.agent)
 
     def final_report(self) -> dict[str, Any]:
         rows = self.shard.global_rows

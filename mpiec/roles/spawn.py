@@ -7,7 +7,7 @@ Owns how a fresh process joins a run during a recovery:
   start-up payload (slot table, plan, clock origin, run token, kills fired so
   far), then ``Merge`` with the survivors first, so the spawned ranks come last
   in the new ``world`` — in ``plan.slots`` order;
-* the spawned process (``join_run``): receives the payload from its parent,
+* the spawned process (``join_context``, then ``runner.join_run``): receives the payload from its parent,
   merges, builds its context and joins the recovery where a promoted spare
   would be (``recovery.carry_out``), then trains like any rank.
 
@@ -31,6 +31,7 @@ from mpi4py import MPI
 
 from mpiec.comm import Comms, PeerFailure, failure_class, returning
 from mpiec.roles.context import RankContext
+from mpiec.strategies.plan import RecoveryPlan
 
 TAG_SPAWN = 21
 JOIN_TIMEOUT_S = 120.0  # a spawned process whose parents vanished gives up instead of hanging
@@ -66,11 +67,9 @@ def join_payload(ctx: RankContext, plan: Any, slot: Any, i: int) -> dict[str, An
             "resume_from": ctx.resume_from, "ulfm": ctx.ulfm}
 
 
-def join_run(cfg: Any, out_path: Any, worker_args: list[str]) -> tuple[RankContext, Any]:
-    """The spawned process: join the run and the recovery in progress; (context, role to run)."""
-    from mpiec.roles.recovery import Detection, carry_out
-    from mpiec.roles.runner import make_role
-
+def join_context(cfg: Any, out_path: Any, worker_args: list[str]) -> tuple[RankContext, RecoveryPlan]:
+    """The spawned process: receive the payload from the run and build its context; (context, the
+    recovery plan in progress, which it joins through ``runner.join_run``)."""
     parent = returning(MPI.Comm.Get_parent())
     deadline = time.monotonic() + JOIN_TIMEOUT_S
     while not parent.Iprobe(source=0, tag=TAG_SPAWN):
@@ -92,10 +91,7 @@ def join_run(cfg: Any, out_path: Any, worker_args: list[str]) -> tuple[RankConte
     ctx.failures_seen = 1  # it exists because of a failure: it skips MPI_Finalize like the others
     ctx.worker_args = worker_args
     ctx.awaiting_restore = True
-    role = carry_out(ctx, None, plan, Detection(plan.failure), make_role, spawned=True)
-    if role is None:
-        raise RuntimeError(f"spawned replacement for {ctx.slot}: the recovery failed ({plan.reason})")
-    return ctx, role
+    return ctx, plan
 
 
-__all__ = ["spawn_replacements", "join_run", "TAG_SPAWN"]
+__all__ = ["spawn_replacements", "join_context", "TAG_SPAWN"]

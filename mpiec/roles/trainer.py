@@ -25,14 +25,15 @@ from typing import Any
 import numpy as np
 from mpi4py import MPI
 
-from mpiec.comm import check_world, guard, waitall
+from mpiec.comm import guard, waitall
+from mpiec.data.factory import check_eval_size, make_source
 from mpiec.data.source import bag_bounds
-from mpiec.errors import DataError
 from mpiec.kernels.embedding import unique_inverse
 from mpiec.model.dlrm import DLRMShape, forward_backward, init_params, pool_bags, pool_bags_backward, predict
 from mpiec.model.metrics import accuracy, auc, logloss
 from mpiec.results import EVAL_DTYPE, TIMELINE_DTYPE
-from mpiec.roles.context import TAG_DONE, TAG_EVAL, TAG_FAILURE, TAG_STEPS, RankContext, make_source
+from mpiec.roles.context import TAG_DONE, TAG_EVAL, TAG_FAILURE, TAG_STEPS, RankContext
+from mpiec.roles.driver import eval_due, eval_rounds, run_steps
 from mpiec.roles.exchange import (
     STATUS_DIVERGED,
     STATUS_OK,
@@ -50,26 +51,6 @@ _EMPTY_F32 = np.empty(0, dtype=np.float32)
 def model_shape(cfg: Any) -> DLRMShape:
     return DLRMShape(n_dense=13, n_tables=len(cfg.data.cardinalities), dim=cfg.model.dim,
                      bottom=tuple(cfg.model.bottom), top=tuple(cfg.model.top))
-
-
-def eval_due(cfg: Any, step: int) -> bool:
-    """Evaluate after ``step`` (every ``eval_every`` steps and after the last)."""
-    t = cfg.training
-    return step + 1 == t.steps or (t.eval_every > 0 and (step + 1) % t.eval_every == 0)
-
-
-def check_eval_size(cfg: Any, available: int) -> None:
-    """Every rank plans evaluations for ``data.eval_samples``: the source must have them."""
-    if available < cfg.data.eval_samples:
-        raise DataError(f"data.eval_samples = {cfg.data.eval_samples} but {cfg.data.path or 'the source'} "
-                        f"holds only {available} held-out samples (data.eval_fraction = "
-                        f"{cfg.data.eval_fraction}); lower data.eval_samples")
-
-
-def eval_rounds(cfg: Any) -> int:
-    """Pull rounds of one evaluation: the same on every trainer and server."""
-    per_trainer = -(-cfg.data.eval_samples // cfg.layout.trainers)
-    return -(-per_trainer // cfg.training.eval_batch)
 
 
 class Trainer:
@@ -98,6 +79,8 @@ class Trainer:
         # The dense state before each update is the one-step undo record of reconciliation,
         # needed only by a strategy that recovers.
         self.keep_undo = type(ctx.strategy).recovers
+        self._times = (0.0, 0.0, 0.0, 0.0, 0.0)  # the last exchange's (data, compute, comm, wait, hooks) s
+        self._server_apply_s = 0.0
         self.diverged_at: int | None = None  # first step whose global loss was not finite
         self.eval_pending = False  # redo the evaluation after the restored step (set on recovery)
         self.word_rank = 0  # data rank whose header word decides (trainer 0)
@@ -182,24 +165,19 @@ class Trainer:
         return emb, headers
 
     # -- the step -------------------------------------------------------------
-    def train_step(self, step: int) -> None:
-        ctx, cfg = self.ctx, self.ctx.cfg
-        t_start = time.perf_counter()
-        status = self.ctx.kill_status(step)
+    def exchange(self, step: int, status: int, word: int) -> np.ndarray:
+        """The step: pull, forward/backward, push and all-reduce, dense update (``SteppingRole``)."""
+        ctx, cfg, agent = self.ctx, self.ctx.cfg, self.ctx.agent
         if self.diverged_at is not None and status == STATUS_OK:
             status = STATUS_DIVERGED  # every trainer saw the same global loss: all stop here
-        if ctx.ulfm:
-            check_world(ctx.comms.world)
-        self.stall.at(step)
-        ctx.strategy.before_step(step)
+        t_start = time.perf_counter()
         batch = self.batch(step)
         routed = self.route(batch.ids)
         _, counts, inv = routed
         t_data = time.perf_counter() - t_start
 
         t0 = time.perf_counter()
-        emb, headers = self.pull(batch.ids, routed, status, f"step {step} pull",
-                                 ctx.strategy.header_word(step))
+        emb, headers = self.pull(batch.ids, routed, status, f"step {step} pull", word)
         t_pull = time.perf_counter() - t0
 
         t0 = time.perf_counter()
@@ -217,7 +195,7 @@ class Trainer:
         r_dense = ctx.comms.trainers.Iallreduce(MPI.IN_PLACE, [self.dense_buf, MPI.FLOAT], MPI.SUM)
         t_comm = time.perf_counter() - t0
         t0 = time.perf_counter()
-        ctx.strategy.after_push(step, routed[0], counts, grad_rows)
+        agent.after_push(step, routed[0], counts, grad_rows)
         t_strategy = time.perf_counter() - t0
 
         t0 = time.perf_counter()  # overlap: generate the next batch while gradients travel
@@ -235,22 +213,24 @@ class Trainer:
             self._undo = (step, self.params.copy(), self.dense_state.copy())
         self.apply_dense()
         t_compute += time.perf_counter() - t0
-        ctx.completed = step
-        t0 = time.perf_counter()
-        ctx.strategy.after_step(step, headers[:, 3])
-        ctx.strategy.background(step)
-        t_strategy += time.perf_counter() - t0
-        # Every trainer keeps its timeline, so any survivor can report the run.
+        self._times = (t_data, t_compute, t_comm, t_wait, t_strategy)
+        self._server_apply_s = float(headers[cfg.layout.trainers:, 2].max()) * 1e-6  # servers' last apply
+        return headers[:, 3]
+
+    def finish_step(self, step: int, t_start: float, t_hooks: float) -> None:
+        """The step's timeline record (every trainer keeps it, so any survivor can report the run)."""
+        cfg = self.ctx.cfg
+        t_data, t_compute, t_comm, t_wait, t_strategy = self._times
         rec = np.zeros(1, dtype=TIMELINE_DTYPE)
-        rec["step"], rec["t_end"], rec["dt"] = step, ctx.now(), time.perf_counter() - t_start
+        rec["step"], rec["t_end"], rec["dt"] = step, self.ctx.now(), time.perf_counter() - t_start
         rec["samples"] = cfg.global_batch
         rec["loss"] = self.dense_buf[self.P] / cfg.global_batch
         if not np.isfinite(rec["loss"][0]) and self.diverged_at is None:
             self.diverged_at = step
         rec["t_data"], rec["t_compute"], rec["t_comm"], rec["t_wait"] = t_data, t_compute, t_comm, t_wait
-        rec["t_server"] = headers[cfg.layout.trainers:, 2].max() * 1e-6  # servers' last apply
-        rec["t_strategy"] = t_strategy
-        rec["epoch"] = ctx.epoch
+        rec["t_server"] = self._server_apply_s
+        rec["t_strategy"] = t_strategy + t_hooks
+        rec["epoch"] = self.ctx.epoch
         self.timeline.append(rec)
 
     def apply_dense(self) -> None:
@@ -294,23 +274,19 @@ class Trainer:
             self.sent_upto = len(self.timeline)
 
     # -- role interface ---------------------------------------------------------
+    def resume(self) -> None:
+        self.sent_upto = min(self.sent_upto, len(self.timeline))
+        if self.eval_pending:
+            self.evaluate(self.ctx.completed)
+            self.eval_pending = False
+
+    def after_step(self, step: int) -> None:
+        self.flush_progress()
+
     def run(self) -> None:
         cfg = self.ctx.cfg
-        self.sent_upto = min(self.sent_upto, len(self.timeline))
         try:
-            if self.eval_pending:
-                self.evaluate(self.ctx.completed)
-                self.eval_pending = False
-            for step in range(self.ctx.completed + 1, cfg.training.steps):
-                self.ctx.current_step = step
-                self.train_step(step)
-                self.ctx.steps_run += 1
-                if eval_due(cfg, step):
-                    # A failure during the evaluation interrupts the next step, as the survivors
-                    # agree: a kill note written now says so too.
-                    self.ctx.current_step = step + 1
-                    self.evaluate(step)
-                self.flush_progress()
+            run_steps(self.ctx, self, self.ctx.agent)
         except Diverged:
             pass  # the loss became non-finite: training stops on every rank at this step
         except EmulatedFailure as exc:
@@ -334,4 +310,4 @@ class Trainer:
                 "eval": np.array(self.evals, dtype=EVAL_DTYPE) if self.evals else None}
 
 
-__all__ = ["Trainer", "model_shape", "eval_due", "eval_rounds"]
+__all__ = ["Trainer", "model_shape"]

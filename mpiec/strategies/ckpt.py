@@ -52,15 +52,16 @@ import numpy as np
 from mpiec.checkpoint import BackgroundWriter, CheckpointError, CheckpointStore, PartInfo, check_unused
 from mpiec.errors import ConfigError
 from mpiec.layout import SERVER, TRAINER, Slot
-from mpiec.strategies.base import Failure, RecoveryPlan, Scope, Strategy
+from mpiec.strategies.base import Failure, RecoveryPlan, Scope
 from mpiec.strategies.checkpointing import checkpoint_root, expected_mtbf_s, storage_of, young_interval
+from mpiec.strategies.legacy import LegacyStrategy
 
 DEFAULTS: dict[str, Any] = {"interval": "auto", "interval_s": 0.0, "first": 10, "mode": "sync", "dir": "",
                             "keep": 2, "bandwidth_mb_s": 0.0, "on_trainer_failure": "peer"}
 WORD_CHECKPOINT = 1
 
 
-class FullCheckpoint(Strategy):
+class FullCheckpoint(LegacyStrategy):
     name = "ckpt"
     description = "periodic full checkpoints; on a failure every rank rolls back (XDL/TorchRec baseline)"
     recovers = True

@@ -1,4 +1,8 @@
-"""``none``: no protection. The reference throughput; a failure loses the job."""
+"""``none``: no protection. The reference throughput; a failure loses the job.
+
+Every agent is the base one (``strategies.agents``): no hook does anything, the coordinator's
+plan aborts.
+"""
 
 from mpiec.strategies.base import Strategy
 

@@ -12,7 +12,9 @@ from mpiec.config import load_config
 from mpiec.layout import Slot, initial_slots
 from mpiec.roles.context import RankContext
 from mpiec.roles.recovery import make_plan, reconcile
+from mpiec.roles.runner import make_agent
 from mpiec.strategies.base import Failure, RecoveryPlan, Scope
+from mpiec.strategies.env import RankEnv
 
 
 def context(tmp_path: Path, strategy: str = "ckpt", spares: int = 2, kills: str = "", **sets) -> RankContext:
@@ -25,7 +27,7 @@ def context(tmp_path: Path, strategy: str = "ckpt", spares: int = 2, kills: str 
     slots = initial_slots(lay.trainers, lay.servers, lay.parity_ranks, lay.spares)
     ctx = RankContext(cfg=cfg, slots=slots, comms=Comms(world=MPI.COMM_SELF, data=None, trainers=None),
                       ulfm=True, t0_wall=0.0, out_path=tmp_path / "run.h5")
-    ctx.strategy.bind(ctx, None)
+    ctx.agent = make_agent(ctx.strategy, RankEnv(ctx), ctx.slot.role, None)
     return ctx
 
 

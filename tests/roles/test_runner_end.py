@@ -9,7 +9,8 @@ from mpiec.comm import Comms, PeerFailure
 from mpiec.config import load_config
 from mpiec.layout import initial_slots
 from mpiec.roles.context import RankContext
-from mpiec.roles.runner import run_rank
+from mpiec.roles.runner import make_agent, run_rank
+from mpiec.strategies.env import RankEnv
 
 
 class World:
@@ -52,6 +53,6 @@ def test_a_peer_gone_after_the_final_hold_does_not_stop_a_rank_that_recovered(tm
     ctx = RankContext(cfg=cfg, slots=initial_slots(lay.trainers, lay.servers, lay.parity_ranks, lay.spares),
                       comms=Comms(world=world, data=None, trainers=None), ulfm=True, t0_wall=0.0,
                       out_path=tmp_path / "run.h5")
-    ctx.strategy.bind(ctx, None)
+    ctx.agent = make_agent(ctx.strategy, RankEnv(ctx), ctx.slot.role, None)
     ctx.failures_seen = 1  # the hold runs only after a failure
     assert run_rank(ctx, Role()) == "done" and world.held == 1

@@ -12,7 +12,18 @@ from mpiec.data.rng import init_embedding_rows
 from mpiec.layout import initial_slots
 from mpiec.roles.context import RankContext
 from mpiec.roles.server import Server
+from mpiec.strategies.agents import ServerAgent
 from mpiec.strategies.base import Strategy
+from mpiec.strategies.env import RankEnv
+
+
+class RecorderAgent(ServerAgent):
+    def __init__(self, env):
+        super().__init__(env)
+        self.calls = []
+
+    def after_apply(self, step, slots, old, delta, replayed=False):
+        self.calls.append((step, slots.copy(), old.copy(), delta.copy()))
 
 
 class Recorder(Strategy):
@@ -20,12 +31,8 @@ class Recorder(Strategy):
     needs_delta = True
     needs_old = True
 
-    def __init__(self, cfg):
-        super().__init__(cfg)
-        self.calls = []
-
-    def after_apply(self, step, slots, old, delta, replayed=False):
-        self.calls.append((step, slots.copy(), old.copy(), delta.copy()))
+    def server(self, env, role):
+        return RecorderAgent(env)
 
 
 def make_server(server: int = 1) -> tuple[Server, RankContext]:
@@ -35,7 +42,9 @@ def make_server(server: int = 1) -> tuple[Server, RankContext]:
     ctx = RankContext(cfg=cfg, slots=slots, comms=Comms(world=world, data=None, trainers=None),
                       ulfm=False, t0_wall=0.0, out_path=__import__("pathlib").Path("/nonexistent/x.h5"))
     ctx.strategy = Recorder(cfg)
-    return Server(ctx), ctx
+    server = Server(ctx)
+    ctx.agent = ctx.strategy.server(RankEnv(ctx), server)
+    return server, ctx
 
 
 def test_shard_rows_are_the_pure_initial_rows():
@@ -57,7 +66,7 @@ def test_apply_sums_duplicates_and_hands_old_and_delta_to_the_strategy():
     slots = np.array([7, 2, 7, 9, 2, 7], dtype=np.int64)
     grads = np.random.default_rng(0).normal(size=(6, 8)).astype(np.float32)
     server.apply(4, slots, grads)
-    (step, got, old, delta), = ctx.strategy.calls
+    (step, got, old, delta), = ctx.agent.calls
     assert step == 4 and got.tolist() == [2, 7, 9]
     assert np.array_equal(old, before[[2, 7, 9]])
     new = table[[2, 7, 9]]

@@ -60,7 +60,7 @@ import numpy as np
 from mpiec.comm import PeerFailure
 from mpiec.errors import ConfigError
 from mpiec.layout import PARITY, SERVER, SPARE, TRAINER, holder_nodes, servers_rank, stripe_placement
-from mpiec.strategies.base import Failure, RecoveryPlan, Scope, Strategy
+from mpiec.strategies.base import Failure, RecoveryPlan, Scope
 from mpiec.strategies.ckpt import FullCheckpoint
 from mpiec.strategies.ecrm.parity import ParityStore, payload_width
 from mpiec.strategies.ecrm.pipeline import DeltaPipeline, build_outgoing
@@ -69,6 +69,7 @@ from mpiec.strategies.ecrm.rebuilder import encode_jobs
 from mpiec.strategies.ecrm.stripes import node_losses, parity_stripes, residue_holders, stripe_losses
 from mpiec.strategies.ecrm.transfer import RebuildError, run_jobs
 from mpiec.strategies.ecrm.window import CommitWindow
+from mpiec.strategies.legacy import LegacyStrategy
 
 DEFAULTS: dict[str, Any] = {"code": "xor", "k": "auto", "r": 1, "sum_dtype": "float32", "verify_every": 0,
                             "rebuild": "background", "rebuild_rows": "auto",
@@ -102,7 +103,7 @@ def colocation_problem(cfg: Any, k: int, r: int) -> str:
     return ""
 
 
-class ErasureCoded(Strategy):
+class ErasureCoded(LegacyStrategy):
     name = "ecrm"
     description = "erasure-coded embedding rows and optimizer state in server memory; lossless rebuild (ECRM)"
     needs_delta = True
@@ -347,7 +348,7 @@ class ErasureCoded(Strategy):
         self.peak_grads = max(self.peak_grads, sum(a.nbytes + b.nbytes + c.nbytes
                                                    for a, b, c in self.pushed.values()))
 
-    def on_pull(self, step: int, slots: np.ndarray | None) -> None:
+    def on_pull(self, step: int, slots: np.ndarray | None = None) -> None:
         """Servers (and parity ranks, mirroring every pull with ``slots = None``): while rows are
         lost, decode the requested ones before they are served (degraded read). Collective."""
         if self.rebuilder is not None:

@@ -68,12 +68,13 @@ from mpi4py import MPI
 
 from mpiec.errors import ConfigError
 from mpiec.layout import SERVER, TRAINER, Slot
-from mpiec.strategies.base import Failure, RecoveryPlan, Scope, Strategy
+from mpiec.strategies.base import Failure, RecoveryPlan, Scope
 from mpiec.strategies.checkpointing import expected_mtbf_s, young_interval
 from mpiec.strategies.ckpt import WORD_CHECKPOINT, FullCheckpoint
 from mpiec.strategies.ecsnap.exchange import ParityExchange, restore_shards
 from mpiec.strategies.ecsnap.geometry import Geometry
 from mpiec.strategies.ecsnap.snapshot import Snapshot, as_bytes
+from mpiec.strategies.legacy import LegacyStrategy
 from mpiec.strategies.replay import collective
 
 INT_MAX = 2**31 - 1
@@ -138,7 +139,7 @@ def validate(cfg: Any) -> None:
                           "servers")
 
 
-class ErasureCodedSnapshots(Strategy):
+class ErasureCodedSnapshots(LegacyStrategy):
     name = "ecsnap"
     description = ("erasure-coded in-memory snapshots: RS parity across servers, no disk; full rollback "
                    "(Gemini, ECCheck, REFT)")

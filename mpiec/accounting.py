@@ -1,5 +1,8 @@
 """What the monitor computes from the ranks' final reports: pure functions, no MPI.
 
+Sits beside ``mpiec.results``, not in ``mpiec.roles``: the monitor computes these figures and
+``mpiec.analysis`` (and ``mpiec.simulate``) read them back without importing a role.
+
 Owns the definitions behind the result's headline figures:
 
 * **timeline** — the union of every trainer's records (and the monitor's

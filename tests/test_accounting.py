@@ -7,9 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from mpiec.layout import RowPlacement
-from mpiec.results import TIMELINE_DTYPE
-from mpiec.roles.accounting import (
+from mpiec.accounting import (
     cpu_per_step,
     efficiency,
     final_samples,
@@ -19,6 +17,8 @@ from mpiec.roles.accounting import (
     stall_losses,
     unique_steps,
 )
+from mpiec.layout import RowPlacement
+from mpiec.results import TIMELINE_DTYPE
 
 
 def records(steps, epoch, t0=0.0, dt=0.01):

@@ -1,0 +1,99 @@
+"""The step loop of every rank in it (trainer, server, parity): one owner of the hook order.
+
+Owns the order in which a step runs and the strategy agent's hooks are called, for all three
+roles, which implement ``SteppingRole`` (what differs: their exchange, their record, their
+evaluation). Every step ``s``::
+
+    kill switch → world check (ULFM) → test stall → agent.before_step(s)
+    → role.exchange(s, status, agent.header_word(s))   (calls the agent's in-exchange hooks)
+    → completed = s → agent.after_step(s, words) → agent.background(s)
+    → role.finish_step(...) → evaluation when due (failures now interrupt step s + 1)
+    → role.after_step(s)
+
+Invariants: ``ctx.completed`` is ``s`` once the role's state holds step ``s`` and before the
+agent's ``after_step``, on every role; a ``Diverged`` raised by an exchange (the trainers saw a
+non-finite loss) ends the loop on every rank at the same step; every other exception (a peer
+failure) propagates to the runner with ``completed`` at the last step this rank completed.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING, Protocol
+
+import numpy as np
+
+from mpiec.comm import check_world
+from mpiec.roles.exchange import Diverged
+
+if TYPE_CHECKING:
+    from mpiec.config import Config
+    from mpiec.roles.context import RankContext
+    from mpiec.stall import StallHook
+    from mpiec.strategies.agents import StepAgent
+
+
+class SteppingRole(Protocol):
+    """A role in the step loop (``Trainer``, ``Server``, ``Parity``)."""
+
+    stall: StallHook
+
+    def resume(self) -> None:
+        """Before the first step of a start or restart: redo an evaluation a failure interrupted."""
+
+    def exchange(self, step: int, status: int, word: int) -> np.ndarray | None:
+        """The step's communication and update, calling the agent's in-exchange hooks; returns every
+        data rank's header word of the step (None on a parity rank). Raises ``Diverged``."""
+
+    def finish_step(self, step: int, t_start: float, t_hooks: float) -> None:
+        """After the agent's step hooks (``t_hooks`` seconds in them): the step's record."""
+
+    def evaluate(self, step: int) -> None:
+        """The evaluation after ``step`` (every role takes part in its pull rounds)."""
+
+    def after_step(self, step: int) -> None:
+        """Last thing of a step, after any evaluation (trainer 0: progress to the monitor)."""
+
+
+def run_steps(ctx: RankContext, role: SteppingRole, agent: StepAgent) -> bool:
+    """Run steps ``ctx.completed + 1`` .. the last; False if the loss diverged (training stopped)."""
+    cfg = ctx.cfg
+    role.resume()
+    for step in range(ctx.completed + 1, cfg.training.steps):
+        t_start = time.perf_counter()
+        ctx.current_step = step
+        status = ctx.kill_status(step)
+        if ctx.ulfm:
+            check_world(ctx.comms.world)
+        role.stall.at(step)
+        agent.before_step(step)
+        try:
+            words = role.exchange(step, status, agent.header_word(step))
+        except Diverged:
+            return False
+        ctx.completed = step
+        ctx.steps_run += 1
+        t0 = time.perf_counter()
+        agent.after_step(step, words)
+        agent.background(step)
+        role.finish_step(step, t_start, time.perf_counter() - t0)
+        if eval_due(cfg, step):
+            ctx.current_step = step + 1  # a failure during the evaluation interrupts the next step
+            role.evaluate(step)
+        role.after_step(step)
+    return True
+
+
+def eval_due(cfg: Config, step: int) -> bool:
+    """Evaluate after ``step`` (every ``eval_every`` steps and after the last)."""
+    t = cfg.training
+    return step + 1 == t.steps or (t.eval_every > 0 and (step + 1) % t.eval_every == 0)
+
+
+def eval_rounds(cfg: Config) -> int:
+    """Pull rounds of one evaluation: the same on every trainer and server."""
+    per_trainer = -(-cfg.data.eval_samples // cfg.layout.trainers)
+    return -(-per_trainer // cfg.training.eval_batch)
+
+
+__all__ = ["SteppingRole", "eval_due", "eval_rounds", "run_steps"]
