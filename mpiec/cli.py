@@ -14,8 +14,16 @@ import sys
 from pathlib import Path
 
 from mpiec import __version__
-from mpiec.bench import add_bench_args, cmd_bench
-from mpiec.config import DEFAULT_PRESET, PRESETS, Config, load_config
+from mpiec.bench import cmd_bench
+from mpiec.cli_args import (
+    BENCH_DESCRIPTION,
+    BENCH_HELP,
+    EPILOG_BENCH,
+    add_bench_command_args,
+    add_config_args,
+    positive,
+)
+from mpiec.config import Config, load_config
 from mpiec.errors import MpiecError
 
 EPILOG_RUN = """kill plans (repeat --kill, or separate plans with ';'):
@@ -43,40 +51,6 @@ examples:
   mpiec run --preset tiny --out results/
   mpiec run --strategy none --kill server:1@step=10 --set training.steps=50
 """
-
-
-EPILOG_BENCH = """examples:
-  mpiec bench                                          every strategy, laptop preset, a server kill
-  mpiec bench --preset tiny --scenario two-servers
-  mpiec bench --strategies none,ckpt,ecrm:code=rs:r=2 --set layout.servers=4 --scenario random --mtbf 20
-  mpiec bench --preset tiny --trace FILE.json --trace-scale 86400    one trace day per run second
-  mpiec bench --kill server:0@time=5 --kill trainer:1@step=300       a custom scenario
-"""
-
-
-def positive(text: str) -> float:
-    """A time limit in seconds: finite, > 0 and at most 1e9 (printed with its precision)."""
-    try:
-        value = float(text)
-    except ValueError:
-        value = -1.0
-    if not 0 < value <= 1e9:
-        raise argparse.ArgumentTypeError(f"must be a number of seconds > 0 and <= 1e9, got '{text}'")
-    return value
-
-
-def add_config_args(p: argparse.ArgumentParser, strategy: bool = True) -> None:
-    p.add_argument("--preset", choices=PRESETS, default=None,
-                   help=f"configuration preset (default: {DEFAULT_PRESET})")
-    p.add_argument("--config", metavar="FILE",
-                   help="TOML file (or JSON from 'mpiec config --write') overriding the preset")
-    if strategy:
-        p.add_argument("--strategy", help="fault-tolerance strategy (see 'mpiec strategies')")
-    p.add_argument("--kill", action="append", default=[], metavar="PLAN",
-                   help="kill plan, repeatable (e.g. server:1@step=10)")
-    p.add_argument("--steps", type=int, help="training steps (shortcut for --set training.steps=N)")
-    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", dest="sets",
-                   help="override one config key, repeatable (e.g. layout.servers=4)")
 
 
 def config_from(args: argparse.Namespace, strategy: str | None = None, memory: bool = True) -> Config:
@@ -152,11 +126,63 @@ def cmd_config(args: argparse.Namespace) -> int:
     return 0
 
 
+def _default_text(value: object) -> str:
+    """A key's default as ``--set strategy.KEY=VALUE`` takes it: TOML (``true``, ``2.5``), a bare
+    word for a string (``sync``), quoted only where a bare word would read otherwise (``'1'``)."""
+    import dataclasses
+    import tomllib
+
+    if value is dataclasses.MISSING:
+        return "(required)"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str):
+        try:
+            tomllib.loads(f"v = {value}")
+        except tomllib.TOMLDecodeError:
+            if value and value == value.strip() and "\n" not in value:
+                return value
+        return repr(value)
+    return str(value)
+
+
+def key_lines(cls: type) -> list[str]:
+    """``mpiec strategies --keys``: the ``strategy.KEY`` keys of strategy ``cls``, one line each,
+    aligned: the typed ones of its ``Params`` (type, default, help), then the names that only its
+    ``param_keys()`` knows (a strategy not yet migrated to ``Params``: no help yet)."""
+    import dataclasses
+
+    from mpiec.strategies.params import keys
+
+    typed = keys(cls.Params) if dataclasses.is_dataclass(cls.Params) else []
+    rows = [(k.name, f"{k.type} = {_default_text(k.default)}", k.help or "(no help yet)") for k in typed]
+    rows += [(name, "", "(no help yet)") for name in sorted(set(cls.param_keys()) - {k.name for k in typed})]
+    if not rows:
+        return ["(no keys of its own)"]
+    w_name = max(len(n) for n, _, _ in rows)
+    w_type = max(len(t) for _, t, _ in rows)  # 0: no typed key, no type column
+    return ["  ".join([n.ljust(w_name), *([t.ljust(w_type)] if w_type else []), h]) for n, t, h in rows]
+
+
 def cmd_strategies(args: argparse.Namespace) -> int:
     from mpiec.strategies import STRATEGIES
 
-    for name, cls in STRATEGIES.items():
-        print(f"{name:10s} {cls.description}")
+    problems = list(STRATEGIES.problems)  # plug-ins left out when the registry was built
+    for name in STRATEGIES:
+        try:
+            cls = STRATEGIES[name]
+        except MpiecError as exc:  # a plug-in that does not load: said at the end, never fatal
+            problems.append(str(exc))
+            continue
+        origin = STRATEGIES.origin(name)
+        print(f"{name:10s} {cls.description}" + (f" [{origin}]" if origin != "built-in" else ""))
+        if args.keys:
+            for line in key_lines(cls):
+                print(f"{'':10s}   {line}".rstrip())
+    if problems:
+        print("\nleft out:")
+        for problem in problems:
+            print(f"  {problem}")
     return 0
 
 
@@ -188,23 +214,9 @@ def build_parser() -> argparse.ArgumentParser:
                           "spread in blocks, one node per host)")
     run.set_defaults(func=cmd_run)
 
-    bench = sub.add_parser("bench", help="every strategy failure-free and under a failure scenario, compared",
-                           description="Run every strategy (or --strategies) failure-free and under one "
-                                       "failure scenario (default: a server killed at half the "
-                                       "training time), "
-                                       "with the same seed and the same kills for all, one result file "
-                                       "per run, then print the failure-free and the failure tables and "
-                                       "write the report (CSV, Markdown, plots, HTML) next to the result "
-                                       "files. Checkpoint intervals follow each strategy's own rule at "
-                                       "the scenario's MTBF. Exit code 3 if any run crashed, else 0.",
-                           epilog=EPILOG_BENCH, formatter_class=argparse.RawDescriptionHelpFormatter)
-    add_config_args(bench, strategy=False)
-    add_bench_args(bench)
-    bench.add_argument("--out", metavar="DIR",
-                       help="directory for the result files and the report (default: output.dir/bench-TIME)")
-    bench.add_argument("--timeout", type=positive, metavar="SECONDS",
-                       help="per-run time limit (default: 180 s + 2 s x training.steps)")
-    bench.add_argument("--quiet", action="store_true", help="hide each run's progress lines")
+    bench = sub.add_parser("bench", help=BENCH_HELP, description=BENCH_DESCRIPTION, epilog=EPILOG_BENCH,
+                           formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_bench_command_args(bench)
     bench.set_defaults(func=cmd_bench)
 
     config = sub.add_parser("config", help="print or write the resolved config (for job scripts)",
@@ -220,7 +232,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     strategies = sub.add_parser("strategies", help="list the available strategies",
                                 description="List the fault-tolerance strategies 'mpiec run --strategy' "
-                                            "and 'mpiec bench' accept, one line each.")
+                                            "and 'mpiec bench' accept, one line each (a plug-in's line "
+                                            "names its package), then the plug-ins left out and why.")
+    strategies.add_argument("--keys", action="store_true",
+                            help="also list each strategy's keys: name, type = default, help (set them "
+                                 "with --set strategy.KEY=VALUE, or NAME:KEY=VALUE in bench --strategies)")
     strategies.set_defaults(func=cmd_strategies)
 
     report = sub.add_parser("report", help="tables (and plots) from a directory of result files",

@@ -7,7 +7,7 @@ import argparse
 import pytest
 
 from mpiec.bench import Bench, add_bench_args, resolved_kills, scenario_plans
-from mpiec.cli import add_config_args
+from mpiec.cli_args import add_config_args
 from mpiec.config import load_config
 from mpiec.errors import MpiecError
 from mpiec.faults import parse_kill_plans

@@ -4,8 +4,14 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from dataclasses import dataclass
+from typing import Literal
 
 import pytest
+
+from mpiec.cli import build_parser
+from mpiec.strategies.base import Strategy
+from mpiec.strategies.params import param
 
 
 def mpiec(*args: str) -> subprocess.CompletedProcess:
@@ -233,3 +239,92 @@ def test_resume_keeps_the_checkpoints_config_and_preset_under_a_config_file(tmp_
     cfg, resume = resume_config(args)
     assert resume == str(root) and cfg.preset == "tiny" and cfg.model.dim == 8
     assert cfg.training.steps == 60 and cfg.layout.servers == 3 and cfg.strategy.name == "ckpt"
+
+
+def _strategies_output(capsys, *argv: str) -> dict[str, list[str]]:
+    """``mpiec strategies ARGV`` in this process: each listed strategy's key lines, by name."""
+    args = build_parser().parse_args(["strategies", *argv])
+    assert args.func(args) == 0
+    blocks: dict[str, list[str]] = {}
+    for line in capsys.readouterr().out.splitlines():
+        if line and not line[0].isspace():
+            blocks[line.split()[0]] = []
+            current = blocks[line.split()[0]]
+        elif line.strip():
+            current.append(line.strip())
+    return blocks
+
+
+def test_strategies_keys_lists_every_strategys_keys(capsys):
+    from mpiec.strategies import STRATEGIES
+
+    plain = _strategies_output(capsys)
+    assert list(plain) == list(STRATEGIES) and not any(plain.values())  # one line each, no keys
+    listed = _strategies_output(capsys, "--keys")
+    assert list(listed) == list(STRATEGIES)
+    assert listed["none"] == ["(no keys of its own)"]
+    ckpt = {line.split()[0]: line for line in listed["ckpt"]}
+    assert "interval" in ckpt and set(ckpt) == STRATEGIES["ckpt"].param_keys()
+    for name, lines in listed.items():
+        if STRATEGIES[name].param_keys():
+            assert all(line.split()[0] in STRATEGIES[name].param_keys() for line in lines), name
+
+
+@dataclass(frozen=True)
+class _ReplicaParams:  # module level: the type hints resolve in this module's namespace
+    interval: int | Literal["auto"] = param("auto", "steps between copies", ge=1)
+    mode: Literal["sync", "async"] = param("sync", "who waits")
+    verify: bool = param(False, "")
+
+
+class _Replica(Strategy):
+    name = "replica"
+    description = "a copy of every row on the next server"
+    Params = _ReplicaParams
+
+
+class _PlugInRegistry(dict):
+    problems = ["plug-in 'none' of package evil ignored: the name is taken by the built-in strategy"]
+
+    def origin(self, name: str) -> str:
+        return "plug-in (mpiec-replica)"
+
+
+def test_strategies_keys_show_typed_params_plug_ins_and_problems(capsys, monkeypatch):
+    import mpiec.strategies
+
+    monkeypatch.setattr(mpiec.strategies, "STRATEGIES", _PlugInRegistry(replica=_Replica))
+    assert _strategies_output(capsys, "--keys")["replica"] == [
+        "interval  int|auto = auto    steps between copies",
+        "mode      sync|async = sync  who waits",
+        "verify    bool = false       (no help yet)",
+    ]
+    args = build_parser().parse_args(["strategies"])
+    assert args.func(args) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith("replica") and lines[0].endswith(" [plug-in (mpiec-replica)]")
+    assert lines[-2:] == ["left out:", "  " + _PlugInRegistry.problems[0]]
+
+
+@pytest.mark.parametrize("argv", [
+    [],
+    ["--preset", "tiny", "--strategies", "none,ckpt:interval=5", "--kill", "server:1@step=5", "--repeat", "3",
+     "--set", "layout.servers=3", "--steps", "20", "--timeout", "30", "--no-report", "--quiet", "--out", "x"],
+])
+def test_bench_parser_is_the_bench_command(argv):
+    """``mpiec.reproduce`` parses its benches with ``cli_args.bench_parser``: the command's options,
+    defaults and checks, without importing ``mpiec.cli``."""
+    from mpiec.cli_args import bench_parser
+
+    command = vars(build_parser().parse_args(["bench", *argv]))
+    assert command.pop("func") is not None
+    assert vars(bench_parser().parse_args(argv)) == command
+
+
+def test_bench_parser_checks_like_the_command(capsys):
+    from mpiec.cli_args import bench_parser
+
+    for parse in (lambda a: build_parser().parse_args(["bench", *a]), bench_parser().parse_args):
+        with pytest.raises(SystemExit) as exc:
+            parse(["--timeout", "0"])
+        assert exc.value.code == 2 and "must be a number of seconds > 0" in capsys.readouterr().err

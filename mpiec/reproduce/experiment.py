@@ -95,11 +95,14 @@ class Experiment:
         return argv + (["--quiet"] if quiet else [])
 
     def args(self, out: Path, quiet: bool = True) -> argparse.Namespace:
-        """The ``mpiec bench`` arguments of this experiment, parsed by the command's own parser (its
-        defaults and checks, whatever options the bench gains)."""
-        from mpiec.cli import build_parser
+        """The ``mpiec bench`` arguments of this experiment, parsed by the command's own options (its
+        defaults and checks, whatever options the bench gains: ``mpiec.cli_args``, which ``mpiec.cli``
+        builds the command from; not ``mpiec.cli`` itself, which imports ``mpiec.reproduce.cli``)."""
+        from mpiec.cli_args import bench_parser
 
-        return build_parser().parse_args(self.bench_argv(out, quiet))
+        command, *argv = self.bench_argv(out, quiet)
+        assert command == "bench"
+        return bench_parser().parse_args(argv)
 
 
 @dataclass

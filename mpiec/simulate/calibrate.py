@@ -66,7 +66,7 @@ from mpiec.results import RunResult, decode
 from .costs import Costs, Linear, RuntimeCosts, StrategyCosts, fit_linear
 from .job import Job
 from .model import BACK_TO_NORMAL_SLOWDOWN
-from .policies import KIND
+from .policies import modelled
 
 __all__ = ["Measured", "MeasuredRecovery", "calibrate", "measure", "same_config", "speed_key"]
 
@@ -291,8 +291,9 @@ def calibrate(results: list[RunResult]) -> Costs:
         recoveries=len(recs), speed_steps=speed_steps)
     strategies: dict[str, StrategyCosts] = {}
     extras: dict[str, list[float]] = {}  # per recovery: time lost the model does not explain
+    models = modelled()
     for name in sorted({m.strategy for m in used}):
-        if name not in KIND:
+        if name not in models:
             notes.append(f"strategy '{name}' is not modelled: its files only calibrate the runtime latencies")
             continue
         runs = [m for m in used if m.strategy == name]
@@ -307,7 +308,7 @@ def calibrate(results: list[RunResult]) -> Costs:
 
 def _strategy_costs(name: str, runs: list[Measured], notes: list[str]) -> tuple[StrategyCosts, list[float]]:
     """The strategy's costs (``resume_extra_s`` still 0) and its recoveries' unexplained time lost."""
-    kind = KIND[name]
+    kind = modelled()[name].kind
     recs = [(m, r) for m in runs for r in m.recoveries]
     server_recs = [(m, r) for m, r in recs if r.server_failure]
     trainer_recs = [r for _, r in recs if r.roles and all(x == "trainer" for x in r.roles)]

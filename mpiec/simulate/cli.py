@@ -37,7 +37,7 @@ from mpiec.errors import MpiecError
 from .costs import Costs, load_costs
 from .failures import HOUR_S, PUBLISHED, WEIBULL_SHAPES, ArrivalProcess, NodeRenewal, Replay, trace_arrivals
 from .job import MAX_NODES, MAX_RANKS_PER_NODE
-from .policies import KIND, STRATEGIES
+from .policies import modelled, not_modelled
 
 __all__ = ["build_parser", "main"]
 
@@ -104,7 +104,7 @@ def build_parser() -> argparse.ArgumentParser:
                    "(nodes drawn with --seed)")
     s = p.add_argument_group("simulation and output")
     s.add_argument("--strategies", metavar="LIST",
-                   help=f"comma-separated, from {', '.join(STRATEGIES)} (default: every calibrated one)")
+                   help=f"comma-separated, from {', '.join(modelled())} (default: every calibrated one)")
     s.add_argument("--target-pls", type=float, metavar="X", help="cpr's PLS target (default: the suite's)")
     s.add_argument("--trials", type=int, default=5, help="seeded trials averaged per point (5)")
     s.add_argument("--seed", type=int, default=0, help="seed of the failure draws (0)")
@@ -207,11 +207,14 @@ def _process(args: argparse.Namespace, nodes: int) -> ArrivalProcess:
 def _strategies(args: argparse.Namespace, costs: Costs) -> list[str]:
     if args.strategies:
         names = [x.strip() for x in args.strategies.split(",") if x.strip()]
+        models, why_not = modelled(), not_modelled()
         for n in names:
-            if n not in KIND:
-                raise MpiecError(f"unknown strategy '{n}' (the simulator models {', '.join(STRATEGIES)})")
+            if n in why_not:
+                raise MpiecError(f"strategy '{n}' is not modelled by the simulator: {why_not[n]}")
+            if n not in models:
+                raise MpiecError(f"unknown strategy '{n}' (the simulator models {', '.join(models)})")
         return names
-    return [s for s in STRATEGIES if s == "none" or s in costs.strategies]
+    return [s for s in modelled() if s == "none" or s in costs.strategies]
 
 
 def _print_costs(costs: Costs, out) -> None:

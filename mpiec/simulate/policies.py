@@ -1,7 +1,10 @@
 """Calibrated costs + a job + a failure rate → one strategy's ``Policy`` in seconds.
 
 Owns how each strategy's costs scale with the job and how its checkpoint interval is chosen —
-with the suite's own rules, called, not copied:
+with the suite's own rules, called, not copied. Which strategies are modelled, and as what, is
+each strategy's own ``cost`` (``strategies.costs.CostModel``) read from the one registry, so a
+plug-in strategy with a cost model is simulated like a built-in; ``log`` and ``ecsnap`` say why
+they are not (``not_modelled``):
 
 * ``ckpt``, ``cnr``: Young's interval ``sqrt(2 · stall · MTBF_job)``
   (``mpiec.strategies.checkpointing.young_interval``) in seconds, then in steps;
@@ -30,27 +33,55 @@ import dataclasses
 import math
 
 from mpiec.errors import MpiecError
+from mpiec.strategies import STRATEGIES as STRATEGY_REGISTRY
 from mpiec.strategies.checkpointing import interval_for_pls, young_interval
+from mpiec.strategies.costs import CostModel
 
 from .costs import Costs, StrategyCosts
 from .job import Job
 from .model import Policy
 
-__all__ = ["CPR_DEFAULT_TARGET_PLS", "KIND", "STRATEGIES", "build_policy", "parity_bytes_per_server_step"]
+__all__ = ["build_policy", "cost_model", "modelled", "not_modelled", "parity_bytes_per_server_step"]
 
-KIND = {"none": "restart", "ckpt": "rollback", "cnr": "rollback", "cpr": "partial",
-        "cpr-mfu": "partial", "cpr-ssu": "partial", "ecrm": "rebuild"}
-STRATEGIES = tuple(KIND)
 PARITY_WORD_BYTES = 8  # each delta row travels with one int64 word (row id / version)
 
 
-def _cpr_default_pls() -> float:
-    from mpiec.strategies.cpr import CPR_DEFAULTS
+def modelled() -> dict[str, CostModel]:
+    """Every registered strategy that carries a cost model (plug-ins included), in registry order."""
+    out: dict[str, CostModel] = {}
+    for name in STRATEGY_REGISTRY:
+        try:
+            cost = STRATEGY_REGISTRY[name].cost
+        except MpiecError:  # a plug-in that does not load: not_modelled() says why
+            continue
+        if cost is not None:
+            out[name] = cost
+    return out
 
-    return float(CPR_DEFAULTS["target_pls"])
+
+def not_modelled() -> dict[str, str]:
+    """Registered strategies the simulator does not model, with each one's reason."""
+    out: dict[str, str] = {}
+    for name in STRATEGY_REGISTRY:
+        try:
+            cls = STRATEGY_REGISTRY[name]
+        except MpiecError as exc:
+            out[name] = str(exc)
+            continue
+        if cls.cost is None:
+            out[name] = cls.cost_reason
+    return out
 
 
-CPR_DEFAULT_TARGET_PLS = _cpr_default_pls()
+def cost_model(name: str) -> CostModel:
+    """``name``'s cost model; ``MpiecError`` naming the modelled strategies, or the reason it is not."""
+    models = modelled()
+    if name in models:
+        return models[name]
+    why = not_modelled().get(name)
+    if why:
+        raise MpiecError(f"strategy '{name}' is not modelled by the simulator: {why}")
+    raise MpiecError(f"unknown strategy '{name}' for the simulator (known: {', '.join(models)})")
 
 
 def parity_bytes_per_server_step(sc: StrategyCosts, job: Job) -> float:
@@ -63,8 +94,7 @@ def build_policy(name: str, costs: Costs, job: Job, mtbf_job_s: float, *,
                  interval_steps: int | None = None, target_pls: float | None = None,
                  scale_agree: bool = True) -> Policy:
     """``name``'s policy on ``job`` when the job fails every ``mtbf_job_s`` seconds on average."""
-    if name not in KIND:
-        raise MpiecError(f"unknown strategy '{name}' for the simulator (known: {', '.join(STRATEGIES)})")
+    model = cost_model(name)
     sc = costs.strategies.get(name)
     if sc is None:
         if name != "none":
@@ -72,7 +102,7 @@ def build_policy(name: str, costs: Costs, job: Job, mtbf_job_s: float, *,
             raise MpiecError(f"no calibrated costs for strategy '{name}' (calibrated: {have}); "
                              f"add a measured {name} run to the calibration files")
         sc = StrategyCosts("none", "restart")
-    kind = KIND[name]
+    kind = model.kind
     rt = costs.runtime
     latency = rt.latency_s(job.ranks, scale_agree)
     common = dict(name=name, kind=kind, step_s=job.step_s, latency_s=latency, servers=job.servers,
@@ -94,8 +124,8 @@ def build_policy(name: str, costs: Costs, job: Job, mtbf_job_s: float, *,
     mtbf = mtbf_job_s if math.isfinite(mtbf_job_s) and mtbf_job_s > 0 else job.steps * job.step_s
     if interval_steps is not None:
         interval, rule = int(interval_steps), "given"
-    elif kind == "partial":
-        pls = CPR_DEFAULT_TARGET_PLS if target_pls is None else target_pls
+    elif model.interval == "pls":
+        pls = (model.target_pls or 0.0) if target_pls is None else target_pls
         if not 0 < pls <= 1:  # also nan: the suite's rule for strategy.target_pls
             raise MpiecError(f"cpr's PLS target must be a number in (0, 1], got {pls!r}")
         per_failure = max(1, job.servers_per_node)

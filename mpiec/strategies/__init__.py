@@ -70,6 +70,9 @@ class Registry(Mapping[str, type[Strategy]]):
                               f"mpiec.strategies.base.Strategy subclass whose name is '{name}'")
         return cls
 
+    def __contains__(self, name: object) -> bool:  # without loading it (a broken plug-in is still "in")
+        return name in self._paths
+
     def __iter__(self) -> Iterator[str]:
         return iter(self._paths)
 

@@ -26,6 +26,7 @@ import dataclasses
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from mpiec.strategies.agents import Agent, Coordinator, ParityAgent, ServerAgent, TrainerAgent
+from mpiec.strategies.costs import CostModel
 from mpiec.strategies.params import NoParams, parse_params
 from mpiec.strategies.plan import Failure, RecoveryPlan, Scope, ServerShard
 
@@ -57,9 +58,12 @@ class Strategy:
     recovers: ClassVar[bool] = False  # the coordinator's plan() can return something else than abort
     #: merge rule of every key an agent's ``summary()`` may return: sum | max | min | first
     summary_rules: ClassVar[dict[str, str]] = {}
-    #: how the simulator prices this strategy (``mpiec.simulate``); None: not modelled (``cost_reason``: why)
-    cost: ClassVar[Any] = None
-    cost_reason: ClassVar[str] = "no cost model"
+    #: the recovery claims no loss: a recovered run ends with the failure-free ``param_checksum``
+    #: (the contract test holds the strategy to it)
+    lossless: ClassVar[bool] = False
+    #: how the simulator prices this strategy (``mpiec.simulate``); None: not modelled (``cost_reason``)
+    cost: ClassVar[CostModel | None] = None
+    cost_reason: ClassVar[str] = "the strategy declares no cost model"
 
     def __init__(self, cfg: Config) -> None:
         self.cfg = cfg

@@ -52,8 +52,9 @@ from mpiec.kernels.tracking import bitset_clear, bitset_count, bitset_new, bitse
 from mpiec.layout import SERVER, TRAINER, Slot
 from mpiec.strategies.base import RecoveryPlan, Scope
 from mpiec.strategies.checkpointing import expected_mtbf_s
-from mpiec.strategies.ckpt import DEFAULTS as CKPT_DEFAULTS
-from mpiec.strategies.ckpt import FullCheckpoint
+from mpiec.strategies.costs import CostModel
+from mpiec.strategies.legacy_ckpt import DEFAULTS as CKPT_DEFAULTS
+from mpiec.strategies.legacy_ckpt import LegacyFullCheckpoint
 
 DIFF_MODES = ("one-shot", "consecutive", "intermittent")
 QUANTIZATIONS = ("none", "symmetric", "asymmetric", "adaptive", "kmeans")
@@ -191,12 +192,14 @@ class QuantizingStore:
                 del self._results[s]
 
 
-class CheckNRun(FullCheckpoint):
+class CheckNRun(LegacyFullCheckpoint):
     name = "cnr"
     description = "Check-N-Run: modified-row differential, quantized, decoupled checkpoints (NSDI'22)"
+    lossless = True  # with quantization the restored rows are approximate: the contract runs it unquantized
+    cost = CostModel("rollback", interval="young")
     DEFAULTS: ClassVar[dict[str, Any]] = CNR_DEFAULTS
     summary_rules: ClassVar[dict[str, str]] = {
-        **FullCheckpoint.summary_rules,
+        **LegacyFullCheckpoint.summary_rules,
         "cnr_diff": "first", "cnr_quantization": "first", "cnr_bits": "first",
         "cnr_optimizer_state": "first", "cnr_expected_restores": "first",
         "baseline_checkpoints": "first", "diff_checkpoints": "first", "rows_saved": "first",

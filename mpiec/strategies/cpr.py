@@ -59,8 +59,9 @@ from mpiec.kernels.tracking import counters_add, top_fraction
 from mpiec.layout import SERVER, TRAINER, Slot
 from mpiec.strategies.base import Failure, RecoveryPlan, Scope
 from mpiec.strategies.checkpointing import expected_mtbf_s, interval_for_pls, measured_pls, predicted_pls
-from mpiec.strategies.ckpt import DEFAULTS as CKPT_DEFAULTS
-from mpiec.strategies.ckpt import WORD_CHECKPOINT, FullCheckpoint
+from mpiec.strategies.costs import CostModel
+from mpiec.strategies.legacy_ckpt import DEFAULTS as CKPT_DEFAULTS
+from mpiec.strategies.legacy_ckpt import WORD_CHECKPOINT, LegacyFullCheckpoint
 
 CPR_DEFAULTS: dict[str, Any] = {**CKPT_DEFAULTS, "target_pls": 0.05}
 WORD_PARTIAL = 2  # trainer 0's header word: a partial checkpoint after this step
@@ -85,13 +86,15 @@ def cpr_interval(cfg: Any, target_pls: float) -> tuple[int | None, float | None]
     return max(1, int(round(interval_for_pls(target_pls, shards, mtbf)))), None
 
 
-class PartialRecovery(FullCheckpoint):
+class PartialRecovery(LegacyFullCheckpoint):
     name = "cpr"
     description = "checkpoints with partial recovery: only the failed shard reloads (CPR, MLSys'21)"
+    lossless = False  # the failed shard's updates since its checkpoint are lost
+    cost = CostModel("partial", interval="pls", target_pls=float(CPR_DEFAULTS["target_pls"]))
     kind = ""  # the partial checkpoint's kind ("" = none, "mfu", "ssu")
     DEFAULTS: ClassVar[dict[str, Any]] = CPR_DEFAULTS
     summary_rules: ClassVar[dict[str, str]] = {
-        **FullCheckpoint.summary_rules,
+        **LegacyFullCheckpoint.summary_rules,
         "lost_updates": "max", "pls": "first", "pls_predicted": "first", "pls_target": "first",
         "pls_failures": "first", "full_checkpoint_bytes": "first", "partial_checkpoints": "first",
         "partial_checkpoint_bytes": "first", "partial_rows_saved": "first",

@@ -53,6 +53,7 @@ class RankEnv:
     """A rank as its strategy agent sees it. Read-only; every value is the rank's current one."""
 
     __slots__ = ("_view",)
+    _view: RankView
 
     def __init__(self, view: RankView) -> None:
         object.__setattr__(self, "_view", view)

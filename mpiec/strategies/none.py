@@ -5,8 +5,10 @@ plan aborts.
 """
 
 from mpiec.strategies.base import Strategy
+from mpiec.strategies.costs import CostModel
 
 
 class NoProtection(Strategy):
     name = "none"
     description = "no protection: reference throughput; a failure loses the job"
+    cost = CostModel("restart")  # a failure loses the job: it starts over

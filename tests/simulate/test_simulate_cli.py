@@ -9,7 +9,7 @@ import json
 import pytest
 
 from mpiec.simulate.cli import main
-from mpiec.simulate.policies import STRATEGIES
+from mpiec.simulate.policies import modelled
 from mpiec.simulate.reference import reference_costs
 
 FAST = ["--nodes", "8,10000", "--trials", "1", "--hours", "2"]
@@ -30,7 +30,7 @@ def test_default_run_prints_every_calibrated_strategy_at_every_node_count(capsys
     out_csv = tmp_path / "scale.csv"
     assert main([*FAST, "--csv", str(out_csv)]) == 0
     out = capsys.readouterr().out
-    calibrated = [s for s in STRATEGIES if s == "none" or s in reference_costs().strategies]
+    calibrated = [s for s in modelled() if s == "none" or s in reference_costs().strategies]
     rows = list(csv.DictReader(out_csv.open()))
     assert [(r["nodes"], r["strategy"]) for r in rows] == [(n, s) for n in ("8", "10000") for s in calibrated]
     assert "failures: node MTBF" in out and "reference calibration" in out

@@ -31,3 +31,33 @@ def test_asking_for_one_strategy_imports_no_other_and_no_mpi():
     loaded, mpi = out.splitlines()
     assert "ecrm" not in loaded and "cnr" not in loaded and "mpiec.strategies.ckpt" in loaded
     assert mpi == "False"
+
+
+class _EntryPoint:
+    def __init__(self, name: str, value: str, dist: str) -> None:
+        self.name, self.value = name, value
+        self.dist = type("Dist", (), {"name": dist})()
+
+
+def test_a_plugin_registers_by_entry_point_and_cannot_take_a_builtin_name(monkeypatch):
+    from importlib import metadata
+
+    from mpiec.strategies import BUILTIN, Registry
+
+    eps = [_EntryPoint("mine", "mpiec.strategies.none:NoProtection", "my-pkg"),
+           _EntryPoint("ckpt", "my_pkg:Evil", "evil-pkg")]
+    monkeypatch.setattr(metadata, "entry_points", lambda group: eps if group == "mpiec.strategies" else [])
+    reg = Registry(BUILTIN, "mpiec.strategies")
+    assert "mine" in reg and reg.origin("mine") == "plug-in (my-pkg)" and reg.origin("ckpt") == "built-in"
+    assert reg.problems == ["plug-in 'ckpt' of package evil-pkg ignored: the name is taken by the built-in "
+                            "strategy"]
+    with pytest.raises(ConfigError, match="not a mpiec.strategies.base.Strategy subclass whose name is"):
+        reg["mine"]  # the class is none's: its name is not the entry point's
+
+
+def test_a_plugin_that_does_not_import_is_named_with_its_error():
+    from mpiec.strategies import Registry
+
+    reg = Registry({"broken": "no_such_module_xyz:Thing"})
+    with pytest.raises(ConfigError, match="strategy 'broken' .*no_such_module_xyz:Thing.* does not load"):
+        reg["broken"]

@@ -61,7 +61,7 @@ from mpiec.comm import PeerFailure
 from mpiec.errors import ConfigError
 from mpiec.layout import PARITY, SERVER, SPARE, TRAINER, holder_nodes, servers_rank, stripe_placement
 from mpiec.strategies.base import Failure, RecoveryPlan, Scope
-from mpiec.strategies.ckpt import FullCheckpoint
+from mpiec.strategies.costs import CostModel
 from mpiec.strategies.ecrm.parity import ParityStore, payload_width
 from mpiec.strategies.ecrm.pipeline import DeltaPipeline, build_outgoing
 from mpiec.strategies.ecrm.rebuild import rebuild
@@ -70,6 +70,7 @@ from mpiec.strategies.ecrm.stripes import node_losses, parity_stripes, residue_h
 from mpiec.strategies.ecrm.transfer import RebuildError, run_jobs
 from mpiec.strategies.ecrm.window import CommitWindow
 from mpiec.strategies.legacy import LegacyStrategy
+from mpiec.strategies.legacy_ckpt import LegacyFullCheckpoint
 
 DEFAULTS: dict[str, Any] = {"code": "xor", "k": "auto", "r": 1, "sum_dtype": "float32", "verify_every": 0,
                             "rebuild": "background", "rebuild_rows": "auto",
@@ -106,6 +107,8 @@ def colocation_problem(cfg: Any, k: int, r: int) -> str:
 class ErasureCoded(LegacyStrategy):
     name = "ecrm"
     description = "erasure-coded embedding rows and optimizer state in server memory; lossless rebuild (ECRM)"
+    lossless = True  # with the xor and rs codes (the sum code drifts in floating point)
+    cost = CostModel("rebuild")
     needs_delta = True
     recovers = True
     summary_rules: ClassVar[dict[str, str]] = {
@@ -122,7 +125,7 @@ class ErasureCoded(LegacyStrategy):
         "rebuild_rounds": "max", "degraded_rows": "sum", "rebuild_mode": "first",
         "parity_exchange": "first", "sum_drift_max_abs": "max",
         "parity_every": "first", "parity_commits": "max", "parity_window_peak_bytes": "max",
-        "sum_drift_max_rel": "max", "sum_drift_checks": "sum", **FullCheckpoint.summary_rules,
+        "sum_drift_max_rel": "max", "sum_drift_checks": "sum", **LegacyFullCheckpoint.summary_rules,
     }
 
     # -- configuration ------------------------------------------------------------------
@@ -237,10 +240,10 @@ class ErasureCoded(LegacyStrategy):
         self.rebuild_t0 = 0.0
         self.immediate = self.p["exchange"] == "immediate"
         # fallback = "ckpt": rare full checkpoints, a rollback when a stripe lost more than r members
-        self.fallback: FullCheckpoint | None = None
+        self.fallback: LegacyFullCheckpoint | None = None
         if self.p["fallback"] == "ckpt":
             params = {"interval": int(self.p["fallback_interval"])}
-            self.fallback = FullCheckpoint(dataclasses.replace(
+            self.fallback = LegacyFullCheckpoint(dataclasses.replace(
                 cfg, strategy=dataclasses.replace(cfg.strategy, name="ckpt", params=params)))
         self.steps_run = 0
         self.peak_grads = 0

@@ -66,8 +66,8 @@ from mpiec.checkpoint import CheckpointError
 from mpiec.errors import ConfigError
 from mpiec.layout import SERVER, TRAINER, Slot
 from mpiec.strategies.base import Failure, RecoveryPlan, Scope
-from mpiec.strategies.ckpt import DEFAULTS as CKPT_DEFAULTS
-from mpiec.strategies.ckpt import WORD_CHECKPOINT, FullCheckpoint
+from mpiec.strategies.legacy_ckpt import DEFAULTS as CKPT_DEFAULTS
+from mpiec.strategies.legacy_ckpt import WORD_CHECKPOINT, LegacyFullCheckpoint
 from mpiec.strategies.log.spill import HEADER
 from mpiec.strategies.log.store import LogStore
 from mpiec.strategies.replay import RebuildError, collective, replay_steps
@@ -75,13 +75,16 @@ from mpiec.strategies.replay import RebuildError, collective, replay_steps
 LOG_DEFAULTS: dict[str, Any] = {**CKPT_DEFAULTS, "log_memory_mb": 256.0, "log_dir": ""}
 
 
-class UpdateLog(FullCheckpoint):
+class UpdateLog(LegacyFullCheckpoint):
     name = "log"
     description = ("checkpoints + trainers' logs of their pushed row gradients: only the failed shard "
                    "restores and replays them (lossless partial recovery)")
+    lossless = True
+    cost_reason = ("not modelled: the simulator has no term for replaying logged gradients and its "
+                   "calibration reads no log run (a rollback model would overstate its loss)")
     DEFAULTS: ClassVar[dict[str, Any]] = LOG_DEFAULTS
     summary_rules: ClassVar[dict[str, str]] = {
-        **FullCheckpoint.summary_rules,
+        **LegacyFullCheckpoint.summary_rules,
         "log_memory_peak_bytes": "max", "log_spilled_bytes": "sum", "log_spilled_records": "sum",
         "log_spill_s": "max", "log_read_bytes": "sum", "log_replay_s": "max", "log_replayed_steps": "max",
         "log_replayed_rows": "sum", "log_replays": "sum", "log_fallbacks": "first",
