@@ -63,8 +63,6 @@ def test_strategy_picks_the_interval():
 
 def test_interval_rule_and_resolved_steps_in_the_summary_keys():
     """Every checkpointing strategy says which rule chose its interval and what it came to in steps."""
-    from mpiec.strategies.ckpt import FullCheckpoint
-
     kill = ["server:1@step=23"]
     given = PartialRecovery(load_config("tiny", strategy="cpr", kill=kill, sets=["strategy.interval=7"]))
     assert given.interval_figures()["checkpoint_interval_steps"] == 7
@@ -78,32 +76,36 @@ def test_interval_rule_and_resolved_steps_in_the_summary_keys():
     fig = pls_s.interval_figures()
     assert fig["checkpoint_interval_rule"] == "pls" and fig["checkpoint_interval_s"] == pytest.approx(12.0)
     assert fig["checkpoint_interval_steps"] == 24
-    young = FullCheckpoint(load_config("tiny", strategy="ckpt", kill=kill))
+    young = ckpt_schedule(load_config("tiny", strategy="ckpt", kill=kill))
     young.taken = [3, 10, 16, 22, 22, 29]  # a re-executed checkpoint counts once: gaps 7, 6, 6, 7
     young.t_save, young.step_times = 0.02, young.step_times.__class__([0.1] * 5, maxlen=50)
-    fig = young.interval_figures()
+    fig = young.figures()
     assert fig["checkpoint_interval_rule"] == "young" and fig["checkpoint_interval_steps"] in (6, 7)
     # Young: sqrt(2 · t_save · MTBF), the MTBF of 24 steps at 0.1 s a step
     assert fig["checkpoint_interval_s"] == pytest.approx(math.sqrt(2 * 0.02 * 24 * 0.1))
-    secs = FullCheckpoint(load_config("tiny", strategy="ckpt", sets=["strategy.interval_s=2.5"]))
-    assert secs.interval_figures()["checkpoint_interval_rule"] == "given-seconds"
+    secs = ckpt_schedule(load_config("tiny", strategy="ckpt", sets=["strategy.interval_s=2.5"]))
+    assert secs.figures()["checkpoint_interval_rule"] == "given-seconds"
+
+
+def ckpt_schedule(cfg, now=lambda: 0.0):
+    """``ckpt``'s schedule (trainer 0's) for ``cfg``, on clock ``now``."""
+    from mpiec.strategies.checkpointing import Schedule
+    from mpiec.strategies.ckpt import FullCheckpoint
+
+    strategy = FullCheckpoint(cfg)
+    return Schedule.from_config(cfg, strategy.interval(), strategy.params.first, now)
 
 
 def test_young_waits_for_the_measured_save_time():
     """After the first checkpoint, Young's interval needs t_save, which arrives a step later (or
     later still for a background write): no second checkpoint right after the first."""
-    from types import SimpleNamespace
-
-    from mpiec.strategies.ckpt import FullCheckpoint
-
-    young = FullCheckpoint(load_config("tiny", strategy="ckpt", kill=["server:1@step=23"]))
-    young.ctx = SimpleNamespace(now=lambda: 5.0)  # due() reads only the clock
-    young.last_ckpt_step, young.last_ckpt_t = 9, 1.0
-    assert not any(young.due(s) for s in range(10, 10 + young.p["first"]))
+    young = ckpt_schedule(load_config("tiny", strategy="ckpt", kill=["server:1@step=23"]), now=lambda: 5.0)
+    young.last_step, young.last_t = 9, 1.0
+    assert not any(young.due(s) for s in range(10, 10 + young.first))
     young.t_save = 0.02  # measured: sqrt(2 · 0.02 · MTBF) is well below the 4 s since
     assert young.due(10)
     young.t_save = 0.0  # never measured (writes failing): the rule resumes after `first` steps
-    assert young.due(10 + young.p["first"])
+    assert young.due(10 + young.first)
 
 
 def test_partials_follow_an_interval_in_seconds():

@@ -1,5 +1,5 @@
-"""Shared pieces of the checkpointing strategies (``ckpt``, ``cpr``): where checkpoints go, the
-storage model they go through, Young's interval and CPR's portion-of-lost-samples model.
+"""The checkpointing rules (``ckpt``, ``cpr``, ...): where checkpoints go, the storage model they go
+through, Young's interval and CPR's portion-of-lost-samples model.
 
 Invariants: pure functions of the config (no MPI, no I/O besides paths), so the
 launcher, every rank and the unit tests compute the same numbers.
@@ -83,3 +83,7 @@ def measured_pls(lost_steps: list[tuple[int, int]], shards: int, steps: int) -> 
     if steps <= 0:
         return 0.0
     return sum(d * k for d, k in lost_steps) / (shards * steps)
+
+
+__all__ = ["checkpoint_root", "expected_mtbf_s", "interval_for_pls", "measured_pls", "predicted_pls",
+           "storage_of", "young_interval"]

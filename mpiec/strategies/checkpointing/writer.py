@@ -1,0 +1,147 @@
+"""Writing one rank's part of a checkpoint: a server's shard, or trainer 0's dense replica.
+
+``PartWriter`` writes the part named ``part`` of checkpoint ``step`` through the rank's store,
+either on the training thread (``sync``) or from a snapshot through ``mpiec.checkpoint``'s
+``BackgroundWriter`` (``async``), and tells the coordinator (``env.tell_monitor``) what it wrote:
+
+* ``("part", step, epoch, PartInfo.to_dict(), {"rows", "stall_s", "total_s"})`` once written;
+* ``("failed", step, epoch, {"part": name}, {})`` when the write failed (the store removed the
+  part's own files; a ``checkpoint_fail`` event says why).
+
+Invariants:
+
+* a part is reported with the epoch it was written in; a background write finished after a
+  failure ended its epoch is not reported (its checkpoint can never complete), nor is its stall
+  kept;
+* background writes finish in submission order (the writer's thread runs one at a time), so the
+  n-th finished write is the n-th submitted;
+* ``stall_s`` is what the training thread spent on the part (the whole write in ``sync`` mode,
+  the snapshot copy in ``async`` mode); ``total_s`` adds a background write's own time;
+* the figures only grow: ``critical_s`` (training-thread seconds, polls included), ``write_s``,
+  ``max_part_s`` (the slowest part this rank wrote: what it puts in the header's ``part_us``).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from mpiec.checkpoint import BackgroundWriter, CheckpointError, CheckpointStore, PartInfo
+
+if TYPE_CHECKING:
+    from mpiec.strategies.env import RankEnv
+
+#: the header field a writer puts its slowest part's write time in (µs; trainer 0's Young rule)
+PART_US_FIELD = ("part_us", 40)
+_PART_US_LIMIT = (1 << PART_US_FIELD[1]) - 1
+
+
+class PartWriter:
+    """One rank's checkpoint part: ``state()`` gives the live arrays, ``rows()`` the embedding rows
+    the part holds (0 for the dense replica); ``background``: write through a background thread."""
+
+    def __init__(self, env: RankEnv, store: CheckpointStore, part: str,
+                 state: Callable[[], Mapping[str, np.ndarray]], rows: Callable[[], int] = lambda: 0,
+                 background: bool = False) -> None:
+        self.env = env
+        self.store = store
+        self.part = part
+        self.state = state
+        self.rows = rows
+        self.writer = BackgroundWriter(store) if background else None
+        self.critical_s = self.write_s = self.max_part_s = 0.0
+        self.parts_sent = 0
+        self.submitted: list[tuple[int, int]] = []  # (step, epoch) of background writes, in order
+        self.stalls: dict[tuple[int, int], float] = {}  # (step, epoch) -> stall of a background write
+
+    def part_us(self) -> int:
+        """The slowest part written so far, in µs (the header's ``part_us``; saturates)."""
+        return min(int(self.max_part_s * 1e6), _PART_US_LIMIT)
+
+    def save(self, step: int) -> None:
+        """Write this rank's part of checkpoint ``step`` (or snapshot it for the background)."""
+        t0 = time.perf_counter()
+        state = self.state()
+        epoch = self.env.epoch
+        if self.writer is not None:  # snapshot on the training thread, write in the background
+            snap = {k: np.array(v, copy=True) for k, v in state.items()}
+            self.writer.submit(step, self.part, snap)
+            self.submitted.append((step, epoch))
+            self.stalls[(step, epoch)] = time.perf_counter() - t0
+        else:
+            info = self.write(step, state)
+            if info is not None:
+                self.report(step, info, epoch, stall=time.perf_counter() - t0)
+        self.critical_s += time.perf_counter() - t0
+
+    def write(self, step: int, state: Mapping[str, np.ndarray],
+              store: CheckpointStore | None = None) -> PartInfo | None:
+        """Write ``state`` as this part of ``step`` now (into ``store``, default the rank's); None
+        when the write failed (reported)."""
+        try:
+            info = (store or self.store).write_part(step, self.part, state)
+        except CheckpointError as exc:
+            self.failed(step, self.env.epoch, exc)
+            return None
+        self.count(info)
+        return info
+
+    def count(self, info: PartInfo) -> None:
+        self.write_s += info.seconds
+        self.max_part_s = max(self.max_part_s, info.seconds)
+
+    def report(self, step: int, info: PartInfo, epoch: int, stall: float | None = None,
+               rows: int | None = None) -> None:
+        """Tell the coordinator that ``info`` of checkpoint ``step`` is written, with its embedding
+        ``rows`` (default ``rows()``), the training thread's ``stall`` and the total (``stall=None``:
+        a background write, whose stall was recorded at the snapshot)."""
+        self.parts_sent += 1
+        background = stall is None
+        stall = self.stalls.pop((step, epoch), 0.0) if stall is None else stall
+        total = stall + info.seconds if background else stall
+        rows = self.rows() if rows is None else rows
+        self.env.tell_monitor(("part", step, epoch, info.to_dict(),
+                               {"rows": rows, "stall_s": stall, "total_s": total}))
+
+    def failed(self, step: int, epoch: int, exc: Exception) -> None:
+        """The part of ``step`` could not be written: the event, and a word to the coordinator,
+        which abandons the step once every part answered."""
+        self.env.event("checkpoint_fail", step, detail=str(exc)[:250])
+        self.env.tell_monitor(("failed", step, epoch, {"part": self.part}, {}))
+
+    def poll(self) -> None:
+        """Between steps: report the background writes finished since (of the current epoch)."""
+        if self.writer is None:
+            return
+        t0 = time.perf_counter()
+        try:
+            done = self.writer.poll()
+        except CheckpointError as exc:
+            failed = self.submitted.pop(0)
+            self.stalls.pop(failed, None)
+            self.failed(*failed, exc)
+            done = []
+        for info in done:
+            written, epoch = self.submitted.pop(0)
+            if epoch != self.env.epoch:
+                self.stalls.pop((written, epoch), None)
+            self.count(info)
+            if epoch == self.env.epoch:
+                self.report(written, info, epoch)
+        self.critical_s += time.perf_counter() - t0
+
+    def finish(self) -> None:
+        """At the end: let the background writes finish and report them."""
+        if self.writer is not None:
+            self.writer.close()
+            self.poll()
+
+    def figures(self) -> dict[str, Any]:
+        return {"checkpoint_critical_s": self.critical_s, "checkpoint_write_s": self.write_s,
+                "checkpoint_max_part_s": self.max_part_s, "checkpoint_parts_sent": self.parts_sent}
+
+
+__all__ = ["PART_US_FIELD", "PartWriter"]
