@@ -210,7 +210,7 @@ def _strategies(args: argparse.Namespace, costs: Costs) -> list[str]:
         models, why_not = modelled(), not_modelled()
         for n in names:
             if n in why_not:
-                raise MpiecError(f"strategy '{n}' is not modelled by the simulator: {why_not[n]}")
+                raise MpiecError(f"strategy '{n}' is {why_not[n]}")
             if n not in models:
                 raise MpiecError(f"unknown strategy '{n}' (the simulator models {', '.join(models)})")
         return names

@@ -80,7 +80,7 @@ def cost_model(name: str) -> CostModel:
         return models[name]
     why = not_modelled().get(name)
     if why:
-        raise MpiecError(f"strategy '{name}' is not modelled by the simulator: {why}")
+        raise MpiecError(f"strategy '{name}' is {why}")
     raise MpiecError(f"unknown strategy '{name}' for the simulator (known: {', '.join(models)})")
 
 

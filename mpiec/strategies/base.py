@@ -63,7 +63,7 @@ class Strategy:
     lossless: ClassVar[bool] = False
     #: how the simulator prices this strategy (``mpiec.simulate``); None: not modelled (``cost_reason``)
     cost: ClassVar[CostModel | None] = None
-    cost_reason: ClassVar[str] = "the strategy declares no cost model"
+    cost_reason: ClassVar[str] = "not modelled: the strategy declares no cost model"
 
     def __init__(self, cfg: Config) -> None:
         self.cfg = cfg
