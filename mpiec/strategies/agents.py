@@ -51,7 +51,10 @@ class Agent:
         survivors. Collective: every rank calls it (agents with nothing to do return at once;
         others may communicate on ``servers`` / ``data``). False: the state cannot be rebuilt and
         the run is lost (say why in a ``rebuild_failed`` event). A peer's death raises
-        ``PeerFailure`` and restarts the recovery, so what it changes must survive a second try."""
+        ``PeerFailure`` and restarts the recovery, so what it changes must survive a second try
+        (communicate inside ``mpiec.comm.guard``, which turns an MPI error into ``PeerFailure``).
+        ``comms.servers`` includes the dedicated parity ranks (``layout.parity_ranks``): a strategy
+        whose servers run collectives on it must have its ``ParityAgent`` join them."""
         return True
 
     def on_recovered(self, plan: RecoveryPlan) -> None:

@@ -37,7 +37,7 @@ class ReplicaParams:
 
 class Replication(Strategy):
     name = "replica"
-    description = "each server's shard replicated in its successor's memory; lossless rebuild (plug-in)"
+    description = "each server's shard replicated in its successor's memory; lossless rebuild"
     Params = ReplicaParams
     recovers = True
     lossless: ClassVar[bool] = True  # a recovery ends with the failure-free checksum (mpiec.contract)
@@ -180,7 +180,8 @@ class ReplicaServer(ServerAgent):
         if replaced or any(need):
             self.rebuilds += 1
             if me in replaced:
-                self.env.event("rebuild_end", plan.step, detail=f"rows of step {c} from server {self.succ}")
+                source = f"server {self.succ}'s replica" if own is not None else "the seed (initial rows)"
+                self.env.event("rebuild_end", plan.step, detail=f"rows of step {c} from {source}")
         return True
 
     def summary(self) -> dict[str, Any]:
