@@ -1,12 +1,24 @@
-"""``log``'s update log without MPI: memory bound, spill files, trim, checksummed records."""
+"""``log`` without MPI: the update log (memory bound, spill files, trim, checksummed records), the
+typed keys, and the agents the factory composes (ckpt's agents, the log, the plan, the restore)."""
 
 from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
 
+from mpiec.config import load_config
+from mpiec.errors import ConfigError
+from mpiec.layout import SERVER, TRAINER, Slot
+from mpiec.strategies.base import Failure, RecoveryPlan, Scope
+from mpiec.strategies.ckpt import HEADER as CKPT_HEADER
+from mpiec.strategies.ckpt import CkptParams, CkptServer, CkptTrainer, FullCheckpoint
+from mpiec.strategies.log import UpdateLog
 from mpiec.strategies.log.spill import HEADER, SpillCorrupt, encode_record, read_record
 from mpiec.strategies.log.store import LogStore, record_bytes
+from mpiec.strategies.log.strategy import CORRUPT_ENV, LogCoordinator, LogServer, LogTrainer
 
 DIM, RANKS = 4, 5
 
@@ -138,3 +150,180 @@ def test_record_format_round_trip_and_layout(tmp_path):
         read_record(f, 11, 41)  # the index pointed at another step's record
     with pytest.raises(SpillCorrupt, match="not a log record"):
         read_record(f, 0, 42)
+
+
+# -- the strategy: keys and agents (in process) --------------------------------------------------------
+
+class Env:
+    """A ``RankEnv`` stand-in: what the agents read, and what they log and send."""
+
+    def __init__(self, cfg: Any, slot: Slot, tmp: Path, rank: int = 1) -> None:
+        self.cfg, self.slot, self.rank, self.first_rank = cfg, slot, rank, rank
+        self.epoch, self.completed, self.resume_from = 0, -1, ""
+        self.out_path = tmp / "run.h5"
+        self.events: list[tuple[str, int, str]] = []
+        self.sent: list[Any] = []
+
+    def now(self) -> float:
+        return 0.0
+
+    def event(self, kind: str, step: int, detail: str = "", at: float | None = None) -> None:
+        self.events.append((kind, step, detail))
+
+    def tell_monitor(self, payload: Any) -> None:
+        self.sent.append(payload)
+
+
+class Dense:
+    def __init__(self) -> None:
+        self.arrays = {"params": np.ones(8, np.float32)}
+
+    def state(self) -> dict[str, np.ndarray]:
+        return self.arrays
+
+    def load_state(self, state: dict[str, np.ndarray]) -> None:
+        self.arrays = {k: np.array(v) for k, v in state.items()}
+
+    def reset(self) -> None:
+        self.arrays = {"params": np.zeros(8, np.float32)}
+
+
+class Shard(Dense):
+    def __init__(self, ids: list[int]) -> None:
+        self.ids = np.array(ids, np.int64)
+        self.table = np.repeat(self.ids[:, None], 2, axis=1).astype(np.float32)
+
+    def state(self) -> dict[str, np.ndarray]:
+        return {"global_rows": self.ids, "table": self.table}
+
+    def load_state(self, state: dict[str, np.ndarray]) -> None:
+        self.ids, self.table = np.array(state["global_rows"]), np.array(state["table"])
+
+    def reset(self) -> None:
+        self.table = np.zeros_like(self.table)
+
+    def n_rows(self) -> int:
+        return len(self.ids)
+
+
+def log_cfg(tmp_path: Path, *sets: str) -> Any:
+    return load_config("tiny", strategy="log", sets=[f"strategy.dir='{tmp_path / 'ck'}'", *sets])
+
+
+def test_the_keys_are_ckpts_and_the_logs_with_the_same_defaults():
+    p = UpdateLog(load_config("tiny", strategy="log")).params
+    assert isinstance(p, CkptParams) and UpdateLog.param_keys() == FullCheckpoint.param_keys() | {
+        "log_memory_mb", "log_dir"}
+    assert (p.log_memory_mb, p.log_dir, p.interval, p.keep, p.mode) == (256.0, "", "auto", 2, "sync")
+    assert set(FullCheckpoint.summary_rules) < set(UpdateLog.summary_rules)
+
+
+@pytest.mark.parametrize("assignment, message", [
+    ("strategy.log_memory_mb=-1", "strategy.log_memory_mb must be >= 0"),
+    ("strategy.log_memory_mb='lots'", "strategy.log_memory_mb must be a finite number"),
+    ("strategy.log_dir=3", "strategy.log_dir must be a string"),
+    ("strategy.log_memory=3", "unknown config key 'strategy.log_memory'.*did you mean 'log_memory_mb'"),
+    ("strategy.interval=0", "strategy.interval must be >= 1"),
+])
+def test_bad_params_name_their_key(assignment, message):
+    with pytest.raises(ConfigError, match=message):
+        UpdateLog.validate(load_config("tiny", strategy="log", sets=[assignment]))
+
+
+def test_the_factory_composes_ckpts_agents_and_gives_each_trainer_a_log(tmp_path, monkeypatch):
+    monkeypatch.setenv(CORRUPT_ENV, "1")
+    cfg = log_cfg(tmp_path, f"strategy.log_dir='{tmp_path / 'lg'}'", "strategy.log_memory_mb=0.5")
+    strategy = UpdateLog(cfg)
+    coord = strategy.coordinator(Env(cfg, Slot("monitor", 0), tmp_path, rank=0))
+    t0 = strategy.trainer(Env(cfg, Slot(TRAINER, 0), tmp_path, rank=1), Dense())
+    t1 = strategy.trainer(Env(cfg, Slot(TRAINER, 1), tmp_path, rank=2), Dense())
+    s1 = strategy.server(Env(cfg, Slot(SERVER, 1), tmp_path, rank=4), Shard([1, 3]))
+    assert isinstance(coord, LogCoordinator) and (tmp_path / "ck").is_dir()
+    assert isinstance(t0, LogTrainer) and isinstance(t0.ckpt, CkptTrainer) and t0.ckpt.schedule is not None
+    assert t1.ckpt.schedule is None and t1.ckpt.writer is None
+    assert t0.corrupt and not t1.corrupt  # the test hook is trainer 0's
+    assert t1.log.dir.parent == tmp_path / "lg" / "run.log" and t1.log.dir.name.startswith("trainer-1-rank2-")
+    assert t0.log.limit == int(0.5 * 2**20) and coord.summary()["log_memory_limit_bytes"] == int(0.5 * 2**20)
+    assert isinstance(s1, LogServer) and isinstance(s1.ckpt, CkptServer) and s1.ckpt.writer.part == "server-1"
+    assert s1.restorer is s1.ckpt.restorer  # the partial restores count in ckpt's figures
+    assert set(t0.summary()) | set(s1.summary()) | set(coord.summary()) <= set(UpdateLog.summary_rules)
+
+
+def run_steps(agents: list[Any], envs: list[Env], coord: LogCoordinator, steps: range) -> None:
+    """Every agent through ``steps`` (each trainer logs a push), then the writers' messages committed."""
+    for step in steps:
+        for a in agents:
+            if isinstance(a, LogTrainer):
+                a.after_push(step, *push(step))
+        words = np.array([a.header_word(step) for a in agents])
+        for a in agents:
+            a.after_step(step, words)
+        for env in envs:
+            for m in env.sent:
+                coord.on_message(env.slot, m)
+            env.sent.clear()
+
+
+def cluster(tmp_path: Path) -> tuple[UpdateLog, LogCoordinator, list[Any], list[Env]]:
+    cfg = log_cfg(tmp_path, "strategy.interval=5")
+    strategy = UpdateLog(cfg)
+    coord = strategy.coordinator(Env(cfg, Slot("monitor", 0), tmp_path, rank=0))
+    envs = [Env(cfg, Slot(TRAINER, i), tmp_path, rank=1 + i) for i in range(2)] + [
+        Env(cfg, Slot(SERVER, i), tmp_path, rank=3 + i) for i in range(2)]
+    agents = [strategy.trainer(envs[0], Dense()), strategy.trainer(envs[1], Dense()),
+              strategy.server(envs[2], Shard([0, 2])), strategy.server(envs[3], Shard([1, 3]))]
+    return strategy, coord, agents, envs
+
+
+def test_a_trainer_trims_its_log_once_the_checkpoint_is_committed_and_the_next_step_done(tmp_path):
+    _, coord, agents, envs = cluster(tmp_path)
+    run_steps(agents, envs, coord, range(5))  # checkpoint after step 4, committed
+    assert bool(CKPT_HEADER.get(agents[0].header_word(9), "checkpoint"))
+    assert coord.resume_steps() == [4] and agents[1].awaiting == [4]
+    assert agents[1].log.steps() == [0, 1, 2, 3, 4]  # step 5 not completed yet
+    run_steps(agents, envs, coord, range(5, 6))
+    assert agents[0].log.steps() == agents[1].log.steps() == [5] and agents[1].awaiting == []
+
+
+def test_a_server_failure_replays_and_a_lost_log_rolls_back(tmp_path):
+    _, coord, agents, envs = cluster(tmp_path)
+    run_steps(agents, envs, coord, range(8))
+    everyone = [Slot(TRAINER, 0), Slot(TRAINER, 1), Slot(SERVER, 0), Slot(SERVER, 1)]
+
+    def failure(*dead: Slot) -> Failure:
+        return Failure(step=8, committed=7, dead=list(dead), survivors=[s for s in everyone if s not in dead])
+
+    plan = coord.plan(failure(Slot(SERVER, 1)))
+    assert plan.scope is Scope.REPLACED and plan.candidates == [4] and "replay steps 5..7" in plan.reason
+    assert coord.plan(failure(Slot(TRAINER, 1))).scope is Scope.COMMITTED
+    plan = coord.plan(failure(Slot(SERVER, 1), Slot(TRAINER, 0)))
+    assert plan.scope is Scope.ROLLBACK and plan.candidates == [4, -1] and coord.fallbacks == 1
+    assert plan.reason == "full rollback: trainer:0 died with its update log"
+    assert coord.env.events[-1][:2] == ("log_fallback", 8)
+    # a trainer replaced after step 6: its log misses 5..6, so the next server failure rolls back
+    coord.on_recovered(RecoveryPlan(Scope.COMMITTED, restored=6, replaced=[Slot(TRAINER, 1)]))
+    plan = coord.plan(failure(Slot(SERVER, 0)))
+    assert plan.scope is Scope.ROLLBACK and "replaced after step 6" in plan.reason and coord.fallbacks == 2
+    coord.on_recovered(RecoveryPlan(Scope.ROLLBACK, restored=4))
+    assert coord.plan(failure(Slot(SERVER, 0))).scope is Scope.REPLACED
+
+
+def test_a_replaced_server_restores_its_shard_alone_and_an_older_one_when_corrupted(tmp_path):
+    strategy, coord, agents, envs = cluster(tmp_path)
+    run_steps(agents, envs, coord, range(10))  # checkpoints 4 and 9
+    assert coord.resume_steps() == [9, 4]
+    env = Env(strategy.cfg, Slot(SERVER, 1), tmp_path, rank=5)
+    shard = Shard([1, 3])
+    shard.table[:] = -7  # whatever the replacement held
+    server = strategy.server(env, shard)
+    plan = RecoveryPlan(Scope.REPLACED, candidates=[9], step=12, committed=11, replaced=[Slot(SERVER, 1)])
+    assert server.restore(plan, 11, True) and server.base == 9
+    assert np.array_equal(shard.table, [[1, 1], [3, 3]])
+    assert env.events == [("restore", 12, "replacement server:1 restored checkpoint 9; replays steps 10..11 "
+                                          "from the trainers' logs")]
+    part = tmp_path / "ck" / "step-000000009" / "server-1.table.npy"
+    part.write_bytes(part.read_bytes()[:-3])  # checkpoint 9's part truncated
+    env.events.clear()
+    assert server.restore(plan, 11, True) and server.base == 4
+    assert [e[0] for e in env.events] == ["restore_failed", "restore"] and "checkpoint 4" in env.events[1][2]
+    assert server.summary()["restores"] == 2

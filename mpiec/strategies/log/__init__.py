@@ -2,7 +2,9 @@
 
 Modules: ``spill`` (the on-disk record format, checksummed), ``store`` (a trainer's log:
 memory up to a bound, spill files beyond, trimmed at committed checkpoints), ``strategy``
-(the plug-in: plan, restore on the replacement, replay through ``mpiec.strategies.replay``).
+(the factory and its agents: ``ckpt``'s agents for the checkpoints, the trainers' logs, the
+coordinator's plan, the replacement's restore and the replay through
+``mpiec.strategies.replay``).
 """
 
 from mpiec.strategies.log.strategy import UpdateLog

@@ -1,12 +1,14 @@
 """``log``: checkpoints + upstream update logs: lossless partial recovery (after MoEvement, SWIFT).
 
-Full checkpoints are ``ckpt``'s (the schedule on trainer 0's header word, ``strategy.interval``
-/ ``interval_s`` / ``auto`` = Young, the same store and manifests). On top, every trainer keeps
-a log (``store.LogStore``) of the row gradients it pushed since the last committed checkpoint:
-each step's push as ``after_push`` gives it, in memory up to ``strategy.log_memory_mb``,
-spilled to local files beyond (format in ``spill``).
+Full checkpoints are ``ckpt``'s: every agent here holds the matching ``ckpt`` agent
+(``CkptCoordinator``, ``CkptTrainer``, ``CkptServer``, built from the checkpoint components) and
+forwards the checkpoint hooks to it — the schedule on trainer 0's header word (``ckpt.HEADER``;
+the log adds no field), ``strategy.interval`` / ``interval_s`` / ``auto`` = Young, the same store
+and manifests. On top, every trainer keeps a log (``store.LogStore``) of the row gradients it
+pushed since the last committed checkpoint: each step's push as ``after_push`` gives it, in
+memory up to ``strategy.log_memory_mb``, spilled to local files beyond (format in ``spill``).
 
-Recovery (the monitor's ``plan``):
+Recovery (the coordinator's ``plan``):
 
 =======================================  ==========  ===============================================
 failure                                  scope       what happens
@@ -33,7 +35,7 @@ Invariants:
   completed ``c``: the committed step ``C`` of any later failure is ``>= c`` and the plan's
   checkpoint ``b`` (the newest committed one ``<= C``) is ``>= c``. Every surviving trainer's
   log therefore covers ``b + 1 .. C``;
-* a replacement trainer logs from the step it resumes at: the monitor remembers the newest
+* a replacement trainer logs from the step it resumes at: the coordinator remembers the newest
   such step (``covered_from``); a server failure whose checkpoint ``b`` is older rolls back;
 * everything a replay changes is on the replacement (survivors only read their logs), so a
   failure during it restarts the recovery from the same checkpoint.
@@ -53,99 +55,176 @@ the logged steps), ``log_replayed_steps``, ``log_replayed_rows``, ``log_replays`
 
 from __future__ import annotations
 
-import math
 import os
 import shutil
 import time
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
-from mpiec.checkpoint import CheckpointError
-from mpiec.errors import ConfigError
+from mpiec.checkpoint import CheckpointError, CheckpointStore
 from mpiec.layout import SERVER, TRAINER, Slot
-from mpiec.strategies.base import Failure, RecoveryPlan, Scope
-from mpiec.strategies.legacy_ckpt import DEFAULTS as CKPT_DEFAULTS
-from mpiec.strategies.legacy_ckpt import WORD_CHECKPOINT, LegacyFullCheckpoint
-from mpiec.strategies.log.spill import HEADER
+from mpiec.strategies.agents import Coordinator, ServerAgent, TrainerAgent
+from mpiec.strategies.base import Failure, RecoveryPlan, Scope, Strategy
+from mpiec.strategies.checkpointing import (
+    TRAINER_PART,
+    Interval,
+    ManifestCommitter,
+    PartWriter,
+    Restorer,
+    Schedule,
+    checkpoint_root,
+    claim_root,
+    full_parts,
+    open_store,
+    server_part,
+)
+from mpiec.strategies.ckpt import (
+    CkptCoordinator,
+    CkptParams,
+    CkptServer,
+    CkptTrainer,
+    FullCheckpoint,
+    checkpoint_after,
+)
+from mpiec.strategies.log.spill import HEADER as SPILL_HEADER
 from mpiec.strategies.log.store import LogStore
+from mpiec.strategies.params import param
 from mpiec.strategies.replay import RebuildError, collective, replay_steps
 
-LOG_DEFAULTS: dict[str, Any] = {**CKPT_DEFAULTS, "log_memory_mb": 256.0, "log_dir": ""}
+if TYPE_CHECKING:
+    from mpiec.strategies.env import DenseState, RankEnv, ShardState
+
+#: test hook: trainer 0 flips one byte of the oldest spilled record a replay needs
+CORRUPT_ENV = "MPIEC_LOG_CORRUPT_SPILL"
 
 
-class UpdateLog(LegacyFullCheckpoint):
+@dataclass(frozen=True)
+class LogParams(CkptParams):
+    """``ckpt``'s keys (same defaults and ranges), and the log's own."""
+
+    log_memory_mb: float = param(256.0, "memory a trainer's log may hold, MiB; older records spill to "
+                                 "files (0: every record spills)", ge=0)
+    log_dir: str = param("", "directory of the spilled records (empty: <checkpoint dir>/log); a "
+                         "<result name>.log folder goes in it")
+
+
+class UpdateLog(Strategy):
+    """Checkpoints and the trainers' update logs; no cross-key rule (``ckpt``'s keys have none)."""
+
     name = "log"
     description = ("checkpoints + trainers' logs of their pushed row gradients: only the failed shard "
                    "restores and replays them (lossless partial recovery)")
+    Params = LogParams
+    recovers = True
     lossless = True
     cost_reason = ("not modelled: the simulator has no term for replaying logged gradients and its "
                    "calibration reads no log run (a rollback model would overstate its loss)")
-    DEFAULTS: ClassVar[dict[str, Any]] = LOG_DEFAULTS
     summary_rules: ClassVar[dict[str, str]] = {
-        **LegacyFullCheckpoint.summary_rules,
+        **FullCheckpoint.summary_rules,
         "log_memory_peak_bytes": "max", "log_spilled_bytes": "sum", "log_spilled_records": "sum",
         "log_spill_s": "max", "log_read_bytes": "sum", "log_replay_s": "max", "log_replayed_steps": "max",
         "log_replayed_rows": "sum", "log_replays": "sum", "log_fallbacks": "first",
         "log_memory_limit_bytes": "first",
     }
+    params: LogParams
 
-    @classmethod
-    def validate_params(cls, cfg: Any) -> None:
-        super().validate_params(cfg)
-        p = cfg.strategy.params
-        v = p.get("log_memory_mb", LOG_DEFAULTS["log_memory_mb"])
-        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0:
-            raise ConfigError(f"strategy.log_memory_mb must be a number >= 0 (0: spill every record), "
-                              f"got {v!r}")
-        if not isinstance(p.get("log_dir", ""), str):
-            raise ConfigError(f"strategy.log_dir must be a directory name, got {p.get('log_dir')!r}")
+    def interval(self) -> Interval:
+        """The interval rule of ``strategy.interval`` / ``interval_s`` (``ckpt``'s)."""
+        return Interval.given(self.params.interval, self.params.interval_s)
 
-    def __init__(self, cfg: Any) -> None:
-        super().__init__(cfg)
-        self.limit_bytes = int(float(self.p["log_memory_mb"]) * 2**20)
-        self.log: LogStore | None = None  # trainers
-        self.awaiting: list[int] = []  # trainers: checkpoints taken, not known committed yet
-        self.base = -1  # a replaced server: the checkpoint its shard was restored from
-        self.replay_s = 0.0
-        self.replayed_steps = self.replayed_rows = self.replays = 0
-        # monitor: replacement trainers log from the step after this one (-1: every log is whole)
-        self.covered_from = -1
-        self.fallbacks = 0
+    def limit_bytes(self) -> int:
+        """``strategy.log_memory_mb`` in bytes."""
+        return int(float(self.params.log_memory_mb) * 2**20)
 
-    def log_root(self) -> Path:
+    def checkpoint_root(self, out_path: Path) -> Path | None:
+        return checkpoint_root(self.cfg, out_path)
+
+    def log_root(self, env: RankEnv, store: CheckpointStore) -> Path:
         """Where the trainers' spill directories go: ``strategy.log_dir/<result name>.log``, else
         ``<checkpoint dir>/log``."""
-        if self.p["log_dir"]:
-            return Path(self.p["log_dir"]) / f"{self.ctx.out_path.stem}.log"
-        return Path(self.store.root) / "log"
+        if self.params.log_dir:
+            return Path(self.params.log_dir) / f"{env.out_path.stem}.log"
+        return Path(store.root) / "log"
 
-    def bind(self, ctx: Any, role: Any) -> None:
-        super().bind(ctx, role)
-        if ctx.slot.role == TRAINER and self.log is None:
-            # one directory per process: a replacement never appends to a dead trainer's files
-            spill = self.log_root() / f"trainer-{ctx.slot.index}-rank{ctx.first_rank}-pid{os.getpid()}"
-            self.log = LogStore(self.limit_bytes, spill)
+    # -- the agents: ckpt's, composed from the checkpoint components, and the log ---------------
+    def coordinator(self, env: RankEnv) -> LogCoordinator:
+        store = open_store(env, self.params.bandwidth_mb_s)
+        claim_root(store, resuming=bool(env.resume_from))
+        committer = ManifestCommitter(env, store, full_parts(self.cfg.layout.servers), self.params.keep)
+        ckpt = CkptCoordinator(env, store, committer, self.params, self.interval())
+        return LogCoordinator(env, ckpt, store, committer, self.log_root(env, store), self.limit_bytes())
 
-    # -- trainers: the log ------------------------------------------------------------------
+    def trainer(self, env: RankEnv, role: DenseState) -> LogTrainer:
+        store = open_store(env, self.params.bandwidth_mb_s)
+        restorer = Restorer.for_trainer(env, store, role)
+        if env.slot.index == 0:  # trainer 0 decides and writes the dense replica
+            schedule = Schedule.from_config(self.cfg, self.interval(), self.params.first, env.now)
+            writer = PartWriter(env, store, TRAINER_PART, role.state, background=self.params.mode == "async")
+            ckpt = CkptTrainer(env, restorer, schedule, writer, detail=f"{self.params.mode} full checkpoint")
+        else:
+            ckpt = CkptTrainer(env, restorer)
+        # one directory per process: a replacement never appends to a dead trainer's files
+        spill = (self.log_root(env, store)
+                 / f"trainer-{env.slot.index}-rank{env.first_rank}-pid{os.getpid()}")
+        corrupt = env.slot.index == 0 and bool(os.environ.get(CORRUPT_ENV))
+        return LogTrainer(env, ckpt, store, LogStore(self.limit_bytes(), spill), corrupt=corrupt)
+
+    def server(self, env: RankEnv, role: ShardState) -> LogServer:
+        store = open_store(env, self.params.bandwidth_mb_s)
+        writer = PartWriter(env, store, server_part(env.slot.index), role.state, rows=role.n_rows,
+                            background=self.params.mode == "async")
+        restorer = Restorer.for_server(env, store, role)
+        return LogServer(env, CkptServer(env, writer, restorer), store, restorer, role)
+
+
+def rollback_event(env: RankEnv, plan: RecoveryPlan, step: int) -> None:
+    """A trainer or server rolled back to ``step`` (``restore`` event)."""
+    what = "the initial state" if step < 0 else f"checkpoint {step}"
+    env.event("restore", plan.step, detail=f"rollback of {env.slot} to {what}")
+
+
+def replay_plan(env: RankEnv, base: int | None) -> dict[int, int]:
+    """Collective over ``data``: every replaced server's index and the step its shard is at
+    (``base``: this rank's, None when it is not a replaced server)."""
+    with collective("log replay plan"):
+        mine = (env.slot.index, base) if base is not None else None
+        return dict(v for v in env.comms.data.allgather(mine) if v is not None)
+
+
+class LogTrainer(TrainerAgent):
+    """Logs its pushes, trims the log at committed checkpoints and replays it to replaced servers;
+    the checkpoint hooks go to ``ckpt`` (trainer 0's holds the schedule and the dense writer).
+    ``corrupt``: the ``MPIEC_LOG_CORRUPT_SPILL`` test hook is armed (trainer 0)."""
+
+    def __init__(self, env: RankEnv, ckpt: CkptTrainer, store: CheckpointStore, log: LogStore,
+                 corrupt: bool = False) -> None:
+        super().__init__(env)
+        self.ckpt = ckpt
+        self.store = store
+        self.log = log
+        self.corrupt = corrupt
+        self.awaiting: list[int] = []  # checkpoints taken, not known committed yet
+
+    def header_word(self, step: int) -> int:
+        return self.ckpt.header_word(step)
+
     def after_push(self, step: int, slots: np.ndarray, counts: np.ndarray, grads: np.ndarray) -> None:
-        """Trainer, every step, once its push is posted: log it (a step the failure interrupts
-        is dropped again by ``on_recovered``)."""
+        """A step the failure interrupts is dropped again by ``on_recovered``."""
         self.log.append(step, slots, counts, grads)
 
-    def after_step(self, step: int, words: np.ndarray | None = None) -> None:
-        """``ckpt``'s checkpoint; a trainer notes the checkpoints taken (trainer 0's word) and
-        trims its log up to the newest one it may drop."""
-        super().after_step(step, words)
-        if self.log is None or words is None:
+    def after_step(self, step: int, words: np.ndarray | None) -> None:
+        self.ckpt.after_step(step, words)
+        if words is None:
             return
-        if int(words[0]) == WORD_CHECKPOINT:
+        if checkpoint_after(words):
             self.awaiting.append(step)
         self.trim_committed(step)
 
     def trim_committed(self, completed: int) -> None:
-        """Trainer: drop the log up to the newest checkpoint ``c`` that is committed, with
+        """Drop the log up to the newest checkpoint ``c`` that is committed, with
         ``c + 1 <= completed`` (why both: the module's first invariant)."""
         newest = None
         for c in self.awaiting:
@@ -160,12 +239,163 @@ class UpdateLog(LegacyFullCheckpoint):
             self.log.trim(newest)
             self.awaiting = [c for c in self.awaiting if c > newest]
 
-    # -- monitor: the plan -------------------------------------------------------------------
+    def background(self, step: int) -> None:
+        self.ckpt.background(step)
+
+    def restore(self, plan: RecoveryPlan, step: int, replaced: bool) -> bool:
+        ok = self.ckpt.restore(plan, step, replaced)
+        if ok:
+            rollback_event(self.env, plan, step)
+        return ok
+
+    def rebuild(self, plan: RecoveryPlan) -> bool:
+        """Scope REPLACED: send the logged steps to the replaced servers (collective over ``data``)."""
+        if plan.scope is not Scope.REPLACED:
+            return True
+        versions = replay_plan(self.env, None)
+        if self.corrupt:
+            self.corrupt_for_test(min(versions.values(), default=plan.committed) + 1, plan.committed)
+        try:
+            for _ in replay_steps(self.env, self.log, versions, plan.committed, verify=self.log.verify):
+                pass  # a trainer only sends
+        except RebuildError as exc:
+            self.env.event("rebuild_failed", plan.step, detail=str(exc)[:250])
+            return False
+        return True
+
+    def corrupt_for_test(self, first: int, last: int) -> None:
+        """Flip one payload byte of the oldest spilled record of the steps ``first .. last`` a
+        replay needs (how the tests prove that a corrupted record is named, never replayed)."""
+        steps = [t for t in sorted(self.log.spilled) if first <= t <= last]
+        if steps:
+            seg, offset = self.log.spilled[steps[0]]
+            with open(seg.path, "r+b") as f:
+                f.seek(offset + SPILL_HEADER.size)
+                byte = f.read(1)
+                f.seek(offset + SPILL_HEADER.size)
+                f.write(bytes([byte[0] ^ 0x01]))
+
+    def on_recovered(self, plan: RecoveryPlan) -> None:
+        self.ckpt.on_recovered(plan)
+        self.log.drop_after(plan.restored)  # those steps are executed (and logged) again
+        self.awaiting = [c for c in self.awaiting if c <= plan.restored]
+        if plan.scope is Scope.ROLLBACK and plan.restored >= 0:
+            self.log.trim(plan.restored)  # every rank is at that committed checkpoint
+            self.awaiting = []
+
+    def summary(self) -> dict[str, Any]:
+        out = self.ckpt.summary()
+        out.update({"log_memory_peak_bytes": self.log.peak_memory_bytes,
+                    "log_spilled_bytes": self.log.spilled_bytes,
+                    "log_spilled_records": self.log.spilled_records,
+                    "log_spill_s": self.log.spill_s, "log_read_bytes": self.log.read_bytes})
+        self.log.close()
+        return out
+
+
+class LogServer(ServerAgent):
+    """``ckpt``'s server (its part of every checkpoint, and the rollback); a replaced server
+    restores its shard alone and receives the logged steps since."""
+
+    def __init__(self, env: RankEnv, ckpt: CkptServer, store: CheckpointStore, restorer: Restorer,
+                 role: ShardState) -> None:
+        super().__init__(env)
+        self.ckpt = ckpt
+        self.store = store
+        self.restorer = restorer  # ckpt's: its figures count the partial restores too
+        self.role = role
+        self.base = -1  # a replaced server: the checkpoint its shard was restored from
+        self.replay_s = 0.0
+        self.replayed_steps = self.replayed_rows = self.replays = 0
+
+    def header_word(self, step: int) -> int:
+        return self.ckpt.header_word(step)
+
+    def after_step(self, step: int, words: np.ndarray | None) -> None:
+        self.ckpt.after_step(step, words)
+
+    def background(self, step: int) -> None:
+        self.ckpt.background(step)
+
+    def restore(self, plan: RecoveryPlan, step: int, replaced: bool) -> bool:
+        """ROLLBACK: ``ckpt``'s. Otherwise (a replaced server): the plan's checkpoint, else an older
+        one, else the initial shard; always True (the replay check then says whether the logs
+        reach back to it)."""
+        if plan.scope is Scope.ROLLBACK:
+            ok = self.ckpt.restore(plan, step, replaced)
+            if ok:
+                rollback_event(self.env, plan, step)
+            return ok
+        wanted = plan.candidates[0] if plan.candidates else -1
+        older = [s for s in self.store.complete_steps() if s < wanted]
+        for s in [wanted, *older, -1] if wanted >= 0 else [-1]:
+            if self.restorer.restore(plan, s):  # a failed one logs restore_failed
+                self.base = s
+                break
+        what = "the initial shard" if self.base < 0 else f"checkpoint {self.base}"
+        todo = (f"replays steps {self.base + 1}..{plan.committed} from the trainers' logs"
+                if self.base < plan.committed else "nothing to replay")
+        self.env.event("restore", plan.step, detail=f"replacement {self.env.slot} restored {what}; {todo}")
+        return True
+
+    def rebuild(self, plan: RecoveryPlan) -> bool:
+        """Scope REPLACED: a replaced server applies the logged steps since its checkpoint; every
+        server takes part in the replay's collectives (over ``data``)."""
+        if plan.scope is not Scope.REPLACED:
+            return True
+        t0 = time.perf_counter()
+        replaced = self.env.slot in plan.replaced
+        versions = replay_plan(self.env, self.base if replaced else None)
+        steps = rows = 0
+        try:
+            for t, slots, grads in replay_steps(self.env, None, versions, plan.committed):
+                self.role.replay(t, slots, grads)
+                steps += 1
+                rows += int(slots.size)
+        except RebuildError as exc:
+            self.env.event("rebuild_failed", plan.step, detail=str(exc)[:250])
+            return False
+        if replaced:
+            seconds = time.perf_counter() - t0
+            self.replay_s = max(self.replay_s, seconds)
+            self.replayed_steps = max(self.replayed_steps, steps)
+            self.replayed_rows += rows
+            self.replays += 1
+            span = f" ({self.base + 1}..{plan.committed})" if steps else ""
+            self.env.event("replay", plan.step,
+                           detail=f"{self.env.slot}: {steps} logged steps{span}, {rows} gradient rows "
+                                  f"applied in {seconds:.3f} s")
+        return True
+
+    def summary(self) -> dict[str, Any]:
+        return {**self.ckpt.summary(), "log_replay_s": self.replay_s,
+                "log_replayed_steps": self.replayed_steps, "log_replayed_rows": self.replayed_rows,
+                "log_replays": self.replays}
+
+
+class LogCoordinator(Coordinator):
+    """``ckpt``'s coordinator (commits, rollbacks, resume), with the partial recovery of a server
+    failure while every trainer's log covers the steps since the checkpoint."""
+
+    def __init__(self, env: RankEnv, ckpt: CkptCoordinator, store: CheckpointStore,
+                 committer: ManifestCommitter, log_root: Path, limit_bytes: int) -> None:
+        super().__init__(env)
+        self.ckpt = ckpt
+        self.store = store
+        self.committer = committer  # ckpt's
+        self.log_root = log_root
+        self.limit_bytes = limit_bytes
+        self.covered_from = -1  # replacement trainers log from the step after this one (-1: all whole)
+        self.fallbacks = 0
+
+    def on_message(self, source: Slot, payload: Any) -> None:
+        self.ckpt.on_message(source, payload)
+
     def plan(self, failure: Failure) -> RecoveryPlan:
         dead_servers = [s for s in failure.dead if s.role == SERVER]
         originals = [i for i in failure.alive(TRAINER) if Slot(TRAINER, i) not in failure.dead]
         if not dead_servers or not originals:
-            return super().plan(failure)  # ckpt: peer copy, or a rollback when no dense replica is left
+            return self.ckpt.plan(failure)  # peer copy, or a rollback when no dense replica is left
         committed = [s for s in self.store.complete_steps() if s <= failure.committed]
         base = committed[0] if committed else -1
         dead_trainers = [str(s) for s in failure.dead if s.role == TRAINER]
@@ -176,127 +406,34 @@ class UpdateLog(LegacyFullCheckpoint):
             why = (f"a trainer replaced after step {self.covered_from} has no log of the steps since "
                    f"checkpoint {base}")
         if why:
-            plan = super().plan(failure)
+            plan = self.ckpt.plan(failure)
             plan.reason = f"full rollback: {why}"
             self.fallbacks += 1
-            self.ctx.event("log_fallback", failure.step, self.ctx.rank, detail=plan.reason[:250])
+            self.env.event("log_fallback", failure.step, detail=plan.reason[:250])
             return plan
-        self.drop_pending()
+        self.committer.drop_pending()
         return RecoveryPlan(Scope.REPLACED, candidates=[base],
                             reason=f"{[str(s) for s in dead_servers]} restore checkpoint {base} and replay "
                                    f"steps {base + 1}..{failure.committed} from the trainers' logs")
 
-    # -- recovery -----------------------------------------------------------------------------
-    def restore(self, plan: RecoveryPlan, step: int, replaced: bool) -> bool:
-        if plan.scope is Scope.ROLLBACK:
-            ok = super().restore(plan, step, replaced)
-            if ok:
-                what = "the initial state" if step < 0 else f"checkpoint {step}"
-                self.ctx.event("restore", plan.step, self.ctx.rank,
-                               detail=f"rollback of {self.ctx.slot} to {what}")
-            return ok
-        t0 = time.perf_counter()
-        wanted = plan.candidates[0] if plan.candidates else -1
-        older = [s for s in self.store.complete_steps() if s < wanted]
-        for s in [wanted, *older, -1] if wanted >= 0 else [-1]:
-            try:
-                if s < 0:
-                    self.role.reset()
-                else:
-                    self.load_shard(s)
-            except (CheckpointError, ValueError) as exc:
-                self.ctx.event("restore_failed", plan.step, self.ctx.rank, detail=str(exc)[:250])
-                continue
-            self.base = s
-            break
-        self.restores += 1
-        self.restore_s += time.perf_counter() - t0
-        what = "the initial shard" if self.base < 0 else f"checkpoint {self.base}"
-        todo = (f"replays steps {self.base + 1}..{plan.committed} from the trainers' logs"
-                if self.base < plan.committed else "nothing to replay")
-        self.ctx.event("restore", plan.step, self.ctx.rank,
-                       detail=f"replacement {self.ctx.slot} restored {what}; {todo}")
-        return True
-
-    def rebuild(self, plan: RecoveryPlan) -> bool:
-        """Trainers and servers, scope REPLACED: replay the logged steps to the replacements
-        (collective over ``data``); every other case has nothing to rebuild."""
-        role = self.ctx.slot.role
-        if plan.scope is not Scope.REPLACED or role not in (SERVER, TRAINER):
-            return True
-        t0 = time.perf_counter()
-        replaced = role == SERVER and self.ctx.slot in plan.replaced  # type: ignore[attr-defined]
-        with collective("log replay plan"):
-            mine = (self.ctx.slot.index, self.base) if replaced else None
-            versions = dict(v for v in self.ctx.comms.data.allgather(mine) if v is not None)
-        if role == TRAINER:
-            self.corrupt_for_test(min(versions.values(), default=plan.committed) + 1, plan.committed)
-        steps = rows = 0
-        try:
-            for t, slots, grads in replay_steps(self.ctx, self.log, versions, plan.committed,
-                                                verify=self.log.verify if self.log is not None else None):
-                self.role.replay(t, slots, grads)
-                steps += 1
-                rows += int(slots.size)
-        except RebuildError as exc:
-            self.ctx.event("rebuild_failed", plan.step, self.ctx.rank, detail=str(exc)[:250])
-            return False
-        if replaced:
-            seconds = time.perf_counter() - t0
-            self.replay_s = max(self.replay_s, seconds)
-            self.replayed_steps = max(self.replayed_steps, steps)
-            self.replayed_rows += rows
-            self.replays += 1
-            span = f" ({self.base + 1}..{plan.committed})" if steps else ""
-            self.ctx.event("replay", plan.step, self.ctx.rank,
-                           detail=f"{self.ctx.slot}: {steps} logged steps{span}, {rows} gradient rows "
-                                  f"applied in {seconds:.3f} s")
-        return True
-
-    def corrupt_for_test(self, first: int, last: int) -> None:
-        """Test hook: ``MPIEC_LOG_CORRUPT_SPILL=1`` flips one payload byte of trainer 0's oldest
-        spilled record of the steps a replay needs (how the tests prove that a corrupted record
-        is named, never replayed)."""
-        if not os.environ.get("MPIEC_LOG_CORRUPT_SPILL") or self.ctx.slot.index != 0:
-            return
-        steps = [t for t in sorted(self.log.spilled) if first <= t <= last]
-        if steps:
-            seg, offset = self.log.spilled[steps[0]]
-            with open(seg.path, "r+b") as f:
-                f.seek(offset + HEADER.size)
-                byte = f.read(1)
-                f.seek(offset + HEADER.size)
-                f.write(bytes([byte[0] ^ 0x01]))
+    def resume_steps(self) -> list[int]:
+        return self.ckpt.resume_steps()
 
     def on_recovered(self, plan: RecoveryPlan) -> None:
-        super().on_recovered(plan)
-        if self.log is not None:
-            self.log.drop_after(plan.restored)  # those steps are executed (and logged) again
-            self.awaiting = [c for c in self.awaiting if c <= plan.restored]
-            if plan.scope is Scope.ROLLBACK and plan.restored >= 0:
-                self.log.trim(plan.restored)  # every rank is at that committed checkpoint
-                self.awaiting = []
-        if self.ctx.rank == 0:
-            replaced = getattr(plan, "replaced", [])
-            if plan.scope is Scope.ROLLBACK:
-                self.covered_from = plan.restored  # every trainer logs the re-executed steps
-            elif any(s.role == TRAINER for s in replaced):
-                self.covered_from = max(self.covered_from, plan.restored)
+        self.ckpt.on_recovered(plan)
+        if plan.scope is Scope.ROLLBACK:
+            self.covered_from = plan.restored  # every trainer logs the re-executed steps
+        elif any(s.role == TRAINER for s in plan.replaced):
+            self.covered_from = max(self.covered_from, plan.restored)
 
-    # -- results ---------------------------------------------------------------------------------
+    def checkpoint_rows(self) -> list[tuple[Any, ...]]:
+        return self.ckpt.checkpoint_rows()
+
     def summary(self) -> dict[str, Any]:
-        out = super().summary()
-        if self.log is not None:
-            out.update({"log_memory_peak_bytes": self.log.peak_memory_bytes,
-                        "log_spilled_bytes": self.log.spilled_bytes,
-                        "log_spilled_records": self.log.spilled_records,
-                        "log_spill_s": self.log.spill_s, "log_read_bytes": self.log.read_bytes})
-            self.log.close()
-        if self.ctx is not None and self.ctx.slot.role == SERVER:
-            out.update({"log_replay_s": self.replay_s, "log_replayed_steps": self.replayed_steps,
-                        "log_replayed_rows": self.replayed_rows, "log_replays": self.replays})
-        if self.ctx is not None and self.ctx.rank == 0:
-            out.update({"log_fallbacks": self.fallbacks, "log_memory_limit_bytes": self.limit_bytes})
-            # spill directories of trainers that died (the others removed theirs)
-            shutil.rmtree(self.log_root(), ignore_errors=True)
+        out = {**self.ckpt.summary(), "log_fallbacks": self.fallbacks,
+               "log_memory_limit_bytes": self.limit_bytes}
+        shutil.rmtree(self.log_root, ignore_errors=True)  # spill directories of trainers that died
         return out
+
+
+__all__ = ["LogCoordinator", "LogParams", "LogServer", "LogTrainer", "UpdateLog"]
