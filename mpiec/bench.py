@@ -344,6 +344,8 @@ class Bench:
 
         from mpiec.traces import DAY_S, trace_kills, trace_node_map, trace_window
 
+        trace = self.trace
+        assert trace is not None  # loaded (and not empty) for the trace scenario
         a, seed, mapping = self.args, cfg.training.seed, self.args.trace_mapping
         targets = [f"server:{i}" for i in range(cfg.layout.servers)] + \
                   [f"trainer:{i}" for i in range(cfg.layout.trainers)]
@@ -355,17 +357,17 @@ class Bench:
             # The whole trace squeezed into the run put its first --max-kills failures, one burst,
             # at 10 % of the run: one recovery. A window at the trace's own rate, where the kills the
             # run can take fall most evenly, makes each kill its own recovery.
-            from_s, length = trace_window(self.trace, targets, kills=a.max_kills, seed=seed, mapping=mapping)
+            from_s, length = trace_window(trace, targets, kills=a.max_kills, seed=seed, mapping=mapping)
             scale = length / replay_s
             rule = (f"the window of trace days {from_s / DAY_S:.2f}-{(from_s + length) / DAY_S:.2f}: "
                     f"{a.max_kills} mean inter-arrival times, where the first {a.max_kills} kills fall "
                     "most evenly; --trace-scale replays from the trace's start")
-        kills = trace_kills(self.trace, targets, scale=scale, seed=seed, start_s=0.1 * horizon,
+        kills = trace_kills(trace, targets, scale=scale, seed=seed, start_s=0.1 * horizon,
                             max_kills=a.max_kills, horizon_s=0.9 * horizon, mapping=mapping, from_s=from_s)
-        node_map = trace_node_map(self.trace, targets, seed=seed, mapping=mapping)
-        span_days = max(f.time_s for f in self.trace) / DAY_S
-        nodes = len({f.node for f in self.trace})
-        print(f"[mpiec bench] trace {a.trace}: {len(self.trace)} failures on {nodes} nodes over "
+        node_map = trace_node_map(trace, targets, seed=seed, mapping=mapping)
+        span_days = max(f.time_s for f in trace) / DAY_S
+        nodes = len({f.node for f in trace})
+        print(f"[mpiec bench] trace {a.trace}: {len(trace)} failures on {nodes} nodes over "
               f"{span_days:.1f} days; scale {scale:.4g} trace s per run s ({rule}) -> {len(kills)} kills",
               flush=True)
         count = Counter(node_map.values())
@@ -452,6 +454,7 @@ class Bench:
         if not failure_free and not with_failures:
             raise MpiecError("--no-failure-free with --scenario none leaves nothing to run")
         contenders = self.variants[1:] if self.baseline_added else self.variants
+        runs: list[tuple[str, bool, int | None]]
         if self.repeat > 1:
             runs = [(r.variant, r.failure, r.repeat) for r in
                     run_plan(self.variants, contenders, self.repeat, failure_free, with_failures)]

@@ -213,7 +213,7 @@ def _fsync_dir(path: Path) -> None:
 
 def _bytes_view(arr: np.ndarray) -> memoryview:
     """A flat byte view of a C-contiguous array (any non-object dtype, any shape incl. empty and 0-d)."""
-    return memoryview(arr.reshape(-1).view(np.uint8))
+    return arr.reshape(-1).view(np.uint8).data
 
 
 def _npy_header(arr: np.ndarray) -> bytes:
@@ -824,11 +824,16 @@ class BackgroundWriter:
         """Parts finished since the last call, in order; raises the first failed write's error."""
         with self._cond:
             out: list[PartInfo] = []
-            while self._done and isinstance(self._done[0], PartInfo):
-                out.append(self._done.pop(0))
+            while self._done:
+                head = self._done[0]
+                if not isinstance(head, PartInfo):
+                    break
+                out.append(head)
+                self._done.pop(0)
             if out or not self._done:
                 return out
             exc = self._done.pop(0)
+        assert not isinstance(exc, PartInfo)  # the loop above stopped at it: a failed write
         if isinstance(exc, CheckpointError):
             raise exc
         raise CheckpointError(f"background checkpoint write failed: {exc!r}") from exc
@@ -874,11 +879,11 @@ def resolve_checkpoint(path: str | Path) -> tuple[Path, int]:
         return p.parent, step
     store = CheckpointStore(p)
     dirs = store._step_dirs()
-    step = store.latest()
-    if step is None:
+    latest = store.latest()
+    if latest is None:
         why = f"{len(dirs)} step directories, none committed" if dirs else "no step-NNNNNNNNN directories"
         raise CheckpointError(f"{p} holds no complete mpiec checkpoint ({why})")
-    return p, step
+    return p, latest
 
 
 def check_unused(root: str | Path) -> None:

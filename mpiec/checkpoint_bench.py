@@ -70,7 +70,7 @@ def disk_write_throughput(d: Path, size_mb: int) -> tuple[float, str]:
 
 def checksum_speeds(data: np.ndarray) -> dict[str, float]:
     """MB/s of each checksum candidate over ``data`` in CHUNK-sized pieces."""
-    mv = memoryview(data.reshape(-1).view(np.uint8))
+    mv = data.reshape(-1).view(np.uint8).data
 
     def crc32() -> None:
         c = 0
@@ -116,7 +116,7 @@ class Step:
         return (time.perf_counter() - t0) / reps
 
     def _matmuls(self, k: int) -> None:
-        c = self.a
+        c: np.ndarray = self.a
         for _ in range(k):
             c = c @ self.b
 
@@ -178,6 +178,7 @@ def loop_during_process_write(step: Step, store: CheckpointStore, s: int, nbytes
     without the GIL): the control for the thread's figure."""
     proc = subprocess.Popen([sys.executable, "-c", _CHILD, str(store.root), str(nbytes), str(s)],
                             stdout=subprocess.PIPE, text=True)
+    assert proc.stdout is not None  # stdout=PIPE
     try:
         proc.stdout.readline()
         return run_loop(step, until=lambda: proc.poll() is not None)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from mpiec import __version__
 from mpiec.bench import cmd_bench
@@ -25,6 +26,9 @@ from mpiec.cli_args import (
 )
 from mpiec.config import Config, load_config
 from mpiec.errors import MpiecError
+
+if TYPE_CHECKING:
+    from mpiec.strategies.base import Strategy
 
 EPILOG_RUN = """kill plans (repeat --kill, or separate plans with ';'):
   server:2@step=300        the rank holding server slot 2 dies at the start of step 300
@@ -146,7 +150,7 @@ def _default_text(value: object) -> str:
     return str(value)
 
 
-def key_lines(cls: type) -> list[str]:
+def key_lines(cls: type[Strategy]) -> list[str]:
     """``mpiec strategies --keys``: the ``strategy.KEY`` keys of strategy ``cls``, one line each,
     aligned: the typed ones of its ``Params`` (type, default, help), then the names that only its
     ``param_keys()`` knows (a strategy not yet migrated to ``Params``: no help yet)."""

@@ -27,6 +27,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import Any, TypeVar, cast
 
 from mpi4py import MPI
 
@@ -80,9 +81,20 @@ def failure_class(exc: BaseException) -> int | None:
     return None
 
 
-def returning(comm: MPI.Intracomm) -> MPI.Intracomm:
+CommT = TypeVar("CommT", bound=MPI.Comm)
+
+
+def returning(comm: CommT) -> CommT:
+    """``comm``, set to return errors (a dead peer becomes an exception, not an abort)."""
     comm.Set_errhandler(MPI.ERRORS_RETURN)
     return comm
+
+
+def intracomm(comm: MPI.Comm) -> MPI.Intracomm:
+    """The communicator an intracommunicator's ``Split`` or ``Shrink`` returned, typed as one
+    (mpi4py's stubs declare those on ``Comm``, returning ``Comm``; on an ``Intracomm`` they return
+    an ``Intracomm``)."""
+    return cast(MPI.Intracomm, comm)
 
 
 @dataclass
@@ -93,6 +105,20 @@ class Comms:
     data: MPI.Intracomm | None  # trainers + servers, ordered by ``layout.data_rank``; None elsewhere
     trainers: MPI.Intracomm | None  # trainers only, by index
     servers: MPI.Intracomm | None = None  # servers then dedicated parity ranks (``layout.servers_rank``)
+
+    # The communicators a role knows it is a member of (trainers and servers: ``data``; trainers:
+    # ``trainers``; servers and parity ranks: ``servers``), typed as present.
+    def data_comm(self) -> MPI.Intracomm:
+        """``data``, on a trainer or server."""
+        return _member(self.data, "data")
+
+    def trainers_comm(self) -> MPI.Intracomm:
+        """``trainers``, on a trainer."""
+        return _member(self.trainers, "trainers")
+
+    def servers_comm(self) -> MPI.Intracomm:
+        """``servers``, on a server or parity rank."""
+        return _member(self.servers, "servers")
 
     def free(self) -> None:
         for c in (self.trainers, self.data, self.servers):
@@ -112,6 +138,12 @@ class Comms:
                     pass
 
 
+def _member(comm: MPI.Intracomm | None, name: str) -> MPI.Intracomm:
+    if comm is None:
+        raise RuntimeError(f"this rank is not a member of the {name} communicator")
+    return comm
+
+
 def build_comms(world: MPI.Intracomm, slot: Slot, n_trainers: int, n_servers: int) -> Comms:
     """Split ``world`` into the data, trainer and server communicators, ordered by slot.
 
@@ -119,7 +151,7 @@ def build_comms(world: MPI.Intracomm, slot: Slot, n_trainers: int, n_servers: in
     spare that takes a slot over gets the rank its predecessor had.
     """
     def split(rank: int | None) -> MPI.Intracomm | None:
-        c = world.Split(MPI.UNDEFINED if rank is None else 0, 0 if rank is None else rank)
+        c = intracomm(world.Split(MPI.UNDEFINED if rank is None else 0, 0 if rank is None else rank))
         return returning(c) if c != MPI.COMM_NULL else None
 
     data = split(data_rank(slot, n_trainers))
@@ -215,8 +247,9 @@ def waitall(reqs: list[MPI.Request], where: str) -> None:
 
 
 def recv(comm: MPI.Intracomm, source: int, tag: int, where: str, status: MPI.Status | None = None,
-         max_pause: float = 5e-3) -> object:
-    """A pickled receive that sleeps while it waits (monitor and spares are not latency-bound)."""
+         max_pause: float = 5e-3) -> Any:
+    """A pickled receive that sleeps while it waits (monitor and spares are not latency-bound);
+    the message as sent (its type is the sender's and receiver's agreement, as with ``comm.recv``)."""
     with guard(where):
         pause = WaitPolicy.min_s
         while True:
@@ -237,7 +270,7 @@ def oversubscribed(world: MPI.Intracomm) -> bool:
 
 def shrink(world: MPI.Intracomm) -> tuple[MPI.Intracomm, list[int]]:
     """Survivors' new world and the *old* world ranks that died (ULFM only)."""
-    new = returning(world.Shrink())
+    new = returning(intracomm(world.Shrink()))
     old_group, new_group = world.Get_group(), new.Get_group()
     survivors = set(MPI.Group.Translate_ranks(new_group, list(range(new.Get_size())), old_group))
     dead = sorted(set(range(world.Get_size())) - survivors)

@@ -198,7 +198,7 @@ def _coerce(value: Any, hint: Any, key: str) -> Any:
             try:
                 return float(value)
             except OverflowError:
-                raise ConfigError(f"{key} must be a finite number, got a {value.bit_length()}-bit "
+                raise ConfigError(f"{key} must be a finite number, got a {int(value).bit_length()}-bit "
                                   "integer") from None
         raise ConfigError(f"{key} must be a number, got {value!r}")
     if hint is str:

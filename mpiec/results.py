@@ -181,6 +181,11 @@ RANKS_DTYPE = np.dtype(
     ]
 )
 
+def columns(dtype: np.dtype) -> tuple[str, ...]:
+    """The column (field) names of a structured dtype; () for a plain one."""
+    return dtype.names or ()
+
+
 DATASET_DTYPES: dict[str, np.dtype] = {
     "timeline": TIMELINE_DTYPE,
     "events": EVENTS_DTYPE,
@@ -484,7 +489,7 @@ class ResultWriter:
         self._check_open()
         arr = np.atleast_1d(np.asarray(records))
         if arr.dtype != TIMELINE_DTYPE:
-            if arr.dtype.names is None or set(arr.dtype.names) != set(TIMELINE_DTYPE.names):
+            if arr.dtype.names is None or set(arr.dtype.names) != set(columns(TIMELINE_DTYPE)):
                 raise ValueError(f"add_steps: records must have TIMELINE_DTYPE, got {arr.dtype}")
             arr = arr.astype(TIMELINE_DTYPE)
         self._steps.append(arr.copy())
@@ -548,7 +553,7 @@ class ResultWriter:
         self._check_open()
         arr = np.atleast_1d(np.asarray(records))
         if arr.dtype != RANKS_DTYPE:
-            if arr.dtype.names is None or set(arr.dtype.names) != set(RANKS_DTYPE.names):
+            if arr.dtype.names is None or set(arr.dtype.names) != set(columns(RANKS_DTYPE)):
                 raise ValueError(f"set_ranks: records must have RANKS_DTYPE, got {arr.dtype}")
             arr = arr.astype(RANKS_DTYPE)
         self._ranks = arr.copy()
@@ -813,7 +818,7 @@ class RunResult:
     def event_list(self) -> list[dict[str, Any]]:
         """Events as dicts with str fields."""
         return [
-            {name: _py(decode(rec[name])) for name in EVENTS_DTYPE.names}
+            {name: _py(decode(rec[name])) for name in columns(EVENTS_DTYPE)}
             for rec in self.events
         ]
 
@@ -879,24 +884,25 @@ def _read_open(path: Path, f: h5py.File) -> RunResult:
         optional = ((_ADDED_IN_2.get(name, ()) if version < 2 else ())
                     + (_ADDED_IN_3.get(name, ()) if version < 3 else ())
                     + (_ADDED_IN_4.get(name, ()) if version < 4 else ()))
-        cols = [c for c in dtype.names if c not in names and c not in optional]
+        expected = columns(dtype)
+        cols = [c for c in expected if c not in names and c not in optional]
         if cols:
             raise fail(f"dataset {name} lacks column(s) {', '.join(cols)}")
         if ds.ndim != 1:
             raise fail(f"dataset {name} is not one-dimensional")
-        for c in dtype.names:
+        for c in expected:
             # A text column where a number belongs would pass here and end in a traceback in
             # whatever analysis first does arithmetic on it.
             if c in names and (dtype[c].kind in _NUMERIC_KINDS) != (ds.dtype[c].kind in _NUMERIC_KINDS):
                 want = "numbers" if dtype[c].kind in _NUMERIC_KINDS else "text"
                 raise fail(f"dataset {name} column {c} holds {ds.dtype[c]}, not {want}")
         raw = ds[()]
-        if any(c not in names for c in dtype.names):
+        if any(c not in names for c in expected):
             full = np.zeros(raw.shape, dtype=dtype)
             for c, unknown in _UNKNOWN.get(name, {}).items():
                 full[c] = unknown
             for c in names:
-                if c in dtype.names:
+                if c in expected:
                     full[c] = raw[c]
             raw = full
         arrays[name] = raw

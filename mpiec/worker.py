@@ -14,6 +14,10 @@ import sys
 import time
 import uuid
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from mpiec.config import Config
 
 # One BLAS/numba thread per rank: ranks already share the cores, and threaded
 # BLAS under oversubscription is several times slower (8.7 ms vs 69 ms per laptop step).
@@ -134,7 +138,7 @@ def main(argv: list[str] | None = None) -> int:
     return code
 
 
-def spawned_main(cfg: object, args: argparse.Namespace) -> int:
+def spawned_main(cfg: Config, args: argparse.Namespace) -> int:
     """A process spawned to replace a dead rank: join the run, train, end like the others."""
     from mpiec.comm import PeerFailure, configure_waiting
     from mpiec.errors import MpiecError

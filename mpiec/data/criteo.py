@@ -62,7 +62,8 @@ def _check_cards(cardinalities: Sequence[int]) -> np.ndarray:
     return card
 
 
-def map_categorical(raw: np.ndarray, cardinalities: Sequence[int], cat_mapping: str) -> np.ndarray:
+def map_categorical(raw: np.ndarray, cardinalities: Sequence[int] | np.ndarray,
+                    cat_mapping: str) -> np.ndarray:
     """Map raw categorical values ``uint64[n, 26]`` onto the tables: ``int64[n, 26]``."""
     card = np.asarray(list(cardinalities), dtype=np.uint64)
     raw = np.asarray(raw).astype(np.uint64, copy=False)

@@ -22,6 +22,7 @@ import shlex
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 from mpiec.bench import Bench, clock
 from mpiec.errors import MpiecError
@@ -198,8 +199,8 @@ def main(argv: list[str] | None = None) -> int:
         print(claims_table(rep).text())
         print(flush=True)
     seconds = time.monotonic() - t_start
-    meta = {"command": command, "date": date, "seconds": seconds, "machine": machine, "scale": scale.name,
-            "remade": ""}
+    meta: dict[str, Any] = {"command": command, "date": date, "seconds": seconds, "machine": machine,
+                            "scale": scale.name, "remade": ""}
     if all(rs.reused for r in reports for rs in r.runs.values()) and earlier.get("command"):
         # no new run: the page says which reproduction made the runs, and that this one remade it
         meta.update(command=earlier["command"], date=earlier["date"], seconds=earlier["seconds"],

@@ -417,7 +417,9 @@ def _realized(fig: Figures) -> dict[str, float]:
     over M steps at the run's median step time."""
     from mpiec.results import decode
 
-    ratios, steps, saves, gaps, after, young, worst = [], [], [], [], [], [], []
+    ratios, steps, saves, young, worst = [], [], [], [], []
+    gaps: list[float] = []  # the intervals before the first failure, one per run
+    after: list[float] = []  # ... and after it
     for r in fig.runs_of("ckpt"):
         ck, tl = r.checkpoints, r.timeline
         mtbf = number((r.config.get("failures") or {}).get("mtbf_steps"))
@@ -559,7 +561,8 @@ def _finding(c: Claim, m: Measured, note: str = "", extra: dict[str, Any] | None
 def _removed(c: Claim, fig: Figures, v: str, ov: dict[str, Estimate], note: str) -> Finding:
     """1 − overhead(v) / overhead(ckpt), per round, %."""
     pairs = fig.paired("ckpt", v)
-    shares, bound = [], []
+    shares: list[float] = []
+    bound: list[float] = []
     for a, b in pairs:
         for key, out in (("pct", shares), ("pct_model", bound)):
             oa, ob = overhead(a)[key], overhead(b)[key]
@@ -599,7 +602,10 @@ def _partial_note(fig: Figures, v: str) -> str:
     """The stall per full and per partial checkpoint of ``v``'s runs (a partial's fixed cost)."""
     from mpiec.results import decode
 
-    full, part, fb, pb = [], [], [], []
+    full: list[float] = []  # stall of each full checkpoint, s
+    part: list[float] = []  # ... of each partial one
+    fb: list[float] = []  # bytes of each full checkpoint
+    pb: list[float] = []  # ... of each partial one
     for r in fig.runs_of(v):
         ck = r.checkpoints
         for kind, b, st in zip(ck["kind"], ck["bytes"], ck["stall_s"], strict=True):
@@ -736,7 +742,7 @@ class CprPaper:
 
     def experiments(self, scale: Scale) -> list[Experiment]:
         p = plan_of(scale)
-        common = {"preset": "tiny", "sets": sets(p), "steps": p.steps}
+        common: dict[str, Any] = {"preset": "tiny", "sets": sets(p), "steps": p.steps}
         v = variants(p)
         out = [Experiment("baseline", "failure-free none: the reference AUC and throughput", ("none",),
                           failure_free=True, repeat=1, **common)]

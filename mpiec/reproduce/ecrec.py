@@ -711,21 +711,21 @@ def _plot_overhead(main: RunSet, outdir: Path) -> Path | None:
     for k in (K2, K4):
         bars += [(f"ECRM k={k} (throughput)", f.ecrm_tp_ovh.get(k, [])),
                  (f"ECRM k={k} (CPU bound)", f.ecrm_bound.get(k, []))]
-    bars = [(name, median_ci(v)) for name, v in bars if v]
-    if not bars:
+    shown = [(name, median_ci(v)) for name, v in bars if v]
+    if not shown:
         return None
     from mpiec.analysis.plots import pyplot, save_figure
 
     plt = pyplot()
     fig, ax = plt.subplots(figsize=(8, 3.8))
-    y = list(range(len(bars)))
-    vals = [e.value for _, e in bars]
-    colors = ["tab:orange" if n.startswith("Ckpt") else "tab:blue" for n, _ in bars]
+    y = list(range(len(shown)))
+    vals = [e.value for _, e in shown]
+    colors = ["tab:orange" if n.startswith("Ckpt") else "tab:blue" for n, _ in shown]
     ax.barh(y, vals, color=colors, alpha=0.8)
-    for yi, (_, e) in zip(y, bars, strict=True):
+    for yi, (_, e) in zip(y, shown, strict=True):
         if e.has_interval:
             ax.plot([e.lo, e.hi], [yi, yi], color="k", lw=1.2)
-    ax.set_yticks(y, [n for n, _ in bars], fontsize=8)
+    ax.set_yticks(y, [n for n, _ in shown], fontsize=8)
     ax.invert_yaxis()
     ax.set_xlabel("failure-free overhead, % (median, 95 % interval)")
     ax.set_title("ECRec: failure-free overhead")

@@ -17,9 +17,10 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
+from mpi4py import MPI
 
 from mpiec.comm import Comms
 from mpiec.config import Config
@@ -36,7 +37,11 @@ from mpiec.layout import (
 )
 from mpiec.roles.exchange import STATUS_DYING, STATUS_OK
 from mpiec.strategies import get_strategy_class
+from mpiec.strategies.agents import Agent, Coordinator, ParityAgent, ServerAgent, StepAgent, TrainerAgent
 from mpiec.strategies.base import Strategy
+
+if TYPE_CHECKING:
+    from mpiec.roles.driver import Role
 
 TRACE_EVENTS = os.environ.get("MPIEC_TRACE_EVENTS", "") not in ("", "0")
 
@@ -53,7 +58,9 @@ class RankContext:
     t0_wall: float  # common wall-clock origin (monitor's, broadcast at start)
     out_path: Path
     strategy: Strategy = field(init=False)  # the factory of this rank's agents
-    agent: Any = None  # the strategy's agent for the role this rank holds (``runner.make_agent``)
+    # the strategy's agent for the role this rank's role object was built for (``runner.make_agent``,
+    # with the role); the role-specific accessors below (``coordinator()``, ``trainer_agent()``, ...)
+    agent: Agent = field(init=False, repr=False)
     placement: RowPlacement = field(init=False)
     offsets: np.ndarray = field(init=False)
     kills: list[Kill] = field(init=False)
@@ -75,9 +82,10 @@ class RankContext:
     report_deaths: list[Slot] = field(default_factory=list)  # slots that died during the final report
     empty_failures: int = 0  # monitor: consecutive failures in which no rank had died
     role_slot: Slot | None = None  # the slot the rank's current role object was built for
-    role: Any = None  # that role object (``runner.make_role``): survives an interrupted recovery
-    retired: list[Any] = field(default_factory=list)  # monitor: (old world, emulated victims' ranks)
-    retired_world: Any = None  # emulated victim: the world it left
+    role: Role | None = None  # that role object (``runner.make_role``): survives an interrupted recovery
+    # monitor: (old world, emulated victims' ranks)
+    retired: list[tuple[MPI.Intracomm, list[int]]] = field(default_factory=list)
+    retired_world: MPI.Intracomm | None = None  # emulated victim: the world it left
     recoveries: list[dict[str, float]] = field(default_factory=list)  # phase times of each recovery
     resume_from: str = ""  # checkpoint root of ``mpiec run --resume``
     resumed_step: int = -1  # the checkpoint step a resumed run started from
@@ -144,6 +152,32 @@ class RankContext:
 
         with guard("message to the monitor"):
             self.comms.world.send((self.slot, payload), dest=self.monitor_rank, tag=TAG_STRATEGY)
+
+    # -- the strategy's agent, typed for the role that calls it ---------------
+    # ``runner.make_agent`` builds ``agent`` with the strategy's factory method for the role
+    # (``Strategy.coordinator`` / ``trainer`` / ``server`` / ``parity`` / ``spare``), each typed to
+    # return that role's agent class: the factory guarantees the type, so these only cast. (No
+    # isinstance check: the transitional ``LegacyStrategy`` hands out its one object, which has every
+    # hook but subclasses none of the agent classes, as the agent of every role.)
+    def coordinator(self) -> Coordinator:
+        """The monitor's agent (call it on the monitor only)."""
+        return cast(Coordinator, self.agent)
+
+    def step_agent(self) -> StepAgent:
+        """The agent of a trainer, server or parity rank (the step loop's hooks, ``restore``)."""
+        return cast(StepAgent, self.agent)
+
+    def trainer_agent(self) -> TrainerAgent:
+        """A trainer's agent (call it on a trainer only)."""
+        return cast(TrainerAgent, self.agent)
+
+    def server_agent(self) -> ServerAgent:
+        """A server's agent (call it on a server only)."""
+        return cast(ServerAgent, self.agent)
+
+    def parity_agent(self) -> ParityAgent:
+        """A dedicated parity rank's agent (call it on a parity rank only)."""
+        return cast(ParityAgent, self.agent)
 
     # -- time and events ----------------------------------------------------
     def now(self) -> float:

@@ -19,7 +19,7 @@ failure) propagates to the runner with ``completed`` at the last step this rank 
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
@@ -31,6 +31,21 @@ if TYPE_CHECKING:
     from mpiec.roles.context import RankContext
     from mpiec.stall import StallHook
     from mpiec.strategies.agents import StepAgent
+    from mpiec.strategies.plan import RecoveryPlan
+
+
+class Role(Protocol):
+    """Any role object (``runner.make_role``: ``Monitor``, ``Trainer``, ``Server``, ``Parity``,
+    ``Spare``): what the runner and the recovery call on every rank."""
+
+    def run(self) -> None:
+        """Run until training ends on this rank (raises ``PeerFailure`` / ``EmulatedFailure``)."""
+
+    def after_recovery(self, plan: RecoveryPlan) -> None:
+        """After a recovery restored ``plan.restored``, before the role resumes."""
+
+    def final_report(self) -> dict[str, Any]:
+        """The role's part of this rank's final report (``runner.hand_in``)."""
 
 
 class SteppingRole(Protocol):
@@ -53,6 +68,20 @@ class SteppingRole(Protocol):
 
     def after_step(self, step: int) -> None:
         """Last thing of a step, after any evaluation (trainer 0: progress to the monitor)."""
+
+
+class StateRole(Role, SteppingRole, Protocol):
+    """A role with model state in the step loop (``Trainer``, ``Server``, ``Parity``): what the
+    recovery's reconciliation and dense-replica copy call."""
+
+    def state(self) -> dict[str, np.ndarray]:
+        """The role's state (live arrays)."""
+
+    def load_state(self, state: dict[str, np.ndarray]) -> None:
+        """Load a state ``state()`` returned (here or on a peer)."""
+
+    def undo_last(self, committed: int) -> None:
+        """Reconciliation: undo the update of step ``committed + 1`` (the one-step undo record)."""
 
 
 def run_steps(ctx: RankContext, role: SteppingRole, agent: StepAgent) -> bool:
@@ -96,4 +125,4 @@ def eval_rounds(cfg: Config) -> int:
     return -(-per_trainer // cfg.training.eval_batch)
 
 
-__all__ = ["SteppingRole", "eval_due", "eval_rounds", "run_steps"]
+__all__ = ["Role", "StateRole", "SteppingRole", "eval_due", "eval_rounds", "run_steps"]

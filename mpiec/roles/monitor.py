@@ -17,7 +17,7 @@ import json
 import math
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from mpi4py import MPI
@@ -48,6 +48,10 @@ from mpiec.roles.context import (
 )
 from mpiec.roles.exchange import EmulatedFailure
 from mpiec.strategies.base import merge_summaries
+from mpiec.strategies.plan import RecoveryPlan
+
+if TYPE_CHECKING:
+    from mpiec.config import Config
 
 WARMUP_STEPS = 5
 
@@ -63,7 +67,7 @@ def git_commit() -> str:
         return ""
 
 
-def detector_settings(cfg: Any, ulfm: bool) -> dict[str, Any]:
+def detector_settings(cfg: Config, ulfm: bool) -> dict[str, Any]:
     """How failures are detected (the result's ``detector`` attribute)."""
     if not ulfm:
         return {"mechanism": "emulated: victim announces its death in the step header"}
@@ -143,7 +147,7 @@ class Monitor:
             tag = status.Get_tag()
             if tag == TAG_STRATEGY:
                 slot, payload = msg
-                ctx.agent.on_message(slot, payload)
+                ctx.coordinator().on_message(slot, payload)
             elif tag == TAG_STEPS:
                 self.timeline.append(msg)
                 last = msg[-1]
@@ -194,8 +198,9 @@ class Monitor:
                 with guard("spare notice"):
                     self.ctx.comms.world.send(msg, dest=r, tag=TAG_CONTROL)
 
-    def after_recovery(self, plan: Any) -> None:
+    def after_recovery(self, plan: RecoveryPlan) -> None:
         """Evaluations after the restored step will be redone; say what happened."""
+        assert plan.scope is not None  # the plan of a completed recovery does not abort
         self.evals = [e for e in self.evals if e[0] <= plan.restored]
         self.ctx.current_step = plan.restored + 1
         self.next_print = 0
@@ -234,7 +239,7 @@ class Monitor:
         events = sorted(kills + late + [ev for r in reports for ev in r["events"]], key=lambda e: e[1])
         for ev in events:
             w.add_event(*ev)
-        checkpoint_rows = list(ctx.agent.checkpoint_rows())
+        checkpoint_rows = list(ctx.coordinator().checkpoint_rows())
         for row in checkpoint_rows:
             w.add_checkpoint(*row)
         ranks = np.zeros(len(reports), dtype=RANKS_DTYPE)

@@ -19,6 +19,7 @@ from typing import Any
 from mpiec.roles.context import RankContext
 from mpiec.roles.driver import eval_due, eval_rounds, run_steps
 from mpiec.stall import StallHook
+from mpiec.strategies.plan import RecoveryPlan
 
 
 class Parity:
@@ -34,21 +35,22 @@ class Parity:
             self.evaluate(self.ctx.completed)
 
     def exchange(self, step: int, status: int, word: int) -> None:
-        self.ctx.agent.on_pull(step)  # mirrors the servers' pull ...
-        self.ctx.agent.overlap(step)  # ... and the point where they wait for the gradients
+        agent = self.ctx.parity_agent()
+        agent.on_pull(step)  # mirrors the servers' pull ...
+        agent.overlap(step)  # ... and the point where they wait for the gradients
 
     def finish_step(self, step: int, t_start: float, t_hooks: float) -> None:
         pass
 
     def evaluate(self, step: int) -> None:
         for _ in range(eval_rounds(self.ctx.cfg)):
-            self.ctx.agent.on_pull(-1)
+            self.ctx.parity_agent().on_pull(-1)
 
     def after_step(self, step: int) -> None:
         pass
 
     def run(self) -> None:
-        run_steps(self.ctx, self, self.ctx.agent)
+        run_steps(self.ctx, self, self.ctx.parity_agent())
 
     # -- state: none of its own (the parity agent keeps the parity rows) ---------------------
     def state(self) -> dict[str, Any]:
@@ -63,7 +65,7 @@ class Parity:
     def undo_last(self, committed: int) -> None:
         pass  # the strategy's parity agent keeps its own per-step records
 
-    def after_recovery(self, plan: Any) -> None:
+    def after_recovery(self, plan: RecoveryPlan) -> None:
         self.eval_pending = plan.restored >= 0 and eval_due(self.ctx.cfg, plan.restored)
 
     def final_report(self) -> dict[str, Any]:

@@ -35,16 +35,18 @@ Invariants:
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import cast
 
 import numpy as np
 from mpi4py import MPI
 
-from mpiec.comm import Comms, PeerFailure, agree_min, build_comms, guard, shrink
+from mpiec.comm import Comms, PeerFailure, agree_min, build_comms, guard, intracomm, shrink
 from mpiec.errors import MpiecError
 from mpiec.layout import MONITOR, PARITY, SPARE, TRAINER, Slot
 from mpiec.roles.context import RankContext
+from mpiec.roles.driver import Role, StateRole
 from mpiec.strategies.base import Failure, RecoveryPlan, Scope
 
 INT_MAX = 2**31 - 1
@@ -118,7 +120,7 @@ def detect_emulated(ctx: RankContext, data_ranks: list[int], step: int | None) -
     victim = ctx.slot in dead
     old = ctx.comms.world
     with guard("emulated shrink"):
-        new = old.Split(MPI.UNDEFINED if victim else 0, ctx.rank)
+        new = intracomm(old.Split(MPI.UNDEFINED if victim else 0, ctx.rank))
     ctx.comms.free()
     if victim:
         ctx.dead = True
@@ -160,9 +162,10 @@ def consumed_kills(ctx: RankContext, failure: Failure) -> list[int]:
     for role, index in targets:
         mine = [k for k in ctx.kills if k.role == role and k.index == index
                 and k.seq not in ctx.consumed and k.seq not in out]
-        timed = sorted((k for k in mine if k.time is not None and k.time <= now + 0.5), key=lambda k: k.time)
+        timed = sorted((k for k in mine if k.time is not None and k.time <= now + 0.5),
+                       key=lambda k: k.time or 0.0)  # (never None here)
         stepped = sorted((k for k in mine if k.step is not None and k.step <= failure.step + 1),
-                         key=lambda k: k.step)
+                         key=lambda k: k.step or 0)
         pick = timed[0] if timed else (stepped[0] if stepped else None)
         if pick is not None:
             out.append(pick.seq)
@@ -184,7 +187,7 @@ def make_plan(ctx: RankContext, failure: Failure) -> RecoveryPlan:
     if ctx.empty_failures > 3:  # an MPI error that is no rank's death, again and again
         plan = RecoveryPlan.abort("repeated MPI errors without a failed process (see the ranks' messages)")
     else:
-        plan = ctx.agent.plan(failure)
+        plan = ctx.coordinator().plan(failure)
     plan.step, plan.committed = failure.step, failure.committed
     plan.epoch = ctx.epoch + 1
     plan.consumed = consumed_kills(ctx, failure)
@@ -201,7 +204,7 @@ def make_plan(ctx: RankContext, failure: Failure) -> RecoveryPlan:
                 plan.spawn.append(dead)  # a fresh process, appended to world after the survivors
                 continue
             if not spares:
-                plan = ctx.agent.on_no_spare(failure, dead, plan)
+                plan = ctx.coordinator().on_no_spare(failure, dead, plan)
                 if plan.aborts:
                     break
                 continue
@@ -244,12 +247,20 @@ def log_detection(ctx: RankContext, detection: Detection, plan: RecoveryPlan) ->
             ctx.event(kind, plan.step, ctx.rank, detail=detail, at=detection.times[kind])
 
 
+def step_role(ctx: RankContext, role: Role | None) -> StateRole:
+    """The role of a rank in the step loop (trainer, server, parity), where the recovery needs its
+    state: ``runner.make_role`` built it for the rank's slot."""
+    if role is None:
+        raise RuntimeError(f"{ctx.slot}: no role object to restore")
+    return cast(StateRole, role)
+
+
 def agree_all(ctx: RankContext, ok: bool) -> bool:
     with guard("recovery agreement"):
         return bool(ctx.comms.world.Agree(1 if ok else 0))
 
 
-def reconcile(ctx: RankContext, role: Any, plan: RecoveryPlan) -> None:
+def reconcile(ctx: RankContext, role: Role | None, plan: RecoveryPlan) -> None:
     """A trainer or server whose state holds the step after the agreed one undoes it from its
     one-step undo record, so that step, executed again, is applied once. Not called under a
     rollback (everyone restores anyway).
@@ -262,13 +273,13 @@ def reconcile(ctx: RankContext, role: Any, plan: RecoveryPlan) -> None:
     if plan.scope is Scope.ROLLBACK or not ctx.in_step_loop():
         return
     if max(ctx.completed, ctx.applied) > plan.committed:
-        role.undo_last(plan.committed)
+        step_role(ctx, role).undo_last(plan.committed)
         ctx.completed = ctx.applied = plan.committed
         ctx.event("undo", plan.step, ctx.rank, detail=f"undid step {plan.committed + 1}")
 
 
-def carry_out(ctx: RankContext, role: Any, plan: RecoveryPlan, detection: Detection,
-              make_role: Any, spawned: bool = False) -> Any:
+def carry_out(ctx: RankContext, role: Role | None, plan: RecoveryPlan, detection: Detection,
+              make_role: Callable[[RankContext], Role], spawned: bool = False) -> Role | None:
     """Reconcile, replace, restore; return the role to resume. Collective over ``world``
     (``spawned``: this process was just spawned for a slot and joins here)."""
     t_plan = ctx.now()
@@ -299,6 +310,8 @@ def carry_out(ctx: RankContext, role: Any, plan: RecoveryPlan, detection: Detect
         role = make_role(ctx)
         who = "a spawned process" if spawned else str(me_before)
         ctx.event("replace", plan.step, ctx.rank, detail=f"{who} takes {ctx.slot}")
+    if role is None:  # only a spawned process comes without a role, and it was promoted above
+        raise RuntimeError(f"{ctx.slot}: no role to resume after the recovery")
     t_replaced = ctx.now()
 
     # 5. restore
@@ -327,12 +340,12 @@ def carry_out(ctx: RankContext, role: Any, plan: RecoveryPlan, detection: Detect
     return role
 
 
-def restore(ctx: RankContext, role: Any, plan: RecoveryPlan, replaced: bool) -> int | None:
+def restore(ctx: RankContext, role: Role | None, plan: RecoveryPlan, replaced: bool) -> int | None:
     """Every rank: bring trainers and servers to one step; None if no candidate works."""
     in_loop = ctx.slot.role not in (MONITOR, SPARE)
     if plan.scope is Scope.ROLLBACK:
         for step in plan.candidates:
-            ok = ctx.agent.restore(plan, step, replaced) if in_loop else True
+            ok = ctx.step_agent().restore(plan, step, replaced) if in_loop else True
             if agree_all(ctx, ok):
                 return step
             ctx.event("restore_failed", plan.step, ctx.rank, detail=f"checkpoint of step {step} unusable")
@@ -341,9 +354,9 @@ def restore(ctx: RankContext, role: Any, plan: RecoveryPlan, replaced: bool) -> 
     ok = True
     logged = len(ctx.events)
     if ctx.slot.role == TRAINER:
-        copy_dense_replica(ctx, role, plan)
+        copy_dense_replica(ctx, step_role(ctx, role), plan)
     elif in_loop and replaced:
-        ok = ctx.agent.restore(plan, plan.committed, True)
+        ok = ctx.step_agent().restore(plan, plan.committed, True)
     ok = ctx.agent.rebuild(plan) and ok
     if not agree_all(ctx, ok):
         why = failure_cause(ctx, logged)
@@ -364,7 +377,7 @@ def failure_cause(ctx: RankContext, since: int) -> str:
     return next((c for c in causes if c), "")
 
 
-def copy_dense_replica(ctx: RankContext, role: Any, plan: RecoveryPlan) -> None:
+def copy_dense_replica(ctx: RankContext, role: StateRole, plan: RecoveryPlan) -> None:
     """Trainers: replaced trainers receive the dense replica of the lowest surviving trainer."""
     replaced = {s.index for s in plan.replaced if s.role == TRAINER}
     if not replaced:
@@ -374,7 +387,7 @@ def copy_dense_replica(ctx: RankContext, role: Any, plan: RecoveryPlan) -> None:
     for name in sorted(state):
         buf = np.ascontiguousarray(state[name])
         with guard("dense replica copy"):
-            ctx.comms.trainers.Bcast(buf, root=source)
+            ctx.comms.trainers_comm().Bcast(buf, root=source)
         state[name] = buf
     role.load_state(state)
 
@@ -383,13 +396,13 @@ __all__ = ["Detection", "detect_ulfm", "detect_emulated", "merge", "share_plan",
            "INT_MAX"]
 
 
-def start_from_checkpoint(ctx: RankContext, role: Any) -> Any:
+def start_from_checkpoint(ctx: RankContext, role: Role) -> Role:
     """``mpiec run --resume``: every trainer and server loads the newest usable checkpoint.
 
     Collective over ``world``, before training starts; the same restore (and the same
     fallback to an older checkpoint when a part is corrupted) as a rollback.
     """
-    steps = [s for s in ctx.agent.resume_steps() if s >= 0] if ctx.rank == 0 else None
+    steps = [s for s in ctx.coordinator().resume_steps() if s >= 0] if ctx.rank == 0 else None
     with guard("resume plan"):
         steps = ctx.comms.world.bcast(steps, root=0)
     if not steps:

@@ -21,12 +21,14 @@ failure revokes (ULFM) or that the victim keeps serving (emulated).
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from mpiec.comm import PeerFailure, guard, recv
 from mpiec.layout import MONITOR, PARITY, SERVER, SPARE, TRAINER
 from mpiec.roles.context import TAG_CONTROL, RankContext
+from mpiec.roles.driver import Role
 from mpiec.roles.exchange import EmulatedFailure
 from mpiec.roles.recovery import (
     Detection,
@@ -41,13 +43,14 @@ from mpiec.roles.recovery import (
 from mpiec.roles.spawn import join_context
 from mpiec.strategies.agents import Agent
 from mpiec.strategies.base import Strategy
-from mpiec.strategies.env import RankEnv
+from mpiec.strategies.env import DenseState, RankEnv, ShardState
 
 if TYPE_CHECKING:
     from mpiec.config import Config
+    from mpiec.roles.monitor import Monitor
 
 
-def make_role(ctx: RankContext) -> Any:
+def make_role(ctx: RankContext) -> Role:
     """Build the role of this rank's current slot and the strategy's agent for it (``ctx.agent``)."""
     from mpiec.roles.monitor import Monitor
     from mpiec.roles.parity import Parity
@@ -55,27 +58,29 @@ def make_role(ctx: RankContext) -> Any:
     from mpiec.roles.spare import Spare
     from mpiec.roles.trainer import Trainer
 
-    role = {MONITOR: Monitor, TRAINER: Trainer, SERVER: Server, SPARE: Spare,
-            PARITY: Parity}[ctx.slot.role](ctx)
+    kinds: dict[str, Callable[[RankContext], Role]] = {MONITOR: Monitor, TRAINER: Trainer, SERVER: Server,
+                                                       SPARE: Spare, PARITY: Parity}
+    role = kinds[ctx.slot.role](ctx)
     ctx.role_slot, ctx.role = ctx.slot, role
     ctx.agent = make_agent(ctx.strategy, RankEnv(ctx), ctx.slot.role, role)
     return role
 
 
-def make_agent(strategy: Strategy, env: RankEnv, kind: str, role: Any) -> Agent:
-    """The strategy's agent for a rank of role ``kind`` (a fresh one on every promotion)."""
+def make_agent(strategy: Strategy, env: RankEnv, kind: str, role: object) -> Agent:
+    """The strategy's agent for a rank of role ``kind`` (a fresh one on every promotion); ``role``
+    is the role object of that kind (a trainer's is a ``DenseState``, a server's a ``ShardState``)."""
     if kind == MONITOR:
         return strategy.coordinator(env)
     if kind == TRAINER:
-        return strategy.trainer(env, role)
+        return strategy.trainer(env, cast(DenseState, role))
     if kind == SERVER:
-        return strategy.server(env, role)
+        return strategy.server(env, cast(ShardState, role))
     if kind == PARITY:
         return strategy.parity(env)
     return strategy.spare(env)
 
 
-def join_run(cfg: Config, out_path: Path, worker_args: list[str]) -> tuple[RankContext, Any]:
+def join_run(cfg: Config, out_path: Path, worker_args: list[str]) -> tuple[RankContext, Role]:
     """A process spawned for a dead slot: join the run and the recovery in progress; (context, role)."""
     ctx, plan = join_context(cfg, out_path, worker_args)
     assert plan.failure is not None
@@ -92,7 +97,7 @@ def detect(ctx: RankContext, exc: Exception) -> Detection:
     return detect_ulfm(ctx, exc)
 
 
-def recover(ctx: RankContext, role: Any, exc: Exception) -> tuple[Any, str]:
+def recover(ctx: RankContext, role: Role, exc: Exception) -> tuple[Role, str]:
     """Everything between a failure and the next step; (role to resume, "" or abort reason)."""
     detection: Detection | None = None
     while True:
@@ -118,7 +123,7 @@ def recover(ctx: RankContext, role: Any, exc: Exception) -> tuple[Any, str]:
             exc = again
 
 
-def run_rank(ctx: RankContext, role: Any = None) -> str:
+def run_rank(ctx: RankContext, role: Role | None = None) -> str:
     """Run this rank (its ``role`` from ``make_role``) to the end: ``"done"`` or ``"lost"``."""
     role = role if role is not None else make_role(ctx)
     outcome, reason = "done", ""
@@ -154,7 +159,8 @@ def run_rank(ctx: RankContext, role: Any = None) -> str:
                   f"{'its' if len(held_state) == 1 else 'their'} model state is gone (nothing recovers "
                   "after the last step)")
     if ctx.rank == 0:
-        role.write_result(reports, outcome, reason if reason != "dead" else "")
+        assert reports is not None  # the gather's root
+        cast("Monitor", role).write_result(reports, outcome, reason if reason != "dead" else "")  # rank 0
     if ctx.failures_seen:
         # Hold everyone until the file is written: after a failure the caller skips
         # MPI_Finalize (Open MPI can hang there with operations the failure cut off).
@@ -207,5 +213,6 @@ def hand_in(ctx: RankContext, report: dict[str, Any]) -> list[dict[str, Any]] | 
 
 def wait_for_release(ctx: RankContext) -> str:
     """An emulated victim: out of every communicator, it waits for the monitor's word."""
+    assert ctx.retired_world is not None  # set when the victim left (``recovery.detect_emulated``)
     recv(ctx.retired_world, 0, TAG_CONTROL, "victim wait", max_pause=0.05)
     return "done"

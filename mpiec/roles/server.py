@@ -39,6 +39,7 @@ from mpiec.roles.driver import eval_due, eval_rounds, run_steps
 from mpiec.roles.exchange import STATUS_OK, exchange_headers, ialltoallv
 from mpiec.stall import StallHook
 from mpiec.strategies.base import ServerShard
+from mpiec.strategies.plan import RecoveryPlan
 
 _EMPTY_I64 = np.empty(0, dtype=np.int64)
 _EMPTY_F32 = np.empty(0, dtype=np.float32)
@@ -143,14 +144,14 @@ class Server:
         self.shard.table[slots] = old
         self._undo = None
 
-    def after_recovery(self, plan: Any) -> None:
+    def after_recovery(self, plan: RecoveryPlan) -> None:
         self._undo = None
         self.eval_pending = plan.restored >= 0 and eval_due(self.ctx.cfg, plan.restored)
 
     def serve(self, step: int, status: int, where: str, with_grads: bool,
               word: int = 0) -> tuple[np.ndarray, np.ndarray | None, np.ndarray]:
         """One pull (and push) round: (slots requested, their gradients or None, headers)."""
-        data = self.ctx.comms.data
+        data = self.ctx.comms.data_comm()
         headers = exchange_headers(data, np.zeros(data.Get_size(), dtype=np.int64), status,
                                    self.last_apply_us, where, word)
         counts = headers[:, 0].copy()
@@ -158,7 +159,7 @@ class Server:
         slots = np.empty(int(counts.sum()), dtype=np.int64)
 
         wait(ialltoallv(data, _EMPTY_I64, zeros, slots, counts), where)
-        self.ctx.agent.on_pull(step, slots)
+        self.ctx.server_agent().on_pull(step, slots)
         rows = np.empty((slots.size, self.dim), dtype=np.float32)
         gather_rows(self.shard.table, slots, self.dim, rows)
         reqs = [ialltoallv(data, rows, counts, _EMPTY_F32, zeros, width=self.dim)]
@@ -167,7 +168,7 @@ class Server:
             grads = np.empty((slots.size, self.dim), dtype=np.float32)
             reqs.append(ialltoallv(data, _EMPTY_F32, zeros, grads, counts, width=self.dim))
             wait(reqs[0], where)  # the rows are out: the trainers compute, the strategy may work
-            self.ctx.agent.overlap(step)
+            self.ctx.server_agent().overlap(step)
         waitall(reqs, where)
         return slots, grads, headers
 
@@ -199,7 +200,7 @@ class Server:
         if not replayed:
             self.ctx.applied = step  # the table holds it now, completed or not (recovery.reconcile)
             self.apply_cpu_s += time.thread_time() - c0  # the optimizer's own, before after_apply
-        self.ctx.agent.after_apply(step, uniq, old, delta, replayed=replayed)
+        self.ctx.server_agent().after_apply(step, uniq, old, delta, replayed=replayed)
         self.last_apply_us = int((time.perf_counter() - t0) * 1e6)
 
     # -- the step (``roles.driver``) ------------------------------------------------
@@ -225,7 +226,7 @@ class Server:
         pass
 
     def run(self) -> None:
-        run_steps(self.ctx, self, self.ctx.agent)
+        run_steps(self.ctx, self, self.ctx.server_agent())
 
     def final_report(self) -> dict[str, Any]:
         rows = self.shard.global_rows

@@ -15,6 +15,7 @@ from typing import Any
 from mpiec.comm import recv
 from mpiec.roles.context import TAG_CONTROL, RankContext
 from mpiec.roles.exchange import EmulatedFailure
+from mpiec.strategies.plan import RecoveryPlan
 
 
 class Spare:
@@ -36,7 +37,7 @@ class Spare:
                 continue
             return
 
-    def after_recovery(self, plan: Any) -> None:
+    def after_recovery(self, plan: RecoveryPlan) -> None:
         pass
 
     def final_report(self) -> dict[str, Any]:

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import sys
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from mpi4py import MPI
 
@@ -33,11 +33,17 @@ from mpiec.comm import Comms, PeerFailure, failure_class, returning
 from mpiec.roles.context import RankContext
 from mpiec.strategies.plan import RecoveryPlan
 
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from mpiec.config import Config
+    from mpiec.layout import Slot
+
 TAG_SPAWN = 21
 JOIN_TIMEOUT_S = 120.0  # a spawned process whose parents vanished gives up instead of hanging
 
 
-def spawn_replacements(ctx: RankContext, plan: Any) -> None:
+def spawn_replacements(ctx: RankContext, plan: RecoveryPlan) -> None:
     """Survivors: start one process per slot of ``plan.spawn`` and merge them into ``world``."""
     world = ctx.comms.world
     info = MPI.Info.Create()
@@ -60,14 +66,14 @@ def spawn_replacements(ctx: RankContext, plan: Any) -> None:
         ctx.spawned += len(plan.spawn)
 
 
-def join_payload(ctx: RankContext, plan: Any, slot: Any, i: int) -> dict[str, Any]:
+def join_payload(ctx: RankContext, plan: RecoveryPlan, slot: Slot, i: int) -> dict[str, Any]:
     return {"slot": slot, "plan": plan, "t0_wall": ctx.t0_wall, "run_id": ctx.run_id, "epoch": ctx.epoch,
             "consumed": sorted(ctx.consumed | set(plan.consumed)),
             "first_rank": ctx.cfg.n_ranks + ctx.spawned + i,
             "resume_from": ctx.resume_from, "ulfm": ctx.ulfm}
 
 
-def join_context(cfg: Any, out_path: Any, worker_args: list[str]) -> tuple[RankContext, RecoveryPlan]:
+def join_context(cfg: Config, out_path: Path, worker_args: list[str]) -> tuple[RankContext, RecoveryPlan]:
     """The spawned process: receive the payload from the run and build its context; (context, the
     recovery plan in progress, which it joins through ``runner.join_run``)."""
     parent = returning(MPI.Comm.Get_parent())

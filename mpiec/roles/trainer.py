@@ -20,14 +20,14 @@ from __future__ import annotations
 
 import hashlib
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from mpi4py import MPI
 
 from mpiec.comm import guard, waitall
 from mpiec.data.factory import check_eval_size, make_source
-from mpiec.data.source import bag_bounds
+from mpiec.data.source import Batch, bag_bounds
 from mpiec.kernels.embedding import unique_inverse
 from mpiec.model.dlrm import DLRMShape, forward_backward, init_params, pool_bags, pool_bags_backward, predict
 from mpiec.model.metrics import accuracy, auc, logloss
@@ -43,12 +43,16 @@ from mpiec.roles.exchange import (
     ialltoallv,
 )
 from mpiec.stall import StallHook
+from mpiec.strategies.plan import RecoveryPlan
+
+if TYPE_CHECKING:
+    from mpiec.config import Config
 
 _EMPTY_I64 = np.empty(0, dtype=np.int64)
 _EMPTY_F32 = np.empty(0, dtype=np.float32)
 
 
-def model_shape(cfg: Any) -> DLRMShape:
+def model_shape(cfg: Config) -> DLRMShape:
     return DLRMShape(n_dense=13, n_tables=len(cfg.data.cardinalities), dim=cfg.model.dim,
                      bottom=tuple(cfg.model.bottom), top=tuple(cfg.model.top))
 
@@ -74,7 +78,7 @@ class Trainer:
         self.timeline: list[np.ndarray] = []
         self.evals: list[tuple] = []
         self.sent_upto = 0
-        self._next: tuple[int, Any] | None = None
+        self._next: tuple[int, Batch] | None = None
         self._undo: tuple[int, np.ndarray, np.ndarray] | None = None  # (step, params, state) before it
         # The dense state before each update is the one-step undo record of reconciliation,
         # needed only by a strategy that recovers.
@@ -119,7 +123,7 @@ class Trainer:
             self.timeline.pop()
         self.evals = [e for e in self.evals if e[0] <= committed]
 
-    def after_recovery(self, plan: Any) -> None:
+    def after_recovery(self, plan: RecoveryPlan) -> None:
         """Drop what a rollback re-executes (evaluations after the restored step)."""
         self.evals = [e for e in self.evals if e[0] <= plan.restored]
         self._undo = None
@@ -127,7 +131,7 @@ class Trainer:
         self.eval_pending = plan.restored >= 0 and eval_due(self.ctx.cfg, plan.restored)
 
     # -- helpers ------------------------------------------------------------
-    def batch(self, step: int) -> Any:
+    def batch(self, step: int) -> Batch:
         if self._next is not None and self._next[0] == step:
             return self._next[1]
         return self.source.batch((step * self.n_trainers + self.index) * self.B, self.B)
@@ -144,7 +148,7 @@ class Trainer:
         order = np.argsort(owner, kind="stable")
         pos = np.empty_like(order)
         pos[order] = np.arange(order.size)
-        counts = np.zeros(ctx.comms.data.Get_size(), dtype=np.int64)
+        counts = np.zeros(ctx.comms.data_comm().Get_size(), dtype=np.int64)
         base = ctx.cfg.layout.trainers
         counts[base:base + ctx.cfg.layout.servers] = np.bincount(owner,
                                                                  minlength=ctx.cfg.layout.servers)
@@ -153,7 +157,7 @@ class Trainer:
     def pull(self, ids: np.ndarray, routed: tuple[np.ndarray, np.ndarray, np.ndarray], status: int,
              where: str, word: int = 0) -> tuple[np.ndarray, np.ndarray]:
         """Pull the rows of a routed batch: returns (emb [B,T,dim] sum-pooled bags, server headers)."""
-        data = self.ctx.comms.data
+        data = self.ctx.comms.data_comm()
         slots, counts, inv = routed
         zeros = np.zeros_like(counts)
         headers = exchange_headers(data, counts, status, 0, where, word)
@@ -167,7 +171,7 @@ class Trainer:
     # -- the step -------------------------------------------------------------
     def exchange(self, step: int, status: int, word: int) -> np.ndarray:
         """The step: pull, forward/backward, push and all-reduce, dense update (``SteppingRole``)."""
-        ctx, cfg, agent = self.ctx, self.ctx.cfg, self.ctx.agent
+        ctx, cfg, agent = self.ctx, self.ctx.cfg, self.ctx.trainer_agent()
         if self.diverged_at is not None and status == STATUS_OK:
             status = STATUS_DIVERGED  # every trainer saw the same global loss: all stop here
         t_start = time.perf_counter()
@@ -191,8 +195,8 @@ class Trainer:
 
         t0 = time.perf_counter()
         zeros = np.zeros_like(counts)
-        r_sparse = ialltoallv(ctx.comms.data, grad_rows, counts, _EMPTY_F32, zeros, width=self.dim)
-        r_dense = ctx.comms.trainers.Iallreduce(MPI.IN_PLACE, [self.dense_buf, MPI.FLOAT], MPI.SUM)
+        r_sparse = ialltoallv(ctx.comms.data_comm(), grad_rows, counts, _EMPTY_F32, zeros, width=self.dim)
+        r_dense = ctx.comms.trainers_comm().Iallreduce(MPI.IN_PLACE, [self.dense_buf, MPI.FLOAT], MPI.SUM)
         t_comm = time.perf_counter() - t0
         t0 = time.perf_counter()
         agent.after_push(step, routed[0], counts, grad_rows)
@@ -253,8 +257,9 @@ class Trainer:
                 probs.append(predict(self.shape, self.params, self.eval_dense[r * eb:(r + 1) * eb], emb))
         mine = np.concatenate(probs) if probs else np.empty(0, dtype=np.float32)
         with guard(f"eval gather after step {step}"):
-            parts = self.ctx.comms.trainers.gather(mine, root=0)
+            parts = self.ctx.comms.trainers_comm().gather(mine, root=0)
         if self.index == 0:
+            assert parts is not None and self.eval_labels_all is not None  # trainer 0: the root, the labels
             p = np.concatenate(parts)
             y = self.eval_labels_all
             rec = (step, (step + 1) * cfg.global_batch, auc(y, p), logloss(y, p), accuracy(y, p))
@@ -286,7 +291,7 @@ class Trainer:
     def run(self) -> None:
         cfg = self.ctx.cfg
         try:
-            run_steps(self.ctx, self, self.ctx.agent)
+            run_steps(self.ctx, self, self.ctx.trainer_agent())
         except Diverged:
             pass  # the loss became non-finite: training stops on every rank at this step
         except EmulatedFailure as exc:

@@ -242,7 +242,7 @@ def _typed(value: Any, hint: Any, key: str, where: str) -> Any:
         if value is None:
             return None
         (hint,) = (a for a in args if a is not type(None))
-    if dataclasses.is_dataclass(hint):
+    if dataclasses.is_dataclass(hint) and isinstance(hint, type):
         return _build(hint, value, key, where)
     try:
         if typing.get_origin(hint) is dict:  # the config's validator checks the table, not its values

@@ -291,6 +291,18 @@ class _Run:
         return False
 
 
+_NEEDS_TIME_OR_STEP = "simulate: timed failures need time_s, at_steps ones need step"
+
+
+def _arrivals(timed: Iterable[Failure]) -> Iterator[tuple[float, Failure]]:
+    """``(time_s, failure)`` of each timed failure, lazily (``timed`` may be endless); ValueError at
+    the first without a time."""
+    for f in timed:
+        if f.time_s is None:
+            raise ValueError(_NEEDS_TIME_OR_STEP)
+        yield f.time_s, f
+
+
 def simulate(p: Policy, steps: int, timed: Iterable[Failure] = (), at_steps: Iterable[Failure] = (),
              cap_s: float = math.inf, budget: EventBudget | None = None) -> Outcome:
     """Run ``steps`` steps of policy ``p``; ``timed`` failures in time order (may be an endless
@@ -298,11 +310,11 @@ def simulate(p: Policy, steps: int, timed: Iterable[Failure] = (), at_steps: Ite
     the loop is paid from ``budget`` (a fresh ``MAX_EVENTS`` one if None)."""
     budget = budget or EventBudget()
     run = _Run(p, steps, budget)
-    it: Iterator[Failure] = iter(timed)
-    nxt = next(it, None)
+    it = _arrivals(timed)
+    nxt = next(it, None)  # the next timed failure: (its time, it)
     pending_steps = sorted(at_steps, key=lambda f: f.step if f.step is not None else -1)
-    if any(f.step is None for f in pending_steps) or (nxt is not None and nxt.time_s is None):
-        raise ValueError("simulate: timed failures need time_s, at_steps ones need step")
+    if any(f.step is None for f in pending_steps):
+        raise ValueError(_NEEDS_TIME_OR_STEP)
     out = run.out
     while run.done < steps and run.t < cap_s:
         budget.spend()
@@ -312,17 +324,17 @@ def simulate(p: Policy, steps: int, timed: Iterable[Failure] = (), at_steps: Ite
             run.fail(f, run.t, 0.0)
             continue
         target, st = run.segment(step_kill if step_kill is not None else steps)
-        if nxt is not None and nxt.time_s <= run.t:  # arrived during a recovery: applied now
-            f, nxt = nxt, next(it, None)
+        if nxt is not None and nxt[0] <= run.t:  # arrived during a recovery: applied now
+            f, nxt = nxt[1], next(it, None)
             run.fail(f, run.t, 0.0)
             continue
         end = run.t + (target - run.done) * st
-        if nxt is not None and nxt.time_s < end:
-            n = int((nxt.time_s - run.t) // st)
+        if nxt is not None and nxt[0] < end:
+            n = int((nxt[0] - run.t) // st)
             run.done += n
-            at = nxt.time_s
+            at = nxt[0]
             partial = at - (run.t + n * st)
-            f, nxt = nxt, next(it, None)
+            f, nxt = nxt[1], next(it, None)
             run.fail(f, at, partial)
             continue
         run.t, run.done = end, target
@@ -334,9 +346,9 @@ def simulate(p: Policy, steps: int, timed: Iterable[Failure] = (), at_steps: Ite
             run.next_partial += p.partial_every_steps or 0
         if run.next_ck is not None and run.done == run.next_ck:
             stall_end = run.t + p.ckpt_stall_s
-            if nxt is not None and nxt.time_s < stall_end:
-                at = max(nxt.time_s, run.t)
-                f, nxt = nxt, next(it, None)
+            if nxt is not None and nxt[0] < stall_end:
+                at = max(nxt[0], run.t)
+                f, nxt = nxt[1], next(it, None)
                 run.fail(f, at, at - run.t)  # the checkpoint never commits
                 continue
             run.t = stall_end

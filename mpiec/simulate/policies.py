@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from typing import Any
 
 from mpiec.errors import MpiecError
 from mpiec.strategies import STRATEGIES as STRATEGY_REGISTRY
@@ -105,9 +106,10 @@ def build_policy(name: str, costs: Costs, job: Job, mtbf_job_s: float, *,
     kind = model.kind
     rt = costs.runtime
     latency = rt.latency_s(job.ranks, scale_agree)
-    common = dict(name=name, kind=kind, step_s=job.step_s, latency_s=latency, servers=job.servers,
-                  trainers=job.trainers, global_batch=job.global_batch, k=job.k, r=job.r,
-                  resume_extra_s=sc.resume_extra_s, trainer_restore_s=sc.trainer_restore_s)
+    common: dict[str, Any] = dict(name=name, kind=kind, step_s=job.step_s, latency_s=latency,
+                                  servers=job.servers, trainers=job.trainers, global_batch=job.global_batch,
+                                  k=job.k, r=job.r, resume_extra_s=sc.resume_extra_s,
+                                  trainer_restore_s=sc.trainer_restore_s)
     if kind == "restart":
         return _checked(Policy(**common))
     if kind == "rebuild":

@@ -67,7 +67,8 @@ def training_time(m: Measured) -> float:
 
 def failures_of(m: Measured) -> tuple[list[Failure], list[Failure]]:
     """(timed, by step) failures of the run's kill plan, as the runtime fires them."""
-    timed, by_step = [], []
+    timed: list[Failure] = []
+    by_step: list[Failure] = []
     for k in parse_kill_plans(m.cfg.failures.kill, m.cfg):
         if k.at_end:
             raise MpiecError(f"{m.label}: kill {k} (after training) is not modelled: it costs no "
@@ -80,7 +81,7 @@ def failures_of(m: Measured) -> tuple[list[Failure], list[Failure]]:
             raise MpiecError(f"{m.label}: kill {k} of a {k.role} is not modelled for a measured layout "
                              "(server and trainer kills are)")
         (by_step if k.step is not None else timed).append(f)
-    return sorted(timed, key=lambda f: f.time_s), by_step
+    return sorted(timed, key=lambda f: f.time_s if f.time_s is not None else 0.0), by_step  # (all timed)
 
 
 def speed_factor(costs: Costs, m: Measured) -> float:

@@ -122,7 +122,7 @@ def _events(job: Job, process: ArrivalProcess, nodes: int, mtbf_s: float, polici
     events per failure over the longest run the cap allows; per strategy one failure-free run."""
     failures = min(cap * job.steps * job.step_s / mtbf_s if mtbf_s > 0 else math.inf,
                    process.arrival_bound(nodes))
-    total = trials * process.start_events(nodes)
+    total: float = trials * process.start_events(nodes)
     for p in policies.values():
         checkpoints = sum(job.steps / every for every in (p.interval_steps, p.partial_every_steps) if every)
         # a failure: its own cost and up to two turns of the loop (the stretch it cuts, a slowed one)
