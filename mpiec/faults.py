@@ -1,6 +1,7 @@
-"""Kill plans: parsing, validation and the victim's own death.
+"""Kill plans: parsing, validation, and fault injection on each rank (``Injector``).
 
-Owns the kill-plan syntax of DESIGN.md and the act of dying. Invariants:
+Owns the kill-plan syntax of DESIGN.md, the kills armed on a rank for the slot it holds, the
+victims' notes and the act of dying. Invariants:
 
 * a plan names a *role slot* (``server:2``), not a world rank: after a spare
   takes over ``server:2`` a later kill of ``server:2`` hits the replacement;
@@ -34,14 +35,19 @@ Syntax (several plans: repeat ``--kill`` or separate with ``;``)::
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import math
 import os
 import re
 import signal
+import sys
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from pathlib import Path
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
@@ -51,6 +57,7 @@ from mpiec.limits import MAX_SECONDS
 
 if TYPE_CHECKING:
     from mpiec.config import Config
+    from mpiec.layout import Slot
 
 KILLABLE_ROLES = ("server", "trainer", "parity", "spare", "node")  # "node": every rank of a node
 _NUMBER = r"(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?"  # 12, 1.5, .5, 2e3; not 1e, ., +
@@ -329,3 +336,157 @@ class KillSwitch:
         for timer in (self._timer, self._in_step):
             if timer is not None:
                 timer.cancel()
+
+
+class Victim(Protocol):
+    """What fault injection reads of its rank (``roles.context.RankContext``)."""
+
+    ulfm: bool
+    first_rank: int
+    current_step: int
+    out_path: Path
+    run_id: str
+    nodes: list[int]
+    holders: dict[Slot, int]
+    gone: set[int]
+    procs: list[tuple[str, int]]
+
+    @property
+    def slot(self) -> Slot: ...
+    @property
+    def rank(self) -> int: ...
+    @property
+    def node(self) -> int: ...
+    def now(self) -> float: ...
+    def event(self, kind: str, step: int, rank: int = -1, slot: Slot | None = None,
+              detail: str = "", at: float | None = None) -> None: ...
+
+
+class Injector:
+    """Fault injection on one rank: the run's planned kills (``kills``, numbered by ``seq``), the
+    ones that fired (``consumed``, the same on every rank after a recovery) and the switch armed
+    for the slot this rank holds now.
+
+    Invariants: a kill fires at most once in a run (``consumed`` travels with the recovery plan and
+    the spawn payload); a victim leaves a note with its kill's time before it dies (the monitor
+    cannot hear from it); the monitor is never a victim.
+    """
+
+    def __init__(self, victim: Victim, kills: list[Kill]) -> None:
+        self.victim = victim
+        self.kills = [dataclasses.replace(k, seq=i) for i, k in enumerate(kills)]
+        self.consumed: set[int] = set()  # seq of the planned kills that fired
+        self.switch: KillSwitch | None = None  # the kills armed for the slot this rank holds
+
+    @property
+    def armed(self) -> bool:
+        return self.switch is not None
+
+    @property
+    def node(self) -> int | None:
+        """The node whose node kills hit this process (None: none, e.g. the monitor, which never dies)."""
+        v = self.victim
+        return v.node if v.slot.role != "monitor" and v.node >= 0 else None
+
+    def by_step(self, *roles: str) -> bool:
+        """A kill planned by step targets one of ``roles`` (ranks outside the step loop then poll
+        the run's progress often enough to fire it)."""
+        return any(k.role in roles and k.step is not None for k in self.kills)
+
+    def arm(self) -> None:
+        """Arm the kills planned for this rank's slot that have not fired yet (replacing any)."""
+        self.disarm()
+        v = self.victim
+        t0_mono = time.monotonic() - v.now()
+        live = [k for k in self.kills if k.seq not in self.consumed]
+        self.switch = KillSwitch(live, v.slot.role, v.slot.index, real=v.ulfm, t0=t0_mono,
+                                 on_fire=lambda kill: self.record_own_death(kill, v.current_step),
+                                 node=self.node)
+
+    def disarm(self) -> None:
+        if self.switch is not None:
+            self.switch.cancel()
+            self.switch = None
+
+    def fire_if_due(self, step: int) -> bool:
+        """At a step boundary: die if a kill is due (ULFM); True if this rank now plays dead
+        (emulated: it announces its death in the step header)."""
+        if self.switch is None:
+            return False
+        kill = self.switch.due(step, time.monotonic())
+        if kill is None:
+            return False
+        v = self.victim
+        self.record_own_death(kill, step)
+        if v.ulfm:
+            die_now()
+        v.event("emulated_kill", step, v.rank, detail=str(kill))
+        return True
+
+    def die_if_killed_at_end(self) -> None:
+        """A kill planned ``@end`` for this rank's slot (or node) fires here: training is over and
+        the final report not handed in. Called once per rank, after training, before the report.
+        Real failures only (the plan is refused with emulated failures; without ULFM it says so)."""
+        v = self.victim
+        if v.slot.role == "monitor":
+            return
+        for kill in kills_for(self.kills, v.slot.role, v.slot.index, self.node):
+            if not kill.at_end or kill.seq in self.consumed:
+                continue
+            if not v.ulfm:
+                print(f"[mpiec] warning: kill {kill} not fired: @end needs ULFM (real failures)",
+                      file=sys.stderr, flush=True)
+                return
+            self.record_own_death(kill, v.current_step)
+            die_now()
+
+    def record_own_death(self, kill: Kill, step: int) -> None:
+        """Leave the kill's timestamp where the monitor finds it (the victim cannot send); a node
+        kill (ULFM) takes the node's other processes first, so the node dies at once."""
+        v = self.victim
+        if kill.role == "node" and v.ulfm:
+            self.kill_node_peers(kill, step)
+        self.write_note(kill, step, v.first_rank, v.slot)
+
+    def write_note(self, kill: Kill, step: int, rank: int, slot: Slot) -> None:
+        v = self.victim
+        d = kill_notes_dir(v.out_path, v.run_id)
+        d.mkdir(parents=True, exist_ok=True)
+        rec = {"step": step, "at_end": kill.at_end, "time": v.now(), "rank": rank, "role": slot.role,
+               "index": slot.index, "plan": str(kill)}
+        tmp = d / f".{rank}.{os.getpid()}.tmp"  # the victim may write its own note at the same time
+        tmp.write_text(json.dumps(rec))
+        tmp.replace(d / f"{rank}.json")  # atomic: the monitor never reads half a note
+
+    def kill_node_peers(self, kill: Kill, step: int) -> None:
+        """SIGKILL the other live processes of this node on this host (never the monitor).
+
+        Each of them would die of the same kill on its own, but only when it reaches the
+        planned step itself (up to a step later): a node fails at once."""
+        v = self.victim
+        host = v.procs[v.first_rank][0] if v.first_rank < len(v.procs) else None
+        for slot, r in sorted(v.holders.items(), key=lambda item: item[1]):
+            if r == v.first_rank or r in v.gone or slot.role == "monitor" or not 0 <= r < len(v.procs):
+                continue
+            peer_host, pid = v.procs[r]
+            if v.nodes[r] != kill.index or peer_host != host or not is_worker(pid):
+                continue
+            self.write_note(kill, step, r, slot)
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+
+
+def is_worker(pid: int) -> bool:
+    """``pid`` is a live mpiec worker (not a recycled pid: a node kill must not hit a stranger)."""
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return b"mpiec.worker" in f.read()
+    except OSError:
+        return False
+
+
+def kill_notes_dir(out_path: Path, run_id: str) -> Path:
+    """Where victims of one run leave their notes (the run's token keeps runs apart)."""
+    return out_path.parent / f".{out_path.stem}.{run_id}.kills"

@@ -1,16 +1,16 @@
 """What every rank knows: the ``RankContext`` built once at start-up.
 
 Owns the per-rank view of the run: config, slot table (which world rank holds
-which role slot), communicators, row placement, strategy instance, kill
-switch, the local event log and the step counters. Invariant: everything
+which role slot), communicators, row placement, the strategy and its agent for
+this rank, the local event log and the step counters; fault injection is
+``faults.Injector`` (``faults``), strategies see the rank through
+``strategies.env.RankEnv``. Invariant: everything
 here except ``comms``, the event log and the counters is a pure function of
 the config and the slot table, so every rank computes the same values.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import json
 import os
 import socket
 import sys
@@ -24,18 +24,16 @@ from mpi4py import MPI
 
 from mpiec.comm import Comms
 from mpiec.config import Config
-from mpiec.faults import Kill, KillSwitch, die_now, kills_for, parse_kill_plans
+from mpiec.faults import Injector, parse_kill_plans
 from mpiec.layout import (
     MONITOR,
     SPARE,
-    TRAINER,
     RowPlacement,
     Slot,
     rank_nodes,
     stripe_placement,
     table_offsets,
 )
-from mpiec.roles.exchange import STATUS_DYING, STATUS_OK
 from mpiec.strategies import get_strategy_class
 from mpiec.strategies.agents import Agent, Coordinator, ParityAgent, ServerAgent, StepAgent, TrainerAgent
 from mpiec.strategies.base import Strategy
@@ -63,7 +61,7 @@ class RankContext:
     agent: Agent = field(init=False, repr=False)
     placement: RowPlacement = field(init=False)
     offsets: np.ndarray = field(init=False)
-    kills: list[Kill] = field(init=False)
+    faults: Injector = field(init=False)  # the planned kills, which fired, the switch armed here
     events: list[tuple[Any, ...]] = field(default_factory=list)
     completed: int = -1  # last step this rank fully completed
     # newest step whose update this rank's state holds: a server's table holds step s from its apply
@@ -74,8 +72,6 @@ class RankContext:
     failures_seen: int = 0  # failures this rank went through
     run_id: str = ""  # the monitor's token for this run (kill notes carry it)
     epoch: int = 0  # recoveries completed (the same on every rank)
-    consumed: set[int] = field(default_factory=set)  # seq of the planned kills that fired
-    switch: KillSwitch | None = None  # the kills armed for the slot this rank holds
     awaiting_restore: bool = False  # promoted, state not restored yet
     pending: set[Slot] = field(default_factory=set)  # monitor: slots promoted in an unfinished recovery
     unrecovered: list[Slot] = field(default_factory=list)  # slots dead since the last completed recovery
@@ -109,8 +105,7 @@ class RankContext:
         # when a plan's slot table is adopted (recovery.carry_out)
         self.holders: dict[Slot, int] = {slot: r for r, slot in enumerate(self.slots)}
         self.gone: set[int] = set()  # original world ranks known dead
-        self.kills = [dataclasses.replace(k, seq=i)
-                      for i, k in enumerate(parse_kill_plans(self.cfg.failures.kill, self.cfg))]
+        self.faults = Injector(self, parse_kill_plans(self.cfg.failures.kill, self.cfg))
 
     # -- identity -----------------------------------------------------------
     @property
@@ -137,10 +132,6 @@ class RankContext:
     @property
     def monitor_rank(self) -> int:
         return self.world_rank_of(MONITOR, 0)
-
-    @property
-    def trainer0_rank(self) -> int:
-        return self.world_rank_of(TRAINER, 0)
 
     def in_step_loop(self) -> bool:
         """Holds a trainer, server or parity slot whose state is live (not awaiting restore)."""
@@ -195,109 +186,11 @@ class RankContext:
             print(f"[trace {self.now():8.3f} rank {self.first_rank} {self.slot}] {kind} step {step} {s} "
                   f"{detail}", file=sys.stderr, flush=True)
 
-    @property
-    def kill_node(self) -> int | None:
-        """The node whose node kills hit this process (None: none, e.g. the monitor, which never dies)."""
-        return self.node if self.slot.role != MONITOR and self.node >= 0 else None
-
-    def arm_kills(self) -> None:
-        """Arm the kills planned for this rank's slot that have not fired yet (replacing any)."""
-        self.disarm_kills()
-        t0_mono = time.monotonic() - self.now()
-        live = [k for k in self.kills if k.seq not in self.consumed]
-        self.switch = KillSwitch(live, self.slot.role, self.slot.index, real=self.ulfm, t0=t0_mono,
-                                 on_fire=lambda kill: self.record_own_death(kill, self.current_step),
-                                 node=self.kill_node)
-
-    def disarm_kills(self) -> None:
-        if self.switch is not None:
-            self.switch.cancel()
-            self.switch = None
-
-    def kill_status(self, step: int) -> int:
-        """At a step boundary: die if a kill is due (ULFM), or announce it (emulated)."""
-        if self.switch is None:
-            return STATUS_OK
-        kill = self.switch.due(step, time.monotonic())
-        if kill is None:
-            return STATUS_OK
-        self.record_own_death(kill, step)
-        if self.ulfm:
-            die_now()
-        self.event("emulated_kill", step, self.rank, detail=str(kill))
-        return STATUS_DYING
-
-    def die_if_killed_at_end(self) -> None:
-        """A kill planned ``@end`` for this rank's slot (or node) fires here: training is over and
-        the final report not handed in. Called once per rank, after training, before the report.
-        Real failures only (the plan is refused with emulated failures; without ULFM it says so)."""
-        if self.slot.role == MONITOR:
-            return
-        for kill in kills_for(self.kills, self.slot.role, self.slot.index, self.kill_node):
-            if not kill.at_end or kill.seq in self.consumed:
-                continue
-            if not self.ulfm:
-                print(f"[mpiec] warning: kill {kill} not fired: @end needs ULFM (real failures)",
-                      file=sys.stderr, flush=True)
-                return
-            self.record_own_death(kill, self.current_step)
-            die_now()
-
-    def record_own_death(self, kill: Kill, step: int) -> None:
-        """Leave the kill's timestamp where the monitor finds it (the victim cannot send); a node
-        kill (ULFM) takes the node's other processes first, so the node dies at once."""
-        if kill.role == "node" and self.ulfm:
-            self.kill_node_peers(kill, step)
-        self.write_kill_note(kill, step, self.first_rank, self.slot)
-
-    def write_kill_note(self, kill: Kill, step: int, rank: int, slot: Slot) -> None:
-        d = kill_notes_dir(self.out_path, self.run_id)
-        d.mkdir(parents=True, exist_ok=True)
-        rec = {"step": step, "at_end": kill.at_end, "time": self.now(), "rank": rank, "role": slot.role,
-               "index": slot.index, "plan": str(kill)}
-        tmp = d / f".{rank}.{os.getpid()}.tmp"  # the victim may write its own note at the same time
-        tmp.write_text(json.dumps(rec))
-        tmp.replace(d / f"{rank}.json")  # atomic: the monitor never reads half a note
-
-    def kill_node_peers(self, kill: Kill, step: int) -> None:
-        """SIGKILL the other live processes of this node on this host (never the monitor).
-
-        Each of them would die of the same kill on its own, but only when it reaches the
-        planned step itself (up to a step later): a node fails at once."""
-        import signal
-
-        host = self.procs[self.first_rank][0] if self.first_rank < len(self.procs) else None
-        for slot, r in sorted(self.holders.items(), key=lambda item: item[1]):
-            if r == self.first_rank or r in self.gone or slot.role == MONITOR or not 0 <= r < len(self.procs):
-                continue
-            peer_host, pid = self.procs[r]
-            if self.nodes[r] != kill.index or peer_host != host or not is_worker(pid):
-                continue
-            self.write_kill_note(kill, step, r, slot)
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
-
     def rank_info(self) -> dict[str, Any]:
         return {"rank": self.first_rank, "role": self.slot.role, "role_index": self.slot.index,
                 "host": socket.gethostname(), "node": self.node, "pid": os.getpid(),
                 "peak_rss_mb": peak_rss_mb(), "cpu_s": time.process_time() - self.cpu_t0,
                 "steps_run": self.steps_run}
-
-
-def is_worker(pid: int) -> bool:
-    """``pid`` is a live mpiec worker (not a recycled pid: a node kill must not hit a stranger)."""
-    try:
-        with open(f"/proc/{pid}/cmdline", "rb") as f:
-            return b"mpiec.worker" in f.read()
-    except OSError:
-        return False
-
-
-def kill_notes_dir(out_path: Path, run_id: str) -> Path:
-    """Where victims of one run leave their notes (the run's token keeps runs apart)."""
-    return out_path.parent / f".{out_path.stem}.{run_id}.kills"
 
 
 def reset_peak_rss() -> None:
@@ -333,4 +226,4 @@ def server_rows(ctx: RankContext, server: int) -> np.ndarray:
     return out
 
 
-__all__ = ["RankContext", "server_rows", "kill_notes_dir"]
+__all__ = ["RankContext", "server_rows"]

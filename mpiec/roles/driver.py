@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import numpy as np
 
 from mpiec.comm import check_world
-from mpiec.roles.exchange import Diverged
+from mpiec.roles.exchange import STATUS_DYING, STATUS_OK, Diverged
 
 if TYPE_CHECKING:
     from mpiec.config import Config
@@ -91,7 +91,7 @@ def run_steps(ctx: RankContext, role: SteppingRole, agent: StepAgent) -> bool:
     for step in range(ctx.completed + 1, cfg.training.steps):
         t_start = time.perf_counter()
         ctx.current_step = step
-        status = ctx.kill_status(step)
+        status = STATUS_DYING if ctx.faults.fire_if_due(step) else STATUS_OK
         if ctx.ulfm:
             check_world(ctx.comms.world)
         role.stall.at(step)

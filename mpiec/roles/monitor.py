@@ -35,6 +35,7 @@ from mpiec.accounting import (
 )
 from mpiec.comm import guard, mpi_library, recv
 from mpiec.data.factory import make_source
+from mpiec.faults import kill_notes_dir
 from mpiec.results import RANKS_DTYPE, ResultWriter
 from mpiec.roles.context import (
     TAG_CONTROL,
@@ -44,7 +45,6 @@ from mpiec.roles.context import (
     TAG_STEPS,
     TAG_STRATEGY,
     RankContext,
-    kill_notes_dir,
 )
 from mpiec.roles.exchange import EmulatedFailure
 from mpiec.strategies.base import merge_summaries
@@ -121,7 +121,7 @@ class Monitor:
         self.next_print = ctx.cfg.training.log_every  # progress at multiples of log_every
         self.unprinted = 0  # progress messages since the last line
         # spares die of step kills when they hear of the step: theirs, or their node's
-        self.relay_steps = any(k.role in ("spare", "node") and k.step is not None for k in ctx.kills)
+        self.relay_steps = ctx.faults.by_step("spare", "node")
         self.timeline: list[np.ndarray] = []
         self.evals: list[tuple] = []
         self.source = make_source(cfg)

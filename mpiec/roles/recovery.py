@@ -160,8 +160,8 @@ def consumed_kills(ctx: RankContext, failure: Failure) -> list[int]:
     targets = [(slot.role, slot.index) for slot in failure.dead]
     targets += [("node", n) for n in dead_nodes(ctx, failure)]
     for role, index in targets:
-        mine = [k for k in ctx.kills if k.role == role and k.index == index
-                and k.seq not in ctx.consumed and k.seq not in out]
+        mine = [k for k in ctx.faults.kills if k.role == role and k.index == index
+                and k.seq not in ctx.faults.consumed and k.seq not in out]
         timed = sorted((k for k in mine if k.time is not None and k.time <= now + 0.5),
                        key=lambda k: k.time or 0.0)  # (never None here)
         stepped = sorted((k for k in mine if k.step is not None and k.step <= failure.step + 1),
@@ -239,7 +239,7 @@ def share_plan(ctx: RankContext, failure: Failure) -> RecoveryPlan:
 
 def log_detection(ctx: RankContext, detection: Detection, plan: RecoveryPlan) -> None:
     """The detect, shrink and agree events of this rank, at the agreed step; consume the kills."""
-    ctx.consumed.update(plan.consumed)
+    ctx.faults.consumed.update(plan.consumed)
     dead = [str(s) for s in detection.failure.dead]
     for kind, detail in (("detect", detection.where), ("shrink", f"dead {dead}"),
                          ("agree", f"committed step {plan.committed}")):
@@ -306,7 +306,7 @@ def carry_out(ctx: RankContext, role: Role | None, plan: RecoveryPlan, detection
     with guard("communicator rebuild"):
         ctx.comms = build_comms(ctx.comms.world, ctx.slot, ctx.cfg.layout.trainers, ctx.cfg.layout.servers)
     if promoted:
-        ctx.disarm_kills()
+        ctx.faults.disarm()
         role = make_role(ctx)
         who = "a spawned process" if spawned else str(me_before)
         ctx.event("replace", plan.step, ctx.rank, detail=f"{who} takes {ctx.slot}")
@@ -331,8 +331,8 @@ def carry_out(ctx: RankContext, role: Role | None, plan: RecoveryPlan, detection
         ctx.pending = set()
     ctx.unrecovered = []
     ctx.event("restore_end", plan.step, ctx.rank, detail=f"resume at step {restored + 1}")
-    if promoted or ctx.switch is None:
-        ctx.arm_kills()
+    if promoted or not ctx.faults.armed:
+        ctx.faults.arm()
     times = {"epoch": plan.epoch, "replaced": t_replaced, "restored": ctx.now(), **detection.times}
     if not spawned:  # a spawned process starts after the plan: its clock says nothing about planning
         times["plan"] = t_plan

@@ -128,14 +128,14 @@ def run_rank(ctx: RankContext, role: Role | None = None) -> str:
     role = role if role is not None else make_role(ctx)
     outcome, reason = "done", ""
     ctx.cpu_t0 = time.process_time()  # start-up (imports, kernels, shard) is not training's CPU
-    ctx.arm_kills()
+    ctx.faults.arm()
     while True:
         try:
             role.run()
             # Training is over on this rank. A fault-tolerant agreement makes sure it is over
             # everywhere: a rank that died meanwhile (even mid-evaluation) is recovered from
             # here too, instead of failing the final report.
-            ctx.disarm_kills()
+            ctx.faults.disarm()
             with guard("end of training"):
                 ctx.comms.world.Agree(1)
             break
@@ -145,10 +145,10 @@ def run_rank(ctx: RankContext, role: Role | None = None) -> str:
             if reason:
                 outcome = "lost"
                 break
-    ctx.disarm_kills()
+    ctx.faults.disarm()
     if ctx.dead:
         return wait_for_release(ctx)
-    ctx.die_if_killed_at_end()
+    ctx.faults.die_if_killed_at_end()
     report = {"info": ctx.rank_info(), "events": ctx.events, "dead": False, "role": role.final_report(),
               "strategy": ctx.agent.summary(), "recoveries": ctx.recoveries}
     reports = hand_in(ctx, report)

@@ -25,7 +25,7 @@ class Spare:
     def run(self) -> None:
         # A step kill planned for a spare fires when the monitor's step notice arrives: poll often
         # then, or the run may pass (or lose) the step before the spare hears of it.
-        by_step = any(k.role in ("spare", "node") and k.step is not None for k in self.ctx.kills)
+        by_step = self.ctx.faults.by_step("spare", "node")
         while True:
             kind, payload = recv(self.ctx.comms.world, self.ctx.monitor_rank, TAG_CONTROL, "spare wait",
                                  max_pause=0.002 if by_step else 0.05)
@@ -33,7 +33,7 @@ class Spare:
                 raise EmulatedFailure(*payload)
             if kind == "step":  # a step kill of a spare fires when the run reaches its step
                 self.ctx.current_step = payload
-                self.ctx.kill_status(payload)
+                self.ctx.faults.fire_if_due(payload)
                 continue
             return
 

@@ -68,7 +68,7 @@ def spawn_replacements(ctx: RankContext, plan: RecoveryPlan) -> None:
 
 def join_payload(ctx: RankContext, plan: RecoveryPlan, slot: Slot, i: int) -> dict[str, Any]:
     return {"slot": slot, "plan": plan, "t0_wall": ctx.t0_wall, "run_id": ctx.run_id, "epoch": ctx.epoch,
-            "consumed": sorted(ctx.consumed | set(plan.consumed)),
+            "consumed": sorted(ctx.faults.consumed | set(plan.consumed)),
             "first_rank": ctx.cfg.n_ranks + ctx.spawned + i,
             "resume_from": ctx.resume_from, "ulfm": ctx.ulfm}
 
@@ -93,7 +93,7 @@ def join_context(cfg: Config, out_path: Path, worker_args: list[str]) -> tuple[R
                       resume_from=payload["resume_from"])
     ctx.first_rank = payload["first_rank"]
     ctx.run_id, ctx.epoch = payload["run_id"], payload["epoch"]
-    ctx.consumed = set(payload["consumed"])
+    ctx.faults.consumed = set(payload["consumed"])
     ctx.failures_seen = 1  # it exists because of a failure: it skips MPI_Finalize like the others
     ctx.worker_args = worker_args
     ctx.awaiting_restore = True

@@ -92,8 +92,8 @@ class Trainer:
         # Every step's record reaches the monitor at once when a failure can be recovered: if every
         # trainer dies, records they kept unsent are gone (a timeline with a hole, re-executed
         # steps not counted). Spares also learn the step from these reports. One small eager send.
-        self.flush_every = 1 if self.keep_undo or any(k.role == "spare" and k.step is not None
-                                                      for k in ctx.kills) else cfg.training.log_every
+        self.flush_every = (1 if self.keep_undo or ctx.faults.by_step("spare")
+                            else cfg.training.log_every)
 
     # -- state ----------------------------------------------------------------
     def reset(self) -> None:

@@ -72,7 +72,7 @@ def test_none_loses_the_run(tmp_path):
 def test_the_kill_that_fired_is_consumed_once(tmp_path):
     ctx = context(tmp_path, kills="server:1@step=10;server:1@step=30;trainer:0@step=12")
     plan = make_plan(ctx, fail(ctx, [Slot("server", 1)]))
-    fired = [k for k in ctx.kills if k.seq in plan.consumed]
+    fired = [k for k in ctx.faults.kills if k.seq in plan.consumed]
     assert [str(k) for k in fired] == ["server:1@step=10"]  # not the later one of the same slot
 
 

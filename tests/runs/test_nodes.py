@@ -20,7 +20,9 @@ from mpiec.layout import Slot, initial_slots
 from mpiec.results import decode
 from mpiec.roles.context import RankContext
 from mpiec.roles.recovery import make_plan
+from mpiec.strategies.agents import Coordinator
 from mpiec.strategies.base import Failure, RecoveryPlan, Scope
+from mpiec.strategies.env import RankEnv
 
 # 2 trainers, 6 servers, 2 spares, 2 ranks per node: node 0 = the trainers, nodes 1-3 = servers
 # (0, 1), (2, 3), (4, 5), node 4 = the spares (the acceptance layout)
@@ -35,7 +37,8 @@ def monitor_context(*sets: str, strategy: str = "ckpt", kill: list[str] | None =
     ctx = RankContext(cfg=cfg, slots=initial_slots(lay.trainers, lay.servers, lay.parity_ranks, lay.spares),
                       comms=Comms(world=world, data=None, trainers=None), ulfm=True, t0_wall=time.time(),
                       out_path=Path("/nonexistent/run.h5"))
-    ctx.strategy.plan = lambda failure: RecoveryPlan(Scope.COMMITTED)  # unbound: the runtime's part only
+    ctx.agent = Coordinator(RankEnv(ctx))
+    ctx.agent.plan = lambda failure: RecoveryPlan(Scope.COMMITTED)  # type: ignore[method-assign]  # runtime only
     return ctx
 
 
