@@ -131,7 +131,7 @@ def main(argv: list[str] | None = None) -> int:
         die_now()
         raise
     code = 1 if (rank == 0 and outcome != "done") else 0
-    if ctx.failures_seen and ulfm:
+    if ctx.ledger.failures_seen and ulfm:
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(code)  # skip MPI_Finalize after a real failure: it can wait on cut-off operations

@@ -20,7 +20,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
-from mpi4py import MPI
 
 from mpiec.comm import Comms
 from mpiec.config import Config
@@ -34,6 +33,7 @@ from mpiec.layout import (
     stripe_placement,
     table_offsets,
 )
+from mpiec.roles.ledger import RecoveryLedger
 from mpiec.strategies import get_strategy_class
 from mpiec.strategies.agents import Agent, Coordinator, ParityAgent, ServerAgent, StepAgent, TrainerAgent
 from mpiec.strategies.base import Strategy
@@ -61,6 +61,7 @@ class RankContext:
     agent: Agent = field(init=False, repr=False)
     placement: RowPlacement = field(init=False)
     offsets: np.ndarray = field(init=False)
+    ledger: RecoveryLedger = field(default_factory=RecoveryLedger)  # failures and recoveries so far
     faults: Injector = field(init=False)  # the planned kills, which fired, the switch armed here
     events: list[tuple[Any, ...]] = field(default_factory=list)
     completed: int = -1  # last step this rank fully completed
@@ -68,21 +69,11 @@ class RankContext:
     # on, before the strategy's after_apply hook (ecrm: the parity exchange) lets s complete
     applied: int = -1
     current_step: int = 0  # the step (or evaluation after it) in progress
-    dead: bool = False  # emulated mode: this rank is the victim and only plays dead
-    failures_seen: int = 0  # failures this rank went through
     run_id: str = ""  # the monitor's token for this run (kill notes carry it)
     epoch: int = 0  # recoveries completed (the same on every rank)
     awaiting_restore: bool = False  # promoted, state not restored yet
-    pending: set[Slot] = field(default_factory=set)  # monitor: slots promoted in an unfinished recovery
-    unrecovered: list[Slot] = field(default_factory=list)  # slots dead since the last completed recovery
-    report_deaths: list[Slot] = field(default_factory=list)  # slots that died during the final report
-    empty_failures: int = 0  # monitor: consecutive failures in which no rank had died
     role_slot: Slot | None = None  # the slot the rank's current role object was built for
     role: Role | None = None  # that role object (``runner.make_role``): survives an interrupted recovery
-    # monitor: (old world, emulated victims' ranks)
-    retired: list[tuple[MPI.Intracomm, list[int]]] = field(default_factory=list)
-    retired_world: MPI.Intracomm | None = None  # emulated victim: the world it left
-    recoveries: list[dict[str, float]] = field(default_factory=list)  # phase times of each recovery
     resume_from: str = ""  # checkpoint root of ``mpiec run --resume``
     resumed_step: int = -1  # the checkpoint step a resumed run started from
     worker_args: list[str] = field(default_factory=list)  # how this worker was started (spawn reuses them)

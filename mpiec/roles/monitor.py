@@ -235,7 +235,7 @@ class Monitor:
             w.add_eval(*e)
         kills = self.kill_events()
         late = [(ctx.current_step, ctx.now(), "report_death", ctx.holders.get(s, -1), s.role, s.index,
-                 "died during the final report, after training") for s in ctx.report_deaths]
+                 "died during the final report, after training") for s in ctx.ledger.report_deaths]
         events = sorted(kills + late + [ev for r in reports for ev in r["events"]], key=lambda e: e[1])
         for ev in events:
             w.add_event(*ev)

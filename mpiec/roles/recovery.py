@@ -89,7 +89,7 @@ def detect_ulfm(ctx: RankContext, exc: PeerFailure) -> Detection:
     dead = shrink_world(ctx)
     # Remembered at once: if the agreement below fails (another death), the next attempt
     # still knows these slots died.
-    ctx.unrecovered += [s for s in dead if s not in ctx.unrecovered]
+    ctx.ledger.unrecovered += [s for s in dead if s not in ctx.ledger.unrecovered]
     if all(s.role != MONITOR for s in ctx.slots):
         # The monitor never dies: survivors without it are the cut-off side of a network partition
         # (the heartbeat detector declared the rest dead). They stop instead of training apart.
@@ -103,7 +103,7 @@ def detect_ulfm(ctx: RankContext, exc: PeerFailure) -> Detection:
     with guard("agreement on the committed step"):
         agreed = agree_min(ctx.comms.world, mine)
     committed = agreed - 1 if agreed < INT_MAX else -2  # -2: no trainer or server survived
-    failure = Failure(step=committed + 1, committed=committed, dead=list(ctx.unrecovered),
+    failure = Failure(step=committed + 1, committed=committed, dead=list(ctx.ledger.unrecovered),
                       survivors=list(ctx.slots))
     return Detection(failure, {"detect": detected, "shrink": shrunk, "agree": ctx.now()}, exc.where)
 
@@ -123,17 +123,17 @@ def detect_emulated(ctx: RankContext, data_ranks: list[int], step: int | None) -
         new = intracomm(old.Split(MPI.UNDEFINED if victim else 0, ctx.rank))
     ctx.comms.free()
     if victim:
-        ctx.dead = True
-        ctx.retired_world = old
+        ctx.ledger.dead = True
+        ctx.ledger.retired_world = old
         return Detection(Failure(step=step, committed=step - 1, dead=dead, emulated=True))
     new.Set_errhandler(MPI.ERRORS_RETURN)
-    ctx.retired.append((old, [r for r, s in enumerate(ctx.slots) if s in dead]))
+    ctx.ledger.retired.append((old, [r for r, s in enumerate(ctx.slots) if s in dead]))
     ctx.comms = Comms(world=new, data=None, trainers=None)
     ctx.slots = [s for s in ctx.slots if s not in dead]
-    ctx.unrecovered += [s for s in dead if s not in ctx.unrecovered]
+    ctx.ledger.unrecovered += [s for s in dead if s not in ctx.ledger.unrecovered]
     ctx.gone.update(ctx.holders.get(s, -1) for s in dead)
     t = ctx.now()
-    failure = Failure(step=step, committed=step - 1, dead=list(ctx.unrecovered), emulated=True,
+    failure = Failure(step=step, committed=step - 1, dead=list(ctx.ledger.unrecovered), emulated=True,
                       survivors=list(ctx.slots))
     return Detection(failure, {"detect": detected, "shrink": t, "agree": t}, "emulated death")
 
@@ -141,7 +141,7 @@ def detect_emulated(ctx: RankContext, data_ranks: list[int], step: int | None) -
 def merge(previous: Detection | None, new: Detection) -> Detection:
     """A failure during a recovery: the new detection, keeping the first one's detection time.
 
-    (The dead slots need no merging: every detection reads them from ``ctx.unrecovered``.)
+    (The dead slots need no merging: every detection reads them from ``ctx.ledger.unrecovered``.)
     """
     if previous is None:
         return new
@@ -183,8 +183,8 @@ def make_plan(ctx: RankContext, failure: Failure) -> RecoveryPlan:
         failure.committed = ctx.current_step - 1
         failure.step = ctx.current_step
     ctx.current_step = max(ctx.current_step, failure.committed + 1)  # survivors may be ahead of progress
-    ctx.empty_failures = 0 if failure.dead else ctx.empty_failures + 1
-    if ctx.empty_failures > 3:  # an MPI error that is no rank's death, again and again
+    ctx.ledger.empty_failures = 0 if failure.dead else ctx.ledger.empty_failures + 1
+    if ctx.ledger.empty_failures > 3:  # an MPI error that is no rank's death, again and again
         plan = RecoveryPlan.abort("repeated MPI errors without a failed process (see the ranks' messages)")
     else:
         plan = ctx.coordinator().plan(failure)
@@ -212,7 +212,7 @@ def make_plan(ctx: RankContext, failure: Failure) -> RecoveryPlan:
             plan.assignments[spare] = dead
             slots[slots.index(spare)] = dead
     if not plan.aborts:
-        replaced = ctx.pending | set(plan.assignments.values()) | set(plan.spawn)
+        replaced = ctx.ledger.pending | set(plan.assignments.values()) | set(plan.spawn)
         trainers_left = [s for s in slots if s.role == TRAINER and s not in replaced]
         lost_trainer = any(s.role == TRAINER for s in replaced)
         if plan.scope is not Scope.ROLLBACK and not trainers_left and lost_trainer:
@@ -220,7 +220,7 @@ def make_plan(ctx: RankContext, failure: Failure) -> RecoveryPlan:
                                       f"{ctx.cfg.strategy.name} keeps no copy of it")
     plan.slots = slots + list(plan.spawn)
     plan.failure = failure
-    replaced = ctx.pending | set(plan.assignments.values()) | set(plan.spawn)
+    replaced = ctx.ledger.pending | set(plan.assignments.values()) | set(plan.spawn)
     plan.replaced = sorted(replaced, key=slot_order)
     return plan
 
@@ -231,7 +231,7 @@ def share_plan(ctx: RankContext, failure: Failure) -> RecoveryPlan:
     with guard("recovery plan"):
         plan = ctx.comms.world.bcast(plan, root=0)
     if ctx.rank == 0:  # promoted slots stay pending until a recovery completes
-        ctx.pending = set(plan.replaced)
+        ctx.ledger.pending = set(plan.replaced)
     return plan
 
 
@@ -243,7 +243,7 @@ def log_detection(ctx: RankContext, detection: Detection, plan: RecoveryPlan) ->
     dead = [str(s) for s in detection.failure.dead]
     for kind, detail in (("detect", detection.where), ("shrink", f"dead {dead}"),
                          ("agree", f"committed step {plan.committed}")):
-        if kind in detection.times and not ctx.dead:
+        if kind in detection.times and not ctx.ledger.dead:
             ctx.event(kind, plan.step, ctx.rank, detail=detail, at=detection.times[kind])
 
 
@@ -328,15 +328,15 @@ def carry_out(ctx: RankContext, role: Role | None, plan: RecoveryPlan, detection
     role.after_recovery(plan)
     ctx.agent.on_recovered(plan)
     if ctx.rank == 0:
-        ctx.pending = set()
-    ctx.unrecovered = []
+        ctx.ledger.pending = set()
+    ctx.ledger.unrecovered = []
     ctx.event("restore_end", plan.step, ctx.rank, detail=f"resume at step {restored + 1}")
     if promoted or not ctx.faults.armed:
         ctx.faults.arm()
     times = {"epoch": plan.epoch, "replaced": t_replaced, "restored": ctx.now(), **detection.times}
     if not spawned:  # a spawned process starts after the plan: its clock says nothing about planning
         times["plan"] = t_plan
-    ctx.recoveries.append(times)
+    ctx.ledger.recoveries.append(times)
     return role
 
 

@@ -103,7 +103,7 @@ def recover(ctx: RankContext, role: Role, exc: Exception) -> tuple[Role, str]:
     while True:
         try:
             detection = merge(detection, detect(ctx, exc))
-            if ctx.dead:  # emulated victim: out of world, waits for the end
+            if ctx.ledger.dead:  # emulated victim: out of world, waits for the end
                 return role, "dead"
             plan = share_plan(ctx, detection.failure)
             if plan.aborts:
@@ -140,19 +140,19 @@ def run_rank(ctx: RankContext, role: Role | None = None) -> str:
                 ctx.comms.world.Agree(1)
             break
         except (PeerFailure, EmulatedFailure) as exc:
-            ctx.failures_seen += 1
+            ctx.ledger.failures_seen += 1
             role, reason = recover(ctx, role, exc)
             if reason:
                 outcome = "lost"
                 break
     ctx.faults.disarm()
-    if ctx.dead:
+    if ctx.ledger.dead:
         return wait_for_release(ctx)
     ctx.faults.die_if_killed_at_end()
     report = {"info": ctx.rank_info(), "events": ctx.events, "dead": False, "role": role.final_report(),
-              "strategy": ctx.agent.summary(), "recoveries": ctx.recoveries}
+              "strategy": ctx.agent.summary(), "recoveries": ctx.ledger.recoveries}
     reports = hand_in(ctx, report)
-    held_state = [s for s in ctx.report_deaths if s.role in (TRAINER, SERVER)]
+    held_state = [s for s in ctx.ledger.report_deaths if s.role in (TRAINER, SERVER)]
     if held_state and outcome == "done":
         outcome = "lost"
         reason = (f"{', '.join(map(str, held_state))} died during the final report, after training: "
@@ -161,7 +161,7 @@ def run_rank(ctx: RankContext, role: Role | None = None) -> str:
     if ctx.rank == 0:
         assert reports is not None  # the gather's root
         cast("Monitor", role).write_result(reports, outcome, reason if reason != "dead" else "")  # rank 0
-    if ctx.failures_seen:
+    if ctx.ledger.failures_seen:
         # Hold everyone until the file is written: after a failure the caller skips
         # MPI_Finalize (Open MPI can hang there with operations the failure cut off).
         try:
@@ -174,7 +174,7 @@ def run_rank(ctx: RankContext, role: Role | None = None) -> str:
             # file): not worth a "stopping" line on a run that succeeded.
             pass
         if ctx.rank == 0:
-            for old, victims in ctx.retired:
+            for old, victims in ctx.ledger.retired:
                 for r in victims:
                     old.send(("release", None), dest=r, tag=TAG_CONTROL)
     return outcome
@@ -186,7 +186,7 @@ def hand_in(ctx: RankContext, report: dict[str, Any]) -> list[dict[str, Any]] | 
     Collective over ``world``, once per rank, after training. Under ULFM a rank may die during the
     gather (a crash right after training, a kill planned ``@end``): the survivors then agree that
     it failed (``Agree`` raises the same error on every survivor when a rank died), shrink
-    ``world`` and gather again without the dead, whose slots go to ``ctx.report_deaths`` for the
+    ``world`` and gather again without the dead, whose slots go to ``ctx.ledger.report_deaths`` for the
     monitor to record. Without ULFM such a death ends the job.
     """
     while True:
@@ -207,12 +207,12 @@ def hand_in(ctx: RankContext, report: dict[str, Any]) -> list[dict[str, Any]] | 
             ok = 0
         if ok:
             return reports
-        ctx.failures_seen += 1
-        ctx.report_deaths += shrink_world(ctx)
+        ctx.ledger.failures_seen += 1
+        ctx.ledger.report_deaths += shrink_world(ctx)
 
 
 def wait_for_release(ctx: RankContext) -> str:
     """An emulated victim: out of every communicator, it waits for the monitor's word."""
-    assert ctx.retired_world is not None  # set when the victim left (``recovery.detect_emulated``)
-    recv(ctx.retired_world, 0, TAG_CONTROL, "victim wait", max_pause=0.05)
+    assert ctx.ledger.retired_world is not None  # set when the victim left (``recovery.detect_emulated``)
+    recv(ctx.ledger.retired_world, 0, TAG_CONTROL, "victim wait", max_pause=0.05)
     return "done"

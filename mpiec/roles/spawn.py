@@ -94,7 +94,7 @@ def join_context(cfg: Config, out_path: Path, worker_args: list[str]) -> tuple[R
     ctx.first_rank = payload["first_rank"]
     ctx.run_id, ctx.epoch = payload["run_id"], payload["epoch"]
     ctx.faults.consumed = set(payload["consumed"])
-    ctx.failures_seen = 1  # it exists because of a failure: it skips MPI_Finalize like the others
+    ctx.ledger.failures_seen = 1  # it exists because of a failure: it skips MPI_Finalize like the others
     ctx.worker_args = worker_args
     ctx.awaiting_restore = True
     return ctx, plan

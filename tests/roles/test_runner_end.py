@@ -54,5 +54,5 @@ def test_a_peer_gone_after_the_final_hold_does_not_stop_a_rank_that_recovered(tm
                       comms=Comms(world=world, data=None, trainers=None), ulfm=True, t0_wall=0.0,
                       out_path=tmp_path / "run.h5")
     ctx.agent = make_agent(ctx.strategy, RankEnv(ctx), ctx.slot.role, None)
-    ctx.failures_seen = 1  # the hold runs only after a failure
+    ctx.ledger.failures_seen = 1  # the hold runs only after a failure
     assert run_rank(ctx, Role()) == "done" and world.held == 1
