@@ -1,7 +1,11 @@
 """Check-N-Run's rules without MPI: the intermittent baseline rule, bits from expected restores,
-chain assembly from the manifests, the row encoding, and a corrupted diff named."""
+chain assembly from the manifests, the row encoding, a corrupted diff named, and the agents the
+factory composes writing, committing and restoring a chain in process."""
 
 from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -9,9 +13,16 @@ import pytest
 from mpiec.checkpoint import CheckpointError, CheckpointStore
 from mpiec.config import load_config
 from mpiec.errors import ConfigError
+from mpiec.layout import SERVER, TRAINER, Slot
 from mpiec.strategies import STRATEGIES
+from mpiec.strategies.base import RecoveryPlan, Scope, ServerShard
+from mpiec.strategies.checkpointing.chain import ChainWriter
 from mpiec.strategies.cnr import (
+    HEADER,
     CheckNRun,
+    CnrCoordinator,
+    CnrServer,
+    CnrTrainer,
     bits_for_restores,
     chain_of,
     cnr_bits,
@@ -51,26 +62,31 @@ def cfg_with(**params):
 
 def test_bits_auto_uses_the_kill_plan():
     assert expected_restores(cfg_with()) == 0
-    assert cnr_bits(cfg_with(), {"quantization": "none"}) == 32
-    assert cnr_bits(cfg_with(), {"quantization": "adaptive", "bits": "auto"}) == 2
+    assert cnr_bits(cfg_with(), "none") == 32
+    assert cnr_bits(cfg_with(), "adaptive", "auto") == 2
     plan = "server:0@step=5;server:1@step=9;trainer:0@step=12;spare:0@step=3"  # spares do not restore
     assert expected_restores(cfg_with(kill=plan)) == 3
-    assert cnr_bits(cfg_with(kill=plan), {"quantization": "adaptive", "bits": "auto"}) == 3
-    assert cnr_bits(cfg_with(kill=plan), {"quantization": "kmeans", "bits": 8}) == 8
+    assert cnr_bits(cfg_with(kill=plan), "adaptive", "auto") == 3
+    assert cnr_bits(cfg_with(kill=plan), "kmeans", 8) == 8
     cfg = cfg_with()
     cfg.failures.mtbf_s, cfg.failures.timeout_s = 10.0, 100.0
-    assert expected_restores(cfg) == 10 and cnr_bits(cfg, {"quantization": "symmetric"}) == 4
+    assert expected_restores(cfg) == 10 and cnr_bits(cfg, "symmetric") == 4
 
 
-@pytest.mark.parametrize("params", [{"diff": "twice"}, {"quantization": "fp8"}, {"bits": 5}, {"bits": True}])
-def test_invalid_params_are_refused(params):
-    with pytest.raises(ConfigError):
-        CheckNRun.validate_params(cfg_with(**params))
+@pytest.mark.parametrize("params,key", [
+    ({"diff": "twice"}, "diff"), ({"quantization": "fp8"}, "quantization"), ({"bits": 5}, "bits"),
+    ({"bits": True}, "bits"), ({"interval": 0}, "interval"), ({"mode": "lazy"}, "mode")])
+def test_invalid_params_are_refused(params, key):
+    with pytest.raises(ConfigError, match=f"strategy.{key} must be"):
+        CheckNRun.validate(cfg_with(**params))
 
 
 def test_valid_params_pass():
-    CheckNRun.validate_params(cfg_with(diff="intermittent", quantization="kmeans", bits=3))
+    CheckNRun.validate(cfg_with(diff="intermittent", quantization="kmeans", bits=3))
     assert {"diff", "quantization", "bits", "interval", "keep"} <= CheckNRun.param_keys()
+    p = CheckNRun(cfg_with()).params  # ckpt's keys and defaults, but the decoupled (async) write
+    assert (p.mode, p.diff, p.quantization, p.bits) == ("async", "one-shot", "none", "auto")
+    assert (p.interval, p.keep, p.first) == ("auto", 2, 10)
 
 
 def write(store, step, kind, prev, rows, table, method="none", bits=32):
@@ -144,3 +160,149 @@ def test_empty_diff_encodes(tmp_path):
     for method in ("none", "adaptive"):
         arrays, err = encode_rows(np.zeros((0, 5), dtype=np.float32), 4, method, 4)
         assert decode_rows(arrays, 4, method, 4).shape == (0, 5) and err.size == 0
+
+
+# -- the agents, in process ------------------------------------------------------------------------
+class Env:
+    """A ``RankEnv`` stand-in: what the agents read, and what they log and send."""
+
+    def __init__(self, cfg: Any, slot: Slot, tmp: Path, rank: int = 1) -> None:
+        self.cfg, self.slot, self.rank = cfg, slot, rank
+        self.epoch, self.completed, self.resume_from = 0, -1, ""
+        self.out_path = tmp / "run.h5"
+        self.events: list[tuple[str, int, str]] = []
+        self.sent: list[Any] = []
+
+    def now(self) -> float:
+        return 0.0
+
+    def event(self, kind: str, step: int, detail: str = "", at: float | None = None) -> None:
+        self.events.append((kind, step, detail))
+
+    def tell_monitor(self, payload: Any) -> None:
+        self.sent.append(payload)
+
+
+class Dense:
+    def __init__(self) -> None:
+        self.arrays = {"params": np.ones(4, np.float32)}
+
+    def state(self) -> dict[str, np.ndarray]:
+        return self.arrays
+
+    def load_state(self, state: dict[str, np.ndarray]) -> None:
+        self.arrays = {k: np.array(v) for k, v in state.items()}
+
+    def reset(self) -> None:
+        self.arrays = {"params": np.zeros(4, np.float32)}
+
+
+class Shard:
+    """Global rows ``ids`` (−1: padding) of a table of ``dim`` weights and one optimizer column."""
+
+    def __init__(self, ids: list[int], dim: int = 2) -> None:
+        ids_ = np.array(ids, np.int64)
+        self.shard = ServerShard(0, np.zeros((len(ids_), dim + 1), np.float32), ids_, dim)
+
+    def state(self) -> dict[str, np.ndarray]:
+        return {"global_rows": self.shard.global_rows, "table": self.shard.table}
+
+    def load_state(self, state: dict[str, np.ndarray]) -> None:
+        self.shard.table[:] = state["table"]
+
+    def reset(self) -> None:
+        self.shard.table[:] = 0
+
+    def load_rows(self, rows: np.ndarray, table: np.ndarray) -> int:
+        where = {int(g): i for i, g in enumerate(self.shard.global_rows) if g >= 0}
+        mine = [(where[int(g)], row) for g, row in zip(rows, table, strict=True) if int(g) in where]
+        for i, row in mine:
+            self.shard.table[i] = row
+        return len(mine)
+
+    def n_rows(self) -> int:
+        return int((self.shard.global_rows >= 0).sum())
+
+
+def cnr_cfg(tmp_path: Path, *sets: str):
+    return load_config("tiny", strategy="cnr", sets=[f"strategy.dir='{tmp_path / 'ck'}'", *sets])
+
+
+def test_the_factory_composes_each_role_with_what_it_needs(tmp_path):
+    cfg = cnr_cfg(tmp_path)
+    strategy = CheckNRun(cfg)
+    coord = strategy.coordinator(Env(cfg, Slot("monitor", 0), tmp_path, rank=0))
+    t0 = strategy.trainer(Env(cfg, Slot(TRAINER, 0), tmp_path), Dense())
+    t1 = strategy.trainer(Env(cfg, Slot(TRAINER, 1), tmp_path), Dense())
+    s1 = strategy.server(Env(cfg, Slot(SERVER, 1), tmp_path), Shard([1, 3]))
+    assert isinstance(coord, CnrCoordinator) and (tmp_path / "ck").is_dir()
+    assert isinstance(t0, CnrTrainer) and t0.schedule is not None and t0.writer.part == "trainer"
+    assert t0.writer.writer is not None  # async by default: the decoupled write
+    assert t1.schedule is None and t1.writer is None and t1.header_word(3) == 0
+    assert isinstance(s1, CnrServer) and isinstance(s1.writer, ChainWriter) and s1.writer.part == "server-1"
+    assert s1.writer.writer is not None and s1.tracker.diff == "one-shot" and s1.tracker.base == -1
+    for writer in (t0.writer, s1.writer):
+        writer.finish()
+
+
+def test_the_header_word_carries_the_schedule_part_time_and_changed_rows():
+    word = HEADER.pack(checkpoint=1, part_ms=(1 << 24) - 1, changed_rows=(1 << 38) - 1)
+    assert 0 < word < 2**63
+    assert [HEADER.get(word, f) for f in ("checkpoint", "part_ms", "changed_rows")] == [
+        1, (1 << 24) - 1, (1 << 38) - 1]
+
+
+def test_the_agents_write_a_chain_the_coordinator_commits_and_a_new_server_restores(tmp_path):
+    cfg = cnr_cfg(tmp_path, "strategy.interval=2", "strategy.mode='sync'", "strategy.diff='consecutive'",
+                  "strategy.keep=1")
+    strategy = CheckNRun(cfg)
+    coord = strategy.coordinator(Env(cfg, Slot("monitor", 0), tmp_path, rank=0))
+    envs = [Env(cfg, Slot(TRAINER, i), tmp_path) for i in range(2)] + [
+        Env(cfg, Slot(SERVER, i), tmp_path) for i in range(2)]
+    shards = [Shard([0, 2, 4, -1]), Shard([1, 3, 5])]
+    agents = [strategy.trainer(envs[0], Dense()), strategy.trainer(envs[1], Dense()),
+              strategy.server(envs[2], shards[0]), strategy.server(envs[3], shards[1])]
+    changed = []
+    for step in range(6):
+        words = np.array([a.header_word(step) for a in agents])
+        changed.append(list(HEADER.column(words[2:], "changed_rows")))
+        for shard, agent in zip(shards, agents[2:], strict=True):  # the apply: one row a step
+            slots = np.array([step % 3])
+            shard.shard.table[slots] += step + 1
+            agent.after_apply(step, slots, None, None)
+        for a in agents:
+            a.after_step(step, words)
+            a.background(step)
+        for env in envs:
+            for m in env.sent:
+                coord.on_message(env.slot, m)
+            env.sent.clear()
+    # checkpoints after steps 1, 3, 5: a baseline of all 3 + 3 rows, then the rows changed since the last
+    assert [r[:2] + (r[5],) for r in coord.checkpoint_rows()] == [(1, "baseline", 6), (3, "diff", 4),
+                                                                   (5, "diff", 4)]
+    assert changed == [[0, 0], [1, 1], [0, 0], [1, 1], [2, 2], [3, 3]]  # since the baseline, before the step
+    assert [e[:2] for e in envs[0].events] == [("checkpoint_start", s) for s in (1, 3, 5)]
+    store = CheckpointStore(tmp_path / "ck")
+    assert store.complete_steps() == [5, 3, 1]  # keep = 1, and every member of its chain
+    link = store.manifest(5)["meta"]["cnr"]["parts"]["server-0"]
+    assert {k: link[k] for k in ("kind", "prev", "baseline", "rows")} == {"kind": "diff", "prev": 3,
+                                                                       "baseline": 1, "rows": 2}
+    assert chain_of(store, 5, "server-0") == [(1, "baseline"), (3, "diff"), (5, "diff")]
+    summary = coord.summary()
+    assert summary["baseline_checkpoints"] == 1 and summary["diff_checkpoints"] == 2
+    assert summary["rows_saved"] == 14 and summary["cnr_diff"] == "consecutive" and summary["cnr_bits"] == 32
+
+    # a replacement server restores the chain bit-exactly, its tracking as right after writing step 5
+    fresh = Shard([0, 2, 4, -1])
+    server = strategy.server(Env(cfg, Slot(SERVER, 0), tmp_path), fresh)
+    plan = RecoveryPlan(Scope.ROLLBACK, candidates=[5, 3, 1, -1], step=6)
+    assert server.restore(plan, 5, True)
+    np.testing.assert_array_equal(fresh.shard.table, shards[0].shard.table)
+    assert (server.tracker.base, server.tracker.prev) == (1, 5)
+    assert HEADER.get(server.header_word(6), "changed_rows") == 3  # slots 0, 1, 2 are in the diffs
+    assert server.summary()["restores"] == 1
+    assert "restore_row_error_max" not in server.summary()  # the error estimate is the writer's own
+    assert agents[2].restore(plan, 3, False)  # the server that wrote the chain knows its (zero) error
+    figures = agents[2].summary()
+    assert figures["restores"] == 1 and figures["restore_row_error_max"] == 0
+    assert set(summary) | set(agents[0].summary()) | set(figures) == set(strategy.summary_rules)
