@@ -5,6 +5,7 @@ header words, and the monitor's plan (snapshot candidates, the disk fallback, th
 from __future__ import annotations
 
 import itertools
+from pathlib import Path
 from types import SimpleNamespace
 
 import numpy as np
@@ -15,10 +16,11 @@ from mpiec.config import load_config
 from mpiec.errors import ConfigError
 from mpiec.layout import SERVER, TRAINER, Slot
 from mpiec.strategies.base import Failure, Scope
+from mpiec.strategies.ecsnap.agents import HEADER, disk_words
 from mpiec.strategies.ecsnap.exchange import restore_shards
 from mpiec.strategies.ecsnap.geometry import Geometry
 from mpiec.strategies.ecsnap.snapshot import Snapshot, decode_block, encode_block
-from mpiec.strategies.ecsnap.strategy import WORD_SNAPSHOT, ErasureCodedSnapshots
+from mpiec.strategies.ecsnap.strategy import ErasureCodedSnapshots
 
 
 def ecsnap_config(*sets: str):
@@ -152,6 +154,27 @@ def test_an_undecodable_stripe_is_named():
 
 # -- the commit rule, on a trainer agent (no MPI) ------------------------------------------------
 
+class Env:
+    """A ``RankEnv`` stand-in: what the agents read, and what they log and send."""
+
+    def __init__(self, cfg, slot: Slot, tmp: Path | None = None, rank: int = 1) -> None:
+        self.cfg, self.slot, self.rank = cfg, slot, rank
+        self.epoch, self.completed, self.resume_from = 0, -1, ""
+        self.out_path = (tmp or Path("/nonexistent")) / "run.h5"
+        self.placement = SimpleNamespace(n_local=lambda s: 100)
+        self.events: list = []
+        self.told: list = []
+
+    def now(self) -> float:
+        return 0.0
+
+    def event(self, kind, step, detail="", at=None) -> None:
+        self.events.append((kind, step, detail))
+
+    def tell_monitor(self, payload) -> None:
+        self.told.append(payload)
+
+
 class FakeTrainer:
     def __init__(self):
         self.params = np.arange(6, dtype=np.float32)
@@ -160,54 +183,61 @@ class FakeTrainer:
     def state(self):
         return {"params": self.params, "dense_state": self.dense_state}
 
+    def load_state(self, state):
+        self.params, self.dense_state = np.array(state["params"]), np.array(state["dense_state"])
 
-def trainer_agent(*sets: str, index: int = 0):
-    cfg = ecsnap_config(*sets)
-    agent = ErasureCodedSnapshots(cfg)
-    told, events = [], []
-    ctx = SimpleNamespace(slot=Slot(TRAINER, index), placement=SimpleNamespace(n_local=lambda s: 100),
-                          rank=1, epoch=0, tell_monitor=told.append,
-                          event=lambda kind, step, *a, **kw: events.append((kind, step, kw.get("detail"))))
-    agent.bind(ctx, FakeTrainer())
-    return agent, told, events
+    def reset(self):
+        self.__init__()
+
+
+def trainer_agent(*sets: str, index: int = 0, tmp: Path | None = None):
+    env = Env(ecsnap_config(*sets), Slot(TRAINER, index), tmp)
+    agent = ErasureCodedSnapshots(env.cfg).trainer(env, FakeTrainer())
+    return agent, env.told, env.events
 
 
 def words(lead: int, done: list[int]) -> np.ndarray:
     """Header words of tiny (2 trainers, 2 servers): trainer 0's, then the servers' done markers."""
-    return np.array([lead, 0] + [d + 1 for d in done], dtype=np.int64)
+    return np.array([HEADER.pack(snapshot=lead), 0] + [HEADER.pack(done=d + 1) for d in done], dtype=np.int64)
 
 
 def test_a_snapshot_commits_when_every_servers_word_says_its_exchange_is_done():
     agent, told, events = trainer_agent("strategy.interval=5")
-    assert agent.header_word(3) == 0 and agent.header_word(4) == WORD_SNAPSHOT
+    assert agent.header_word(3) == 0 and agent.header_word(4) == HEADER.pack(snapshot=1)
     assert told == [("ecsnap", "start", 4)]
-    agent.after_step(4, words(WORD_SNAPSHOT, [-1, -1]))  # the snapshot of step 4 is taken
-    assert agent.building.step == 4 and agent.committed is None
+    snaps = agent.snaps
+    agent.after_step(4, words(1, [-1, -1]))  # the snapshot of step 4 is taken
+    assert snaps.building.step == 4 and snaps.committed is None
     agent.role.params += 1  # training goes on; the copy stays
-    assert agent.snaps[4].dense["params"][0] == 0
+    assert snaps.get(4).dense["params"][0] == 0
     assert agent.header_word(9) == 0  # not while one is building
     agent.after_step(5, words(0, [4, -1]))  # one server done: not yet
-    assert agent.committed is None
+    assert snaps.committed is None
     agent.after_step(6, words(0, [4, 4]))
-    assert agent.committed.step == 4 and agent.building is None and agent.committed.promoted_at == 6
+    assert snaps.committed.step == 4 and snaps.building is None and snaps.committed.promoted_at == 6
     assert [e[0] for e in events] == ["snapshot"] and told[-1][:3] == ("ecsnap", "commit", 4)
     # the next snapshot keeps the committed one until it commits itself, then reuses its buffers
-    agent.after_step(9, words(WORD_SNAPSHOT, [4, 4]))
-    assert sorted(agent.snaps) == [4, 9] and agent.committed.step == 4
-    old = agent.snaps[4].dense["params"]
+    agent.after_step(9, words(1, [4, 4]))
+    assert sorted(snaps.by_step) == [4, 9] and snaps.committed.step == 4
+    old = snaps.get(4).dense["params"]
     agent.after_step(10, words(0, [9, 9]))
-    assert sorted(agent.snaps) == [9] and agent.spare_buf.dense["params"] is old
+    assert sorted(snaps.by_step) == [9] and snaps.spare.dense["params"] is old
+
+
+def test_only_trainer_0_decides_and_announces():
+    agent, told, events = trainer_agent("strategy.interval=5", index=1)
+    assert agent.schedule is None and agent.header_word(4) == 0 and told == []
+    agent.after_step(4, words(1, [-1, -1]))  # trainer 0's word: every trainer takes the snapshot
+    agent.after_step(5, words(0, [4, 4]))
+    assert agent.snaps.committed.step == 4 and events == [] and told == []
 
 
 # -- the monitor's plan ---------------------------------------------------------------------------
 
-def monitor_agent(*sets: str):
-    cfg = ecsnap_config(*sets)
-    agent = ErasureCodedSnapshots(cfg)
-    events = []
-    agent.ctx = SimpleNamespace(rank=0, slot=Slot("monitor", 0),
-                                event=lambda kind, step, *a, **kw: events.append((kind, kw.get("detail"))))
-    return agent, events
+def monitor_agent(*sets: str, tmp: Path | None = None):
+    env = Env(ecsnap_config(*sets), Slot("monitor", 0), tmp, rank=0)
+    agent = ErasureCodedSnapshots(env.cfg).coordinator(env)
+    return agent, env.events
 
 
 def failure(dead, committed=25, trainers=(0, 1), servers=(0, 1)):
@@ -236,10 +266,21 @@ def test_more_than_r_losses_end_the_run_in_one_line_naming_the_stripe():
 
 def test_more_than_r_losses_with_disk_every_fall_back_to_the_disk_checkpoints(tmp_path):
     agent, events = monitor_agent("strategy.interval=10", "strategy.disk_every=10",
-                                  f"strategy.dir='{tmp_path}'")
-    agent.fallback.store = SimpleNamespace(complete_steps=lambda: [19, 9])
+                                  f"strategy.dir='{tmp_path / 'ck'}'", tmp=tmp_path)
+    agent.disk.store = SimpleNamespace(complete_steps=lambda: [19, 9])
     agent.on_message(Slot(TRAINER, 0), ("ecsnap", "start", 19))
     plan = agent.plan(failure([(SERVER, 0), (SERVER, 1)]))
     assert plan.scope is Scope.ROLLBACK and plan.candidates == [19, 9, -1]
     assert plan.kinds == ["disk", "disk", "initial"] and plan.disk_fallback
-    assert events[0][0] == "disk_fallback" and "stripe 0" in events[0][1]
+    assert events[0][0] == "disk_fallback" and "stripe 0" in events[0][2]
+    assert agent.resume_steps() == [19, 9]  # ``mpiec run --resume``: the disk checkpoints
+
+
+def test_the_disk_fallback_decision_travels_in_ecsnaps_header_and_reaches_ckpts_agents_in_theirs(tmp_path):
+    from mpiec.strategies.ckpt import HEADER as CKPT_HEADER
+
+    agent, _, _ = trainer_agent("strategy.interval=5", "strategy.disk_every=4", tmp=tmp_path)
+    word = agent.header_word(3)
+    assert HEADER.get(word, "checkpoint") == 1 and HEADER.get(word, "snapshot") == 0
+    both = np.array([HEADER.pack(snapshot=1, checkpoint=1), 0, HEADER.pack(done=7), HEADER.pack(done=7)])
+    assert list(disk_words(both)) == [CKPT_HEADER.pack(checkpoint=1), 0, 0, 0]

@@ -2,9 +2,11 @@
 
 Owns what one rank keeps of one snapshot (``Snapshot``): a server its shard's
 bytes and the parity blocks it holds for other stripes, a trainer its copy of
-the dense replica; and the codes' use on whole blocks of unequal size
-(``mac_into``, ``encode_block``, ``decode_block``): a block shorter than its
-stripe's ``L_t`` is read as zero-padded to ``L_t``, the padding never stored.
+the dense replica; which snapshots a rank holds (``SnapshotSet``: the committed
+one, the one building, and a released one's buffers for the next); and the
+codes' use on whole blocks of unequal size (``mac_into``, ``encode_block``,
+``decode_block``): a block shorter than its stripe's ``L_t`` is read as
+zero-padded to ``L_t``, the padding never stored.
 
 Invariants:
 
@@ -13,7 +15,10 @@ Invariants:
   parity is exact (GF codes on raw bytes), so a decode returns the lost shard
   byte for byte;
 * a snapshot's buffers are never written once it is complete, except by a
-  recovery that restores the lost blocks of a replaced rank (which had none).
+  recovery that restores the lost blocks of a replaced rank (which had none);
+* a ``SnapshotSet`` holds at most two snapshots (the committed one and the one
+  building): the building one's commit releases the previous committed one,
+  whose buffers the next snapshot reuses.
 """
 
 from __future__ import annotations
@@ -46,6 +51,63 @@ class Snapshot:
     @property
     def parity_bytes(self) -> int:
         return sum(b.nbytes for b in self.parity.values())
+
+
+class SnapshotSet:
+    """The snapshots one rank holds, by step: ``committed`` (the one to restore), ``building`` (taken,
+    not committed yet) and ``spare`` (a released snapshot, whose buffers the next one reuses)."""
+
+    def __init__(self) -> None:
+        self.by_step: dict[int, Snapshot] = {}
+        self.committed: Snapshot | None = None
+        self.building: Snapshot | None = None
+        self.spare: Snapshot | None = None
+
+    def take(self, step: int, started: float) -> Snapshot:
+        """The snapshot of ``step``, building from now (the spare's buffers, to be filled)."""
+        snap = self.spare or Snapshot(step)
+        self.spare = None
+        snap.step, snap.complete, snap.promoted_at, snap.started, snap.stall = step, False, None, started, 0.0
+        self.by_step[step] = self.building = snap
+        return snap
+
+    def commit(self, step: int) -> Snapshot:
+        """The building snapshot is committed after ``step``: it is the one to restore now, and the
+        previous committed one is released."""
+        snap = self.building
+        assert snap is not None, "no snapshot is building"
+        snap.promoted_at = step
+        old = self.committed
+        self.committed, self.building = snap, None
+        if old is not None:
+            self.by_step.pop(old.step, None)
+            self.spare = old
+        return snap
+
+    def get(self, step: int) -> Snapshot | None:
+        return self.by_step.get(step)
+
+    def put(self, snap: Snapshot) -> None:
+        """A snapshot a recovery brought back (decoded, or received from a peer)."""
+        self.by_step[snap.step] = snap
+
+    def complete_steps(self) -> list[int]:
+        return [s.step for s in self.by_step.values() if s.complete]
+
+    def keep_only(self, keep: Snapshot | None, restored: int) -> None:
+        """After a recovery: ``keep`` (None: nothing) is the committed snapshot, as of step
+        ``restored``; the others are released."""
+        if keep is not None:
+            keep.complete, keep.promoted_at = True, restored
+        for snap in self.by_step.values():
+            if snap is not keep:
+                self.spare = snap
+        self.by_step = {keep.step: keep} if keep is not None else {}
+        self.committed, self.building = keep, None
+
+    def held(self) -> list[Snapshot]:
+        """Every snapshot whose buffers this rank holds (the spare included)."""
+        return list(self.by_step.values()) + ([self.spare] if self.spare is not None else [])
 
 
 def as_bytes(table: np.ndarray) -> np.ndarray:
