@@ -9,8 +9,10 @@ import pytest
 from mpiec.config import load_config
 from mpiec.errors import ConfigError
 from mpiec.strategies import STRATEGIES
-from mpiec.strategies.checkpointing import interval_for_pls, measured_pls, predicted_pls
-from mpiec.strategies.cpr import PartialRecovery, PartialRecoveryMFU, cpr_interval, ssu_sampled
+from mpiec.strategies.checkpointing import Schedule, interval_for_pls, measured_pls, predicted_pls
+from mpiec.strategies.cpr import HEADER, PartialRecovery, PartialRecoveryMFU, cpr_interval, ssu_sampled
+from mpiec.strategies.cpr.ledger import LostUpdates
+from mpiec.strategies.cpr.partials import PartialSchedule
 
 
 def test_predicted_pls_is_the_papers_formula():
@@ -54,26 +56,26 @@ def test_interval_from_the_kill_plan_and_from_mtbf_s():
 
 def test_strategy_picks_the_interval():
     cfg = load_config("tiny", strategy="cpr", kill=["server:1@step=23"], sets=["strategy.target_pls=0.1"])
-    assert PartialRecovery(cfg).interval_steps == 10
+    assert PartialRecovery(cfg).factory.interval.steps == 10
     cfg = load_config("tiny", strategy="cpr", kill=["server:1@step=23"], sets=["strategy.interval=7"])
-    assert PartialRecovery(cfg).interval_steps == 7  # given directly: the target is not used
+    assert PartialRecovery(cfg).factory.interval.steps == 7  # given directly: the target is not used
     cfg = load_config("tiny", strategy="cpr-mfu", kill=["server:1@step=23"], sets=["strategy.interval=8"])
-    assert PartialRecoveryMFU(cfg).every == 2  # default: four partials per full interval
+    assert PartialRecoveryMFU(cfg).factory.partial_every == (2, None)  # default: four per full interval
 
 
 def test_interval_rule_and_resolved_steps_in_the_summary_keys():
     """Every checkpointing strategy says which rule chose its interval and what it came to in steps."""
     kill = ["server:1@step=23"]
-    given = PartialRecovery(load_config("tiny", strategy="cpr", kill=kill, sets=["strategy.interval=7"]))
-    assert given.interval_figures()["checkpoint_interval_steps"] == 7
-    assert given.interval_figures()["checkpoint_interval_rule"] == "given"
-    assert math.isnan(given.interval_figures()["checkpoint_interval_s"])
-    pls = PartialRecovery(load_config("tiny", strategy="cpr", kill=kill, sets=["strategy.target_pls=0.1"]))
-    assert pls.interval_figures() == {"checkpoint_interval_steps": 10, "checkpoint_interval_rule": "pls",
-                                      "checkpoint_interval_s": pytest.approx(math.nan, nan_ok=True)}
-    pls_s = PartialRecovery(load_config("tiny", strategy="cpr", sets=["failures.mtbf_s=60.0"]))
+    given = cpr_schedule(load_config("tiny", strategy="cpr", kill=kill, sets=["strategy.interval=7"]))
+    assert given.figures()["checkpoint_interval_steps"] == 7
+    assert given.figures()["checkpoint_interval_rule"] == "given"
+    assert math.isnan(given.figures()["checkpoint_interval_s"])
+    pls = cpr_schedule(load_config("tiny", strategy="cpr", kill=kill, sets=["strategy.target_pls=0.1"]))
+    assert pls.figures() == {"checkpoint_interval_steps": 10, "checkpoint_interval_rule": "pls",
+                             "checkpoint_interval_s": pytest.approx(math.nan, nan_ok=True)}
+    pls_s = cpr_schedule(load_config("tiny", strategy="cpr", sets=["failures.mtbf_s=60.0"]))
     pls_s.step_times.extend([0.5] * 5)  # no checkpoint taken yet: seconds over the step time
-    fig = pls_s.interval_figures()
+    fig = pls_s.figures()
     assert fig["checkpoint_interval_rule"] == "pls" and fig["checkpoint_interval_s"] == pytest.approx(12.0)
     assert fig["checkpoint_interval_steps"] == 24
     young = ckpt_schedule(load_config("tiny", strategy="ckpt", kill=kill))
@@ -89,11 +91,24 @@ def test_interval_rule_and_resolved_steps_in_the_summary_keys():
 
 def ckpt_schedule(cfg, now=lambda: 0.0):
     """``ckpt``'s schedule (trainer 0's) for ``cfg``, on clock ``now``."""
-    from mpiec.strategies.checkpointing import Schedule
     from mpiec.strategies.ckpt import FullCheckpoint
 
     strategy = FullCheckpoint(cfg)
     return Schedule.from_config(cfg, strategy.interval(), strategy.params.first, now)
+
+
+def cpr_schedule(cfg, now=lambda: 0.0):
+    """The schedule trainer 0's agent of a CPR strategy holds for ``cfg``, on clock ``now``."""
+    from mpiec.strategies import STRATEGIES
+
+    strategy = STRATEGIES[cfg.strategy.name](cfg)
+    return Schedule.from_config(cfg, strategy.factory.interval, strategy.params.first, now)
+
+
+def partial_schedule(cfg, now):
+    """Trainer 0's (full schedule, partial schedule) of a CPR variant for ``cfg``, on clock ``now``."""
+    schedule = cpr_schedule(cfg, now)
+    return schedule, PartialSchedule(schedule, *PartialRecoveryMFU(cfg).factory.partial_every)
 
 
 def test_young_waits_for_the_measured_save_time():
@@ -110,25 +125,24 @@ def test_young_waits_for_the_measured_save_time():
 
 def test_partials_follow_an_interval_in_seconds():
     """A full interval in seconds (MTBF in seconds): partials every quarter of it, not every step."""
-    from types import SimpleNamespace
-
     cfg = load_config("tiny", strategy="cpr-mfu", sets=["failures.mtbf_s=60.0"])
-    mfu = PartialRecoveryMFU(cfg)
-    assert mfu.interval_steps is None and mfu.interval_s == pytest.approx(2 * 2 * 60 * 0.05)
-    assert mfu.every == 0 and mfu.every_s == pytest.approx(mfu.interval_s / 4)
+    interval = PartialRecoveryMFU(cfg).factory.interval
+    assert interval.steps is None and interval.seconds == pytest.approx(2 * 2 * 60 * 0.05)
     clock = {"t": 10.0}
-    mfu.ctx = SimpleNamespace(now=lambda: clock["t"])
-    mfu.last_ckpt_t = 10.0  # a full checkpoint just now
-    assert not mfu.partial_due(5)
+    full, mfu = partial_schedule(cfg, lambda: clock["t"])
+    assert mfu.every == 0 and mfu.every_s == pytest.approx(interval.seconds / 4)
+    full.started(3)  # a full checkpoint just now
+    assert not mfu.due(5)
     clock["t"] = 10.0 + mfu.every_s
-    assert mfu.partial_due(5)
-    mfu.last_partial_t = clock["t"]  # taken: the next one a quarter interval later
-    assert not mfu.partial_due(6)
-    assert not mfu.partial_due(cfg.training.steps - 1)  # never after the last step
-    given = PartialRecoveryMFU(load_config("tiny", strategy="cpr-mfu", sets=["failures.mtbf_s=60.0",
-                                                                          "strategy.mfu_every=3"]))
+    assert mfu.due(5)
+    mfu.taken()  # taken: the next one a quarter interval later
+    assert not mfu.due(6)
+    assert not mfu.due(cfg.training.steps - 1)  # never after the last step
+    _, given = partial_schedule(load_config("tiny", strategy="cpr-mfu", sets=["failures.mtbf_s=60.0",
+                                                                           "strategy.mfu_every=3"]),
+                                lambda: 0.0)
     assert given.every == 3 and given.every_s is None
-    assert [s for s in range(12) if given.partial_due(s)] == [2, 5, 8, 11]
+    assert [s for s in range(12) if given.due(s)] == [2, 5, 8, 11]
 
 
 @pytest.mark.parametrize("assignment", ["strategy.target_pls=0.0", "strategy.target_pls=2.0",
@@ -137,12 +151,12 @@ def test_partials_follow_an_interval_in_seconds():
 def test_bad_params_are_refused(assignment):
     name = "cpr-ssu" if "ssu" in assignment else "cpr-mfu"
     with pytest.raises(ConfigError):
-        STRATEGIES[name].validate_params(load_config("tiny", strategy=name, sets=[assignment]))
+        STRATEGIES[name].validate(load_config("tiny", strategy=name, sets=[assignment]))
 
 
 def test_plain_cpr_has_no_partial_keys():
     with pytest.raises(ConfigError):
-        STRATEGIES["cpr"].validate_params(load_config("tiny", strategy="cpr", sets=["strategy.mfu_every=2"]))
+        STRATEGIES["cpr"].validate(load_config("tiny", strategy="cpr", sets=["strategy.mfu_every=2"]))
 
 
 def test_ssu_sample_is_deterministic_and_near_the_rate():
@@ -156,3 +170,23 @@ def test_ssu_sample_is_deterministic_and_near_the_rate():
 def test_every_summary_key_has_a_merge_rule():
     for name in ("cpr", "cpr-mfu", "cpr-ssu"):
         assert set(STRATEGIES[name].summary_rules.values()) <= {"sum", "max", "min", "first"}
+
+
+def test_the_update_count_and_the_part_time_have_their_own_header_fields():
+    """The servers' word: the update count no longer reads as a part write time (t_save) on trainer 0."""
+    word = HEADER.pack(part_ms=1500, updates=3_000_000_000)  # a long run's count, a 1.5 s part
+    assert HEADER.get(word, "part_ms") == 1500 and HEADER.get(word, "updates") == 3_000_000_000
+    assert HEADER.get(word, "checkpoint") == 0 and HEADER.get(word, "partial") == 0
+    assert HEADER.column([HEADER.pack(checkpoint=1), word], "updates").tolist() == [0, 3_000_000_000]
+
+
+def test_lost_updates_count_from_the_checkpoint_restored():
+    """Counts through step s - 1 arrive with step s; a full checkpoint after step 4; server 1 lost
+    after step 7: its count through 7 less its count through 4."""
+    ledger = LostUpdates()
+    for step in range(9):
+        ledger.observe(step, [10 * step, 100 * step], full=step == 4)
+    ledger.failed(7, {1: 4})
+    assert ledger.lost == 100 * 8 - 100 * 5
+    ledger.failed(7, {0: -1})  # restored the initial state: everything through step 7
+    assert ledger.lost == 300 + 80
