@@ -29,6 +29,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, TypeVar, cast
 
+import numpy as np
 from mpi4py import MPI
 
 from mpiec.layout import TRAINER, Slot, data_rank, servers_rank
@@ -292,3 +293,29 @@ def agree_min(comm: MPI.Intracomm, value: int, bits: int = 31) -> int:
         if comm.Agree(1 if value >= candidate else 0):
             result = candidate
     return result
+
+
+# -- all-to-all of rows (the step's exchanges, and strategies' recovery transfers) -------------
+
+def displacements(counts: np.ndarray) -> np.ndarray:
+    d = np.zeros_like(counts)
+    np.cumsum(counts[:-1], out=d[1:])
+    return d
+
+
+_MPI_TYPES = {np.dtype(np.int64): MPI.INT64_T, np.dtype(np.float32): MPI.FLOAT, np.dtype(np.uint8): MPI.BYTE}
+
+
+def alltoallv_buffers(send: np.ndarray, scounts: np.ndarray, recv: np.ndarray, rcounts: np.ndarray,
+                      width: int = 1) -> tuple[list, list]:
+    """Send and receive buffer specs of an all-to-all of rows of ``width`` elements (int64,
+    float32 or uint8); counts are in rows, rows are contiguous by destination/source."""
+    mpitype = _MPI_TYPES[send.dtype]
+    sc, rc = scounts * width, rcounts * width
+    return [send, (sc, displacements(sc)), mpitype], [recv, (rc, displacements(rc)), mpitype]
+
+
+def ialltoallv(comm: MPI.Intracomm, send: np.ndarray, scounts: np.ndarray, recv: np.ndarray,
+               rcounts: np.ndarray, width: int = 1) -> MPI.Request:
+    """Post an ``Ialltoallv`` of rows of ``width`` elements; counts are in rows."""
+    return comm.Ialltoallv(*alltoallv_buffers(send, scounts, recv, rcounts, width))

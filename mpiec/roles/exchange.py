@@ -1,4 +1,6 @@
-"""The nonblocking all-to-all exchanges of a step, shared by trainers and servers.
+"""The step protocol on ``data``: the header exchange and what its statuses mean.
+
+The row all-to-alls (``ialltoallv``) are ``mpiec.comm``'s.
 
 Owns the wire format between trainers and servers on the ``data``
 communicator. Every step posts, in this order on every member:
@@ -42,12 +44,6 @@ class EmulatedFailure(Exception):
         self.step = step  # set when relayed to ranks outside the step loop
 
 
-def displacements(counts: np.ndarray) -> np.ndarray:
-    d = np.zeros_like(counts)
-    np.cumsum(counts[:-1], out=d[1:])
-    return d
-
-
 def exchange_headers(comm: MPI.Intracomm, counts: np.ndarray, status: int, info: int,
                      where: str, word: int = 0) -> np.ndarray:
     """Post and complete the header all-to-all; returns the received [size, HEADER] headers."""
@@ -65,21 +61,3 @@ def exchange_headers(comm: MPI.Intracomm, counts: np.ndarray, status: int, info:
     if np.any(recv[:, 1] == STATUS_DIVERGED):
         raise Diverged()
     return recv
-
-
-_MPI_TYPES = {np.dtype(np.int64): MPI.INT64_T, np.dtype(np.float32): MPI.FLOAT, np.dtype(np.uint8): MPI.BYTE}
-
-
-def alltoallv_buffers(send: np.ndarray, scounts: np.ndarray, recv: np.ndarray, rcounts: np.ndarray,
-                      width: int = 1) -> tuple[list, list]:
-    """Send and receive buffer specs of an all-to-all of rows of ``width`` elements (int64,
-    float32 or uint8); counts are in rows, rows are contiguous by destination/source."""
-    mpitype = _MPI_TYPES[send.dtype]
-    sc, rc = scounts * width, rcounts * width
-    return [send, (sc, displacements(sc)), mpitype], [recv, (rc, displacements(rc)), mpitype]
-
-
-def ialltoallv(comm: MPI.Intracomm, send: np.ndarray, scounts: np.ndarray, recv: np.ndarray,
-               rcounts: np.ndarray, width: int = 1) -> MPI.Request:
-    """Post an ``Ialltoallv`` of rows of ``width`` elements; counts are in rows."""
-    return comm.Ialltoallv(*alltoallv_buffers(send, scounts, recv, rcounts, width))

@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from mpiec.comm import wait, waitall
+from mpiec.comm import ialltoallv, wait, waitall
 from mpiec.data.rng import init_embedding_rows
 from mpiec.kernels.embedding import (
     adagrad_apply,
@@ -36,7 +36,7 @@ from mpiec.kernels.embedding import (
 )
 from mpiec.roles.context import RankContext, server_rows
 from mpiec.roles.driver import eval_due, eval_rounds, run_steps
-from mpiec.roles.exchange import STATUS_OK, exchange_headers, ialltoallv
+from mpiec.roles.exchange import STATUS_OK, exchange_headers
 from mpiec.stall import StallHook
 from mpiec.strategies.base import ServerShard
 from mpiec.strategies.plan import RecoveryPlan

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from mpi4py import MPI
 
-from mpiec.comm import guard, waitall
+from mpiec.comm import guard, ialltoallv, waitall
 from mpiec.data.factory import check_eval_size, make_source
 from mpiec.data.source import Batch, bag_bounds
 from mpiec.kernels.embedding import unique_inverse
@@ -40,7 +40,6 @@ from mpiec.roles.exchange import (
     Diverged,
     EmulatedFailure,
     exchange_headers,
-    ialltoallv,
 )
 from mpiec.stall import StallHook
 from mpiec.strategies.plan import RecoveryPlan

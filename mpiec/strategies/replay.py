@@ -25,9 +25,8 @@ from typing import Any
 import numpy as np
 from mpi4py import MPI
 
-from mpiec.comm import guard
+from mpiec.comm import alltoallv_buffers, guard
 from mpiec.layout import SERVER, TRAINER
-from mpiec.roles.exchange import alltoallv_buffers
 
 #: one step's push as a trainer kept it: (local slots, counts per data rank, gradient rows)
 Pushed = tuple[np.ndarray, np.ndarray, np.ndarray]

@@ -138,7 +138,7 @@ class Schedule:
             gaps = np.diff(sorted(set(self.taken)))
             if gaps.size:
                 steps = int(round(float(np.median(gaps))))
-            elif self.step_times:
+            elif self.step_times and seconds is not None:  # (not None: no interval in steps)
                 steps = max(1, int(round(seconds / float(np.median(self.step_times)))))
         return {"checkpoint_interval_steps": int(steps), "checkpoint_interval_rule": iv.rule,
                 "checkpoint_interval_s": float(seconds) if seconds else math.nan}

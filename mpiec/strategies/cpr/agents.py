@@ -68,7 +68,7 @@ def exchange_restored(env: RankEnv, mine: tuple[int, int] | None) -> dict[int, i
     from mpiec.comm import guard  # here: the launcher imports this module without MPI
 
     with guard("cpr restored checkpoints"):
-        return dict(x for x in env.comms.data.allgather(mine) if x is not None)
+        return dict(x for x in env.comms.data_comm().allgather(mine) if x is not None)
 
 
 class CprTrainer(TrainerAgent):

@@ -191,7 +191,7 @@ def replay_plan(env: RankEnv, base: int | None) -> dict[int, int]:
     (``base``: this rank's, None when it is not a replaced server)."""
     with collective("log replay plan"):
         mine = (env.slot.index, base) if base is not None else None
-        return dict(v for v in env.comms.data.allgather(mine) if v is not None)
+        return dict(v for v in env.comms.data_comm().allgather(mine) if v is not None)
 
 
 class LogTrainer(TrainerAgent):
