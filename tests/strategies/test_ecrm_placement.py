@@ -155,3 +155,96 @@ def test_spread_is_exhaustive_on_small_node_maps():
                 assert window_collisions(order, list(nodes), width) == 1, (nodes, width, order)
                 checked += 1
     assert checked > 500
+
+
+# -- the factory's decisions (issue 23: agents per role) --------------------------------------------
+
+@pytest.mark.parametrize("sets,problem", [
+    (["strategy.r=2"], "strategy.r must be 1"),  # xor has one parity row
+    (["strategy.fallback='ckpt'"], "strategy.fallback_interval"),
+    (["strategy.k=3"], "strategy.k = 3, r = 1"),  # 4 members on 2 servers
+    (["strategy.r=5", "strategy.code='rs'"], "<= 4, got 5"),
+    (["strategy.rebuild_budget=0"], "strategy.rebuild_budget must be > 0"),
+    (["strategy.exchange='later'"], "strategy.exchange must be"),
+])
+def test_bad_keys_are_refused_naming_the_key(sets, problem):
+    with pytest.raises(ConfigError) as err:
+        ecrm_config(*sets)
+    assert problem in str(err.value) and "\n" not in str(err.value)
+
+
+def test_a_rank_is_promoted_only_on_a_slot_it_did_not_start_with():
+    from types import SimpleNamespace
+
+    from mpiec.layout import Slot
+    from mpiec.strategies.ecrm.strategy import promoted
+
+    cfg = ecrm_config("layout.spares=2")  # monitor, 2 trainers, 2 servers, 2 spares
+
+    def env(first_rank, slot):
+        return SimpleNamespace(cfg=cfg, first_rank=first_rank, slot=slot)
+
+    assert not promoted(env(3, Slot("server", 0))) and not promoted(env(4, Slot("server", 1)))
+    assert promoted(env(5, Slot("server", 1)))  # spare 0 took server 1
+    assert promoted(env(cfg.n_ranks, Slot("server", 0)))  # a process spawned for server 0
+
+
+def test_the_header_word_is_the_fallbacks_and_the_stripe_shape_is_resolved():
+    from mpiec.strategies.ckpt import HEADER as CKPT_HEADER
+    from mpiec.strategies.ecrm.strategy import HEADER, ErasureCoded
+
+    assert HEADER.fields == CKPT_HEADER.fields
+    cfg = ecrm_config("layout.servers=4", "strategy.code='rs'", "strategy.r=2", "strategy.fallback='ckpt'",
+                      "strategy.fallback_interval=5")
+    strategy = ErasureCoded(cfg)
+    assert ErasureCoded.stripe_shape(cfg) == (2, 2) and (strategy.k, strategy.r) == (2, 2)
+    assert strategy.fallback is not None and strategy.fallback.params.interval == 5
+    assert strategy.fallback.cfg.strategy.name == "ckpt"  # its manifests record ckpt's config
+    assert strategy.figures()["parity_placement"] == "rotated" and strategy.figures()["k"] == 2
+    assert set(strategy.figures()) <= set(ErasureCoded.summary_rules)
+
+
+class Env:
+    """A ``RankEnv`` stand-in: what a trainer's agent reads, and what it logs."""
+
+    def __init__(self, cfg, slot, tmp) -> None:
+        self.cfg, self.slot, self.rank, self.first_rank = cfg, slot, 1, 1
+        self.epoch, self.completed, self.resume_from = 0, -1, ""
+        self.out_path = tmp / "run.h5"
+        self.events: list = []
+
+    def now(self) -> float:
+        return 0.0
+
+    def event(self, kind, step, detail="", at=None) -> None:
+        self.events.append((kind, step, detail))
+
+
+class FakeTrainer:
+    def state(self):
+        return {"params": np.zeros(3, np.float32)}
+
+    def load_state(self, state):
+        pass
+
+    def reset(self):
+        pass
+
+
+def test_trainer_0_keeps_its_gradients_and_carries_the_fallbacks_decision(tmp_path):
+    from mpiec.layout import Slot
+    from mpiec.strategies.base import RecoveryPlan, Scope
+    from mpiec.strategies.ecrm.strategy import HEADER, ErasureCoded
+
+    cfg = ecrm_config("strategy.fallback='ckpt'", "strategy.fallback_interval=10", "strategy.parity_every=3")
+    agent = ErasureCoded(cfg).trainer(Env(cfg, Slot("trainer", 0), tmp_path), FakeTrainer())
+    assert [HEADER.get(agent.header_word(s), "checkpoint") for s in (8, 9, 10)] == [0, 1, 0]
+    for step in range(12):
+        agent.after_push(step, np.arange(4), np.array([2, 2]), np.ones((4, 2), np.float32))
+    assert sorted(agent.pushed) == list(range(5, 12))  # 5 steps + parity_every - 1
+    agent.on_recovered(RecoveryPlan(Scope.COMMITTED, restored=9))
+    assert sorted(agent.pushed) == [5, 6, 7, 8, 9]  # steps 10, 11 are executed again
+    s = agent.summary()
+    assert s["retained_grads_peak_bytes"] > 0 and s["replayed_steps"] == 0 and "restores" in s
+    other = ErasureCoded(cfg).trainer(Env(cfg, Slot("trainer", 1), tmp_path), FakeTrainer())
+    assert other.header_word(9) == 0  # trainer 0 decides

@@ -20,7 +20,7 @@ With batched commits (``strategy.parity_every = N > 1``) only *commit* steps
 exchange anything: the same three calls, for the commit steps only, each
 carrying the delta of the rows updated since the previous commit
 (``window.CommitWindow``); every member decides which steps commit by the same
-rule (``ErasureCoded.commit_now``), so the collectives still match.
+rule (``member.Member.commit_now``), so the collectives still match.
 
 Invariants: every member posts the same steps' exchanges in the same order (so
 the nonblocking collectives match; completion order is free); a holder applies
@@ -42,9 +42,8 @@ from dataclasses import dataclass
 import numpy as np
 from mpi4py import MPI
 
-from mpiec.comm import guard, wait
+from mpiec.comm import guard, ialltoallv, wait
 from mpiec.layout import RowPlacement
-from mpiec.roles.exchange import ialltoallv
 from mpiec.strategies.ecrm.parity import Deltas, ParityStore, pack_words
 from mpiec.strategies.ecrm.stripes import member_holder, member_index
 

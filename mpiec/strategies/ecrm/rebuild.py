@@ -1,10 +1,12 @@
 """``ecrm`` recovery: bring parity to one version, rebuild what the replay needs, replay.
 
 Owns the collective work of an ``ecrm`` recovery, after the runtime's detect,
-reconcile and replace (``mpiec.roles.recovery``): every survivor holds its data
-at the agreed committed step ``C``; replaced servers and parity ranks hold
-nothing yet. Members still being rebuilt from an earlier failure count as lost
-again (their rebuild starts over). In order, on the ranks concerned:
+reconcile and replace: every survivor holds its data at the agreed committed
+step ``C``; replaced servers and parity ranks hold nothing yet. Members still
+being rebuilt from an earlier failure count as lost again (their rebuild starts
+over). One entry per role, called by that role's agent: ``rebuild_server``,
+``rebuild_parity``, ``rebuild_trainer`` (every trainer, server and parity rank
+calls its own; they meet in the collectives). In order, on the ranks concerned:
 
 1. **sync** (``servers``): holders undo the contributions newer than their target
    (``C`` for a surviving source, ``V_d`` = the oldest version any holder has of
@@ -43,28 +45,37 @@ recovery: holders track the version of every source's contribution
 from __future__ import annotations
 
 import time
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from mpi4py import MPI
 
-from mpiec.layout import PARITY, SERVER, TRAINER, servers_rank
-from mpiec.roles.exchange import alltoallv_buffers
+from mpiec.comm import alltoallv_buffers
+from mpiec.layout import TRAINER, servers_rank
 from mpiec.strategies.ecrm.parity import Deltas
 from mpiec.strategies.ecrm.rebuilder import Rebuilder, encode_jobs
 from mpiec.strategies.ecrm.transfer import RebuildError, check_all, collective, run_jobs
-from mpiec.strategies.replay import replay_steps
+from mpiec.strategies.replay import Pushed, replay_steps
+
+if TYPE_CHECKING:
+    from mpiec.strategies.base import RecoveryPlan
+    from mpiec.strategies.ecrm.member import Member
+    from mpiec.strategies.env import RankEnv, ShardState
+
+#: one replayed step on a lost server: (step, local slots, gradient rows), in the push's order
+Replayed = tuple[int, np.ndarray, np.ndarray]
 
 # -- 1. sync -------------------------------------------------------------------------
 
-def sync(agent: object, targets: dict[int, int], tables: list, silent: frozenset[int] = frozenset()) -> None:
+def sync(m: Member, targets: dict[int, int], tables: list, silent: frozenset[int] = frozenset()) -> None:
     """Collective over ``servers``: every surviving holder's contribution of source ``src``
     at version ``targets[src]`` (undo what is newer, receive what is missing). ``tables``:
     the holders' versions before (None: not a holder, or lost); ``silent``: sources that
     send nothing (lost): every holder must reach their target by undoing alone."""
-    a = agent
-    comm = a.ctx.comms.servers
+    comm = m.comm
     me = comm.Get_rank()
-    store = a.store if not a.replaced_self else None
+    store = m.store if not m.replaced_self else None
     problem = ""
     if store is not None:
         for src, tgt in targets.items():
@@ -86,9 +97,9 @@ def sync(agent: object, targets: dict[int, int], tables: list, silent: frozenset
     if problem:
         raise RebuildError(problem)  # every member saw the same gathered problem
     size = comm.Get_size()
-    # what each holder misses from me (I am source ``me`` if I am a data server)
+    # what each holder misses from me (a data server is source ``me``)
     words, steps, payloads, counts = [], [], [], np.zeros(size, dtype=np.int64)
-    if me < a.pl.servers and me in targets and me not in silent:
+    if m.source is not None and me in targets and me not in silent:
         tgt, chains = targets[me], {}
         for h, applied in enumerate(tables):
             if applied is None:
@@ -96,7 +107,7 @@ def sync(agent: object, targets: dict[int, int], tables: list, silent: frozenset
             since = int(applied[me])
             if since not in chains:
                 try:
-                    chains[since] = a.pipeline.chain(since, tgt, a.tail)
+                    chains[since] = m.pipeline.chain(since, tgt, m.tail)
                 except LookupError as exc:
                     problem = f"server {me} (holder {h} is at step {since}): {exc}"
                     break
@@ -109,129 +120,157 @@ def sync(agent: object, targets: dict[int, int], tables: list, silent: frozenset
     check_all(comm, problem)
     # blocks were appended holder by holder (outer loop), so they are in destination order
     w = np.concatenate(words or [np.empty(0, np.int64)])
-    s = np.concatenate(steps or [np.empty(0, np.int64)])
-    p = np.concatenate(payloads or [np.empty((0, a.width), np.uint8)])
+    st = np.concatenate(steps or [np.empty(0, np.int64)])
+    p = np.concatenate(payloads or [np.empty((0, m.width), np.uint8)])
     rcounts = np.empty(size, dtype=np.int64)
     with collective("ecrm parity sync"):
         comm.Alltoall([counts, 1, MPI.INT64_T], [rcounts, 1, MPI.INT64_T])
         n = int(rcounts.sum())
         rw, rs = np.empty(n, np.int64), np.empty(n, np.int64)
-        rp = np.empty((n, a.width), np.uint8)
+        rp = np.empty((n, m.width), np.uint8)
         comm.Alltoallv(*alltoallv_buffers(w, counts, rw, rcounts))
-        comm.Alltoallv(*alltoallv_buffers(s, counts, rs, rcounts))
-        comm.Alltoallv(*alltoallv_buffers(np.ascontiguousarray(p), counts, rp, rcounts, a.width))
+        comm.Alltoallv(*alltoallv_buffers(st, counts, rs, rcounts))
+        comm.Alltoallv(*alltoallv_buffers(np.ascontiguousarray(p), counts, rp, rcounts, m.width))
     if store is not None:
-        src = np.repeat(np.arange(size, dtype=np.int64), rcounts)
+        sources = np.repeat(np.arange(size, dtype=np.int64), rcounts)
         for t in np.unique(rs):
             sel = rs == t
-            store.apply(int(t), Deltas(src[sel], rw[sel], rp[sel]))
+            store.apply(int(t), Deltas(sources[sel], rw[sel], rp[sel]))
         for src_, tgt in targets.items():
             store.set_version([src_], tgt)
 
 
-# -- 2. replay ----------------------------------------------------------------------------
-
-def gather_replay(agent: object, versions: dict[int, int], committed: int) -> list[tuple[int, np.ndarray,
-                                                                                          np.ndarray]]:
-    """Collective over ``data``: the trainers' kept gradients of the steps after each lost
-    server's decoded version, sent to it (``replay.replay_steps``); returns (step, slots,
-    gradients) on a lost server."""
-    a = agent
-    return list(replay_steps(a.ctx, a.pushed if a.ctx.slot.role == TRAINER else None, versions, committed))
-
-
-# -- the whole sequence -------------------------------------------------------------------------
-
-def holder_tables(agent: object) -> list:
+def holder_tables(m: Member) -> list:
     """Collective over ``servers``: every member's (parity versions or None, ranks it still rebuilds)."""
-    a = agent
-    mine = None if (a.store is None or a.replaced_self) else a.store.applied.copy()
-    carried = sorted(a.rebuilder.lost) if a.rebuilder is not None else []
+    mine = None if (m.store is None or m.replaced_self) else m.store.applied.copy()
+    carried = sorted(m.rebuilder.lost) if m.rebuilder is not None else []
     with collective("ecrm parity versions"):
-        return a.ctx.comms.servers.allgather((mine, carried))
+        return m.comm.allgather((mine, carried))
 
 
-def rebuild(agent: object, plan: object) -> dict[str, float]:
-    """Every trainer, server and parity rank; returns the phase times (perf_counter)."""
-    a = agent
-    ctx = a.ctx
-    C = plan.committed
-    S = ctx.cfg.layout.servers
-    T = ctx.cfg.layout.trainers
-    replaced = {servers_rank(s, S) for s in plan.replaced if s.role in (SERVER, PARITY)}
-    times = {"start": time.perf_counter()}
-    role = ctx.slot.role
-    versions: dict[int, int] = {}
-    problem = ""  # a servers-side RebuildError, told to the trainers before they enter the replay
-    if role in (SERVER, PARITY):
-        try:
-            versions = _sync_survivors(a, plan, replaced, times)
-        except RebuildError as exc:
-            problem = str(exc)
-    if role in (SERVER, TRAINER):
-        with collective("ecrm replay plan"):  # server 0 knows them (it took part above)
-            versions, problem = ctx.comms.data.bcast((versions, problem), root=T)
-    if problem:  # every trainer, server and parity rank gives up alike (no one waits in a collective)
-        raise RebuildError(problem)
-    if role in (SERVER, TRAINER):
-        try:
-            replay = gather_replay(a, versions, C)
-        except RebuildError as exc:  # e.g. a trainer replaced in this recovery kept no gradients
-            problem = str(exc)
-            if any(s.role == TRAINER for s in plan.replaced):
-                problem += ("; a trainer died with a server: strategy.exchange = 'immediate' or "
-                            "fallback = 'ckpt' survive it")
-        a.stats["replayed_steps"] = max(a.stats["replayed_steps"], len(replay) if not problem else 0)
-    if role in (SERVER, PARITY):  # dedicated parity ranks learn it from the servers
-        check_all(ctx.comms.servers, problem)
-    elif problem:
-        raise RebuildError(problem)
-    if role in (SERVER, PARITY):
-        rows = np.empty(0, np.int64)
-        if role == SERVER and replay:
-            rows = np.concatenate([s for _, s, _ in replay])
-        a.rebuilder.decode(rows)  # the rows the replay updates, decoded at V_d
-        times["decode"] = time.perf_counter()
-        for t, slots, grads in replay if role == SERVER else []:
-            a.role.replay(t, slots, grads)
-        times["replay"] = time.perf_counter()
-        applied = [None if (t is None or h in a.rebuilder.lost) else t
-                   for h, (t, _) in enumerate(holder_tables(a))]
-        sync(a, {d: C for d in versions}, applied)
-        if a.store is not None and not a.replaced_self:
-            a.store.set_version(np.arange(S), C)
-        if a.store is not None:
-            a.store.drop_after(C)
-        if a.p["rebuild"] == "sync":
-            a.rebuilder.finish()
-        times["encode"] = time.perf_counter()
-    return times
-
-
-def _sync_survivors(a: object, plan: object, replaced: set[int], times: dict[str, float]) -> dict[int, int]:
+def sync_survivors(m: Member, plan: RecoveryPlan, times: dict[str, float]) -> dict[int, int]:
     """Servers and parity ranks (collective over ``servers``): the lost members, the rebuilder,
     parity synced to the survivors at ``C``; returns each lost source's decoded version ``V_d``.
     Raises ``RebuildError`` on every member alike (beyond tolerance, kept deltas missing)."""
-    ctx, C, S = a.ctx, plan.committed, a.ctx.cfg.layout.servers
+    C, S = plan.committed, m.pl.servers
+    replaced = {r for s in plan.replaced if (r := servers_rank(s, S)) is not None}
     versions: dict[int, int] = {}
-    comm = ctx.comms.servers
-    a.replaced_self = comm.Get_rank() in replaced
-    tables = holder_tables(a)
+    comm = m.comm
+    m.replaced_self = comm.Get_rank() in replaced
+    tables = holder_tables(m)
     carried = frozenset().union(*[set(c) for _, c in tables])  # an earlier rebuild not finished
     lost = frozenset(replaced | carried)
-    a.replaced_self = comm.Get_rank() in lost
+    m.replaced_self = comm.Get_rank() in lost
     applied = [None if (t is None or h in lost) else t for h, (t, _) in enumerate(tables)]
     holders = [t for t in applied if t is not None]
     lost_sources = sorted(h for h in lost if h < S)
     for d in lost_sources:
         versions[d] = min(int(t[d]) for t in holders) if holders else C
-    if a.replaced_self:
-        a.pipeline.outgoing.clear()
+    if m.replaced_self:
+        m.pipeline.outgoing.clear()
     # raises RebuildError beyond tolerance, on every member alike
-    a.rebuilder = Rebuilder(a, lost, a.chunk, carried - replaced)
-    sync(a, {**{src: C for src in range(S) if src not in lost}, **versions}, applied,
+    m.rebuilder = Rebuilder(m, lost, m.chunk, carried - replaced)
+    sync(m, {**{src: C for src in range(S) if src not in lost}, **versions}, applied,
          silent=frozenset(versions))
     times["sync"] = time.perf_counter()
-    if a.code.name == "sum":  # a decoded row carries its stripe's parity drift: measure it where intact
-        run_jobs(a, encode_jobs(a, "drift", lost) if a.store is not None and not a.replaced_self else [])
+    if m.code.name == "sum":  # a decoded row carries its stripe's parity drift: measure it where intact
+        run_jobs(m, encode_jobs(m, "drift", lost) if m.store is not None and not m.replaced_self else [])
     return versions
+
+
+# -- 2. replay ----------------------------------------------------------------------------
+
+def share_versions(env: RankEnv, versions: dict[int, int], problem: str) -> tuple[dict[int, int], str]:
+    """Collective over ``data``: server 0's (lost sources' versions, problem) to every trainer and
+    server (the servers learnt them in the sync, the trainers replay from them)."""
+    data = env.comms.data
+    assert data is not None  # a trainer or a server
+    with collective("ecrm replay plan"):
+        return data.bcast((versions, problem), root=env.cfg.layout.trainers)
+
+
+def replay(env: RankEnv, kept: Mapping[int, Pushed] | None, versions: dict[int, int],
+           plan: RecoveryPlan) -> tuple[list[Replayed], str]:
+    """Collective over ``data``: the trainers' kept gradients (``kept``; None on a server) of the
+    steps after each lost server's decoded version, sent to it (``replay.replay_steps``); returns
+    (the steps a lost server received, "" or why the replay is impossible) alike on every rank."""
+    try:
+        return list(replay_steps(env, kept, versions, plan.committed)), ""
+    except RebuildError as exc:  # e.g. a trainer replaced in this recovery kept no gradients
+        problem = str(exc)
+        if any(s.role == TRAINER for s in plan.replaced):
+            problem += ("; a trainer died with a server: strategy.exchange = 'immediate' or "
+                        "fallback = 'ckpt' survive it")
+        return [], problem
+
+
+# -- 3. decode, replay, sync again -------------------------------------------------------------
+
+def settle(m: Member, plan: RecoveryPlan, versions: dict[int, int], rows: np.ndarray,
+           apply: Callable[[], Any], times: dict[str, float]) -> None:
+    """Collective over ``servers``: the rows the replay updates decoded (at ``V_d``), the replay
+    applied (``apply``), its deltas sent to the holders; then the rest of the rebuild at once
+    (``strategy.rebuild = "sync"``) or later in rounds."""
+    C, S = plan.committed, m.pl.servers
+    rb = m.rebuilder
+    assert rb is not None  # made by ``sync_survivors``
+    rb.decode(rows)
+    times["decode"] = time.perf_counter()
+    apply()
+    times["replay"] = time.perf_counter()
+    applied = [None if (t is None or h in rb.lost) else t
+               for h, (t, _) in enumerate(holder_tables(m))]
+    sync(m, {d: C for d in versions}, applied)
+    if m.store is not None and not m.replaced_self:
+        m.store.set_version(np.arange(S), C)
+    if m.store is not None:
+        m.store.drop_after(C)
+    if m.rebuild_mode == "sync":
+        rb.finish()
+    times["encode"] = time.perf_counter()
+
+
+# -- the whole sequence, per role -------------------------------------------------------------
+
+def rebuild_server(m: Member, shard: ShardState, plan: RecoveryPlan) -> dict[str, float]:
+    """A server (source; maybe a holder, maybe lost): returns the phase times (perf_counter)."""
+    times = {"start": time.perf_counter()}
+    versions: dict[int, int] = {}
+    problem = ""  # a servers-side RebuildError, told to the trainers before they enter the replay
+    try:
+        versions = sync_survivors(m, plan, times)
+    except RebuildError as exc:
+        problem = str(exc)
+    versions, problem = share_versions(m.env, versions, problem)  # server 0 took part above
+    if problem:  # every trainer, server and parity rank gives up alike (no one waits in a collective)
+        raise RebuildError(problem)
+    steps, problem = replay(m.env, None, versions, plan)
+    m.stats["replayed_steps"] = max(m.stats["replayed_steps"], len(steps) if not problem else 0)
+    check_all(m.comm, problem)  # the dedicated parity ranks learn it here
+    rows = np.concatenate([s for _, s, _ in steps]) if steps else np.empty(0, np.int64)
+
+    def apply() -> None:
+        for t, slots, grads in steps:
+            shard.replay(t, slots, grads)
+
+    settle(m, plan, versions, rows, apply, times)
+    return times
+
+
+def rebuild_parity(m: Member, plan: RecoveryPlan) -> dict[str, float]:
+    """A dedicated parity rank (a holder only): returns the phase times (perf_counter)."""
+    times = {"start": time.perf_counter()}
+    versions = sync_survivors(m, plan, times)  # a RebuildError is raised on every member alike
+    check_all(m.comm, "")  # the servers' replay problem, if any
+    settle(m, plan, versions, np.empty(0, np.int64), lambda: None, times)
+    return times
+
+
+def rebuild_trainer(env: RankEnv, kept: Mapping[int, Pushed], plan: RecoveryPlan) -> None:
+    """A trainer: send the lost servers the gradients it kept (``kept``, by step)."""
+    versions, problem = share_versions(env, {}, "")
+    if problem:
+        raise RebuildError(problem)
+    _, problem = replay(env, kept, versions, plan)
+    if problem:
+        raise RebuildError(problem)

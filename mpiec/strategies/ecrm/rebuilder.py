@@ -23,26 +23,30 @@ Invariants:
 from __future__ import annotations
 
 import time
+from typing import TYPE_CHECKING
 
 import numpy as np
 from mpi4py import MPI
 
-from mpiec.layout import SERVER
+from mpiec.layout import RowPlacement
 from mpiec.strategies.ecrm.stripes import data_stripes, member_index, residue_holders, stripe_losses
 from mpiec.strategies.ecrm.transfer import Job, RebuildError, collective, fetch, run_round
+
+if TYPE_CHECKING:
+    from mpiec.strategies.ecrm.member import Member
 
 CHUNK = 1 << 17  # stripes per round inside a recovery: bounds the memory a round needs on big tables
 
 
-def encode_jobs(agent: object, mode: str = "encode", lost_ranks: frozenset[int] = frozenset(),
+def encode_jobs(m: Member, mode: str = "encode", lost_ranks: frozenset[int] = frozenset(),
                 chunk: int = CHUNK) -> list[Job]:
     """A holder's rounds over its parity rows, from the ``k`` data members of each stripe:
     ``encode`` replaces them, ``verify`` counts the rows that differ, ``drift`` (``sum`` code)
     records how far they are from a fresh encoding (``verify`` too); stripes with a member on
     ``lost_ranks`` are skipped."""
-    a = agent
-    pl, k, S = a.pl, a.pl.k, a.pl.servers
-    store = a.store
+    pl, k, S = m.pl, m.pl.k, m.pl.servers
+    store = m.store
+    assert store is not None  # a holder's
     jobs = []
     for residue in range(min(S, pl.n_stripes)):
         sel = np.flatnonzero((store.stripes >= 0) & (store.stripes % S == residue))
@@ -55,9 +59,10 @@ def encode_jobs(agent: object, mode: str = "encode", lost_ranks: frozenset[int] 
             st = store.stripes[part]
             wd = {holders[j]: member_index(pl, st, j) for j in range(k)}
 
-            def finish(got_d, got_p, part=part, i=i, holders=holders):
-                parity = a.code.encode([got_d[h] for h in holders])[i]
-                rows = np.ascontiguousarray(parity).view(np.uint8).reshape(part.size, a.width)
+            def finish(got_d: dict, got_p: dict, part: np.ndarray = part, i: int = i,
+                       holders: list[int] = holders) -> None:
+                parity = m.code.encode([got_d[h] for h in holders])[i]
+                rows = np.ascontiguousarray(parity).view(np.uint8).reshape(part.size, m.width)
                 if mode == "encode":
                     store.load_bytes(part, rows)
                     return
@@ -65,17 +70,17 @@ def encode_jobs(agent: object, mode: str = "encode", lost_ranks: frozenset[int] 
                     err = float(np.abs(store.array[part].astype(np.float64) - parity.astype(np.float64)).max(
                         initial=0.0))
                     mag = max(float(np.abs(parity).max(initial=0.0)), 1e-30)
-                    a.stats["sum_drift_max_abs"] = max(a.stats["sum_drift_max_abs"], err)
-                    a.stats["sum_drift_max_rel"] = max(a.stats["sum_drift_max_rel"], err / mag)
-                    a.stats["sum_drift_checks"] += 1  # 0 checks: the 0.0 drift above is no measurement
+                    m.stats["sum_drift_max_abs"] = max(m.stats["sum_drift_max_abs"], err)
+                    m.stats["sum_drift_max_rel"] = max(m.stats["sum_drift_max_rel"], err / mag)
+                    m.stats["sum_drift_checks"] += 1  # 0 checks: the 0.0 drift above is no measurement
                 if mode == "verify":
-                    a.stats["verify_mismatches"] += store.mismatches(part, rows)
+                    m.stats["verify_mismatches"] += store.mismatches(part, rows)
 
             jobs.append(Job(wd, {}, finish, rows=part.size))
     return jobs
 
 
-def residue_plan(pl: object, lost: frozenset[int], carried: frozenset[int] = frozenset()
+def residue_plan(pl: RowPlacement, lost: frozenset[int], carried: frozenset[int] = frozenset()
                  ) -> dict[int, tuple[list[int], list[int]]]:
     """Residue -> (holder of every member, the k members a decode reads). Raises beyond tolerance,
     naming the stripe and its lost members (``carried``: ranks lost by an earlier failure whose
@@ -101,14 +106,18 @@ def residue_plan(pl: object, lost: frozenset[int], carried: frozenset[int] = fro
 
 
 class Rebuilder:
-    def __init__(self, agent: object, lost: frozenset[int], chunk: int,
+    """The rebuild in progress on one member (see the module docstring); ``lost``: the
+    ``servers`` ranks whose members are rebuilt, ``carried``: those of them lost by an earlier
+    failure (for the error line)."""
+
+    def __init__(self, m: Member, lost: frozenset[int], chunk: int,
                  carried: frozenset[int] = frozenset()) -> None:
-        a = self.a = agent
+        a = self.a = m
         self.lost, self.chunk = lost, max(1, int(chunk))
         pl = a.pl
         self.plan = residue_plan(pl, lost, carried)
-        me = a.ctx.comms.servers.Get_rank()
-        self.decoding = me in lost and a.ctx.slot.role == SERVER
+        me = a.comm.Get_rank()
+        self.decoding = me in lost and a.source is not None  # a replaced data server decodes its rows
         self.encoding = me in lost and a.store is not None
         self.phase: str | None = "decode"
         self.cursor = 0
@@ -129,7 +138,7 @@ class Rebuilder:
         if self.decoding and slots.size:
             slots = np.unique(np.asarray(slots, dtype=np.int64))
             todo = slots[~self.rebuilt[slots]]
-        want = ({}, {})  # per kind (data, parity): holder -> list of index arrays
+        want: tuple[dict[int, list[np.ndarray]], ...] = ({}, {})  # per kind (data, parity): holder -> indexes
         blocks = []  # (residue part, member, kind, holder, position in the holder's list)
         for residue in np.unique(self.stripes[todo] % pl.servers) if todo.size else []:
             part = todo[self.stripes[todo] % pl.servers == residue]
@@ -143,12 +152,12 @@ class Rebuilder:
         got = []
         for kind, width, provide in ((0, a.row_bytes, a.provide_data), (1, a.width, a.provide_parity)):
             w = {h: np.concatenate(v) for h, v in want[kind].items()}
-            rows = fetch(a.ctx.comms.servers, w, width, provide)
+            fetched = fetch(a.comm, w, width, provide)
             split = {}
             for h, v in want[kind].items():
                 bounds = np.cumsum([x.size for x in v])[:-1]
-                split[h] = np.split(rows[h], bounds)
-                self.bytes += rows[h].nbytes
+                split[h] = np.split(fetched[h], bounds)
+                self.bytes += fetched[h].nbytes
             got.append(split)
         if not todo.size:
             return
@@ -191,7 +200,8 @@ class Rebuilder:
         a = self.a
         idx = np.empty(0, dtype=np.int64)
         if self.decoding and self.todo_rows:
-            want, found, end = rows or self.chunk, [], self.cursor
+            want, end = rows or self.chunk, self.cursor
+            found: list[np.ndarray] = []
             while end < self.rebuilt.size and sum(x.size for x in found) < want:
                 start, end = end, min(self.rebuilt.size, end + 2 * want)  # a window, not the shard
                 found.append(np.flatnonzero(~self.rebuilt[start:end]) + start)
@@ -201,7 +211,7 @@ class Rebuilder:
         mine = np.array([todo, parts, todo - idx.size, parts, todo, max(parts - 1, 0)], dtype=np.int64)
         left = np.empty(6, dtype=np.int64)
         with collective("ecrm rebuild progress"):
-            a.ctx.comms.servers.Allreduce(mine, left, op=MPI.MAX)
+            a.comm.Allreduce(mine, left, op=MPI.MAX)
         self.rounds += 1
         if left[0] > 0:
             if idx.size:

@@ -2,20 +2,28 @@
 
 Owns the request/response row transfer (``fetch``) and the fetch rounds: every member of
 ``servers`` calls them in the same order, with or without rows of its own to ask for. The
-collective error check (``check_all``, ``RebuildError``) and the collective guard are the
-shared ones of ``mpiec.strategies.replay`` (``log`` uses them too), re-exported here.
+collective error check (``check_all``, ``RebuildError``) and the collective guard are the shared
+ones of ``mpiec.strategies.replay`` (``log`` uses them too), re-exported here; rows travel in
+``mpiec.comm``'s all-to-all layout (``alltoallv_buffers``).
+
+A round's *member* is ``member.Member`` (this rank's place in the code: its parity rows, its
+data rows when it is a data server).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 from mpi4py import MPI
 
-from mpiec.roles.exchange import alltoallv_buffers
+from mpiec.comm import alltoallv_buffers
 from mpiec.strategies.replay import RebuildError, check_all, collective
+
+if TYPE_CHECKING:
+    from mpiec.strategies.ecrm.member import Member
 
 __all__ = ["Job", "RebuildError", "check_all", "collective", "fetch", "run_jobs", "run_round"]
 
@@ -46,8 +54,6 @@ def fetch(comm: MPI.Intracomm, want: dict[int, np.ndarray], width: int,
     return out
 
 
-
-
 @dataclass
 class Job:
     """One fetch round of one member: which rows it needs and what it does with them."""
@@ -58,25 +64,24 @@ class Job:
     rows: int = 0  # rows the round rebuilds or checks (for the figures)
 
 
-def run_round(agent: object, job: Job | None) -> int:
+def run_round(m: Member, job: Job | None) -> int:
     """Collective over ``servers``: one round (a member without a job only answers the others'
     requests); returns the bytes this member received."""
-    a = agent
-    comm = a.ctx.comms.servers
-    got_d = fetch(comm, job.want_data if job else {}, a.row_bytes, a.provide_data)
-    got_p = fetch(comm, job.want_parity if job else {}, a.width, a.provide_parity)
+    comm = m.comm
+    got_d = fetch(comm, job.want_data if job else {}, m.row_bytes, m.provide_data)
+    got_p = fetch(comm, job.want_parity if job else {}, m.width, m.provide_parity)
     if job is not None:
         job.finish(got_d, got_p)
     return sum(x.nbytes for x in list(got_d.values()) + list(got_p.values()))
 
 
-def run_jobs(agent: object, jobs: list[Job]) -> None:
+def run_jobs(m: Member, jobs: list[Job]) -> None:
     """Collective over ``servers``: rounds until every member's jobs are done."""
     jobs = list(jobs)
     while True:
         job = jobs.pop(0) if jobs else None
         with collective("ecrm rebuild round"):
-            more = agent.ctx.comms.servers.allreduce(0 if job is None else 1, op=MPI.MAX)
+            more = m.comm.allreduce(0 if job is None else 1, op=MPI.MAX)
         if not more:
             return
-        run_round(agent, job)
+        run_round(m, job)

@@ -60,10 +60,12 @@ class ParityExchange:
                 with guard("ecsnap parity receive"):
                     req = comm.Irecv([buf, MPI.BYTE], source=src, tag=TAG_SNAPSHOT)
                 self.recvs.append([req, buf, block, int(code.parity_rows[i, j])])
+        data = snap.data
+        assert data is not None  # the exchange of a snapshot starts once its data copy is taken
         with guard("ecsnap parity send"):
             for h in stripe.holders:
-                self.sends.append(comm.Isend([snap.data, MPI.BYTE], dest=h, tag=TAG_SNAPSHOT))
-                self.bytes_sent += snap.data.nbytes
+                self.sends.append(comm.Isend([data, MPI.BYTE], dest=h, tag=TAG_SNAPSHOT))
+                self.bytes_sent += data.nbytes
 
     def progress(self) -> bool:
         """Fold the copies that arrived into the parity; True once every block is encoded and
@@ -127,7 +129,7 @@ def restore_shards(comm: MPI.Intracomm, geo: Geometry, code: Any, me: int, sizes
     plan = geo.recovery_plan([f[0] for f in flags], [f[1] for f in flags])
     if plan.problem:
         return None, f"snapshot {step}: {plan.problem}", figures
-    out = snap if have_data else Snapshot(step)
+    out = snap if snap is not None and have_data else Snapshot(step)
 
     # 1. decode: the helpers send their blocks to the lost member's (replaced) server
     sends, recvs, mine = [], [], []
@@ -137,7 +139,10 @@ def restore_shards(comm: MPI.Intracomm, geo: Geometry, code: Any, me: int, sizes
         size = geo.block_bytes(st, sizes)
         for m, h in helpers:
             if h == me:
-                sends.append((target, snap.data if m < geo.k else snap.parity[(t, m - geo.k)]))
+                assert snap is not None  # a helper holds the snapshot (the flags above)
+                block = snap.data if m < geo.k else snap.parity[(t, m - geo.k)]
+                assert block is not None
+                sends.append((target, block))
             if target == me:
                 recvs.append((h, sizes[h] if m < geo.k else size))
         if target == me:
@@ -159,6 +164,7 @@ def restore_shards(comm: MPI.Intracomm, geo: Geometry, code: Any, me: int, sizes
         st = geo.stripes[t]
         holder = st.holders[i]
         if me in st.members:
+            assert out.data is not None  # decoded above when it was lost
             sends.append((holder, out.data))
         if holder == me:
             recvs += [(s, sizes[s]) for s in st.members]

@@ -1,0 +1,314 @@
+"""``ecrm``'s agents, one per role, each holding only what its role needs.
+
+* ``EcrmServer``: a data server's ``Member`` (with its ``Source``): after every apply it stages
+  the old XOR new bytes of the updated rows for the parity holders of their stripes (batched in
+  its commit window with ``parity_every > 1``), serves degraded reads while its rows are rebuilt;
+  under rotated placement it is a holder too;
+* ``EcrmParity``: a dedicated parity rank's ``Member`` (a holder only), in lockstep with the servers;
+* ``EcrmTrainer``: the row gradients it pushed in the last steps, replayed to a rebuilt server;
+* ``EcrmCoordinator``: the plan (the tolerance check, or the fallback's rollback);
+* ``EcrmSpare``: a spare; it loaded the code's kernels at start-up.
+
+With ``strategy.fallback = "ckpt"`` the coordinator, trainers and servers also hold the agent of
+ckpt (``strategies.ckpt``) for their role, built with the fallback's config, and forward it the
+hooks it needs: the step header word, ``after_step``/``background`` (its checkpoints),
+``restore`` of a rollback, ``on_recovered`` and its figures; the coordinator forwards the
+writers' messages and the fallback's checkpoint rows.
+
+Invariants: the agents never change what training computes (parity work only reads the rows);
+a hook of a member of ``servers`` runs its collectives in the same order on every member
+(``member``'s invariants).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from mpiec.layout import TRAINER, servers_rank
+from mpiec.strategies.agents import Agent, Coordinator, ParityAgent, ServerAgent, TrainerAgent
+from mpiec.strategies.ecrm.rebuild import rebuild_parity, rebuild_server, rebuild_trainer
+from mpiec.strategies.ecrm.stripes import residue_holders, stripe_losses
+from mpiec.strategies.ecrm.transfer import RebuildError
+from mpiec.strategies.plan import Failure, RecoveryPlan, Scope
+
+if TYPE_CHECKING:
+    from mpiec.layout import Slot
+    from mpiec.strategies.ckpt import CkptCoordinator, CkptServer, CkptTrainer
+    from mpiec.strategies.ecrm.member import Member
+    from mpiec.strategies.env import RankEnv, ShardState
+    from mpiec.strategies.replay import Pushed
+
+
+class EcrmServer(ServerAgent):
+    """A data server: its ``member`` (source, maybe holder), its ``shard`` (the replay applies to
+    it), the fallback's server agent if any; ``figures``: the strategy's own summary keys."""
+
+    def __init__(self, env: RankEnv, member: Member, shard: ShardState, figures: dict[str, Any],
+                 fallback: CkptServer | None = None) -> None:
+        super().__init__(env)
+        self.member = member
+        self.shard = shard
+        self.figures = figures
+        self.fallback = fallback
+
+    def header_word(self, step: int) -> int:
+        return self.fallback.header_word(step) if self.fallback is not None else 0
+
+    def on_pull(self, step: int, slots: np.ndarray) -> None:
+        """While rows are lost, decode the requested ones before they are served (degraded read)."""
+        if self.member.rebuilder is not None:
+            self.member.rebuilder.degraded(slots)
+
+    def overlap(self, step: int) -> None:
+        self.member.overlap(step)
+
+    def after_apply(self, step: int, slots: np.ndarray, old: np.ndarray | None,
+                    delta: np.ndarray | None, replayed: bool = False) -> None:
+        """Stage the deltas of ``step`` and post them (at a commit), then drain when the step
+        drains. A peer failure in the drain leaves ``step`` applied, not completed: this step's
+        deltas may have reached only some holders, so the survivors agree on the step before and
+        undo this one (``recovery.reconcile``); counted done, a lost member's parity would lag the
+        agreed step and the rebuild replay it, needing every trainer's gradients (a trainer dying
+        in the same recovery took its own: the run was lost)."""
+        m = self.member
+        src = m.source
+        assert src is not None and old is not None  # a server is a source; ecrm needs the old rows
+        global_rows = src.global_rows()
+        rows = global_rows[slots]
+        if not replayed:
+            m.pipeline.poll()  # deltas of earlier steps that arrived meanwhile
+        win = src.window
+        if m.every > 1 and not replayed:
+            commit = m.commit_now(step)
+            if not commit or win.base != step - 1:  # batched: into the window, sent at the commit
+                win.add(slots, old)
+                if commit:
+                    ws, wold = win.rows()
+                    m.pipeline.stage(step, global_rows[ws], src.delta(ws, wold, m.width), base=win.base,
+                                     old=(ws, wold))
+                    self.commit(step)
+                else:
+                    m.pipeline.note_retained(win.nbytes)
+                self.complete(step)
+                return
+        if m.code.name == "sum":
+            new = src.table()[slots]
+            payload = np.ascontiguousarray(m.code.delta(old, new)).view(np.uint8).reshape(slots.size, -1)
+        else:
+            assert delta is not None  # ecrm needs the deltas (``needs_delta``)
+            payload = delta
+        m.pipeline.stage(step, rows, payload)
+        if replayed:
+            win.reset(step)
+        else:
+            self.commit(step)
+            self.complete(step)
+
+    def commit(self, step: int) -> None:
+        """The deltas of ``step`` are staged; post them, open the next window."""
+        m = self.member
+        assert m.source is not None
+        m.source.window.reset(step)
+        m.commits += 1
+        m.pipeline.post(step)
+
+    def complete(self, step: int) -> None:
+        self.member.steps_run += 1
+        self.member.drain(step)
+
+    def after_step(self, step: int, words: np.ndarray | None) -> None:
+        if self.fallback is not None:
+            self.fallback.after_step(step, words)
+        self.member.end_step(step)
+
+    def background(self, step: int) -> None:
+        if self.fallback is not None:
+            self.fallback.background(step)
+
+    def restore(self, plan: RecoveryPlan, step: int, replaced: bool) -> bool:
+        if plan.scope is Scope.ROLLBACK:  # the fallback's rollback
+            return self.fallback is not None and self.fallback.restore(plan, step, replaced)
+        return True  # a replaced server's rows come from ``rebuild``, not from a saved copy
+
+    def rebuild(self, plan: RecoveryPlan) -> bool:
+        return self.member.rebuild(plan, lambda: rebuild_server(self.member, self.shard, plan))
+
+    def on_recovered(self, plan: RecoveryPlan) -> None:
+        if self.fallback is not None:
+            self.fallback.on_recovered(plan)
+        self.member.on_recovered(plan)
+
+    def summary(self) -> dict[str, Any]:
+        out = {**self.figures, **self.member.figures()}
+        if self.fallback is not None:
+            out.update(self.fallback.summary())
+        return out
+
+
+class EcrmParity(ParityAgent):
+    """A dedicated parity rank: a holder in lockstep with the servers (``member``)."""
+
+    def __init__(self, env: RankEnv, member: Member, figures: dict[str, Any]) -> None:
+        super().__init__(env)
+        self.member = member
+        self.figures = figures
+
+    def on_pull(self, step: int) -> None:
+        if self.member.rebuilder is not None:  # the servers' degraded reads
+            self.member.rebuilder.degraded(None)
+
+    def overlap(self, step: int) -> None:
+        self.member.overlap(step)
+
+    def after_step(self, step: int, words: np.ndarray | None) -> None:
+        """The servers posted ``step``'s deltas in their ``after_apply``: post this rank's part."""
+        m = self.member
+        m.steps_run += 1
+        m.pipeline.poll()
+        if m.commit_now(step):
+            m.commits += 1
+            m.pipeline.post(step)
+        m.drain(step)
+        m.end_step(step)
+
+    def restore(self, plan: RecoveryPlan, step: int, replaced: bool) -> bool:
+        return True  # parity rows come from ``rebuild`` (or, after a rollback, ``on_recovered``)
+
+    def rebuild(self, plan: RecoveryPlan) -> bool:
+        return self.member.rebuild(plan, lambda: rebuild_parity(self.member, plan))
+
+    def on_recovered(self, plan: RecoveryPlan) -> None:
+        self.member.on_recovered(plan)
+
+    def summary(self) -> dict[str, Any]:
+        return {**self.figures, **self.member.figures()}
+
+
+class EcrmTrainer(TrainerAgent):
+    """A trainer keeps the row gradients it pushed in the last ``keep`` steps (``pushed``): a
+    rebuilt server replays them."""
+
+    def __init__(self, env: RankEnv, keep: int, figures: dict[str, Any],
+                 fallback: CkptTrainer | None = None) -> None:
+        super().__init__(env)
+        self.keep = keep
+        self.figures = figures
+        self.fallback = fallback
+        self.pushed: dict[int, Pushed] = {}
+        self.peak = 0
+
+    def header_word(self, step: int) -> int:
+        return self.fallback.header_word(step) if self.fallback is not None else 0
+
+    def after_push(self, step: int, slots: np.ndarray, counts: np.ndarray, grads: np.ndarray) -> None:
+        self.pushed[step] = (slots, counts, grads)  # fresh arrays every step: kept, not copied
+        for s in [s for s in self.pushed if s <= step - self.keep]:
+            del self.pushed[s]
+        self.peak = max(self.peak, sum(a.nbytes + b.nbytes + c.nbytes for a, b, c in self.pushed.values()))
+
+    def after_step(self, step: int, words: np.ndarray | None) -> None:
+        if self.fallback is not None:
+            self.fallback.after_step(step, words)
+
+    def background(self, step: int) -> None:
+        if self.fallback is not None:
+            self.fallback.background(step)
+
+    def restore(self, plan: RecoveryPlan, step: int, replaced: bool) -> bool:
+        if plan.scope is Scope.ROLLBACK:  # the fallback's rollback
+            return self.fallback is not None and self.fallback.restore(plan, step, replaced)
+        return True
+
+    def rebuild(self, plan: RecoveryPlan) -> bool:
+        try:
+            rebuild_trainer(self.env, self.pushed, plan)
+        except RebuildError as exc:
+            self.env.event("rebuild_failed", plan.step, detail=str(exc)[:250])
+            return False
+        return True
+
+    def on_recovered(self, plan: RecoveryPlan) -> None:
+        if self.fallback is not None:
+            self.fallback.on_recovered(plan)
+        for s in [s for s in self.pushed if s > plan.restored]:
+            del self.pushed[s]
+
+    def summary(self) -> dict[str, Any]:
+        # a trainer sends the replay; the servers count the steps they replayed
+        out = {**self.figures, "retained_grads_peak_bytes": self.peak, "replayed_steps": 0}
+        if self.fallback is not None:
+            out.update(self.fallback.summary())
+        return out
+
+
+class EcrmCoordinator(Coordinator):
+    """Plans the recoveries: a rebuild from the survivors within the code's tolerance ``r``, else
+    the fallback's rollback, else the run is lost (the line names the stripe)."""
+
+    def __init__(self, env: RankEnv, r: int, code: str, immediate: bool, figures: dict[str, Any],
+                 fallback: CkptCoordinator | None = None) -> None:
+        super().__init__(env)
+        self.r = r
+        self.code = code
+        self.immediate = immediate
+        self.figures = figures
+        self.fallback = fallback
+
+    def on_message(self, source: Slot, payload: Any) -> None:
+        if self.fallback is not None:
+            self.fallback.on_message(source, payload)
+
+    def plan(self, failure: Failure) -> RecoveryPlan:
+        S = self.env.cfg.layout.servers
+        placement = self.env.placement
+        lost = {r: s for s in failure.dead if (r := servers_rank(s, S)) is not None}
+        r = self.r
+        for residue, members in sorted(stripe_losses(placement, set(lost)).items()):
+            if len(members) > r:
+                holders = residue_holders(placement, residue)
+                names = ", ".join(f"member {m} on {lost[holders[m]]}" for m in members)
+                if self.fallback is not None:
+                    plan = self.fallback.plan(failure)
+                    plan.reason = (f"stripe {residue} lost {len(members)} members (r = {r}): rollback to the "
+                                   f"fallback checkpoint")
+                    return plan
+                return RecoveryPlan.abort(
+                    f"stripe {residue} (and every stripe s with s % {S} == {residue}) lost {len(members)} "
+                    f"members ({names}); {self.code} with r = {r} rebuilds at most {r} per stripe")
+        if (self.fallback is not None and not self.immediate and lost
+                and any(s.role == TRAINER for s in failure.dead)):
+            # the rebuild would replay the dead trainer's gradients of the steps the overlapped
+            # parity exchange had not applied: gone with it (see rebuild.py), so roll back instead
+            plan = self.fallback.plan(failure)
+            plan.reason = "a trainer died with a server: rollback to the fallback checkpoint"
+            return plan
+        return RecoveryPlan(scope=Scope.COMMITTED)
+
+    def on_recovered(self, plan: RecoveryPlan) -> None:
+        if self.fallback is not None:
+            self.fallback.on_recovered(plan)
+
+    def checkpoint_rows(self) -> list[tuple[Any, ...]]:
+        return self.fallback.checkpoint_rows() if self.fallback is not None else []
+
+    def summary(self) -> dict[str, Any]:
+        out = dict(self.figures)
+        if self.fallback is not None:
+            out.update(self.fallback.summary())
+        return out
+
+
+class EcrmSpare(Agent):
+    """A spare: nothing to protect; it reports the strategy's own figures like every rank."""
+
+    def __init__(self, env: RankEnv, figures: dict[str, Any]) -> None:
+        super().__init__(env)
+        self.figures = figures
+
+    def summary(self) -> dict[str, Any]:
+        return dict(self.figures)
+
+
+__all__ = ["EcrmCoordinator", "EcrmParity", "EcrmServer", "EcrmSpare", "EcrmTrainer"]

@@ -1,0 +1,359 @@
+"""One rank's place in the code as a member of ``servers``: ``Member`` and its ``Source``.
+
+Owns, on every member of ``servers`` (a data server, or a dedicated parity rank): its parity rows
+(a ``ParityStore``, on a holder), the per-step delta exchange (``DeltaPipeline``), the rebuild in
+progress (``Rebuilder``) and its pacing, the online verification, and the figures of all of it;
+on a data server also its ``Source`` (its shard's rows as the code sees them, and its open commit
+window). The server's and the parity rank's agents (``agents``) each hold one ``Member`` and call
+it from their hooks; the recovery (``rebuild``, ``rebuilder``, ``transfer``) works on it.
+
+Invariants:
+
+* every member decides alike which steps commit their parity deltas (``commit_now``: every
+  ``parity_every``-th step, the last one, a verification's, and every step while a rebuild runs)
+  and which drain at their end (``drain_now``), so the collectives on ``servers`` match;
+* the rebuild's end is agreed collectively (``Rebuilder.step``), before the step's apply, so
+  ``commit_now`` of a step is the same on every member;
+* a member's figures only grow (peaks, sums, counts), except the per-step averages.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+from mpi4py import MPI
+
+from mpiec.data.rng import init_embedding_rows
+from mpiec.kernels.codes import SumCode
+from mpiec.layout import RowPlacement, table_offsets
+from mpiec.strategies.ecrm.parity import ParityStore
+from mpiec.strategies.ecrm.pipeline import DeltaPipeline, Outgoing, build_outgoing
+from mpiec.strategies.ecrm.rebuilder import Rebuilder, encode_jobs
+from mpiec.strategies.ecrm.transfer import RebuildError, run_jobs
+from mpiec.strategies.ecrm.window import CommitWindow
+from mpiec.strategies.plan import RecoveryPlan, Scope
+
+if TYPE_CHECKING:
+    from mpiec.config import Config
+    from mpiec.kernels.codes import Code
+    from mpiec.strategies.ecrm.strategy import EcrmParams
+    from mpiec.strategies.env import RankEnv, ShardState
+
+#: figures counted in whole numbers (the others are seconds or drifts)
+_COUNTS = ("verify_checks", "verify_mismatches", "rebuilds", "rebuild_rows", "rebuild_bytes",
+           "reencoded_rows", "replayed_steps", "rebuild_rounds", "degraded_rows", "sum_drift_checks")
+
+
+class Source:
+    """A data server's side of the code: its shard's rows (raw bytes ``[weights | optimizer
+    state]``) and the rows it updated since its last parity commit (``window``)."""
+
+    def __init__(self, shard: ShardState, code: Code, row_bytes: int) -> None:
+        self.shard = shard
+        self.code = code
+        self.row_bytes = row_bytes
+        self.window = CommitWindow(self.table().shape[0])
+
+    def table(self) -> np.ndarray:
+        return self.shard.state()["table"]
+
+    def global_rows(self) -> np.ndarray:
+        return self.shard.state()["global_rows"]
+
+    def table_bytes(self) -> np.ndarray:
+        table = self.table()
+        return table.view(np.uint8).reshape(table.shape[0], self.row_bytes)
+
+    def delta(self, slots: np.ndarray, old: np.ndarray, width: int) -> np.ndarray:
+        """The change of local rows ``slots`` since ``old`` (their rows at the window's base), as
+        parity deltas: uint8 ``[n, width]`` (GF: old XOR new; ``sum``: new - old)."""
+        if not slots.size:
+            return np.empty((0, width), np.uint8)
+        new = self.table()[slots]
+        if self.code.name == "sum":
+            return np.ascontiguousarray(self.code.delta(old, new)).view(np.uint8).reshape(slots.size, -1)
+        return np.bitwise_xor(old.view(np.uint8), new.view(np.uint8)).reshape(slots.size, self.row_bytes)
+
+
+class Member:
+    """This rank in the code: parity rows (``store``, None unless a holder), its ``source`` (None
+    on a parity rank), the delta exchange and the rebuild in progress (``rebuilder``)."""
+
+    def __init__(self, env: RankEnv, params: EcrmParams, code: Code, row_bytes: int, width: int,
+                 store: ParityStore | None, source: Source | None, keep: int) -> None:
+        self.env = env
+        self.pl: RowPlacement = env.placement
+        self.code = code
+        self.row_bytes, self.width = row_bytes, width
+        self.store, self.source = store, source
+        self.pipeline = DeltaPipeline(lambda: self.comm, self.pl, store, width, keep=keep)
+        self.every = int(params.parity_every)
+        self.verify_every = int(params.verify_every)
+        self.immediate = params.exchange == "immediate"
+        self.rebuild_mode = params.rebuild
+        self.budget = float(params.rebuild_budget)
+        self.paced = params.rebuild_rows == "auto"
+        self.chunk = 1 << 15 if self.paced else int(params.rebuild_rows)  # also the re-encode part size
+        self.rebuilder: Rebuilder | None = None  # the rebuild in progress, None when complete
+        self.replaced_self = False  # this member is being rebuilt (its parity rows are not usable)
+        self.sec_per_row = 2e-6  # paced rebuild: measured cost of a decoded row (first guess)
+        self.last_overlap = 0.0
+        self.last_round = 0.0
+        self.rebuild_t0 = 0.0
+        self.commits = 0
+        self.steps_run = 0
+        self.stats: dict[str, float] = {k: 0.0 for k in (
+            "verify_checks", "verify_mismatches", "rebuilds", "rebuild_rows", "rebuild_bytes",
+            "reencoded_rows", "replayed_steps", "rebuild_s", "rebuild_sync_s", "rebuild_decode_s",
+            "rebuild_replay_s", "sum_drift_max_abs", "sum_drift_max_rel", "rebuild_total_s", "rebuild_rounds",
+            "degraded_rows", "sum_drift_checks",
+            "rebuild_encode_s")}
+
+    @property
+    def comm(self) -> MPI.Intracomm:
+        """The current ``servers`` communicator (rebuilt by every recovery)."""
+        comm = self.env.comms.servers
+        assert comm is not None, "a member of servers"
+        return comm
+
+    # -- which steps commit and drain --------------------------------------------------------------
+    def commit_now(self, step: int) -> bool:
+        """``step`` commits its parity deltas: every ``parity_every``-th step, and at every step that
+        drains (the last, a verification, a rebuild in progress). Every member of ``servers``
+        decides alike (the rebuild's end is agreed collectively, before the step's apply)."""
+        last = step + 1 == self.env.cfg.training.steps
+        return (self.every == 1 or (step + 1) % self.every == 0 or last or self.rebuilder is not None
+                or self.verify_due(step))
+
+    def drain_now(self, step: int) -> bool:
+        """Apply the deltas of ``step`` at its end (not during the next step): after the last step,
+        before a verification, and while a rebuild needs parity and data at the same step."""
+        last = step + 1 == self.env.cfg.training.steps
+        return self.commit_now(step) and (last or self.immediate or self.rebuilder is not None
+                                          or self.verify_due(step))
+
+    def verify_due(self, step: int) -> bool:
+        return self.verify_every > 0 and (step + 1) % self.verify_every == 0 and self.rebuilder is None
+
+    # -- the step ------------------------------------------------------------------------------------
+    def overlap(self, step: int) -> None:
+        """Post the previous step's deltas; one rebuild round if one runs (collective)."""
+        self.pipeline.poll(upto=step - 2)
+        self.pipeline.advance(upto=step - 1)
+        now = time.perf_counter()
+        step_s, self.last_overlap = now - self.last_overlap, now
+        if self.rebuilder is None:
+            return
+        rows = self.chunk
+        if self.paced:  # rows worth ``rebuild_budget`` of the step time without the round
+            budget = self.budget * max(step_s - self.last_round, 1e-4)
+            rows = int(min(max(budget / self.sec_per_row, 256), 1 << 20))
+        before = self.rebuilder.rows
+        more = self.rebuilder.step(rows)
+        self.last_round = time.perf_counter() - now
+        if self.rebuilder.rows > before:
+            self.sec_per_row = 0.5 * self.sec_per_row + 0.5 * self.last_round / (self.rebuilder.rows - before)
+        if not more:
+            self.rebuild_done(step)
+
+    def drain(self, step: int) -> None:
+        """At the end of ``step`` on every member: apply its deltas now if it drains (collective)."""
+        if self.drain_now(step):
+            self.pipeline.drain()
+
+    def end_step(self, step: int) -> None:
+        """``step`` is complete: the rebuild completed after the last step, a verification when due."""
+        if step + 1 == self.env.cfg.training.steps and self.rebuilder is not None:
+            self.rebuilder.finish()  # the final state must be complete
+            self.rebuild_done(step)
+        if self.verify_due(step):
+            self.corrupt_for_test(step)
+            self.verify(step)
+
+    def rebuild_done(self, step: int) -> None:
+        rb = self.rebuilder
+        assert rb is not None
+        self.rebuilder = None
+        seconds = time.perf_counter() - self.rebuild_t0
+        self.stats["rebuild_total_s"] = max(self.stats["rebuild_total_s"], seconds)
+        self.stats["rebuild_rounds"] += rb.rounds
+        for key, value in (("rebuild_rows", rb.rows), ("rebuild_bytes", rb.bytes),
+                           ("reencoded_rows", rb.reencoded), ("degraded_rows", rb.degraded_rows)):
+            self.stats[key] += value
+        if rb.decoding or rb.encoding:
+            self.env.event("rebuild_end", step, detail=(
+                f"{rb.rows} rows decoded ({rb.degraded_rows} by degraded reads), {rb.reencoded} parity rows "
+                f"re-encoded, {rb.bytes} bytes fetched, {rb.rounds} rounds, {seconds:.3f} s since the "
+                f"rebuild started"))
+
+    def corrupt_for_test(self, step: int) -> None:
+        """Test hook: ``MPIEC_ECRM_CORRUPT_PARITY_AT_STEP=s`` flips one parity byte of the first
+        holder after step ``s`` (how the tests prove that ``verify_every`` sees a bad byte)."""
+        at = os.environ.get("MPIEC_ECRM_CORRUPT_PARITY_AT_STEP")
+        lay = self.env.cfg.layout
+        first = lay.servers if lay.parity_ranks else 0
+        if at and int(at) == step and self.store is not None and self.store.array.size \
+                and self.comm.Get_rank() == first:
+            self.store.array.view(np.uint8).reshape(-1)[0] ^= 0x01
+
+    def verify(self, step: int) -> None:
+        """Collective over ``servers``: re-encode every stripe, compare with the parity held."""
+        before = self.stats["verify_mismatches"]
+        run_jobs(self, encode_jobs(self, "verify") if self.store is not None else [])
+        self.stats["verify_checks"] += 1
+        bad = self.stats["verify_mismatches"] - before
+        if bad:
+            self.env.event("parity_mismatch", step, detail=f"{int(bad)} parity rows differ from a re-encode")
+
+    # -- recovery --------------------------------------------------------------------------------------
+    def rebuild(self, plan: RecoveryPlan, sequence: Callable[[], dict[str, float]]) -> bool:
+        """Run this member's side of the recovery (``sequence``: ``rebuild.rebuild_server`` or
+        ``rebuild_parity``, returning its phase times); False (a ``rebuild_failed`` event) when the
+        state cannot be rebuilt."""
+        t0 = time.perf_counter()
+        if self.env.slot in plan.replaced:
+            self.env.event("rebuild_start", plan.step, detail=f"{self.env.slot} from its stripes "
+                                                              f"({self.rebuild_mode})")
+        try:
+            times = sequence()
+        except RebuildError as exc:
+            self.env.event("rebuild_failed", plan.step, detail=str(exc)[:250])
+            self.rebuilder = None
+            return False
+        self.stats["rebuilds"] += 1
+        end = time.perf_counter()
+        self.rebuild_t0 = t0  # a new failure restarts any rebuild in progress
+        self.stats["rebuild_s"] = max(self.stats["rebuild_s"], end - t0)
+        for key, a, b in (("rebuild_sync_s", "start", "sync"), ("rebuild_decode_s", "sync", "decode"),
+                          ("rebuild_replay_s", "decode", "replay"), ("rebuild_encode_s", "replay", "encode")):
+            if a in times and b in times:
+                self.stats[key] = max(self.stats[key], times[b] - times[a])
+        if self.rebuilder is not None and self.rebuilder.phase is None:
+            self.rebuild_done(plan.step)
+        return True
+
+    def on_recovered(self, plan: RecoveryPlan) -> None:
+        """After a rollback (the fallback) every holder re-encodes its parity from the restored
+        rows (collective over ``servers``); nothing stays in flight past the restored step."""
+        if plan.scope is Scope.ROLLBACK:
+            self.rebuilder = None
+            self.pipeline.outgoing.clear()
+            if self.store is not None:
+                self.store.incoming.clear()
+            jobs = encode_jobs(self, "encode") if self.store is not None else []
+            run_jobs(self, jobs)
+            self.stats["reencoded_rows"] += sum(job.rows for job in jobs)
+            if self.store is not None:
+                self.store.reset_versions(plan.restored)
+        self.pipeline.reset(plan.restored)
+        if self.source is not None:
+            self.source.window.reset(plan.restored)
+
+    # -- what the rebuild reads --------------------------------------------------------------------
+    def table_bytes(self) -> np.ndarray:
+        assert self.source is not None, "only a data server holds data rows"
+        return self.source.table_bytes()
+
+    def provide_data(self, idx: np.ndarray) -> np.ndarray:
+        return self.table_bytes()[idx]
+
+    def provide_parity(self, idx: np.ndarray) -> np.ndarray:
+        assert self.store is not None, "only a holder holds parity rows"
+        return self.store.as_bytes(idx)
+
+    def parity_rows(self, rows: np.ndarray) -> np.ndarray:
+        """Fetched parity bytes in the form the code decodes (``sum``: its float dtype)."""
+        dtype = self.code.dtype if isinstance(self.code, SumCode) else np.dtype(np.uint8)
+        return rows.view(dtype).reshape(rows.shape[0], -1)
+
+    def tail(self, base: int, slots: np.ndarray | None, old: np.ndarray | None) -> Outgoing | None:
+        """Recovery, on a source: the deltas from version ``base`` to the rows now (``slots``/``old``
+        None: the open window's, if it starts at ``base``; None when it does not)."""
+        src = self.source
+        assert src is not None, "only a data server is a source"
+        if slots is None:
+            if src.window.base != base:
+                return None
+            slots, old = src.window.rows()
+        assert old is not None
+        rows = src.global_rows()[slots]
+        return build_outgoing(self.pl, rows, src.delta(slots, old, self.width),
+                              self.comm.Get_size())
+
+    # -- results ---------------------------------------------------------------------------------------
+    def figures(self) -> dict[str, Any]:
+        steps = max(self.steps_run, 1)
+        pipe, store, src = self.pipeline, self.store, self.source
+        out: dict[str, Any] = {
+            "parity_bytes_per_step": pipe.bytes_sent / steps, "parity_bytes": pipe.bytes_sent,
+            "parity_rows_per_step": pipe.rows_sent / steps,
+            "parity_memory_bytes": store.nbytes if store is not None else 0,
+            "shard_memory_bytes": int(src.table().nbytes) if src is not None else 0,
+            "parity_stage_s_per_step": pipe.seconds_stage / steps,
+            "parity_drain_s_per_step": pipe.seconds_drain / steps,
+            "parity_stage_cpu_s_per_step": pipe.cpu_stage / steps,
+            "parity_drain_cpu_s_per_step": pipe.cpu_drain / steps,
+            "retained_deltas_peak_bytes": pipe.peak_retained + (store.peak_retained if store is not None
+                                                                else 0),
+            "parity_commits": self.commits,
+            "parity_window_peak_bytes": src.window.peak if src is not None else 0,
+        }
+        out.update({k: (int(v) if k in _COUNTS else v) for k, v in self.stats.items()})
+        return out
+
+
+# -- start-up ---------------------------------------------------------------------------------------
+
+def seed_rows(cfg: Config, rows: np.ndarray) -> np.ndarray:
+    """Initial rows ``[weights | zero optimizer state]`` of global ids ``rows`` (ids past the last
+    table, the stripe padding, are zero rows): the pure function of the seed every server's shard
+    starts from (the servers' own initial rows; a difference would show as parity mismatches)."""
+    offsets = table_offsets(cfg.data.cardinalities)
+    dim = cfg.model.dim
+    state = 1 if cfg.training.optimizer == "adagrad" else 0
+    rows = np.asarray(rows, dtype=np.int64)
+    table = np.zeros((rows.size, dim + state), dtype=np.float32)
+    real = (rows >= 0) & (rows < offsets[-1])
+    tables = np.searchsorted(offsets, rows[real], side="right") - 1
+    local = np.flatnonzero(real)
+    for t in np.unique(tables):
+        sel = tables == t
+        ids = rows[real][sel] - offsets[t]
+        table[local[sel], :dim] = init_embedding_rows(cfg.training.seed, int(t), cfg.data.cardinalities[t],
+                                                      ids, dim)
+    return table
+
+
+def encode_initial(store: ParityStore, pl: RowPlacement, code: Code, cfg: Config, width: int) -> None:
+    """A holder at start-up: parity of the initial rows, computed locally (they are a pure function
+    of the seed)."""
+    k = pl.k
+    for residue in range(min(pl.servers, pl.n_stripes)):
+        sel = np.flatnonzero((store.stripes >= 0) & (store.stripes % pl.servers == residue))
+        if not sel.size:
+            continue
+        i = int(store.members[sel[0]])
+        st = store.stripes[sel]
+        data = [seed_rows(cfg, st * k + j).view(np.uint8) for j in range(k)]
+        parity = code.encode(data)[i]
+        store.load_bytes(sel, np.ascontiguousarray(parity).view(np.uint8).reshape(sel.size, width))
+    store.reset_versions(-1)
+
+
+def warm_up(code: Code, row_bytes: int) -> None:
+    """A spare loads the code's kernels now (numba cache): a promoted spare then decodes at once
+    instead of spending its first rebuild round on loading them."""
+    k, w = code.k, row_bytes
+    data = [np.full((4, w), j + 1, dtype=np.uint8) for j in range(k)]
+    parity = code.encode(data)
+    rows = np.arange(2, dtype=np.int64)
+    code.update(parity[0], 0, rows, code.delta(data[0][:2], data[0][:2]), parity_index=0)
+    code.decode([None, *data[1:]], parity, [0])
+    code.decode([None, *data[1:]], parity, [0], rows=rows)
+
+
+__all__ = ["Member", "Source", "encode_initial", "seed_rows", "warm_up"]
