@@ -17,7 +17,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 
@@ -40,6 +40,8 @@ from mpiec.strategies.base import Strategy
 
 if TYPE_CHECKING:
     from mpiec.roles.driver import Role
+
+A = TypeVar("A", bound=Agent)
 
 TRACE_EVENTS = os.environ.get("MPIEC_TRACE_EVENTS", "") not in ("", "0")
 
@@ -137,29 +139,33 @@ class RankContext:
 
     # -- the strategy's agent, typed for the role that calls it ---------------
     # ``runner.make_agent`` builds ``agent`` with the strategy's factory method for the role
-    # (``Strategy.coordinator`` / ``trainer`` / ``server`` / ``parity`` / ``spare``), each typed to
-    # return that role's agent class: the factory guarantees the type, so these only cast. (No
-    # isinstance check: the transitional ``LegacyStrategy`` hands out its one object, which has every
-    # hook but subclasses none of the agent classes, as the agent of every role.)
+    # (``Strategy.coordinator`` / ``trainer`` / ``server`` / ``parity`` / ``spare``); a plug-in's
+    # factory that returns another kind of agent is named here, at its first use.
     def coordinator(self) -> Coordinator:
         """The monitor's agent (call it on the monitor only)."""
-        return cast(Coordinator, self.agent)
+        return self._agent(Coordinator, "coordinator")
 
     def step_agent(self) -> StepAgent:
         """The agent of a trainer, server or parity rank (the step loop's hooks, ``restore``)."""
-        return cast(StepAgent, self.agent)
+        return self._agent(StepAgent, self.slot.role)
 
     def trainer_agent(self) -> TrainerAgent:
         """A trainer's agent (call it on a trainer only)."""
-        return cast(TrainerAgent, self.agent)
+        return self._agent(TrainerAgent, "trainer")
 
     def server_agent(self) -> ServerAgent:
         """A server's agent (call it on a server only)."""
-        return cast(ServerAgent, self.agent)
+        return self._agent(ServerAgent, "server")
 
     def parity_agent(self) -> ParityAgent:
         """A dedicated parity rank's agent (call it on a parity rank only)."""
-        return cast(ParityAgent, self.agent)
+        return self._agent(ParityAgent, "parity")
+
+    def _agent(self, kind: type[A], factory: str) -> A:
+        if not isinstance(self.agent, kind):
+            raise TypeError(f"strategy '{self.cfg.strategy.name}': its {factory}() returned a "
+                            f"{type(self.agent).__name__}, not a {kind.__name__} (strategies.agents)")
+        return self.agent
 
     # -- time and events ----------------------------------------------------
     def now(self) -> float:

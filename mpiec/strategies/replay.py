@@ -19,14 +19,16 @@ Invariants:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from typing import Any
+from collections.abc import Callable, Iterator, Sequence
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 from mpi4py import MPI
 
 from mpiec.comm import alltoallv_buffers, guard
-from mpiec.layout import SERVER, TRAINER
+
+if TYPE_CHECKING:
+    from mpiec.strategies.env import RankEnv
 
 #: one step's push as a trainer kept it: (local slots, counts per data rank, gradient rows)
 Pushed = tuple[np.ndarray, np.ndarray, np.ndarray]
@@ -52,26 +54,35 @@ def check_all(comm: MPI.Intracomm, problem: str) -> None:
         raise RebuildError(bad[0])
 
 
-def replay_steps(ctx: Any, kept: Mapping[int, Pushed] | None, versions: dict[int, int], committed: int,
-                 verify: Callable[[Sequence[int]], str] | None = None) -> Iterator[tuple[int, np.ndarray,
-                                                                                         np.ndarray]]:
+class Kept(Protocol):
+    """A trainer's kept pushes by step (a dict, or ``log``'s store with its spilled records)."""
+
+    def __contains__(self, step: object) -> bool: ...
+    def __getitem__(self, step: int) -> Pushed: ...
+
+
+def replay_steps(env: RankEnv, kept: Kept | None, versions: dict[int, int], committed: int,
+                 verify: Callable[[Sequence[int]], str] | None = None, *, trainer: int | None = None,
+                 server: int | None = None) -> Iterator[tuple[int, np.ndarray, np.ndarray]]:
     """Collective over ``data``: the kept gradients of the steps after each lost server's
     version, sent to it. ``versions`` maps a lost server's index to the step its rows are at
-    (it receives the steps ``versions[d] + 1 .. committed``); ``kept`` is a trainer's kept
-    pushes by step (None elsewhere), ``verify`` an optional trainer-side check of the kept
-    copies of some steps ("" when usable, else what is wrong). Yields, on a lost server,
-    ``(step, slots, gradients)`` of each step it needs, in step order; every rank must
-    exhaust the iterator. Raises ``RebuildError`` on every rank if a trainer cannot send."""
-    data = ctx.comms.data
-    T = ctx.cfg.layout.trainers
-    dim = ctx.cfg.model.dim
+    (it receives the steps ``versions[d] + 1 .. committed``). The caller says what this rank is:
+    ``trainer`` = its index on a trainer, which sends ``kept`` (its kept pushes by step; None if it
+    kept none, e.g. it was itself replaced), checked first by ``verify`` (a check of the kept
+    copies of some steps: "" when usable, else what is wrong); ``server`` = its index on a
+    server, which receives if it is in ``versions``. Yields, on a lost server, ``(step, slots,
+    gradients)`` of each step it needs, in step order; every rank must exhaust the iterator.
+    Raises ``RebuildError`` on every rank if a trainer cannot send."""
+    data = env.comms.data_comm()
+    T = env.cfg.layout.trainers
+    dim = env.cfg.model.dim
     first = min(versions.values(), default=committed) + 1
     steps = range(first, committed + 1)
     problem = ""
-    if ctx.slot.role == TRAINER:
+    if trainer is not None:
         missing = [t for t in steps if kept is None or t not in kept]
         if missing:
-            problem = (f"trainer {ctx.slot.index} does not keep the gradients of step {missing[0]} that the "
+            problem = (f"trainer {trainer} does not keep the gradients of step {missing[0]} that the "
                        f"rebuilt servers {sorted(versions)} need (it was itself replaced)")
         elif verify is not None:
             problem = verify(list(steps))
@@ -80,7 +91,7 @@ def replay_steps(ctx: Any, kept: Mapping[int, Pushed] | None, versions: dict[int
     for t in steps:
         scounts = np.zeros(size, dtype=np.int64)
         sslots, sgrads = [], []
-        if ctx.slot.role == TRAINER:
+        if trainer is not None and kept is not None:  # (kept: checked above, on every rank)
             slots, counts, grads = kept[t]
             starts = np.concatenate([[0], np.cumsum(counts)])
             for d in sorted(versions):
@@ -99,5 +110,5 @@ def replay_steps(ctx: Any, kept: Mapping[int, Pushed] | None, versions: dict[int
             sg = np.ascontiguousarray(np.concatenate(sgrads or [np.empty((0, dim), np.float32)]))
             data.Alltoallv(*alltoallv_buffers(ss, scounts, rslots, rcounts))
             data.Alltoallv(*alltoallv_buffers(sg, scounts, rgrads, rcounts, dim))
-        if ctx.slot.role == SERVER and ctx.slot.index in versions and t > versions[ctx.slot.index]:
+        if server is not None and server in versions and t > versions[server]:
             yield t, rslots, rgrads

@@ -144,8 +144,8 @@ class ParityStore:
 
     def set_version(self, sources: np.ndarray | list[int], step: int) -> None:
         """Recovery: the contributions of ``sources`` are at ``step`` now (they were brought there)."""
-        for s in np.asarray(sources, dtype=np.int64).reshape(-1):
-            s = int(s)
+        for source in np.asarray(sources, dtype=np.int64).reshape(-1):
+            s = int(source)
             chain = [v for v in self.chain[s] if v < step]
             self.chain[s] = [*chain[-(CHAIN - 1):], int(step)]
             self.applied[s] = step

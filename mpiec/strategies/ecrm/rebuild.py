@@ -190,12 +190,13 @@ def share_versions(env: RankEnv, versions: dict[int, int], problem: str) -> tupl
 
 
 def replay(env: RankEnv, kept: Mapping[int, Pushed] | None, versions: dict[int, int],
-           plan: RecoveryPlan) -> tuple[list[Replayed], str]:
+           plan: RecoveryPlan, *, trainer: int | None = None,
+           server: int | None = None) -> tuple[list[Replayed], str]:
     """Collective over ``data``: the trainers' kept gradients (``kept``; None on a server) of the
     steps after each lost server's decoded version, sent to it (``replay.replay_steps``); returns
     (the steps a lost server received, "" or why the replay is impossible) alike on every rank."""
     try:
-        return list(replay_steps(env, kept, versions, plan.committed)), ""
+        return list(replay_steps(env, kept, versions, plan.committed, trainer=trainer, server=server)), ""
     except RebuildError as exc:  # e.g. a trainer replaced in this recovery kept no gradients
         problem = str(exc)
         if any(s.role == TRAINER for s in plan.replaced):
@@ -244,7 +245,7 @@ def rebuild_server(m: Member, shard: ShardState, plan: RecoveryPlan) -> dict[str
     versions, problem = share_versions(m.env, versions, problem)  # server 0 took part above
     if problem:  # every trainer, server and parity rank gives up alike (no one waits in a collective)
         raise RebuildError(problem)
-    steps, problem = replay(m.env, None, versions, plan)
+    steps, problem = replay(m.env, None, versions, plan, server=m.env.slot.index)
     m.stats["replayed_steps"] = max(m.stats["replayed_steps"], len(steps) if not problem else 0)
     check_all(m.comm, problem)  # the dedicated parity ranks learn it here
     rows = np.concatenate([s for _, s, _ in steps]) if steps else np.empty(0, np.int64)
@@ -271,6 +272,6 @@ def rebuild_trainer(env: RankEnv, kept: Mapping[int, Pushed], plan: RecoveryPlan
     versions, problem = share_versions(env, {}, "")
     if problem:
         raise RebuildError(problem)
-    _, problem = replay(env, kept, versions, plan)
+    _, problem = replay(env, kept, versions, plan, trainer=env.slot.index)
     if problem:
         raise RebuildError(problem)

@@ -256,7 +256,8 @@ class LogTrainer(TrainerAgent):
         if self.corrupt:
             self.corrupt_for_test(min(versions.values(), default=plan.committed) + 1, plan.committed)
         try:
-            for _ in replay_steps(self.env, self.log, versions, plan.committed, verify=self.log.verify):
+            for _ in replay_steps(self.env, self.log, versions, plan.committed, verify=self.log.verify,
+                                  trainer=self.env.slot.index):
                 pass  # a trainer only sends
         except RebuildError as exc:
             self.env.event("rebuild_failed", plan.step, detail=str(exc)[:250])
@@ -348,7 +349,8 @@ class LogServer(ServerAgent):
         versions = replay_plan(self.env, self.base if replaced else None)
         steps = rows = 0
         try:
-            for t, slots, grads in replay_steps(self.env, None, versions, plan.committed):
+            for t, slots, grads in replay_steps(self.env, None, versions, plan.committed,
+                                                server=self.env.slot.index):
                 self.role.replay(t, slots, grads)
                 steps += 1
                 rows += int(slots.size)
