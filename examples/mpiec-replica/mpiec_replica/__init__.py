@@ -41,6 +41,8 @@ class Replication(Strategy):
     Params = ReplicaParams
     recovers = True
     lossless: ClassVar[bool] = True  # a recovery ends with the failure-free checksum (mpiec.contract)
+    cost_reason: ClassVar[str] = ("not modelled: a replica rebuild copies one shard from its successor; "
+                                  "the simulator's rebuild kind prices an erasure-code decode")
     summary_rules: ClassVar[dict[str, str]] = {
         "replica_bytes_sent": "sum", "rebuilds": "max", "replica_mismatches": "sum"}
 
