@@ -338,12 +338,15 @@ class KillSwitch:
                 timer.cancel()
 
 
+class _Progress(Protocol):
+    current_step: int
+
+
 class Victim(Protocol):
     """What fault injection reads of its rank (``roles.context.RankContext``)."""
 
     ulfm: bool
     first_rank: int
-    current_step: int
     out_path: Path
     run_id: str
     nodes: list[int]
@@ -351,6 +354,8 @@ class Victim(Protocol):
     gone: set[int]
     procs: list[tuple[str, int]]
 
+    @property
+    def progress(self) -> _Progress: ...
     @property
     def slot(self) -> Slot: ...
     @property
@@ -400,7 +405,7 @@ class Injector:
         t0_mono = time.monotonic() - v.now()
         live = [k for k in self.kills if k.seq not in self.consumed]
         self.switch = KillSwitch(live, v.slot.role, v.slot.index, real=v.ulfm, t0=t0_mono,
-                                 on_fire=lambda kill: self.record_own_death(kill, v.current_step),
+                                 on_fire=lambda kill: self.record_own_death(kill, v.progress.current_step),
                                  node=self.node)
 
     def disarm(self) -> None:
@@ -437,7 +442,7 @@ class Injector:
                 print(f"[mpiec] warning: kill {kill} not fired: @end needs ULFM (real failures)",
                       file=sys.stderr, flush=True)
                 return
-            self.record_own_death(kill, v.current_step)
+            self.record_own_death(kill, v.progress.current_step)
             die_now()
 
     def record_own_death(self, kill: Kill, step: int) -> None:

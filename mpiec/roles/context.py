@@ -34,6 +34,7 @@ from mpiec.layout import (
     table_offsets,
 )
 from mpiec.roles.ledger import RecoveryLedger
+from mpiec.roles.progress import Progress
 from mpiec.strategies import get_strategy_class
 from mpiec.strategies.agents import Agent, Coordinator, ParityAgent, ServerAgent, StepAgent, TrainerAgent
 from mpiec.strategies.base import Strategy
@@ -66,11 +67,7 @@ class RankContext:
     ledger: RecoveryLedger = field(default_factory=RecoveryLedger)  # failures and recoveries so far
     faults: Injector = field(init=False)  # the planned kills, which fired, the switch armed here
     events: list[tuple[Any, ...]] = field(default_factory=list)
-    completed: int = -1  # last step this rank fully completed
-    # newest step whose update this rank's state holds: a server's table holds step s from its apply
-    # on, before the strategy's after_apply hook (ecrm: the parity exchange) lets s complete
-    applied: int = -1
-    current_step: int = 0  # the step (or evaluation after it) in progress
+    progress: Progress = field(default_factory=Progress)  # the step counters (roles.progress)
     run_id: str = ""  # the monitor's token for this run (kill notes carry it)
     epoch: int = 0  # recoveries completed (the same on every rank)
     awaiting_restore: bool = False  # promoted, state not restored yet
@@ -82,7 +79,6 @@ class RankContext:
     spawned: int = 0  # monitor: processes spawned so far (their first_rank follows n_ranks)
     procs: list[tuple[str, int]] = field(default_factory=list)  # (processor name, pid) by original world rank
     cpu_t0: float = 0.0  # process CPU clock when training started (``rank_info``'s cpu_s counts from it)
-    steps_run: int = 0  # steps this rank executed in the step loop (re-executions included)
 
     def __post_init__(self) -> None:
         self.first_rank = self.comms.world.Get_rank()  # rank in the original world, for reports
@@ -187,7 +183,7 @@ class RankContext:
         return {"rank": self.first_rank, "role": self.slot.role, "role_index": self.slot.index,
                 "host": socket.gethostname(), "node": self.node, "pid": os.getpid(),
                 "peak_rss_mb": peak_rss_mb(), "cpu_s": time.process_time() - self.cpu_t0,
-                "steps_run": self.steps_run}
+                "steps_run": self.progress.steps_run}
 
 
 def reset_peak_rss() -> None:

@@ -10,7 +10,7 @@ evaluation). Every step ``s``::
     → role.finish_step(...) → evaluation when due (failures now interrupt step s + 1)
     → role.after_step(s)
 
-Invariants: ``ctx.completed`` is ``s`` once the role's state holds step ``s`` and before the
+Invariants: ``ctx.progress.completed`` is ``s`` once the role's state holds step ``s`` and before the
 agent's ``after_step``, on every role; a ``Diverged`` raised by an exchange (the trainers saw a
 non-finite loss) ends the loop on every rank at the same step; every other exception (a peer
 failure) propagates to the runner with ``completed`` at the last step this rank completed.
@@ -85,12 +85,12 @@ class StateRole(Role, SteppingRole, Protocol):
 
 
 def run_steps(ctx: RankContext, role: SteppingRole, agent: StepAgent) -> bool:
-    """Run steps ``ctx.completed + 1`` .. the last; False if the loss diverged (training stopped)."""
+    """Run steps ``ctx.progress.completed + 1`` .. the last; False if the loss diverged (training stopped)."""
     cfg = ctx.cfg
     role.resume()
-    for step in range(ctx.completed + 1, cfg.training.steps):
+    for step in range(ctx.progress.completed + 1, cfg.training.steps):
         t_start = time.perf_counter()
-        ctx.current_step = step
+        ctx.progress.current_step = step
         status = STATUS_DYING if ctx.faults.fire_if_due(step) else STATUS_OK
         if ctx.ulfm:
             check_world(ctx.comms.world)
@@ -100,14 +100,14 @@ def run_steps(ctx: RankContext, role: SteppingRole, agent: StepAgent) -> bool:
             words = role.exchange(step, status, agent.header_word(step))
         except Diverged:
             return False
-        ctx.completed = step
-        ctx.steps_run += 1
+        ctx.progress.completed = step
+        ctx.progress.steps_run += 1
         t0 = time.perf_counter()
         agent.after_step(step, words)
         agent.background(step)
         role.finish_step(step, t_start, time.perf_counter() - t0)
         if eval_due(cfg, step):
-            ctx.current_step = step + 1  # a failure during the evaluation interrupts the next step
+            ctx.progress.current_step = step + 1  # a failure during the evaluation interrupts the next step
             role.evaluate(step)
         role.after_step(step)
     return True

@@ -151,7 +151,7 @@ class Monitor:
             elif tag == TAG_STEPS:
                 self.timeline.append(msg)
                 last = msg[-1]
-                ctx.current_step = max(ctx.current_step, int(last["step"]) + 1)
+                ctx.progress.current_step = max(ctx.progress.current_step, int(last["step"]) + 1)
                 if self.relay_steps:
                     self.notify_spares(("step", int(last["step"]) + 1))
                 self.unprinted += 1
@@ -202,7 +202,7 @@ class Monitor:
         """Evaluations after the restored step will be redone; say what happened."""
         assert plan.scope is not None  # the plan of a completed recovery does not abort
         self.evals = [e for e in self.evals if e[0] <= plan.restored]
-        self.ctx.current_step = plan.restored + 1
+        self.ctx.progress.current_step = plan.restored + 1
         self.next_print = 0
         replaced = ", ".join([f"{a} -> {b}" for a, b in plan.assignments.items()] +
                              [f"spawned -> {b}" for b in plan.spawn]) or "no replacement"
@@ -234,7 +234,8 @@ class Monitor:
         for e in self.evals:
             w.add_eval(*e)
         kills = self.kill_events()
-        late = [(ctx.current_step, ctx.now(), "report_death", ctx.holders.get(s, -1), s.role, s.index,
+        at_step = ctx.progress.current_step
+        late = [(at_step, ctx.now(), "report_death", ctx.holders.get(s, -1), s.role, s.index,
                  "died during the final report, after training") for s in ctx.ledger.report_deaths]
         events = sorted(kills + late + [ev for r in reports for ev in r["events"]], key=lambda e: e[1])
         for ev in events:
@@ -260,8 +261,8 @@ class Monitor:
                       for i in range(cfg.layout.servers)]
             checksum = param_checksum(t0["role"]["dense"], shards, int(ctx.offsets[-1]))
         steps_done = unique_steps(tl)
-        if lost and ctx.current_step > steps_done:  # every trainer may be gone: the agreed step counts
-            steps_done = ctx.current_step
+        if lost and ctx.progress.current_step > steps_done:  # every trainer may be gone: the agreed step
+            steps_done = ctx.progress.current_step
         # the failure-free extras of a step (not failure costs): its evaluation, its checkpoint's stall
         eval_steps = {int(e[0]) for e in self.evals}
         step_extra = {int(row[0]): float(row[6]) for row in checkpoint_rows
@@ -329,7 +330,7 @@ class Monitor:
                 try:
                     k = json.loads(f.read_text())
                     # a victim that trains no steps (a spare, a parity rank) does not know the step
-                    step = self.ctx.current_step if k.get("at_end") else k["step"]
+                    step = self.ctx.progress.current_step if k.get("at_end") else k["step"]
                     out.append((step, k["time"], "kill", k["rank"], k["role"], k["index"], k["plan"]))
                 except (OSError, ValueError, KeyError) as exc:
                     say(f"warning: unreadable kill note {f.name}: {exc}")

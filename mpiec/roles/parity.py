@@ -32,7 +32,7 @@ class Parity:
     def resume(self) -> None:
         if self.eval_pending:  # the servers redo an evaluation a failure interrupted
             self.eval_pending = False
-            self.evaluate(self.ctx.completed)
+            self.evaluate(self.ctx.progress.completed)
 
     def exchange(self, step: int, status: int, word: int) -> None:
         agent = self.ctx.parity_agent()

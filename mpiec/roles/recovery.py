@@ -99,7 +99,7 @@ def detect_ulfm(ctx: RankContext, exc: PeerFailure) -> Detection:
     # Trainers and servers vote their progress; the monitor, spares, parity ranks (their
     # steps only pace the parity pipeline) and promoted ranks whose state is not restored
     # yet vote "no constraint".
-    mine = ctx.completed + 1 if ctx.in_step_loop() and ctx.slot.role != PARITY else INT_MAX
+    mine = ctx.progress.completed + 1 if ctx.in_step_loop() and ctx.slot.role != PARITY else INT_MAX
     with guard("agreement on the committed step"):
         agreed = agree_min(ctx.comms.world, mine)
     committed = agreed - 1 if agreed < INT_MAX else -2  # -2: no trainer or server survived
@@ -114,8 +114,8 @@ def detect_emulated(ctx: RankContext, data_ranks: list[int], step: int | None) -
     from mpiec.layout import data_slot
 
     if step is not None:  # monitor and spares learn the step from the notice
-        ctx.current_step = step
-    step = ctx.current_step
+        ctx.progress.current_step = step
+    step = ctx.progress.current_step
     dead = [data_slot(r, ctx.cfg.layout.trainers) for r in data_ranks]
     victim = ctx.slot in dead
     old = ctx.comms.world
@@ -180,9 +180,10 @@ def dead_nodes(ctx: RankContext, failure: Failure) -> set[int]:
 def make_plan(ctx: RankContext, failure: Failure) -> RecoveryPlan:
     """Monitor: the strategy's plan plus spares, consumed kills and the slot table."""
     if failure.committed < -1:  # no trainer or server survived: the monitor knows how far it got
-        failure.committed = ctx.current_step - 1
-        failure.step = ctx.current_step
-    ctx.current_step = max(ctx.current_step, failure.committed + 1)  # survivors may be ahead of progress
+        failure.committed = ctx.progress.current_step - 1
+        failure.step = ctx.progress.current_step
+    # the survivors may be ahead of the progress the monitor heard of
+    ctx.progress.current_step = max(ctx.progress.current_step, failure.committed + 1)
     ctx.ledger.empty_failures = 0 if failure.dead else ctx.ledger.empty_failures + 1
     if ctx.ledger.empty_failures > 3:  # an MPI error that is no rank's death, again and again
         plan = RecoveryPlan.abort("repeated MPI errors without a failed process (see the ranks' messages)")
@@ -265,16 +266,16 @@ def reconcile(ctx: RankContext, role: Role | None, plan: RecoveryPlan) -> None:
     one-step undo record, so that step, executed again, is applied once. Not called under a
     rollback (everyone restores anyway).
 
-    "Holds" is ``ctx.applied`` as well as ``ctx.completed``: a server's table holds step ``s``
+    "Holds" is ``progress.applied`` as well as ``progress.completed``: a server's table holds step ``s``
     from its apply on, and a failure seen inside the strategy's ``after_apply`` hook (``ecrm``
     polls and posts its parity exchange there) leaves ``s`` applied but not completed. Judged by
     ``completed`` alone that server kept ``s``, and re-executing ``s`` applied it twice (the
     contract test's ``ecrm`` rs k = 2, r = 2 run once ended with another checksum)."""
     if plan.scope is Scope.ROLLBACK or not ctx.in_step_loop():
         return
-    if max(ctx.completed, ctx.applied) > plan.committed:
+    if max(ctx.progress.completed, ctx.progress.applied) > plan.committed:
         step_role(ctx, role).undo_last(plan.committed)
-        ctx.completed = ctx.applied = plan.committed
+        ctx.progress.completed = ctx.progress.applied = plan.committed
         ctx.event("undo", plan.step, ctx.rank, detail=f"undid step {plan.committed + 1}")
 
 
@@ -321,8 +322,8 @@ def carry_out(ctx: RankContext, role: Role | None, plan: RecoveryPlan, detection
     if restored is None:
         return None
     plan.restored = restored
-    ctx.completed = ctx.applied = restored
-    ctx.current_step = restored + 1
+    ctx.progress.completed = ctx.progress.applied = restored
+    ctx.progress.current_step = restored + 1
     ctx.awaiting_restore = False
     ctx.epoch = plan.epoch
     role.after_recovery(plan)
@@ -413,8 +414,8 @@ def start_from_checkpoint(ctx: RankContext, role: Role) -> Role:
     if restored is None:
         raise CheckpointResumeError(f"{ctx.resume_from}: no checkpoint could be restored "
                                     f"(tried steps {plan.candidates}; see the ranks' messages)")
-    ctx.completed = ctx.applied = ctx.resumed_step = restored
-    ctx.current_step = restored + 1
+    ctx.progress.completed = ctx.progress.applied = ctx.resumed_step = restored
+    ctx.progress.current_step = restored + 1
     ctx.event("resume", restored + 1, ctx.rank,
               detail=f"from checkpoint of step {restored} in {ctx.resume_from}")
     return role

@@ -198,7 +198,7 @@ class Server:
         else:
             sgd_apply(table, uniq, acc, self.lr)
         if not replayed:
-            self.ctx.applied = step  # the table holds it now, completed or not (recovery.reconcile)
+            self.ctx.progress.applied = step  # the table holds it now, completed or not (recovery.reconcile)
             self.apply_cpu_s += time.thread_time() - c0  # the optimizer's own, before after_apply
         self.ctx.server_agent().after_apply(step, uniq, old, delta, replayed=replayed)
         self.last_apply_us = int((time.perf_counter() - t0) * 1e6)
@@ -207,7 +207,7 @@ class Server:
     def resume(self) -> None:
         if self.eval_pending:  # the evaluation a failure may have interrupted, redone
             self.eval_pending = False
-            self.evaluate(self.ctx.completed)
+            self.evaluate(self.ctx.progress.completed)
 
     def exchange(self, step: int, status: int, word: int) -> np.ndarray:
         slots, grads, headers = self.serve(step, status, f"step {step}", with_grads=True, word=word)

@@ -32,7 +32,7 @@ class Spare:
             if kind == "failure":
                 raise EmulatedFailure(*payload)
             if kind == "step":  # a step kill of a spare fires when the run reaches its step
-                self.ctx.current_step = payload
+                self.ctx.progress.current_step = payload
                 self.ctx.faults.fire_if_due(payload)
                 continue
             return

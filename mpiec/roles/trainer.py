@@ -281,7 +281,7 @@ class Trainer:
     def resume(self) -> None:
         self.sent_upto = min(self.sent_upto, len(self.timeline))
         if self.eval_pending:
-            self.evaluate(self.ctx.completed)
+            self.evaluate(self.ctx.progress.completed)
             self.eval_pending = False
 
     def after_step(self, step: int) -> None:
@@ -296,7 +296,7 @@ class Trainer:
         except EmulatedFailure as exc:
             if self.index == 0:
                 with guard("failure report"):
-                    self.ctx.comms.world.send((exc.data_ranks, self.ctx.current_step),
+                    self.ctx.comms.world.send((exc.data_ranks, self.ctx.progress.current_step),
                                               dest=self.ctx.monitor_rank, tag=TAG_FAILURE)
             raise
         self.flush_progress(force=True)

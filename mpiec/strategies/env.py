@@ -25,6 +25,10 @@ if TYPE_CHECKING:
     from mpiec.strategies.base import ServerShard
 
 
+class _Progress(Protocol):
+    completed: int
+
+
 class RankView(Protocol):
     """The runtime's per-rank record, as far as ``RankEnv`` reads it (``roles.context.RankContext``)."""
 
@@ -34,8 +38,10 @@ class RankView(Protocol):
     out_path: Path
     resume_from: str
     epoch: int
-    completed: int
     first_rank: int
+
+    @property
+    def progress(self) -> _Progress: ...
 
     @property
     def rank(self) -> int: ...
@@ -97,7 +103,7 @@ class RankEnv:
     @property
     def completed(self) -> int:
         """The last step this rank completed (-1: none)."""
-        return self._view.completed
+        return self._view.progress.completed
 
     @property
     def out_path(self) -> Path:

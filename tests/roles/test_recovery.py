@@ -87,7 +87,7 @@ class UndoRecorder:
 def server_context(tmp_path: Path, completed: int, applied: int) -> RankContext:
     ctx = context(tmp_path)
     ctx.slots = [Slot("server", 0), *ctx.slots[1:]]  # this process (world rank 0) holds server 0
-    ctx.completed, ctx.applied = completed, applied
+    ctx.progress.completed, ctx.progress.applied = completed, applied
     return ctx
 
 
@@ -96,7 +96,7 @@ def test_a_step_applied_but_not_completed_is_undone(tmp_path):
     in its table with ``completed`` still 5: agreed on 5, it must undo 6 (else 6 runs twice)."""
     ctx, role = server_context(tmp_path, completed=5, applied=6), UndoRecorder()
     reconcile(ctx, role, RecoveryPlan(scope=Scope.COMMITTED, committed=5))
-    assert role.undone == [5] and ctx.completed == ctx.applied == 5
+    assert role.undone == [5] and ctx.progress.completed == ctx.progress.applied == 5
     assert [e for e in ctx.events if e[2] == "undo"]
 
 
@@ -105,7 +105,7 @@ def test_reconcile_leaves_a_rank_at_the_agreed_step_and_every_rollback_alone(tmp
     for completed, applied, scope in cases:
         ctx, role = server_context(tmp_path, completed, applied), UndoRecorder()
         reconcile(ctx, role, RecoveryPlan(scope=scope, committed=5))
-        assert role.undone == [] and ctx.completed == completed
+        assert role.undone == [] and ctx.progress.completed == completed
     ctx, role = server_context(tmp_path, completed=6, applied=-1), UndoRecorder()  # a trainer's way
     reconcile(ctx, role, RecoveryPlan(scope=Scope.COMMITTED, committed=5))
     assert role.undone == [5]
