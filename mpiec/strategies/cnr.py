@@ -78,7 +78,6 @@ from mpiec.strategies.checkpointing import (
 from mpiec.strategies.checkpointing.chain import (
     CHAIN_META,
     ChainTracker,
-    ChainWriter,
     chain_members,
     chain_of,
     chains,
@@ -273,8 +272,8 @@ class CheckNRun(Strategy):
         store = self.store(env)
         qstore = QuantizingStore(store, role.shard.dim, self.params.quantization, self.bits)
         ledger = ChainLedger(env, role, qstore)
-        writer = ChainWriter(env, qstore, server_part(env.slot.index), ledger.written,
-                             background=self.params.mode == "async")
+        writer = PartWriter(env, qstore, server_part(env.slot.index), role.state, on_written=ledger.written,
+                            background=self.params.mode == "async")
         tracker = ChainTracker(role.shard.table.shape[0], self.params.diff)
         return CnrServer(env, role, store, tracker, writer, ledger, int(sum(self.cfg.data.cardinalities)))
 
@@ -419,7 +418,7 @@ class CnrServer(ServerAgent):
     restores its chain on a rollback."""
 
     def __init__(self, env: RankEnv, role: ShardState, store: CheckpointStore, tracker: ChainTracker,
-                 writer: ChainWriter, ledger: ChainLedger, total_rows: int) -> None:
+                 writer: PartWriter, ledger: ChainLedger, total_rows: int) -> None:
         super().__init__(env)
         self.role = role
         self.store = store
@@ -453,7 +452,7 @@ class CnrServer(ServerAgent):
         slots, link = self.tracker.take(step, size, shard.global_rows)
         snapshot = {"global_rows": shard.global_rows[slots], "table": shard.table[slots]}  # copies
         self.ledger.taken(step, self.writer.part, link, slots)
-        if not self.writer.save(step, snapshot, t0):
+        if not self.writer.save_snapshot(step, snapshot, t0):
             self.tracker.break_chain()  # a failed write breaks the chain: the next one is a baseline
 
     def background(self, step: int) -> None:

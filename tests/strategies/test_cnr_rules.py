@@ -16,7 +16,7 @@ from mpiec.errors import ConfigError
 from mpiec.layout import SERVER, TRAINER, Slot
 from mpiec.strategies import STRATEGIES
 from mpiec.strategies.base import RecoveryPlan, Scope, ServerShard
-from mpiec.strategies.checkpointing.chain import ChainWriter
+from mpiec.strategies.checkpointing import PartWriter
 from mpiec.strategies.cnr import (
     HEADER,
     CheckNRun,
@@ -239,7 +239,8 @@ def test_the_factory_composes_each_role_with_what_it_needs(tmp_path):
     assert isinstance(t0, CnrTrainer) and t0.schedule is not None and t0.writer.part == "trainer"
     assert t0.writer.writer is not None  # async by default: the decoupled write
     assert t1.schedule is None and t1.writer is None and t1.header_word(3) == 0
-    assert isinstance(s1, CnrServer) and isinstance(s1.writer, ChainWriter) and s1.writer.part == "server-1"
+    assert isinstance(s1, CnrServer) and isinstance(s1.writer, PartWriter) and s1.writer.part == "server-1"
+    assert s1.writer.on_written is not None  # the chain link goes to the coordinator before the part
     assert s1.writer.writer is not None and s1.tracker.diff == "one-shot" and s1.tracker.base == -1
     for writer in (t0.writer, s1.writer):
         writer.finish()

@@ -8,9 +8,8 @@ diff sizes since the baseline), so a restore follows the links back to a baselin
 
 * ``ChainTracker``: a server's modified-row bitsets (since the last checkpoint, since the
   baseline) and its position in the chain; decides baseline or diff and selects the rows;
-* ``ChainWriter``: writes the snapshot the caller took, on the training thread or in the
-  background, and reports it to the coordinator as ``writer.PartWriter`` does, with the rows
-  and a word of its own (``on_written``) before the part's message;
+* the parts themselves are written by ``writer.PartWriter`` (``save_snapshot``: the rows the
+  tracker selected, copied by the caller; ``on_written``: the chain word before the part's);
 * ``chain_of`` / ``chain_members`` / ``load_chains``: a chain from the manifests, the members
   every kept checkpoint needs, and a shard loaded from its chains.
 
@@ -23,25 +22,18 @@ last part, and needs every link by then).
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Iterable, Mapping
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from mpiec.checkpoint import BackgroundWriter, CheckpointError, CheckpointStore, PartInfo
+from mpiec.checkpoint import CheckpointError, CheckpointStore
 from mpiec.kernels.tracking import bitset_clear, bitset_count, bitset_new, bitset_rows, bitset_set
 
 if TYPE_CHECKING:
-    from mpiec.strategies.env import RankEnv, ShardState
+    from mpiec.strategies.env import ShardState
 
 CHAIN_META = "cnr"  # the manifest ``meta`` key holding the chain links
-
-
-class PartStore(Protocol):
-    """What a ``ChainWriter`` writes through (a ``CheckpointStore``, or a store wrapping one)."""
-
-    def write_part(self, step: int, part: str, arrays: Mapping[str, np.ndarray]) -> PartInfo: ...
 
 
 def intermittent_rebaseline(sizes: list[float]) -> bool:
@@ -199,103 +191,5 @@ class ChainTracker:
         self.base, self.prev, self.sizes = int(link["baseline"]), step, list(link["sizes"])
 
 
-class ChainWriter:
-    """A server's chain parts, written through ``store`` on the training thread or, with
-    ``background``, by a ``BackgroundWriter`` from the snapshot the caller took.
-
-    Reports as ``writer.PartWriter`` (``("part", …)`` / ``("failed", …)``, the same figures);
-    ``on_written(step, epoch)`` is called before a written part is reported and returns its
-    embedding rows (it may tell the coordinator first)."""
-
-    def __init__(self, env: RankEnv, store: PartStore, part: str, on_written: Callable[[int, int], int],
-                 background: bool = False) -> None:
-        self.env = env
-        self.store = store
-        self.part = part
-        self.on_written = on_written
-        self.writer = BackgroundWriter(store) if background else None  # type: ignore[arg-type]
-        self.critical_s = self.write_s = self.max_part_s = 0.0
-        self.parts_sent = 0
-        self.submitted: list[tuple[int, int]] = []  # (step, epoch) of background writes, in order
-        self.stalls: dict[tuple[int, int], float] = {}  # (step, epoch) -> stall of a background write
-
-    def pending(self) -> set[int]:
-        """Steps whose background write is not reported yet."""
-        return {s for s, _ in self.submitted}
-
-    def save(self, step: int, snapshot: Mapping[str, np.ndarray], t0: float) -> bool:
-        """Write ``snapshot`` (private copies, taken since ``t0``: the stall) as this part of
-        ``step``, or hand it to the background. False: the write failed (reported)."""
-        stall = time.perf_counter() - t0
-        self.critical_s += stall
-        epoch = self.env.epoch
-        if self.writer is not None:
-            self.writer.submit(step, self.part, snapshot)
-            self.submitted.append((step, epoch))
-            self.stalls[(step, epoch)] = stall
-            return True
-        try:
-            info = self.store.write_part(step, self.part, snapshot)
-        except CheckpointError as exc:
-            self.failed(step, epoch, exc)
-            ok = False
-        else:
-            self.count(info)
-            self.report(step, info, epoch, stall=time.perf_counter() - t0)
-            ok = True
-        self.critical_s += time.perf_counter() - t0 - stall
-        return ok
-
-    def count(self, info: PartInfo) -> None:
-        self.write_s += info.seconds
-        self.max_part_s = max(self.max_part_s, info.seconds)
-
-    def report(self, step: int, info: PartInfo, epoch: int, stall: float | None = None) -> None:
-        """Tell the coordinator that ``info`` of ``step`` is written (``stall=None``: a background
-        write, whose stall was recorded at the snapshot)."""
-        self.parts_sent += 1
-        background = stall is None
-        stall = self.stalls.pop((step, epoch), 0.0) if stall is None else stall
-        total = stall + info.seconds if background else stall
-        rows = self.on_written(step, epoch)
-        self.env.tell_monitor(("part", step, epoch, info.to_dict(),
-                               {"rows": rows, "stall_s": stall, "total_s": total}))
-
-    def failed(self, step: int, epoch: int, exc: Exception) -> None:
-        self.env.event("checkpoint_fail", step, detail=str(exc)[:250])
-        self.env.tell_monitor(("failed", step, epoch, {"part": self.part}, {}))
-
-    def poll(self) -> None:
-        """Between steps: report the background writes finished since (of the current epoch)."""
-        if self.writer is None:
-            return
-        t0 = time.perf_counter()
-        try:
-            done = self.writer.poll()
-        except CheckpointError as exc:
-            failed = self.submitted.pop(0)
-            self.stalls.pop(failed, None)
-            self.failed(*failed, exc)
-            done = []
-        for info in done:
-            written, epoch = self.submitted.pop(0)
-            if epoch != self.env.epoch:
-                self.stalls.pop((written, epoch), None)
-            self.count(info)
-            if epoch == self.env.epoch:
-                self.report(written, info, epoch)
-        self.critical_s += time.perf_counter() - t0
-
-    def finish(self) -> None:
-        """At the end: let the background writes finish and report them."""
-        if self.writer is not None:
-            self.writer.close()
-            self.poll()
-
-    def figures(self) -> dict[str, Any]:
-        return {"checkpoint_critical_s": self.critical_s, "checkpoint_write_s": self.write_s,
-                "checkpoint_max_part_s": self.max_part_s, "checkpoint_parts_sent": self.parts_sent}
-
-
-__all__ = ["CHAIN_META", "ChainTracker", "ChainWriter", "PartStore", "chain_members",
+__all__ = ["CHAIN_META", "ChainTracker", "chain_members",
            "chain_of", "chains", "intermittent_rebaseline", "load_chains"]

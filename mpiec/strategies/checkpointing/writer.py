@@ -25,11 +25,11 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
-from mpiec.checkpoint import BackgroundWriter, CheckpointError, CheckpointStore, PartInfo
+from mpiec.checkpoint import BackgroundWriter, CheckpointError, PartInfo
 
 if TYPE_CHECKING:
     from mpiec.strategies.env import RankEnv
@@ -39,19 +39,29 @@ PART_US_FIELD = ("part_us", 40)
 _PART_US_LIMIT = (1 << PART_US_FIELD[1]) - 1
 
 
+class PartStore(Protocol):
+    """What a ``PartWriter`` writes through (a ``CheckpointStore``, or a store wrapping one, such as
+    cnr's quantizing store)."""
+
+    def write_part(self, step: int, part: str, arrays: Mapping[str, np.ndarray]) -> PartInfo: ...
+
+
 class PartWriter:
     """One rank's checkpoint part: ``state()`` gives the live arrays, ``rows()`` the embedding rows
-    the part holds (0 for the dense replica); ``background``: write through a background thread."""
+    the part holds (0 for the dense replica); ``background``: write through a background thread.
+    ``on_written(step, epoch)``, if given, is called instead of ``rows()`` when a part is written,
+    before it is reported, and returns its rows (cnr tells the coordinator its chain link there)."""
 
-    def __init__(self, env: RankEnv, store: CheckpointStore, part: str,
+    def __init__(self, env: RankEnv, store: PartStore, part: str,
                  state: Callable[[], Mapping[str, np.ndarray]], rows: Callable[[], int] = lambda: 0,
-                 background: bool = False) -> None:
+                 background: bool = False, on_written: Callable[[int, int], int] | None = None) -> None:
         self.env = env
         self.store = store
         self.part = part
         self.state = state
         self.rows = rows
-        self.writer = BackgroundWriter(store) if background else None
+        self.on_written = on_written
+        self.writer = BackgroundWriter(store) if background else None  # type: ignore[arg-type]
         self.critical_s = self.write_s = self.max_part_s = 0.0
         self.parts_sent = 0
         self.submitted: list[tuple[int, int]] = []  # (step, epoch) of background writes, in order
@@ -61,24 +71,39 @@ class PartWriter:
         """The slowest part written so far, in µs (the header's ``part_us``; saturates)."""
         return min(int(self.max_part_s * 1e6), _PART_US_LIMIT)
 
-    def save(self, step: int) -> None:
-        """Write this rank's part of checkpoint ``step`` (or snapshot it for the background)."""
+    def pending(self) -> set[int]:
+        """Steps whose background write is not reported yet."""
+        return {s for s, _ in self.submitted}
+
+    def save(self, step: int) -> bool:
+        """Write this rank's part of checkpoint ``step`` from ``state()`` (or snapshot it for the
+        background). False: the write failed (reported)."""
         t0 = time.perf_counter()
         state = self.state()
-        epoch = self.env.epoch
         if self.writer is not None:  # snapshot on the training thread, write in the background
-            snap = {k: np.array(v, copy=True) for k, v in state.items()}
-            self.writer.submit(step, self.part, snap)
+            state = {k: np.array(v, copy=True) for k, v in state.items()}
+        return self.save_snapshot(step, state, t0)
+
+    def save_snapshot(self, step: int, arrays: Mapping[str, np.ndarray], t0: float) -> bool:
+        """Write ``arrays`` as this part of ``step``, or hand them to the background (then they must
+        be private copies); the training thread's time on it counts from ``t0``. False: the write
+        failed (reported)."""
+        epoch = self.env.epoch
+        ok = True
+        if self.writer is not None:
+            self.writer.submit(step, self.part, arrays)
             self.submitted.append((step, epoch))
             self.stalls[(step, epoch)] = time.perf_counter() - t0
         else:
-            info = self.write(step, state)
+            info = self.write(step, arrays)
+            ok = info is not None
             if info is not None:
                 self.report(step, info, epoch, stall=time.perf_counter() - t0)
         self.critical_s += time.perf_counter() - t0
+        return ok
 
     def write(self, step: int, state: Mapping[str, np.ndarray],
-              store: CheckpointStore | None = None) -> PartInfo | None:
+              store: PartStore | None = None) -> PartInfo | None:
         """Write ``state`` as this part of ``step`` now (into ``store``, default the rank's); None
         when the write failed (reported)."""
         try:
@@ -102,7 +127,8 @@ class PartWriter:
         background = stall is None
         stall = self.stalls.pop((step, epoch), 0.0) if stall is None else stall
         total = stall + info.seconds if background else stall
-        rows = self.rows() if rows is None else rows
+        if rows is None:
+            rows = self.on_written(step, epoch) if self.on_written is not None else self.rows()
         self.env.tell_monitor(("part", step, epoch, info.to_dict(),
                                {"rows": rows, "stall_s": stall, "total_s": total}))
 
@@ -144,4 +170,4 @@ class PartWriter:
                 "checkpoint_max_part_s": self.max_part_s, "checkpoint_parts_sent": self.parts_sent}
 
 
-__all__ = ["PART_US_FIELD", "PartWriter"]
+__all__ = ["PART_US_FIELD", "PartStore", "PartWriter"]
