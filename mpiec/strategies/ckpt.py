@@ -157,25 +157,30 @@ def checkpoint_after(words: np.ndarray | None) -> bool:
 
 class CkptTrainer(TrainerAgent):
     """Every trainer restores its dense replica on a rollback; trainer 0's also holds the
-    ``schedule`` (its word decides) and the ``writer`` of the dense replica."""
+    ``schedule`` (its word decides) and the ``writer`` of the dense replica. ``header``: the
+    strategy's header layout, with a ``checkpoint`` field and the servers' part write time in
+    ``part_field``, ``part_to_us`` µs per unit (cnr reuses this agent with its own layout)."""
 
     def __init__(self, env: RankEnv, restorer: Restorer, schedule: Schedule | None = None,
-                 writer: PartWriter | None = None, detail: str = "") -> None:
+                 writer: PartWriter | None = None, detail: str = "", header: HeaderLayout = HEADER,
+                 part_field: str = "part_us", part_to_us: int = 1) -> None:
         super().__init__(env)
         self.restorer = restorer
         self.schedule = schedule
         self.writer = writer
         self.detail = detail  # the checkpoint_start event's
+        self.header, self.part_field, self.part_to_us = header, part_field, part_to_us
 
     def header_word(self, step: int) -> int:
-        return HEADER.pack(checkpoint=self.schedule.due(step)) if self.schedule else 0
+        return self.header.pack(checkpoint=self.schedule.due(step)) if self.schedule else 0
 
     def after_step(self, step: int, words: np.ndarray | None) -> None:
         if words is None:
             return
         if self.schedule:
-            self.schedule.observe(HEADER.column(words[self.env.cfg.layout.trainers:], "part_us"))
-        if not checkpoint_after(words):
+            part = self.header.column(words[self.env.cfg.layout.trainers:], self.part_field)
+            self.schedule.observe(part * self.part_to_us)
+        if not self.header.get(words[SCHEDULER], "checkpoint"):
             return
         if self.schedule:
             self.env.event("checkpoint_start", step, detail=self.detail)

@@ -58,7 +58,7 @@ import numpy as np
 from mpiec.checkpoint import CheckpointError, CheckpointStore, PartInfo
 from mpiec.kernels.quantize import QuantizedRows, dequantize, quantize, row_l2_error
 from mpiec.layout import SERVER, TRAINER, Slot
-from mpiec.strategies.agents import Coordinator, ServerAgent, TrainerAgent
+from mpiec.strategies.agents import Coordinator, ServerAgent
 from mpiec.strategies.base import Failure, RecoveryPlan, Scope, Strategy
 from mpiec.strategies.checkpointing import (
     CHECKPOINT_FIELD,
@@ -84,7 +84,7 @@ from mpiec.strategies.checkpointing.chain import (
     intermittent_rebaseline,
     load_chains,
 )
-from mpiec.strategies.ckpt import CkptCoordinator, CkptParams, FullCheckpoint
+from mpiec.strategies.ckpt import CkptCoordinator, CkptParams, CkptTrainer, FullCheckpoint
 from mpiec.strategies.costs import CostModel
 from mpiec.strategies.header import HeaderLayout
 from mpiec.strategies.params import param
@@ -259,14 +259,16 @@ class CheckNRun(Strategy):
         ckpt = CkptCoordinator(env, store, committer, self.params, self.interval())
         return CnrCoordinator(env, ckpt, book)
 
-    def trainer(self, env: RankEnv, role: DenseState) -> CnrTrainer:
+    def trainer(self, env: RankEnv, role: DenseState) -> CkptTrainer:
+        """ckpt's trainer agent, reading this strategy's header (the servers' ``part_ms``)."""
         store = self.store(env)
         restorer = Restorer.for_trainer(env, store, role)
         if env.slot.index != 0:  # trainer 0 decides and writes the dense replica
-            return CnrTrainer(env, restorer)
+            return CkptTrainer(env, restorer, header=HEADER, part_field="part_ms", part_to_us=1000)
         schedule = Schedule.from_config(self.cfg, self.interval(), self.params.first, env.now)
         writer = PartWriter(env, store, TRAINER_PART, role.state, background=self.params.mode == "async")
-        return CnrTrainer(env, restorer, schedule, writer, detail=f"{self.params.mode} full checkpoint")
+        return CkptTrainer(env, restorer, schedule, writer, detail=f"{self.params.mode} full checkpoint",
+                           header=HEADER, part_field="part_ms", part_to_us=1000)
 
     def server(self, env: RankEnv, role: ShardState) -> CnrServer:
         store = self.store(env)
@@ -281,56 +283,6 @@ class CheckNRun(Strategy):
 def checkpoint_after(words: np.ndarray | None) -> bool:
     """Does this step's header say: checkpoint now (trainer 0's ``checkpoint`` field)?"""
     return words is not None and bool(HEADER.get(words[SCHEDULER], "checkpoint"))
-
-
-class CnrTrainer(TrainerAgent):
-    """Every trainer restores its dense replica on a rollback; trainer 0's also holds the
-    ``schedule`` (its word decides; the servers' ``part_ms`` are its save times) and the
-    ``writer`` of the dense replica (in full, in every checkpoint)."""
-
-    def __init__(self, env: RankEnv, restorer: Restorer, schedule: Schedule | None = None,
-                 writer: PartWriter | None = None, detail: str = "") -> None:
-        super().__init__(env)
-        self.restorer = restorer
-        self.schedule = schedule
-        self.writer = writer
-        self.detail = detail  # the checkpoint_start event's
-
-    def header_word(self, step: int) -> int:
-        return HEADER.pack(checkpoint=self.schedule.due(step)) if self.schedule else 0
-
-    def after_step(self, step: int, words: np.ndarray | None) -> None:
-        if words is None:
-            return
-        if self.schedule:
-            self.schedule.observe(HEADER.column(words[self.env.cfg.layout.trainers:], "part_ms") * 1000)
-        if not checkpoint_after(words):
-            return
-        if self.schedule:
-            self.env.event("checkpoint_start", step, detail=self.detail)
-            self.schedule.started(step)
-        if self.writer:
-            self.writer.save(step)
-
-    def background(self, step: int) -> None:
-        if self.writer:
-            self.writer.poll()
-
-    def restore(self, plan: RecoveryPlan, step: int, replaced: bool) -> bool:
-        return self.restorer.restore(plan, step)
-
-    def on_recovered(self, plan: RecoveryPlan) -> None:
-        if self.schedule:
-            self.schedule.restarted()
-
-    def summary(self) -> dict[str, Any]:
-        out = self.restorer.figures()
-        if self.writer:
-            self.writer.finish()
-            out.update(self.writer.figures())
-        if self.schedule:
-            out.update(self.schedule.figures())
-        return out
 
 
 class ChainLedger:
@@ -613,5 +565,5 @@ class CnrCoordinator(Coordinator):
 
 
 __all__ = ["HEADER", "ChainBook", "ChainLedger", "CheckNRun", "CnrCoordinator", "CnrParams", "CnrServer",
-           "CnrTrainer", "QuantizingStore", "bits_for_restores", "chain_of", "cnr_bits", "decode_part",
+           "QuantizingStore", "bits_for_restores", "chain_of", "cnr_bits", "decode_part",
            "decode_rows", "encode_rows", "expected_restores", "intermittent_rebaseline"]

@@ -17,12 +17,12 @@ from mpiec.layout import SERVER, TRAINER, Slot
 from mpiec.strategies import STRATEGIES
 from mpiec.strategies.base import RecoveryPlan, Scope, ServerShard
 from mpiec.strategies.checkpointing import PartWriter
+from mpiec.strategies.ckpt import CkptTrainer
 from mpiec.strategies.cnr import (
     HEADER,
     CheckNRun,
     CnrCoordinator,
     CnrServer,
-    CnrTrainer,
     bits_for_restores,
     chain_of,
     cnr_bits,
@@ -236,7 +236,7 @@ def test_the_factory_composes_each_role_with_what_it_needs(tmp_path):
     t1 = strategy.trainer(Env(cfg, Slot(TRAINER, 1), tmp_path), Dense())
     s1 = strategy.server(Env(cfg, Slot(SERVER, 1), tmp_path), Shard([1, 3]))
     assert isinstance(coord, CnrCoordinator) and (tmp_path / "ck").is_dir()
-    assert isinstance(t0, CnrTrainer) and t0.schedule is not None and t0.writer.part == "trainer"
+    assert isinstance(t0, CkptTrainer) and t0.schedule is not None and t0.writer.part == "trainer"
     assert t0.writer.writer is not None  # async by default: the decoupled write
     assert t1.schedule is None and t1.writer is None and t1.header_word(3) == 0
     assert isinstance(s1, CnrServer) and isinstance(s1.writer, PartWriter) and s1.writer.part == "server-1"
