@@ -149,12 +149,10 @@ SUMMARY_RULES: dict[str, str] = {
 COST = CostModel("partial", interval="pls", target_pls=CprParams().target_pls)
 
 
-class PartialRecovery(Strategy):
-    """``cpr``: full checkpoints on the PLS rule, partial recovery of the failed shards."""
+class _PartialRecoveryFamily(Strategy):
+    """What ``cpr`` and its two variants share: the declarations and the agents, made by one
+    ``CprFactory``; a variant gives its partial checkpoints (``partials``). Not registered."""
 
-    name = "cpr"
-    description = "checkpoints with partial recovery: only the failed shard reloads (CPR, MLSys'21)"
-    Params = CprParams
     recovers = True
     lossless = False  # the failed shard's updates since its checkpoint are lost
     cost = COST
@@ -163,7 +161,11 @@ class PartialRecovery(Strategy):
 
     def __init__(self, cfg: Config) -> None:
         super().__init__(cfg)
-        self.factory = CprFactory(cfg, self.params)
+        self.factory = CprFactory(cfg, self.params, self.partials())
+
+    def partials(self) -> Partials | None:
+        """The variant's partial checkpoints (None: full checkpoints only)."""
+        return None
 
     def checkpoint_root(self, out_path: Path) -> Path | None:
         return checkpoint_root(self.cfg, out_path)
@@ -178,66 +180,38 @@ class PartialRecovery(Strategy):
         return self.factory.server(env, role)
 
 
-class PartialRecoveryMFU(Strategy):
+class PartialRecovery(_PartialRecoveryFamily):
+    """``cpr``: full checkpoints on the PLS rule, partial recovery of the failed shards."""
+
+    name = "cpr"
+    description = "checkpoints with partial recovery: only the failed shard reloads (CPR, MLSys'21)"
+    Params = CprParams
+
+
+class PartialRecoveryMFU(_PartialRecoveryFamily):
     """``cpr-mfu``: ``cpr`` plus partial checkpoints of the most frequently pulled rows."""
 
     name = "cpr-mfu"
     description = "cpr + the most frequently used rows (access counters) saved more often"
     Params = CprMfuParams
-    recovers = True
-    lossless = False
-    cost = COST
-    summary_rules: ClassVar[dict[str, str]] = SUMMARY_RULES
     params: CprMfuParams
 
-    def __init__(self, cfg: Config) -> None:
-        super().__init__(cfg)
+    def partials(self) -> Partials:
         fraction = self.params.mfu_fraction
-        self.factory = CprFactory(cfg, self.params,
-                                  Partials("mfu", self.params.mfu_every, lambda n: MfuRows(n, fraction)))
-
-    def checkpoint_root(self, out_path: Path) -> Path | None:
-        return checkpoint_root(self.cfg, out_path)
-
-    def coordinator(self, env: RankEnv) -> CprCoordinator:
-        return self.factory.coordinator(env)
-
-    def trainer(self, env: RankEnv, role: DenseState) -> CprTrainer:
-        return self.factory.trainer(env, role)
-
-    def server(self, env: RankEnv, role: ShardState) -> CprServer:
-        return self.factory.server(env, role)
+        return Partials("mfu", self.params.mfu_every, lambda n: MfuRows(n, fraction))
 
 
-class PartialRecoverySSU(Strategy):
+class PartialRecoverySSU(_PartialRecoveryFamily):
     """``cpr-ssu``: ``cpr`` plus partial checkpoints of the rows a sub-sample of the steps pulled."""
 
     name = "cpr-ssu"
     description = "cpr + the rows of a sub-sample of the mini-batches saved more often"
     Params = CprSsuParams
-    recovers = True
-    lossless = False
-    cost = COST
-    summary_rules: ClassVar[dict[str, str]] = SUMMARY_RULES
     params: CprSsuParams
 
-    def __init__(self, cfg: Config) -> None:
-        super().__init__(cfg)
-        seed, rate = cfg.training.seed, self.params.ssu_rate
-        self.factory = CprFactory(cfg, self.params,
-                                  Partials("ssu", self.params.ssu_every, lambda n: SsuRows(n, seed, rate)))
-
-    def checkpoint_root(self, out_path: Path) -> Path | None:
-        return checkpoint_root(self.cfg, out_path)
-
-    def coordinator(self, env: RankEnv) -> CprCoordinator:
-        return self.factory.coordinator(env)
-
-    def trainer(self, env: RankEnv, role: DenseState) -> CprTrainer:
-        return self.factory.trainer(env, role)
-
-    def server(self, env: RankEnv, role: ShardState) -> CprServer:
-        return self.factory.server(env, role)
+    def partials(self) -> Partials:
+        seed, rate = self.cfg.training.seed, self.params.ssu_rate
+        return Partials("ssu", self.params.ssu_every, lambda n: SsuRows(n, seed, rate))
 
 
 __all__ = ["COST", "SUMMARY_RULES", "CprFactory", "CprMfuParams", "CprParams", "CprSsuParams",
