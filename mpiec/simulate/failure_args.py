@@ -227,7 +227,9 @@ def failure_process(args: argparse.Namespace, nodes: int) -> ArrivalProcess:
         mtbf_h * HOUR_S, _get(args, "weibull_shape", 1.0),
         law=cast(Literal["exponential", "weibull", "lognormal"], law),
         sigma=value("lognormal_sigma"),
-        lemon_fraction=value("lemon_fraction"), lemon_factor=value("lemon_factor"),
+        # without lemons the factor is moot: 1, NodeRenewal's own default (equal processes compare equal)
+        lemon_fraction=value("lemon_fraction"),
+        lemon_factor=value("lemon_factor") if value("lemon_fraction") > 0 else 1.0,
         repair_s=value("repair_h") * HOUR_S, repair_law=value("repair_law"),
         repair_holds_slot=bool(_get(args, "repair_holds_slot", False)),
         burst_p=value("burst_p"), burst_size=value("burst_size"))

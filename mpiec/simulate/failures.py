@@ -158,7 +158,7 @@ class NodeRenewal:
     repair_law: Literal["fixed", "exponential"] = "exponential"
     repair_holds_slot: bool = False
     burst_p: float = 0.0
-    burst_size: int = 2
+    burst_size: int = INFINITEHBD_BURSTS[1]
 
     def __post_init__(self) -> None:
         if not (self.mtbf_node_s > 0 and math.isfinite(self.mtbf_node_s)):
