@@ -63,10 +63,10 @@ from mpiec.config import Config
 from mpiec.errors import MpiecError
 from mpiec.results import RunResult, decode
 
-from .costs import Costs, Linear, RuntimeCosts, StrategyCosts, fit_linear
+from .costs import Costs, Linear, RuntimeCosts, StepCosts, StrategyCosts, fit_linear
 from .job import Job
 from .model import BACK_TO_NORMAL_SLOWDOWN
-from .policies import modelled
+from .policies import modelled, param_default
 
 __all__ = ["Measured", "MeasuredRecovery", "calibrate", "measure", "same_config", "speed_key"]
 
@@ -74,6 +74,7 @@ OWN_EXTRA_MIN = 3
 WARMUP_STEPS = 5  # the runtime's warm-up too (accounting._normal_step_time)
 FULL_KINDS = ("full", "baseline", "diff")  # written with the dense part
 PARTIAL_KINDS = ("mfu", "ssu")
+SNAPSHOT_KINDS = ("snapshot",)  # ecsnap's in-memory snapshots: one part per server, no dense part
 _IGNORED_CONFIG = ("strategy", "failures", "output")
 
 
@@ -242,6 +243,10 @@ def _write_samples(m: Measured) -> list[tuple[float, float]]:
             part = (int(row["bytes"]) - m.job.dense_bytes) / servers
         elif kind in PARTIAL_KINDS:
             part = int(row["bytes"]) / servers
+        elif kind in SNAPSHOT_KINDS:
+            if int(row["step"]) < 2 * WARMUP_STEPS:  # the first snapshot compiles the encoder
+                continue
+            part = int(row["bytes"]) / servers
         else:
             continue
         out.append((part, stall))
@@ -298,12 +303,68 @@ def calibrate(results: list[RunResult]) -> Costs:
             continue
         runs = [m for m in used if m.strategy == name]
         strategies[name], extras[name] = _strategy_costs(name, runs, notes)
+    _partial_coverage(used, strategies)
     pooled = [x for xs in extras.values() for x in xs]
     for name, sc in strategies.items():
         own = extras[name] if len(extras[name]) >= OWN_EXTRA_MIN else pooled
         extra = max(0.0, statistics.median(own)) if own else 0.0
         strategies[name] = dataclasses.replace(sc, resume_extra_s=extra)
-    return Costs(runtime, strategies, sources=[m.path for m in used], note="; ".join(notes))
+    step = step_costs(used)
+    if step is None:
+        notes.append("no failure-free run with CPU per step by role (schema v4): the step model "
+                     "(mpiec simulate's default at scale) cannot run on these costs")
+    return Costs(runtime, strategies, sources=[m.path for m in used], note="; ".join(notes), step=step)
+
+
+def _cpu(m: Measured, key: str) -> float:
+    v = m.summary.get(key)
+    return float(v) if isinstance(v, int | float) and math.isfinite(v) and v > 0 else math.nan
+
+
+def _parity_cpu(m: Measured) -> float:
+    """A server's parity CPU per step (ecrm's stage + drain; 0 where the run has none)."""
+    parts = (_cpu(m, "parity_stage_cpu_s_per_step"), _cpu(m, "parity_drain_cpu_s_per_step"))
+    return sum(x for x in parts if math.isfinite(x))
+
+
+def step_costs(used: list[Measured]) -> StepCosts | None:
+    """CPU per step by role from the failure-free runs: ``trainer`` against the samples a trainer
+    computes per step (every strategy: a trainer's work does not depend on it); ``server`` against
+    the ids a server looks up per step, from ``none`` and ``ecrm`` runs (their parity CPU taken
+    out; a checkpointing server's CPU also holds its writes). None without such runs."""
+    free = [m for m in used if m.failure_free]
+    trainer = [(float(m.cfg.training.batch_size), _cpu(m, "trainer_cpu_s_per_step")) for m in free]
+    server = []
+    for m in free:
+        if m.strategy not in ("none", "ecrm"):
+            continue
+        cpu = _cpu(m, "server_cpu_s_per_step")
+        server.append((m.job.lookups_per_step / max(1, m.job.servers), cpu - _parity_cpu(m)))
+    t = fit_linear([p for p in trainer if math.isfinite(p[1])])
+    sv = fit_linear([p for p in server if math.isfinite(p[1])])
+    if t is None or sv is None:
+        return None
+    runs = [m for m in free if math.isfinite(_cpu(m, "trainer_cpu_s_per_step"))]
+    return StepCosts(trainer=t, server=sv, runs=len(runs), sources=[m.path for m in runs])
+
+
+def _partial_coverage(used: list[Measured], strategies: dict[str, StrategyCosts]) -> None:
+    """``cpr-mfu`` / ``cpr-ssu``: 1 − their lost updates / ``cpr``'s, over runs of one config and kill
+    plan (the same failures at the same steps); left 0 (no credit) without such a pair."""
+    cprs = [m for m in used if m.strategy == "cpr" and m.recoveries]
+    for name in ("cpr-mfu", "cpr-ssu"):
+        if name not in strategies:
+            continue
+        ratios = []
+        for m in (x for x in used if x.strategy == name and x.recoveries):
+            base = [c for c in cprs
+                    if same_config(c.cfg, m.cfg) and c.cfg.failures.kill == m.cfg.failures.kill]
+            lost = float(m.summary.get("lost_updates", math.nan))
+            ref = _mean([float(c.summary.get("lost_updates", math.nan)) for c in base])
+            if math.isfinite(lost) and math.isfinite(ref) and ref > 0:
+                ratios.append(min(1.0, lost / ref))
+        if ratios:
+            strategies[name] = dataclasses.replace(strategies[name], partial_coverage=1.0 - _mean(ratios))
 
 
 def _strategy_costs(name: str, runs: list[Measured], notes: list[str]) -> tuple[StrategyCosts, list[float]]:
@@ -323,7 +384,9 @@ def _strategy_costs(name: str, runs: list[Measured], notes: list[str]) -> tuple[
     write = fit_linear([p for m in runs for p in _write_samples(m)])
     bytes_ratio = restore_ratio = 1.0
     partial_every = partial_ratio = 0.0
-    if name == "cnr":
+    unique = 0.0
+    if modelled()[name].diffs:
+        unique = _diff_unique_fraction(runs)
         bytes_ratio = _ratio([(int(row["bytes"]) - m.job.dense_bytes) / (_full_bytes(m) - m.job.dense_bytes)
                               for m in runs for row in m.checkpoints])
         restore_ratio = _ratio([(float(m.summary.get("capacity_bytes", math.nan)) - m.job.dense_bytes)
@@ -336,7 +399,12 @@ def _strategy_costs(name: str, runs: list[Measured], notes: list[str]) -> tuple[
             partial_every = len(partial_rows) / fulls
             partial_ratio = _mean([int(row["bytes"]) / m.job.servers / m.job.part_bytes
                                    for m, row in partial_rows])
-    read = fit_linear([(m.job.part_bytes * restore_ratio, r.restore_s) for m, r in server_recs])
+    replay = None
+    if kind == "replay":  # log: the restore holds the replay of the logged steps; fitted apart
+        replay = fit_linear([(float(m.summary.get("log_replayed_steps", 0)),
+                              float(m.summary.get("log_replay_s", 0))) for m in runs if m.recoveries])
+    read = fit_linear([(m.job.part_bytes * restore_ratio, r.restore_s - _replay_share(m))
+                       for m, r in server_recs])
     if write is None:
         notes.append(f"{name}: no checkpoint with a measured stall (schema v3): cannot calibrate its writes")
     if read is None:
@@ -344,7 +412,37 @@ def _strategy_costs(name: str, runs: list[Measured], notes: list[str]) -> tuple[
     extras = [r.time_lost_s - r.recovery_s - r.reexec_steps * m.normal_step_s for m, r in recs]
     return StrategyCosts(**common, write=write, read=read, bytes_ratio=bytes_ratio,
                          restore_ratio=restore_ratio, partial_every=partial_every,
-                         partial_ratio=partial_ratio), extras
+                         partial_ratio=partial_ratio, replay=replay, unique_fraction=unique), extras
+
+
+def _diff_unique_fraction(runs: list[Measured]) -> float:
+    """Rows updated per lookup from the sizes of differential checkpoints: a diff of fraction ``f``
+    of its baseline's bytes covering ``n`` steps gives ``u = 1 − (1 − f)^(1/n)`` rows changed per
+    step (``diffs.changed_fraction`` inverted), over the lookups per step; the median of the diffs."""
+    out = []
+    for m in runs:
+        policy = str(m.cfg.strategy.params.get("diff", param_default(m.strategy, "diff")))
+        base_bytes, base_step, prev = math.nan, 0, 0
+        for row in m.checkpoints:
+            kind, step = decode(row["kind"]), int(row["step"])
+            nbytes = int(row["bytes"]) - m.job.dense_bytes
+            if kind == "baseline":
+                base_bytes, base_step = nbytes, step
+            elif kind == "diff" and base_bytes > 0:
+                n = step - (prev if policy == "consecutive" else base_step)
+                f = nbytes / base_bytes
+                if n > 0 and 0 < f < 1:
+                    u = -math.expm1(math.log1p(-f) / n)
+                    out.append(u * m.job.rows / m.job.lookups_per_step)
+            prev = step
+    return statistics.median(out) if out else 0.0
+
+
+def _replay_share(m: Measured) -> float:
+    """A ``log`` recovery's replay seconds (the run's replay over its server recoveries); 0 otherwise."""
+    n = sum(1 for r in m.recoveries if r.server_failure)
+    v = m.summary.get("log_replay_s")
+    return float(v) / n if n and isinstance(v, int | float) and math.isfinite(v) else 0.0
 
 
 def _ecrm_costs(runs: list[Measured], server_recs: list[tuple[Measured, MeasuredRecovery]],
@@ -355,10 +453,14 @@ def _ecrm_costs(runs: list[Measured], server_recs: list[tuple[Measured, Measured
     if not free:  # a rebuild applies deltas at the end of its steps: the stage then holds more than parity
         notes.append("ecrm: parity cost from runs with rebuilds (no failure-free ecrm run): the critical-"
                      "path stage of their rebuild windows is counted in it")
+    parity_cpu: list[tuple[float, float]] = []
     for m in free or runs:
         s = m.summary
-        parity.append((float(s.get("parity_bytes_per_step", 0.0)) / m.job.servers,
-                       float(s.get("parity_stage_s_per_step", 0.0))))
+        per_server = float(s.get("parity_bytes_per_step", 0.0)) / m.job.servers
+        parity.append((per_server, float(s.get("parity_stage_s_per_step", 0.0))))
+        cpu = _parity_cpu(m)
+        if m in free and cpu > 0:
+            parity_cpu.append((per_server, cpu))
         rows = float(s.get("parity_rows_per_step", 0.0))
         if rows > 0:
             unique.append(rows / m.job.r / m.job.lookups_per_step)
@@ -376,7 +478,7 @@ def _ecrm_costs(runs: list[Measured], server_recs: list[tuple[Measured, Measured
               for _, r in server_recs]
     if not rebuilds:
         notes.append("ecrm: no rebuild measured (no server failure): rebuild cost unknown, taken as 0")
-    return StrategyCosts(**common, parity=fit_linear(parity),
+    return StrategyCosts(**common, parity=fit_linear(parity), parity_cpu=fit_linear(parity_cpu),
                          unique_fraction=_mean(unique) if unique else 0.0, rebuild=rebuild,
                          rebuild_slowdown=slow, sync_restore_s=_mean([r.restore_s for _, r in server_recs])
                          if server_recs else 0.0), extras

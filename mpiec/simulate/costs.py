@@ -41,7 +41,8 @@ from typing import Any
 
 from mpiec.errors import ConfigError, MpiecError
 
-__all__ = ["MAX_COST", "Costs", "Linear", "RuntimeCosts", "StrategyCosts", "fit_linear", "load_costs"]
+__all__ = ["MAX_COST", "Costs", "Linear", "RuntimeCosts", "StepCosts", "StrategyCosts", "fit_linear",
+           "load_costs"]
 
 #: The largest number a costs file may hold (seconds, bytes per second, ratios, counts): far above
 #: any measurement, and low enough that no product of costs and job sizes overflows a float.
@@ -112,6 +113,21 @@ class RuntimeCosts:
 
 
 @dataclass(frozen=True)
+class StepCosts:
+    """CPU seconds a rank spends per failure-free step, by role (``step.py`` turns them into a step's
+    critical path). ``Linear`` here maps a count, not bytes: ``trainer`` takes the samples a trainer
+    computes per step, ``server`` the ids a server looks up and updates per step (its gather, gradient
+    sums and optimizer; parity work aside). Fitted from the ``*_cpu_s_per_step`` figures of
+    failure-free runs (schema v4): CPU time, so a rank's share of oversubscribed cores does not
+    inflate it the way it inflates wall time."""
+
+    trainer: Linear
+    server: Linear
+    runs: int = 0
+    sources: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
 class StrategyCosts:
     """One strategy's calibrated costs; ``None`` / 0 where the strategy has no such cost."""
 
@@ -131,6 +147,12 @@ class StrategyCosts:
     resume_extra_s: float = 0.0  # resume → back to 95 % speed, beyond the steps the model counts
     trainer_restore_s: float = 0.0  # a trainer-only failure: the peer copy of the dense replica
     write_paced: bool = False  # every calibration run wrote at an emulated bandwidth (sleep-paced)
+    # ecrm: server CPU per step (parity stage + drain) from its parity bytes per step (failure-free runs)
+    parity_cpu: Linear | None = None
+    # cpr-mfu / cpr-ssu: share of the lost updates their partial checkpoints save (1 - lost / cpr's)
+    partial_coverage: float = 0.0
+    # log: the lost shard's replay, seconds from the steps replayed (restore - read, per recovery)
+    replay: Linear | None = None
     recoveries: int = 0
     sources: list[str] = field(default_factory=list)  # result files it was calibrated from
 
@@ -141,6 +163,7 @@ class Costs:
     strategies: dict[str, StrategyCosts]
     sources: list[str] = field(default_factory=list)
     note: str = ""
+    step: StepCosts | None = None  # CPU per step by role (None: costs saved before the step model)
 
     def at_speed(self, factor: float) -> Costs:
         """The costs on a machine ``factor`` times slower (a run whose CPU share is 1/factor of the
@@ -160,10 +183,13 @@ class Costs:
         for name, sc in self.strategies.items():
             out[name] = dataclasses.replace(
                 sc, read=lin(sc.read), rebuild=lin(sc.rebuild), parity=lin(sc.parity),
+                parity_cpu=lin(sc.parity_cpu), replay=lin(sc.replay),
                 write=sc.write if sc.write_paced else lin(sc.write),
                 sync_restore_s=sc.sync_restore_s * factor, resume_extra_s=sc.resume_extra_s * factor,
                 trainer_restore_s=sc.trainer_restore_s * factor)
-        return dataclasses.replace(self, runtime=rt, strategies=out)
+        step = None if self.step is None else dataclasses.replace(
+            self.step, trainer=lin(self.step.trainer), server=lin(self.step.server))
+        return dataclasses.replace(self, runtime=rt, strategies=out, step=step)
 
     def to_json(self) -> str:
         return json.dumps(dataclasses.asdict(self), indent=1, sort_keys=True)

@@ -55,6 +55,9 @@ class Job:
     steps: int
     k: int = 1  # ecrm: data rows per stripe
     r: int = 1  # ecrm: parity rows per stripe
+    dim: int = 0  # embedding dimension (fp32 weights on the wire: 4 x dim bytes per row)
+    batch_per_trainer: int = 0  # the config's training.batch_size (weak scaling keeps it)
+    dedicated: bool = False  # servers and trainers on nodes of their own (node i < servers: server i)
 
     @classmethod
     def from_config(cls, cfg: Any, step_s: float, k: int | None = None, r: int | None = None) -> Job:
@@ -81,13 +84,15 @@ class Job:
             servers=lay.servers, trainers_per_node=0, servers_per_node=0,
             rows=int(sum(d.cardinalities)), row_bytes=4 * (m.dim + (1 if t.optimizer == "adagrad" else 0)),
             dense_bytes=int(dense), global_batch=int(cfg.global_batch), ids_per_sample=int(sum(d.bags)),
-            step_s=float(step_s), steps=int(t.steps), k=max(1, k), r=max(1, r))
+            step_s=float(step_s), steps=int(t.steps), k=max(1, k), r=max(1, r), dim=int(m.dim),
+            batch_per_trainer=int(t.batch_size))
 
     def at_scale(self, nodes: int, trainers_per_node: int = 1, servers_per_node: int = 1,
                  step_s: float | None = None, steps: int | None = None, k: int | None = None,
-                 r: int | None = None, global_batch: int | None = None) -> Job:
-        """The same model on ``nodes`` nodes, each with that many trainers and servers; the global
-        batch stays the config's unless given (the step time is an input, not derived)."""
+                 r: int | None = None, global_batch: int | None = None, scaling: str = "strong") -> Job:
+        """The same model on ``nodes`` nodes, each with that many trainers and servers. ``scaling``:
+        ``strong`` keeps the global batch (the config's unless given), ``weak`` the batch per trainer
+        (``batch_per_trainer`` x trainers)."""
         if nodes < 1 or trainers_per_node < 0 or servers_per_node < 0 or \
                 trainers_per_node + servers_per_node < 1:
             raise MpiecError(f"a job needs nodes >= 1 and at least one rank per node, got {nodes} nodes, "
@@ -105,11 +110,37 @@ class Job:
         servers = nodes * servers_per_node
         if servers and k + r > servers:
             k = max(1, servers - r)
-        return replace(self, nodes=nodes, trainers=nodes * trainers_per_node, servers=servers,
+        trainers = nodes * trainers_per_node
+        return replace(self, nodes=nodes, trainers=trainers, servers=servers,
                        trainers_per_node=trainers_per_node, servers_per_node=servers_per_node,
                        step_s=self.step_s if step_s is None else step_s,
-                       steps=self.steps if steps is None else steps, k=k, r=r,
-                       global_batch=self.global_batch if global_batch is None else global_batch)
+                       steps=self.steps if steps is None else steps, k=k, r=r, dedicated=False,
+                       global_batch=self._batch(trainers, global_batch, scaling))
+
+    def with_ranks(self, servers: int, trainers: int, k: int | None = None, r: int | None = None,
+                   global_batch: int | None = None, scaling: str = "strong") -> Job:
+        """The model on ``servers`` server nodes and ``trainers`` trainer nodes (one rank each: the
+        papers' parameter-server clusters); node ``i < servers`` holds server ``i``."""
+        if servers < 1 or trainers < 1 or servers + trainers > MAX_NODES:
+            raise MpiecError(f"a dedicated layout needs 1..{MAX_NODES:,} nodes with at least one server "
+                             f"and one trainer, got {servers:,} servers and {trainers:,} trainers")
+        k = k if k is not None else self.k
+        r = r if r is not None else self.r
+        if k + r > servers:
+            k = max(1, servers - r)
+        return replace(self, nodes=servers + trainers, trainers=trainers, servers=servers,
+                       trainers_per_node=1, servers_per_node=1, k=k, r=r, dedicated=True,
+                       global_batch=self._batch(trainers, global_batch, scaling))
+
+    def _batch(self, trainers: int, given: int | None, scaling: str) -> int:
+        if scaling not in ("strong", "weak"):
+            raise MpiecError(f"scaling must be strong or weak, got {scaling!r}")
+        if given is not None:
+            return given
+        if scaling == "weak":
+            per = self.batch_per_trainer or max(1, self.global_batch // max(1, self.trainers))
+            return per * max(1, trainers)
+        return self.global_batch
 
     # -- derived sizes --------------------------------------------------------------------
     @property
@@ -140,10 +171,19 @@ class Job:
         return self.trainers + self.servers
 
     def lost_on_node(self) -> tuple[int, int]:
-        """(servers, trainers) a node failure takes down."""
+        """(servers, trainers) a node failure takes down (co-located layout: every node alike)."""
         if self.trainers_per_node == 0 and self.servers_per_node == 0:
             raise MpiecError("a measured run's job has no node layout: give failures as server/trainer kills")
         return self.servers_per_node, self.trainers_per_node
+
+    def lost_with(self, node: int) -> tuple[tuple[int, ...], int]:
+        """(server indices, trainers) the failure of ``node`` takes down. Co-located: a node's
+        servers sit ``nodes`` apart, so one node never holds two members of a stripe; dedicated:
+        node ``i < servers`` is server ``i``, the others are trainers."""
+        if self.dedicated:
+            return ((node,), 0) if node < self.servers else ((), 1)
+        spn, tpn = self.lost_on_node()
+        return tuple(node + j * self.nodes for j in range(spn)), tpn
 
     def describe(self) -> str:
         gib = self.table_bytes / 2**30

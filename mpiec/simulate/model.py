@@ -23,7 +23,11 @@ What each strategy does (``Policy.kind``, after ``docs/strategies.md``):
   since are executed again; a checkpoint interrupted by a failure is not committed;
 * ``partial`` (``cpr*``): only the failed shards reload their checkpoint, nobody re-executes; the
   failed shards' updates since their checkpoint are lost: ``steps since × global batch × shards
-  lost / servers`` samples (CPR's PLS accounting);
+  lost / servers`` samples (CPR's PLS accounting), less the share ``partial_coverage`` that
+  ``cpr-mfu`` / ``cpr-ssu``'s partial checkpoints keep;
+* ``replay`` (``log``): only the failed shards reload their checkpoint and replay the trainers'
+  logged gradients of the steps since (``replay_s_per_step`` each); nobody re-executes, nothing is
+  lost;
 * ``rebuild`` (``ecrm``): training resumes after the synchronous part; the lost shard is rebuilt
   in the background while steps run ``1 + rebuild_slowdown`` times slower; more than ``r`` lost
   members of one stripe (rotated placement: ``r + 1`` lost servers within ``k + r`` consecutive
@@ -54,7 +58,7 @@ __all__ = ["BACK_TO_NORMAL_SLOWDOWN", "FAILURE_EVENTS", "MAX_EVENTS", "EventBudg
 
 #: The runtime is "back to normal" at the first step no slower than normal / 0.95.
 BACK_TO_NORMAL_SLOWDOWN = 1.0 / 0.95 - 1.0
-KINDS = ("restart", "rollback", "partial", "rebuild")
+KINDS = ("restart", "rollback", "partial", "replay", "rebuild")
 #: Events one command may simulate: about a minute of the engine (~1 µs an event: a turn of its
 #: loop, a checkpoint). The default sweep spends ~120,000; a year of a 10,000-node job, one trial
 #: of every strategy, ~8 million (10 s).
@@ -94,6 +98,7 @@ class Failure:
     servers: tuple[int, ...] = ()  # server indices lost
     trainers: int = 0  # trainers lost
     label: str = ""
+    wait_s: float = 0.0  # the replacement waits this long too (a repair that holds the slot)
 
 
 @dataclass(frozen=True)
@@ -116,6 +121,8 @@ class Policy:
     sync_restore_s: float = 0.0  # rebuild: the synchronous part before training resumes
     rebuild_s: float = 0.0  # rebuild: one lost shard, from its replacement to its last row
     rebuild_slowdown: float = 0.0
+    replay_s_per_step: float = 0.0  # replay: seconds to replay one step's logged gradients
+    partial_coverage: float = 0.0  # partial: share of the lost updates partial checkpoints keep
     servers: int = 1
     trainers: int = 1
     global_batch: int = 1
@@ -230,11 +237,11 @@ class _Run:
             how = "restart"
         elif f.servers or all_trainers:
             how = "unrecoverable" if kind == "rebuild" and self._overflows(f.servers, at) else kind
-            if all_trainers and kind in ("partial", "rebuild"):
+            if all_trainers and kind in ("partial", "replay", "rebuild"):
                 how = "rollback" if p.interval_steps else "restart"
         else:
             how = "peer"
-        extra = p.resume_extra_s
+        extra = p.resume_extra_s + f.wait_s
         lost_samples = 0
         reexec = 0
         window = 0.0
@@ -252,7 +259,11 @@ class _Run:
         elif how == "partial":
             recovery = p.latency_s + p.restore_s
             new_done = d
-            lost_samples = (d - self.ckpt) * p.global_batch * len(set(f.servers)) // max(1, p.servers)
+            lost = (d - self.ckpt) * p.global_batch * len(set(f.servers)) / max(1, p.servers)
+            lost_samples = int(lost * (1.0 - p.partial_coverage))
+        elif how == "replay":
+            recovery = p.latency_s + p.restore_s + (d - self.ckpt) * p.replay_s_per_step
+            new_done = d
         elif how == "rebuild":
             recovery = p.latency_s + p.sync_restore_s
             new_done = d

@@ -31,18 +31,25 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from dataclasses import dataclass
 from typing import Any
 
 from mpiec.errors import MpiecError
+from mpiec.storage import StorageModel
 from mpiec.strategies import STRATEGIES as STRATEGY_REGISTRY
 from mpiec.strategies.checkpointing import interval_for_pls, young_interval
+from mpiec.strategies.cnr import bits_for_restores
 from mpiec.strategies.costs import CostModel
 
+from .checkpoint_io import transfer_s
 from .costs import Costs, StrategyCosts
+from .diffs import chain_ratios
 from .job import Job
 from .model import Policy
+from .step import Hardware, StepTimes, step_times
 
-__all__ = ["build_policy", "cost_model", "modelled", "not_modelled", "parity_bytes_per_server_step"]
+__all__ = ["Setup", "build_policy", "cost_model", "modelled", "not_modelled", "parity_bytes_per_server_step",
+           "step_model"]
 
 PARITY_WORD_BYTES = 8  # each delta row travels with one int64 word (row id / version)
 
@@ -85,16 +92,49 @@ def cost_model(name: str) -> CostModel:
     raise MpiecError(f"unknown strategy '{name}' for the simulator (known: {', '.join(models)})")
 
 
+def param_default(strategy: str, key: str) -> Any:
+    """The default of ``strategy``'s key ``key`` (its ``Params``: the defaults are stated once)."""
+    from mpiec.strategies import get_strategy_class
+
+    for f in dataclasses.fields(get_strategy_class(strategy).Params):
+        if f.name == key:
+            return f.default
+    raise KeyError(f"{strategy} has no key {key}")
+
+
 def parity_bytes_per_server_step(sc: StrategyCosts, job: Job) -> float:
     """Parity delta bytes one server sends per step (see the module docstring)."""
     rows = min(float(job.rows), sc.unique_fraction * job.lookups_per_step)
     return rows / max(1, job.servers) * (job.row_bytes + PARITY_WORD_BYTES) * job.r
 
 
+@dataclass(frozen=True)
+class Setup:
+    """How the cluster runs the job, beyond the calibrated costs (every field optional: the default
+    is a measured run's replay, with the calibrated step, writes and reads, and warm spares).
+
+    ``hardware``: price the step with the step model (``step.py``) instead of taking the job's
+    ``step_s`` and the critical-path parity fit; ``storage``: checkpoint writes and reads through
+    this model (``checkpoint_io``) instead of the calibrated ones (strategies whose ``medium`` is
+    ``memory`` keep theirs); ``interval_s``: a checkpoint interval fixed in seconds (Ckpt-30-like
+    baselines) instead of the strategy's rule; ``reschedule_s``: no warm spare, a failed rank is
+    replaced by the scheduler after that many seconds (instead of the calibrated ``replace_s``)."""
+
+    hardware: Hardware | None = None
+    storage: StorageModel | None = None
+    interval_s: float | None = None
+    reschedule_s: float | None = None
+    diff: str | None = None  # cnr's diff policy (None: its default strategy.diff)
+    # cnr's bits per saved weight: 0 = its rule on the expected restores (strategy.bits = "auto"),
+    # None = its default strategy.quantization (none: 32 bits)
+    bits: int | None = None
+
+
 def build_policy(name: str, costs: Costs, job: Job, mtbf_job_s: float, *,
                  interval_steps: int | None = None, target_pls: float | None = None,
-                 scale_agree: bool = True) -> Policy:
+                 scale_agree: bool = True, setup: Setup | None = None) -> Policy:
     """``name``'s policy on ``job`` when the job fails every ``mtbf_job_s`` seconds on average."""
+    setup = setup or Setup()
     model = cost_model(name)
     sc = costs.strategies.get(name)
     if sc is None:
@@ -106,43 +146,115 @@ def build_policy(name: str, costs: Costs, job: Job, mtbf_job_s: float, *,
     kind = model.kind
     rt = costs.runtime
     latency = rt.latency_s(job.ranks, scale_agree)
-    common: dict[str, Any] = dict(name=name, kind=kind, step_s=job.step_s, latency_s=latency,
+    if setup.reschedule_s is not None:
+        latency += setup.reschedule_s - rt.replace_s
+    step_s, overhead, times = job.step_s, 0.0, None
+    if setup.hardware is not None:
+        times = step_model(costs, sc, job, setup.hardware)
+        step_s, overhead = times.step_s, times.exposed_s
+        job = dataclasses.replace(job, step_s=step_s)
+    elif kind == "rebuild" and sc.parity:
+        overhead = sc.parity.seconds(parity_bytes_per_server_step(sc, job))
+    common: dict[str, Any] = dict(name=name, kind=kind, step_s=step_s, latency_s=latency,
                                   servers=job.servers, trainers=job.trainers, global_batch=job.global_batch,
                                   k=job.k, r=job.r, resume_extra_s=sc.resume_extra_s,
-                                  trainer_restore_s=sc.trainer_restore_s)
+                                  trainer_restore_s=sc.trainer_restore_s, overhead_s=overhead)
     if kind == "restart":
         return _checked(Policy(**common))
     if kind == "rebuild":
-        overhead = sc.parity.seconds(parity_bytes_per_server_step(sc, job)) if sc.parity else 0.0
         fetched = (job.k + job.r) * job.shard_rows * job.row_bytes
         rebuild = sc.rebuild.seconds(fetched) if sc.rebuild else 0.0
-        return _checked(Policy(**common, overhead_s=overhead, sync_restore_s=sc.sync_restore_s,
-                               rebuild_s=rebuild, rebuild_slowdown=sc.rebuild_slowdown))
-    if sc.write is None or sc.read is None:
-        raise MpiecError(f"strategy '{name}': the calibration has no checkpoint write or restore to "
-                         "measure its bandwidth from")
-    stall = sc.write.seconds(max(job.part_bytes * sc.bytes_ratio, job.dense_bytes))
-    restore = sc.read.seconds(job.part_bytes * sc.restore_ratio)
-    mtbf = mtbf_job_s if math.isfinite(mtbf_job_s) and mtbf_job_s > 0 else job.steps * job.step_s
+        slowdown = sc.rebuild_slowdown
+        if times is not None and setup.hardware is not None and setup.hardware.overlap:
+            # dedicated cores: the rebuild is paced into the servers' idle window of each step
+            # (the runtime's rebuild rounds at the idle point), so steps keep their speed and the
+            # rebuild lasts as many steps as its CPU needs windows
+            cpu = rebuild / setup.hardware.server_threads * setup.hardware.speed
+            idle = max(times.window_s - times.exposed_s, 1e-3 * times.step_s)
+            rebuild = math.ceil(cpu / idle) * times.run_step_s if cpu > 0 else 0.0
+            slowdown = 0.0
+        return _checked(Policy(**common, sync_restore_s=sc.sync_restore_s, rebuild_s=rebuild,
+                               rebuild_slowdown=slowdown))
+    run_step = step_s + overhead
+    mtbf = mtbf_job_s if math.isfinite(mtbf_job_s) and mtbf_job_s > 0 else job.steps * run_step
+    if model.diffs and sc.unique_fraction > 0:
+        # the chain's sizes follow the interval, Young's interval the stall: a few rounds settle both
+        bits = setup.bits
+        if bits is None:
+            bits = 32 if param_default(name, "quantization") == "none" else 0
+        if bits == 0:
+            bits = bits_for_restores(job.steps * run_step / mtbf)
+        ratio = 1.0
+        for _ in range(4):
+            sc = dataclasses.replace(sc, bytes_ratio=ratio)
+            stall, _ = _checkpoint_io(name, model, sc, job, setup)
+            every = interval_steps or _steps(name, "checkpoint interval", setup.interval_s or
+                                             young_interval(stall, mtbf), run_step)
+            ratio, restore_ratio = chain_ratios(job, sc.unique_fraction, every, setup.diff or
+                                                str(param_default(name, "diff")), bits)
+        sc = dataclasses.replace(sc, bytes_ratio=ratio, restore_ratio=restore_ratio)
+    stall, restore = _checkpoint_io(name, model, sc, job, setup)
     if interval_steps is not None:
         interval, rule = int(interval_steps), "given"
+    elif setup.interval_s is not None:
+        interval = _steps(name, "checkpoint interval", setup.interval_s, run_step)
+        rule = f"every {setup.interval_s:g} s"
     elif model.interval == "pls":
         pls = (model.target_pls or 0.0) if target_pls is None else target_pls
         if not 0 < pls <= 1:  # also nan: the suite's rule for strategy.target_pls
             raise MpiecError(f"cpr's PLS target must be a number in (0, 1], got {pls!r}")
         per_failure = max(1, job.servers_per_node)
         seconds = interval_for_pls(pls, max(1, job.servers), mtbf) / per_failure
-        interval, rule = _steps(name, "checkpoint interval", seconds, job.step_s), f"pls {pls:g}"
+        interval, rule = _steps(name, "checkpoint interval", seconds, run_step), f"pls {pls:g}"
     else:
-        interval = _steps(name, "checkpoint interval", young_interval(stall, mtbf), job.step_s)
+        interval = _steps(name, "checkpoint interval", young_interval(stall, mtbf), run_step)
         rule = "young"
     partial_every, partial_stall = None, 0.0
-    if sc.partial_every > 0:
+    if sc.partial_every > 0 and sc.write is not None:
         partial_every = max(1, round(interval / sc.partial_every))
-        partial_stall = sc.write.seconds(job.part_bytes * sc.partial_ratio)
+        partial_bytes = job.part_bytes * sc.partial_ratio
+        partial_stall = (transfer_s(setup.storage, partial_bytes, job.servers) if setup.storage is not None
+                         and model.medium == "storage" else sc.write.seconds(partial_bytes))
+    replay = 0.0
+    if kind == "replay" and sc.replay is not None:
+        # per step replayed; the fixed part joins the restore
+        replay = sc.replay.seconds(1.0) - sc.replay.latency_s
+        restore += sc.replay.latency_s
     return _checked(Policy(**common, interval_steps=interval, interval_rule=rule, ckpt_stall_s=stall,
                            restore_s=restore, partial_every_steps=partial_every,
-                           partial_stall_s=partial_stall))
+                           partial_stall_s=partial_stall, partial_coverage=sc.partial_coverage,
+                           replay_s_per_step=replay))
+
+
+def step_model(costs: Costs, sc: StrategyCosts, job: Job, hw: Hardware) -> StepTimes:
+    """The step of ``job`` for the strategy of ``sc`` on ``hw`` (``ecrm``: with its parity work)."""
+    if costs.step is None:
+        raise MpiecError("these costs have no CPU per step by role (calibrated before the step model): "
+                         "recalibrate from failure-free runs (schema v4) or give --no-step-model")
+    cpu = nbytes = 0.0
+    if sc.kind == "rebuild":
+        nbytes = parity_bytes_per_server_step(sc, job)
+        if sc.parity_cpu is not None:
+            cpu = sc.parity_cpu.seconds(nbytes)
+        elif sc.parity is not None:
+            cpu = sc.parity.seconds(nbytes)
+    return step_times(costs.step, job, hw, cpu, nbytes)
+
+
+def _checkpoint_io(name: str, model: CostModel, sc: StrategyCosts, job: Job,
+                   setup: Setup) -> tuple[float, float]:
+    """(stall of one checkpoint on the critical path, one recovery's restore), seconds."""
+    write_bytes = max(job.part_bytes * sc.bytes_ratio, job.dense_bytes)
+    read_bytes = job.part_bytes * sc.restore_ratio
+    if setup.storage is not None and model.medium == "storage":
+        stall = transfer_s(setup.storage, write_bytes, job.servers)
+        # a rollback reads every part at once; a partial recovery only the lost shard's (one node's)
+        readers = job.servers if model.kind == "rollback" else max(1, job.servers_per_node)
+        return stall, transfer_s(setup.storage, read_bytes, readers, write=False)
+    if sc.write is None or sc.read is None:
+        raise MpiecError(f"strategy '{name}': the calibration has no checkpoint write or restore to "
+                         "measure its bandwidth from")
+    return sc.write.seconds(write_bytes), sc.read.seconds(read_bytes)
 
 
 def _steps(name: str, what: str, seconds: float, step_s: float) -> int:

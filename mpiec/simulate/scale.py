@@ -16,15 +16,18 @@ from __future__ import annotations
 import math
 import statistics
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+
+from mpiec.analysis.stats import mean_ci
 
 from .costs import Costs
 from .failures import ArrivalProcess, Schedule
 from .job import Job
-from .model import FAILURE_EVENTS, EventBudget, Failure, Policy, simulate
-from .policies import build_policy
+from .model import FAILURE_EVENTS, EventBudget, Failure, Outcome, Policy, simulate
+from .policies import Setup, build_policy
 
-__all__ = ["Crossover", "ScaleRow", "crossovers", "format_crossovers", "format_table", "plot", "sweep"]
+__all__ = ["CI_KEYS", "Crossover", "ScaleRow", "Trials", "crossovers", "format_crossovers", "format_table",
+           "plot", "sweep"]
 
 
 @dataclass(frozen=True)
@@ -43,76 +46,145 @@ class ScaleRow:
     finished: float  # fraction of trials that finished within the cap
     unrecoverable: float
     trials: int
+    step_s: float = math.nan  # none's step on this job (the step model's, or the given one)
+    run_step_s: float = math.nan  # the strategy's failure-free step (protection work exposed)
+    step_path: str = ""  # the step model's critical path, when it ran
+    # half-widths of the 95 % intervals over the trials (nan with one trial)
+    ci: dict[str, float] = field(default_factory=dict)
 
 
-def _failures(schedule: Schedule, job: Job) -> Iterator[Failure]:
-    spn, tpn = job.lost_on_node()
+#: the figures a row gives an interval for (means over the trials)
+CI_KEYS = ("failures", "time_lost_per_failure_s", "time_lost_h", "lost_samples", "ettr", "goodput")
+
+
+def _failures(schedule: Schedule, job: Job, hold_repair: bool = False) -> Iterator[Failure]:
     i = 0
     while True:
         a = schedule[i]
         if a is None:
             return
-        # a node's servers sit `nodes` apart, so one node never holds two members of a stripe
-        servers = tuple(a.node + j * job.nodes for j in range(spn))
-        yield Failure(time_s=a.time_s, servers=servers, trainers=tpn, label=f"node:{a.node}")
+        servers: list[int] = []
+        trainers = 0
+        for node in (a.node, *a.also):
+            s, t = job.lost_with(node)
+            servers.extend(s)
+            trainers += t
+        yield Failure(time_s=a.time_s, servers=tuple(servers), trainers=trainers,
+                      label=f"node:{a.node}" + (f"+{len(a.also)}" if a.also else ""),
+                      wait_s=a.repair_s if hold_repair else 0.0)
         i += 1
 
 
+@dataclass(frozen=True)
+class Trials:
+    """How many seeded trials a point runs: at least ``low``; more, in rounds, until the 95 %
+    interval of every strategy's ETTR is within ``±target`` of its mean (relative), at most ``high``."""
+
+    low: int = 5
+    high: int = 200
+    target: float = 0.05
+
+    def settled(self, outs: dict[str, list[Outcome]]) -> bool:
+        for runs in outs.values():
+            mean, half = mean_ci(o.ettr for o in runs)
+            if not math.isfinite(mean) or mean <= 0:
+                continue  # all trials at 0 (the job never finishes): nothing to narrow
+            if not (math.isfinite(half) and half <= self.target * mean):
+                return False
+        return True
+
+
 def sweep(costs: Costs, job: Job, nodes: list[int], strategies: list[str],
-          process: ArrivalProcess | dict[int, ArrivalProcess], trials: int = 5, seed: int = 0,
+          process: ArrivalProcess | dict[int, ArrivalProcess], trials: int | Trials = 5, seed: int = 0,
           cap: float = 10.0, target_pls: float | None = None, trainers_per_node: int = 1,
           servers_per_node: int = 1, scale_agree: bool = True, budget: EventBudget | None = None,
-          on_start: Callable[[], None] | None = None) -> list[ScaleRow]:
-    """Every strategy at every node count, ``trials`` seeded trials each. ``process``: one arrival
-    process, or one per node count (a trace maps its nodes per job size).
+          on_start: Callable[[], None] | None = None, setup: Setup | None = None,
+          scaling: str = "strong", dedicated: tuple[int, int] | None = None) -> list[ScaleRow]:
+    """Every strategy at every node count, in seeded trials (``trials``: a fixed number, or a
+    ``Trials`` rule that runs more until the intervals are narrow). ``process``: one arrival
+    process, or one per node count (a trace maps its nodes per job size). ``setup``: hardware,
+    storage, interval and replacement (``policies.Setup``); ``scaling``: ``strong`` (the global batch
+    fixed) or ``weak`` (the batch per trainer fixed); ``dedicated = (servers, trainers)``: one job of
+    that many server and trainer nodes instead of ``nodes`` co-located ones.
 
-    The whole sweep's events are estimated first and refused past ``budget`` (``MAX_EVENTS``)
-    before any of it runs; ``on_start`` is called once that check passed (the CLI prints its
-    header then). The runs pay their actual events from the same budget, so a process that fails
-    far more often than its mean says (a small Weibull shape) still stops at the bound."""
+    The whole sweep's events are estimated first (at the least trials) and refused past ``budget``
+    (``MAX_EVENTS``) before any of it runs; ``on_start`` is called once that check passed (the CLI
+    prints its header then). The runs pay their actual events from the same budget: extra rounds
+    stop early, rather than fail, when the budget left would not cover one more."""
+    rule = trials if isinstance(trials, Trials) else Trials(trials, trials)
     budget = budget or EventBudget()
+    hold_repair = False
     points = []
-    for n in nodes:
+    sizes = [sum(dedicated)] if dedicated else nodes
+    for n in sizes:
         proc = process[n] if isinstance(process, dict) else process
-        j = job.at_scale(n, trainers_per_node, servers_per_node)
+        hold_repair = bool(getattr(proc, "repair_holds_slot", False))
+        if dedicated:
+            j = job.with_ranks(*dedicated, scaling=scaling)
+        else:
+            j = job.at_scale(n, trainers_per_node, servers_per_node, scaling=scaling)
         mtbf = proc.job_mtbf_s(n)
-        policies = {s: build_policy(s, costs, j, mtbf, target_pls=target_pls, scale_agree=scale_agree)
-                    for s in strategies}
+        policies = {s: build_policy(s, costs, j, mtbf, target_pls=target_pls, scale_agree=scale_agree,
+                                    setup=setup) for s in strategies}
         points.append((n, j, proc, mtbf, policies))
-    events = sum(_events(j, proc, n, mtbf, policies, trials, cap) for n, j, proc, mtbf, policies in points)
-    budget.check(events, f"this sweep ({len(nodes)} node count(s) x {len(strategies)} strategies x "
-                         f"{trials} trial(s))")
+    per_trial = [_events(j, proc, n, mtbf, policies, 1, cap) for n, j, proc, mtbf, policies in points]
+    events = sum(_events(j, proc, n, mtbf, policies, rule.low, cap) for n, j, proc, mtbf, policies in points)
+    budget.check(events, f"this sweep ({len(sizes)} node count(s) x {len(strategies)} strategies x "
+                         f"{rule.low} trial(s))")
     if on_start is not None:
         on_start()
     rows: list[ScaleRow] = []
-    for n, j, proc, _mtbf, policies in points:
-        ff_wall = j.steps * j.step_s
-        per_strategy: dict[str, list] = {s: [] for s in strategies}
-        for t in range(trials):
+    for (n, j, proc, _mtbf, policies), cost in zip(points, per_trial, strict=True):
+        # the job trains its failure-free hours at none's step on this job (every policy's step_s;
+        # the step model's when it runs)
+        step0 = policies[strategies[0]].step_s
+        steps = max(1, round(j.steps * j.step_s / step0))
+        ff_wall = steps * step0
+        per_strategy: dict[str, list[Outcome]] = {s: [] for s in strategies}
+        t = 0
+        while t < rule.high:
             schedule = Schedule(proc, n, seed + t)
             for s in strategies:
-                out = simulate(policies[s], j.steps, _failures(schedule, j), cap_s=cap * ff_wall,
-                               budget=budget)
-                per_strategy[s].append(out)
+                per_strategy[s].append(simulate(policies[s], steps, _failures(schedule, j, hold_repair),
+                                                cap_s=cap * ff_wall, budget=budget))
+            t += 1
+            if t >= rule.low and (rule.settled(per_strategy) or budget.left < 2 * cost):
+                break
         for s in strategies:
-            p = policies[s]
-            ff = simulate(p, j.steps, budget=budget)
-            outs = per_strategy[s]
-            fails = [o.failures for o in outs]
-            lost = [o.time_lost_s for o in outs]
-            rows.append(ScaleRow(
-                nodes=n, strategy=s, servers=j.servers,
-                interval=_interval(p.interval_steps, p.interval_rule, j.steps),
-                failures=statistics.fmean(fails),
-                time_lost_per_failure_s=sum(lost) / sum(fails) if sum(fails) else math.nan,
-                time_lost_h=statistics.fmean(lost) / 3600.0,
-                lost_samples=statistics.fmean(o.lost_samples for o in outs),
-                overhead=1.0 - ff_wall / ff.wall_s,
-                ettr=statistics.fmean(o.ettr for o in outs),
-                goodput=statistics.fmean(o.goodput_ratio for o in outs),
-                finished=statistics.fmean(1.0 if o.finished else 0.0 for o in outs),
-                unrecoverable=statistics.fmean(o.unrecoverable for o in outs), trials=trials))
+            rows.append(_row(n, s, j, policies[s], per_strategy[s], steps, ff_wall, budget, setup, costs))
     return rows
+
+
+def _row(n: int, s: str, j: Job, p: Policy, outs: list[Outcome], steps: int, ff_wall: float,
+         budget: EventBudget, setup: Setup | None, costs: Costs) -> ScaleRow:
+    ff = simulate(p, steps, budget=budget)
+    fails = [o.failures for o in outs]
+    lost = [o.time_lost_s for o in outs]
+    per_failure = [o.time_lost_s / o.failures for o in outs if o.failures]
+    values = {"failures": fails, "time_lost_per_failure_s": per_failure,
+              "time_lost_h": [x / 3600.0 for x in lost], "lost_samples": [o.lost_samples for o in outs],
+              "ettr": [o.ettr for o in outs], "goodput": [o.goodput_ratio for o in outs]}
+    ci = {k: mean_ci(v)[1] for k, v in values.items()}
+    path = ""
+    if setup is not None and setup.hardware is not None and costs.step is not None:
+        from .policies import step_model
+
+        sc = costs.strategies.get(s)
+        if sc is not None:
+            path = step_model(costs, sc, j, setup.hardware).describe()
+    return ScaleRow(
+        nodes=n, strategy=s, servers=j.servers,
+        interval=_interval(p.interval_steps, p.interval_rule, steps),
+        failures=statistics.fmean(fails),
+        time_lost_per_failure_s=sum(lost) / sum(fails) if sum(fails) else math.nan,
+        time_lost_h=statistics.fmean(lost) / 3600.0,
+        lost_samples=statistics.fmean(o.lost_samples for o in outs),
+        overhead=1.0 - ff_wall / ff.wall_s,
+        ettr=statistics.fmean(o.ettr for o in outs),
+        goodput=statistics.fmean(o.goodput_ratio for o in outs),
+        finished=statistics.fmean(1.0 if o.finished else 0.0 for o in outs),
+        unrecoverable=statistics.fmean(o.unrecoverable for o in outs), trials=len(outs),
+        step_s=p.step_s, run_step_s=p.run_step_s, step_path=path, ci=ci)
 
 
 def _events(job: Job, process: ArrivalProcess, nodes: int, mtbf_s: float, policies: dict[str, Policy],
@@ -169,20 +241,27 @@ def crossovers(rows: list[ScaleRow]) -> list[Crossover]:
     return sorted(out, key=lambda c: c.at)
 
 
-HEADER = ["nodes", "strategy", "ckpt interval (steps, rule)", "failures", "time lost / failure s",
-          "time lost h", "lost samples", "overhead %", "ETTR", "goodput %"]
+HEADER = ["nodes", "strategy", "ckpt interval (steps, rule)", "step ms", "failures", "time lost / failure s",
+          "time lost h", "lost samples", "overhead %", "ETTR", "goodput %", "trials"]
+
+
+def _pm(r: ScaleRow, key: str, spec: str, scale: float = 1.0) -> str:
+    """``mean ± half-width`` of a row's figure (the interval over its trials)."""
+    x = getattr(r, key) * scale
+    if not math.isfinite(x):
+        return "—"
+    half = r.ci.get(key, math.nan) * scale
+    return format(x, spec) + (f" ± {format(half, spec)}" if math.isfinite(half) else "")
 
 
 def _cells(r: ScaleRow) -> list[str]:
-    def f(x: float, spec: str) -> str:
-        return format(x, spec) if math.isfinite(x) else "—"
-
-    ettr = f(r.ettr, ".4f") + ("" if r.finished == 1 else f" ({r.finished:.0%} finish)")
+    ettr = _pm(r, "ettr", ".4f") + ("" if r.finished == 1 else f" ({r.finished:.0%} finish)")
     extra = f" ({r.unrecoverable:g} unrecov.)" if r.unrecoverable else ""
-    return [f"{r.nodes:,}", r.strategy, r.interval or "—", f(r.failures, ".1f") + extra,
-            f(r.time_lost_per_failure_s, ".3g"), f(r.time_lost_h, ".3g"),
-            f(r.lost_samples, ".3g") if r.lost_samples else "0", f(100 * r.overhead, ".2f"), ettr,
-            f(100 * r.goodput, ".2f")]
+    step = (f"{r.run_step_s * 1e3:.3g}" if math.isfinite(r.run_step_s) else "—")
+    return [f"{r.nodes:,}", r.strategy, r.interval or "—", step, _pm(r, "failures", ".1f") + extra,
+            _pm(r, "time_lost_per_failure_s", ".3g"), _pm(r, "time_lost_h", ".3g"),
+            _pm(r, "lost_samples", ".3g") if r.lost_samples else "0", f"{100 * r.overhead:.2f}", ettr,
+            _pm(r, "goodput", ".2f", 100.0), str(r.trials)]
 
 
 def format_table(rows: list[ScaleRow], markdown: bool = False) -> str:

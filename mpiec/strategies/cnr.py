@@ -222,7 +222,7 @@ class CheckNRun(Strategy):
     Params = CnrParams
     recovers = True
     lossless = True  # with quantization the restored rows are approximate: the contract runs it unquantized
-    cost = CostModel("rollback", interval="young")
+    cost = CostModel("rollback", interval="young", diffs=True)
     summary_rules: ClassVar[dict[str, str]] = {
         **FullCheckpoint.summary_rules,
         "cnr_diff": "first", "cnr_quantization": "first", "cnr_bits": "first",

@@ -15,20 +15,26 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-Kind = Literal["restart", "rollback", "partial", "rebuild"]
+Kind = Literal["restart", "rollback", "partial", "replay", "rebuild"]
 
 
 @dataclass(frozen=True)
 class CostModel:
     """``kind``: what a failure costs (``restart``: the job starts over; ``rollback``: every rank
     restores a checkpoint and re-executes; ``partial``: only the lost shards restore, nothing is
-    re-executed; ``rebuild``: the lost shards are rebuilt from survivors); ``interval``: the
-    checkpoint interval rule (``young``: Young's; ``pls``: CPR's portion-of-lost-samples target,
-    ``target_pls`` by default; ``none``: no checkpoints)."""
+    re-executed; ``replay``: only the lost shards restore and replay the trainers' logged gradients;
+    ``rebuild``: the lost shards are rebuilt from survivors); ``interval``: the checkpoint interval
+    rule (``young``: Young's; ``pls``: CPR's portion-of-lost-samples target, ``target_pls`` by
+    default; ``none``: no checkpoints); ``medium``: where checkpoints go (``storage``: the job's
+    storage model; ``memory``: peers' memory, priced by the calibrated snapshot costs, never by the
+    storage model); ``diffs``: its checkpoints are differential and quantized (Check-N-Run), so
+    their sizes follow the rows changed per interval (``mpiec.simulate.diffs``)."""
 
     kind: Kind
     interval: Literal["none", "young", "pls"] = "none"
     target_pls: float | None = None
+    medium: Literal["storage", "memory"] = "storage"
+    diffs: bool = False  # differential, quantized checkpoints (cnr): sizes from the rows changed
 
 
 __all__ = ["CostModel", "Kind"]

@@ -71,6 +71,7 @@ from mpiec.errors import ConfigError
 from mpiec.strategies.base import Strategy
 from mpiec.strategies.checkpointing import expected_mtbf_s
 from mpiec.strategies.ckpt import FullCheckpoint
+from mpiec.strategies.costs import CostModel
 from mpiec.strategies.ecsnap.agents import Coding, SnapshotCoordinator, SnapshotServer, SnapshotTrainer
 from mpiec.strategies.ecsnap.geometry import Geometry
 from mpiec.strategies.ecsnap.schedule import SnapshotSchedule
@@ -112,8 +113,8 @@ class ErasureCodedSnapshots(Strategy):
     Params = EcsnapParams
     recovers = True
     lossless = True
-    cost_reason = ("not modelled: its snapshots go to peers' memory with an erasure code, a write and "
-                   "a restore the calibration has no bandwidth fit for (a disk rollback would overstate it)")
+    # the simulator: a full rollback from peers' memory, snapshot and restore calibrated from ecsnap runs
+    cost = CostModel("rollback", interval="young", medium="memory")
     summary_rules: ClassVar[dict[str, str]] = {
         "code": "first", "k": "first", "r": "first", "snapshot_interval_rule": "first",
         "snapshot_interval_steps": "first", "snapshots": "first", "snapshot_memory_bytes": "sum",

@@ -89,6 +89,7 @@ from mpiec.strategies.ckpt import (
     FullCheckpoint,
     checkpoint_after,
 )
+from mpiec.strategies.costs import CostModel
 from mpiec.strategies.log.spill import HEADER as SPILL_HEADER
 from mpiec.strategies.log.store import LogStore
 from mpiec.strategies.params import param
@@ -120,8 +121,8 @@ class UpdateLog(Strategy):
     Params = LogParams
     recovers = True
     lossless = True
-    cost_reason = ("not modelled: the simulator has no term for replaying logged gradients and its "
-                   "calibration reads no log run (a rollback model would overstate its loss)")
+    # the simulator: only the lost shards restore and replay the logged steps (calibrated from log runs)
+    cost = CostModel("replay", interval="young")
     summary_rules: ClassVar[dict[str, str]] = {
         **FullCheckpoint.summary_rules,
         "log_memory_peak_bytes": "max", "log_spilled_bytes": "sum", "log_spilled_records": "sum",
