@@ -27,11 +27,10 @@ A delta row travels with one int64 *word*: ``(parity slot << 12) | (i << 8) | j`
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 
-from mpiec.kernels.codes import Code, SumCode
+from mpiec.kernels.codes import Code, GFCode, SumCode
+from mpiec.kernels.parity import WORD, gf_apply_wire, gf_apply_words, wire_words
 
 CHAIN = 64  # versions a holder remembers per source (undo never goes back further than a few)
 
@@ -51,16 +50,52 @@ def payload_width(code: Code, row_bytes: int) -> int:
     return row_bytes
 
 
-@dataclass
 class Deltas:
-    """Delta rows of one step at one holder: the source of each row, its word, its bytes."""
+    """Delta rows of one step at one holder: the source of each row, its word, its bytes.
 
-    src: np.ndarray  # int64 [n]
-    words: np.ndarray  # int64 [n]
-    payload: np.ndarray  # uint8 [n, width]
+    Built either from those three arrays, or (``from_wire``) from the receive buffer of the
+    exchange as it arrived -- rows ``[int64 word | payload]`` grouped by source, ``counts`` rows
+    per source -- without copying it: the holder applies the buffer directly, and the per-row
+    arrays are only made (once) if a recovery needs to pick one source's rows out again."""
+
+    def __init__(self, src: np.ndarray, words: np.ndarray, payload: np.ndarray) -> None:
+        self._src: np.ndarray | None = src
+        self._words: np.ndarray | None = words
+        self.payload: np.ndarray = payload  # uint8 [n, width]
+        self.wire: np.ndarray | None = None  # uint8 [n, 8 + width] when built from the wire
+        self.counts: np.ndarray | None = None  # int64 [sources]: rows per source, with ``wire``
+
+    @classmethod
+    def from_wire(cls, wire: np.ndarray, counts: np.ndarray) -> Deltas:
+        d = cls.__new__(cls)
+        d._src = d._words = None
+        d.wire, d.counts, d.payload = wire, counts, wire[:, WORD:]
+        return d
+
+    @property
+    def src(self) -> np.ndarray:  # int64 [n]
+        if self._src is None:
+            assert self.counts is not None
+            self._src = np.repeat(np.arange(self.counts.size, dtype=np.int64), self.counts)
+        return self._src
+
+    @property
+    def words(self) -> np.ndarray:  # int64 [n]
+        if self._words is None:
+            assert self.wire is not None
+            self._words = wire_words(self.wire)
+        return self._words
+
+    def sources(self) -> np.ndarray:
+        """The sources with at least one row here."""
+        if self.counts is not None:
+            return np.flatnonzero(self.counts)
+        return np.unique(self.src)
 
     @property
     def nbytes(self) -> int:
+        if self.wire is not None:
+            return int(self.wire.nbytes + self.counts.nbytes) if self.counts is not None else self.wire.nbytes
         return self.src.nbytes + self.words.nbytes + self.payload.nbytes
 
 
@@ -72,6 +107,9 @@ class ParityStore:
         self.row_bytes = row_bytes
         self.width = payload_width(code, row_bytes)
         self.sum = isinstance(code, SumCode)
+        # GF codes: the (r, k) coefficients the apply kernels read (XOR is its own inverse: an undo
+        # applies the same rows again); None for ``sum``
+        self.coef = code.parity_rows if isinstance(code, GFCode) else None
         if self.sum:
             self.array = np.zeros((stripes.size, row_bytes // 4), dtype=code.dtype)
         else:
@@ -102,6 +140,10 @@ class ParityStore:
     def _mac(self, words: np.ndarray, payload: np.ndarray, negate: bool) -> None:
         if not words.size:
             return
+        if self.coef is not None:  # GF: one kernel pass in arrival order (addition commutes)
+            gf_apply_words(self.array, words, payload, self.coef)
+            return
+        # ``sum``: grouped by (i, j) in this order, as it always was (float addition does not commute)
         slots, ii, jj = unpack_words(words)
         key = ii * 256 + jj
         order = np.argsort(key, kind="stable")
@@ -127,8 +169,11 @@ class ParityStore:
 
     def apply(self, step: int, deltas: Deltas) -> None:
         """Add the deltas of ``step`` (every source's, or some sources' during recovery)."""
-        self._mac(deltas.words, deltas.payload, negate=False)
-        for s in np.unique(deltas.src):
+        if deltas.wire is not None and self.coef is not None:
+            gf_apply_wire(self.array, deltas.wire, self.coef)  # the receive buffer as it arrived
+        else:
+            self._mac(deltas.words, deltas.payload, negate=False)
+        for s in deltas.sources():
             self._advance(int(s), step)
         self.incoming.setdefault(step, []).append(deltas)
         newest = max(self.incoming)
