@@ -166,6 +166,99 @@ def run(sizes: list[int], repeat: int, adagrad_table: int) -> list[dict]:
     return results
 
 
+def _median_spread(fn: Callable[[], object], repeat: int) -> tuple[float, float, float]:
+    """Median, 10th and 90th percentile of ``repeat`` timed runs, after a warm-up run."""
+    fn()
+    times = []
+    for _ in range(repeat):
+        t = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t)
+    a = np.asarray(times)
+    return float(np.median(a)), float(np.percentile(a, 10)), float(np.percentile(a, 90))
+
+
+PIPE_ROWS = 2400  # delta rows a laptop server stages per step (k = 4, r = 1, 6 servers)
+PIPE_WIDTH = 68  # 16 fp32 weights + the Adagrad accumulator; 76 bytes with the 8-byte word
+PIPE_PARITY = 20736  # parity rows a laptop holder keeps (k = 4, r = 1, 6 servers)
+
+
+def pipeline_cases(repeat: int, rows: int = PIPE_ROWS) -> list[dict]:
+    """The parity pipeline's row loops in this process, per delta row, beside a copy of the same
+    wire bytes: ``route_pack`` (stage), ``gf_apply_wire`` for xor and rs (drain's apply)."""
+    from . import gf256
+    from .codes import make_code
+    from .parity import gf_apply_wire, route_pack
+
+    rng = np.random.default_rng(1)
+    S, k = 6, 4
+    # a rotated placement's tables (``ecrm.pipeline.Routing``): member i of stripe s on server
+    # (s + k + i) % S; slots numbered by stripe so every routed row lands in one parity array
+    holder = np.array([[(c + k + i) % S for c in range(S)] for i in range(2)], np.int64)
+    base = np.array([list(range(S))] * 2, np.int64)
+    n_rows = PIPE_PARITY * k
+    ids = np.sort(rng.choice(n_rows, rows, replace=False)).astype(np.int64)
+    payload = rng.integers(0, 256, (rows, PIPE_WIDTH), dtype=np.uint8)
+    parity = rng.integers(0, 256, (PIPE_PARITY, PIPE_WIDTH), dtype=np.uint8)
+    _, wire1, _ = route_pack(ids, payload, k, holder[:1], base[:1], S, S)
+    _, wire2, _ = route_pack(ids, payload, k, holder, base, S, S)
+    dst = np.empty_like(wire1)
+    xor, rs = make_code("xor", k, 1), make_code("rs", k, 2)
+    cases = [
+        ("np.copyto (same bytes)", rows, lambda: np.copyto(dst, wire1)),
+        ("stage: route+pack r=1", rows, lambda: route_pack(ids, payload, k, holder[:1], base[:1], S, S)),
+        ("stage: route+pack r=2", 2 * rows, lambda: route_pack(ids, payload, k, holder, base, S, S)),
+        ("drain: apply xor", rows, lambda: gf_apply_wire(parity, wire1, xor.parity_rows)),
+        (f"drain: apply rs r=2 [{gf256.path_name()}]", 2 * rows,
+         lambda: gf_apply_wire(parity, wire2, rs.parity_rows)),
+    ]
+    out = []
+    for name, n, fn in cases:
+        med, lo, hi = _median_spread(fn, max(repeat, 20))
+        out.append({"case": name, "rows": n, "ns_per_row": med / n * 1e9, "p10": lo / n * 1e9,
+                    "p90": hi / n * 1e9})
+    return out
+
+
+def pipeline_mpi(steps: int, rows: int = PIPE_ROWS) -> dict:
+    """The whole pipeline between two ranks (``mpiec.strategies.ecrm.pipebench``, under mpiexec).
+
+    This process never initialises MPI: the ranks are two new processes."""
+    import mpi4py
+
+    if "mpi4py.MPI" not in sys.modules:  # importing the strategy package imports mpi4py.MPI
+        mpi4py.rc.initialize = False
+        mpi4py.rc.finalize = False
+    from mpiec.strategies.ecrm.pipebench import launch
+
+    return launch(rows=rows, steps=steps, width=PIPE_WIDTH)
+
+
+def format_pipeline(cases: list[dict], mpi: dict | None) -> str:
+    """The pipeline table: ns per delta row, median [p10, p90], and its ratio to the copy."""
+    head = f"{'parity pipeline, per delta row':<38}{'rows':>7}{'ns/row':>9}{'[p10, p90]':>16}{'x copy':>8}"
+    lines = [head, "-" * len(head)]
+
+    def line(label: str, rows: int, med: float, lo: float, hi: float, copy: float) -> str:
+        spread = f"[{lo:.1f}, {hi:.1f}]"
+        return f"{label:<38}{rows:>7}{med:>9.1f}{spread:>16}{med / copy:>8.1f}"
+
+    for c in cases:
+        lines.append(line(c["case"], c["rows"], c["ns_per_row"], c["p10"], c["p90"], cases[0]["ns_per_row"]))
+    if mpi is not None:
+        copy = mpi["copy_ns"]["median"]
+        for key, label in (("copy_ns", "2 ranks: np.copyto (same bytes)"),
+                           ("stage_ns", "2 ranks: stage (route, pack, post)"),
+                           ("drain_ns", "2 ranks: drain (exchange, apply)"),
+                           ("total_ns", "2 ranks: stage + drain")):
+            f = mpi[key]
+            lines.append(line(label, mpi["rows"], f["median"], f["p10"], f["p90"], copy))
+        lines.append(f"2 ranks: medians over samples of {mpi['block']} steps ({mpi['steps']} steps) of the "
+                     f"pipeline's own CPU clocks (a run's parity_stage/drain_cpu), {mpi['wire_bytes']}-byte "
+                     f"wire rows, {mpi['code']}; parity exact after the run: {mpi['parity_exact']}")
+    return "\n".join(lines)
+
+
 def format_table(results: list[dict]) -> str:
     head = f"{'kernel':<24}{'size':>20}{'time ms':>10}{'payload GB/s':>14}" \
            f"{'traffic GB/s':>14}{'x copy':>8}{'x loop':>8}"
@@ -187,6 +280,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--json", metavar="FILE", help="also write the results as JSON")
     p.add_argument("--quick", action="store_true",
                    help="small sizes and few repeats (smoke test)")
+    p.add_argument("--no-mpi", action="store_true",
+                   help="leave out the parity pipeline between two ranks (which starts mpiexec -n 2)")
     args = p.parse_args(argv)
     try:
         sizes = [parse_size(s) for s in args.sizes.split(",") if s.strip()]
@@ -210,10 +305,19 @@ def main(argv: list[str] | None = None) -> int:
           f"{'' if gf256.CPU_HAS_GFNI else ' (this CPU has no GFNI)'}")
     results = run(sizes, repeat, adagrad_table)
     print(format_table(results))
+    pipe = pipeline_cases(repeat)
+    mpi = None
+    if not args.no_mpi:
+        try:
+            mpi = pipeline_mpi(steps=60 if args.quick else 300)
+        except Exception as exc:  # noqa: BLE001 - no mpiexec, a failed launch: say so, keep the rest
+            print(f"# parity pipeline between two ranks not measured: {str(exc).strip()[:300]}")
+    print()
+    print(format_pipeline(pipe, mpi))
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"gfni": gf256.gfni_active(), "gf_path": path, "repeat": repeat,
-                       "results": results}, f, indent=1)
+                       "results": results, "pipeline": pipe, "pipeline_2_ranks": mpi}, f, indent=1)
     return 0
 
 

@@ -35,7 +35,9 @@ No MPI, no I/O; numba-jitted with ``cache=True``.
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
+from llvmlite import ir
+from numba import njit, types
+from numba.extending import intrinsic
 
 from .embedding import prefetch_row
 from .gf256 import (
@@ -51,30 +53,64 @@ from .gf256 import (
 __all__ = ["gf_apply_wire", "gf_apply_words", "route_pack", "wire_words"]
 
 WORD = 8  # bytes of a row's word on the wire
+_AHEAD = 8  # parity rows prefetched ahead in the apply
+
+
+@intrinsic
+def _load_word(typingctx, arr, off):
+    """The int64 at byte offset ``off`` of a 1-D uint8 array, one unaligned load (wire rows are
+    ``8 + width`` bytes, so a word is rarely 8-byte aligned); native byte order, as numpy's view."""
+    if not isinstance(arr, types.Array) or arr.dtype != types.uint8:
+        return None
+
+    def codegen(context, builder, signature, args):
+        a = context.make_array(signature.args[0])(context, builder, value=args[0])
+        ptr = builder.bitcast(builder.gep(a.data, [args[1]]), ir.IntType(64).as_pointer())
+        return builder.load(ptr, align=1)
+
+    return types.int64(arr, types.intp), codegen
+
+
+@intrinsic
+def _store_word(typingctx, arr, off, val):
+    """Store int64 ``val`` at byte offset ``off`` of a 1-D uint8 array (unaligned)."""
+    if not isinstance(arr, types.Array) or arr.dtype != types.uint8:
+        return None
+
+    def codegen(context, builder, signature, args):
+        a = context.make_array(signature.args[0])(context, builder, value=args[0])
+        ptr = builder.bitcast(builder.gep(a.data, [args[1]]), ir.IntType(64).as_pointer())
+        builder.store(args[2], ptr, align=1)
+        return context.get_dummy_value()
+
+    return types.void(arr, types.intp, types.int64), codegen
 
 
 @njit(cache=True)
-def _route_pack(rows, payload, k, holder, base, mul, size, dest, wire, counts):
+def _route_pack(rows, payload, k, holder, base, mul, size):
     n = rows.size
     r, S = holder.shape
     w = payload.shape[1]
+    # outputs allocated here: one call from Python per step, not four (each costs a microsecond or
+    # more when the process comes back to a cold core)
+    dest = np.empty(r * n, np.int64)
+    wire = np.empty((r * n, WORD + w), np.uint8)
+    counts = np.zeros(size, np.int64)
     hq = np.empty(r * n, np.int64)
     wq = np.empty(r * n, np.int64)
-    for q in range(size):
-        counts[q] = 0
     # pass 1: holder and word of every (parity member, row); rows per holder. Unsigned division
     # (ids are checked >= 0): Python's floor semantics on signed ints cost a third more here.
     uk, uS = np.uint64(k), np.uint64(S)
     for i in range(r):
         for t in range(n):
             if rows[t] < 0:
-                return t  # see the apply loops: no raise inside a row loop
+                return dest, wire, counts, t  # see the apply loops: no raise inside a row loop
             g = np.uint64(rows[t])
             s = g // uk
             res = s % uS
             h = holder[i, res]
             if h < 0 or h >= size:
-                return t
+                return dest, wire, counts, t
             q = i * n + t
             hq[q] = h
             wq[q] = ((np.int64(s // uS) * mul + base[i, res]) << 12) | (i << 8) | np.int64(g - s * uk)
@@ -95,15 +131,12 @@ def _route_pack(rows, payload, k, holder, base, mul, size, dest, wire, counts):
             p = at[h]
             at[h] = p + 1
             dest[p] = h
-            word = wq[q]
-            o = np.uint64(p * rw)  # unsigned offsets: no wraparound check, so the copy vectorises
-            for b in range(WORD):
-                out[o + np.uint64(b)] = (word >> (8 * b)) & 0xFF
-            o += np.uint64(WORD)
+            _store_word(out, p * rw, wq[q])
+            o = np.uint64(p * rw + WORD)  # unsigned offsets: no wraparound check, so the copy vectorises
             a = np.uint64(t * w)
             for c in range(np.uint64(w)):
                 out[o + c] = src[a + c]
-    return -1
+    return dest, wire, counts, -1
 
 
 def route_pack(rows: np.ndarray, payload: np.ndarray, k: int, holder: np.ndarray, base: np.ndarray,
@@ -115,16 +148,13 @@ def route_pack(rows: np.ndarray, payload: np.ndarray, k: int, holder: np.ndarray
     of parity member ``i`` of the stripes of residue class ``c``; slot of stripe ``s`` =
     ``(s // S) * mul + base[i, s % S]``. Returns ``(dest, wire, counts)``: the holder of each wire
     row (sorted), uint8 ``[r * n, 8 + width]`` rows ``[word | payload]``, rows per holder."""
-    rows = np.ascontiguousarray(rows, dtype=np.int64).reshape(-1)
-    payload = np.ascontiguousarray(payload, dtype=np.uint8)
+    if rows.dtype != np.int64 or rows.ndim != 1 or not rows.flags.c_contiguous:
+        rows = np.ascontiguousarray(rows, dtype=np.int64).reshape(-1)
+    if payload.dtype != np.uint8 or not payload.flags.c_contiguous:
+        payload = np.ascontiguousarray(payload, dtype=np.uint8)
     if payload.ndim != 2 or payload.shape[0] != rows.size:
         raise ValueError("one payload row per row id")
-    r = holder.shape[0]
-    dest = np.empty(r * rows.size, np.int64)
-    wire = np.empty((r * rows.size, WORD + payload.shape[1]), np.uint8)
-    counts = np.empty(size, np.int64)
-    bad = _route_pack(rows, payload, np.int64(k), holder, base, np.int64(mul), np.int64(size), dest, wire,
-                      counts)
+    dest, wire, counts, bad = _route_pack(rows, payload, k, holder, base, mul, size)
     if bad >= 0:
         raise IndexError(f"row {int(rows[bad])}: a negative id, or its parity holder is outside the "
                          f"communicator of {size}")
@@ -161,23 +191,15 @@ def _mac_row(p, p0, d, d0, w, c, gfni):
 
 
 @njit(cache=True, inline="always")
-def _word_at(wire, t):
-    word = np.int64(0)
-    for b in range(WORD):
-        word |= np.int64(wire[t, b]) << (8 * b)
-    return word
-
-
-@njit(cache=True, inline="always")
 def _bad(word, n_par, coef):
     return word < 0 or (word >> 12) >= n_par or ((word >> 8) & 0xF) >= coef.shape[0] \
         or (word & 0xFF) >= coef.shape[1]
 
 
 # The row loops report a bad word by returning its index instead of raising: a ``raise`` inside
-# the loop stops LLVM from vectorising the row's bytes (measured 32 against 5 ns a row). No software
-# prefetch: a source's rows arrive in ascending slot order, and prefetching 8 rows ahead (as the
-# embedding kernels do) cost 6 ns a row on the laptop's cache-resident parity arrays.
+# the loop stops LLVM from vectorising the row's bytes (measured 32 against 5 ns a row). The parity
+# rows are prefetched ``_AHEAD`` rows ahead: in a run the array is cold (11 other ranks share the
+# caches), where it took the apply from 54 to 33 ns a row; in a hot loop it costs ~1 ns.
 
 @njit(cache=True)
 def _apply_wire(parity, wire, coef, gfni):
@@ -187,11 +209,11 @@ def _apply_wire(parity, wire, coef, gfni):
     d = wire.reshape(-1)
     n = wire.shape[0]
     for t in range(n):
-        if t + 8 < n:
-            ahead = _word_at(wire, t + 8) >> 12
+        if t + _AHEAD < n:  # parity rows are random rows: keep a few misses in flight
+            ahead = _load_word(d, (t + _AHEAD) * rw) >> 12
             if 0 <= ahead < n_par:
                 prefetch_row(parity, ahead)
-        word = _word_at(wire, t)
+        word = _load_word(d, t * rw)
         if _bad(word, n_par, coef):
             return t
         _mac_row(p, (word >> 12) * w, d, t * rw + WORD, w, coef[(word >> 8) & 0xF, word & 0xFF], gfni)
@@ -205,6 +227,10 @@ def _apply_words(parity, words, payload, coef, gfni):
     d = payload.reshape(-1)
     n = words.size
     for t in range(n):
+        if t + _AHEAD < n:
+            ahead = words[t + _AHEAD] >> 12
+            if 0 <= ahead < n_par:
+                prefetch_row(parity, ahead)
         word = words[t]
         if _bad(word, n_par, coef):
             return t

@@ -167,13 +167,14 @@ class ParityStore:
             if len(chain) > CHAIN:
                 del chain[0]
 
-    def apply(self, step: int, deltas: Deltas) -> None:
-        """Add the deltas of ``step`` (every source's, or some sources' during recovery)."""
+    def apply(self, step: int, deltas: Deltas, every_source: bool = False) -> None:
+        """Add the deltas of ``step`` (every source's, or some sources' during recovery);
+        ``every_source``: every source is at ``step`` now, also those that sent nothing."""
         if deltas.wire is not None and self.coef is not None:
             gf_apply_wire(self.array, deltas.wire, self.coef)  # the receive buffer as it arrived
         else:
             self._mac(deltas.words, deltas.payload, negate=False)
-        for s in deltas.sources():
+        for s in (range(self.applied.size) if every_source else deltas.sources()):
             self._advance(int(s), step)
         self.incoming.setdefault(step, []).append(deltas)
         newest = max(self.incoming)

@@ -39,11 +39,12 @@ from __future__ import annotations
 import time
 import weakref
 from dataclasses import dataclass
+from itertools import accumulate
 
 import numpy as np
 from mpi4py import MPI
 
-from mpiec.comm import guard, ialltoallv, wait
+from mpiec.comm import guard, wait
 from mpiec.kernels.parity import WORD, gf_apply_wire, gf_apply_words, route_pack, wire_words
 from mpiec.layout import RowPlacement
 from mpiec.strategies.ecrm.parity import Deltas, ParityStore
@@ -144,6 +145,9 @@ class DeltaPipeline:
         self.cpu_stage = 0.0
         self.cpu_drain = 0.0
         self.peak_retained = 0
+        self.route = Routing.of(pl)
+        # one wire row as one MPI element: counts and displacements in rows, as the buffers hold them
+        self.row_type = MPI.BYTE.Create_contiguous(WORD + width).Commit()
         warm_kernels(width)  # loaded now, not billed to the first step's stage and drain
 
     @property
@@ -155,7 +159,9 @@ class DeltaPipeline:
         """Source: keep the deltas of ``step`` for the holders (the next ``post`` sends them):
         the rows' change since version ``base`` (default ``step - 1``); ``old``: see ``Outgoing``."""
         t0, c0 = time.perf_counter(), time.thread_time()
-        out = build_outgoing(self.pl, global_rows, payload, self.comm.Get_size())
+        rt = self.route
+        out = Outgoing(*route_pack(global_rows, payload, self.pl.k, rt.holder, rt.base, rt.mul,
+                                   self.comm.Get_size()))
         out.base = step - 1 if base is None else base
         if old is not None:
             for o in self.outgoing.values():
@@ -225,10 +231,16 @@ class DeltaPipeline:
                 continue
             wait(req, f"parity delta counts of step {step}")
             out = self.outgoing.get(step)
-            width = 8 + self.width
-            wire = np.empty((int(rcounts.sum()), width), dtype=np.uint8)
-            send = out.wire if out is not None else np.empty((0, width), np.uint8)
-            entry[3], entry[4] = ialltoallv(self.comm, send, scounts, wire, rcounts, width), wire
+            # counts and displacements as Python ints, in rows of ``row_type``: a handful of
+            # integers, cheaper as lists than as numpy arithmetic on a cold core
+            sc, rc = scounts.tolist(), rcounts.tolist()
+            wire = np.empty((sum(rc), WORD + self.width), dtype=np.uint8)
+            send = out.wire if out is not None else wire[:0]
+            t = self.row_type
+            with guard(f"parity deltas of step {step}", nonblocking_collective=True):
+                entry[3] = self.comm.Ialltoallv([send, (sc, list(accumulate(sc[:-1], initial=0))), t],
+                                                [wire, (rc, list(accumulate(rc[:-1], initial=0))), t])
+            entry[4] = wire
 
     def poll(self, upto: int | None = None) -> None:
         """Apply the exchanges that completed, in step order; those of steps ``<= upto`` are
@@ -249,11 +261,11 @@ class DeltaPipeline:
                     if not req.Test():
                         break
             self.pending.pop(0)
-            self.bytes_sent += int(scounts.sum()) * (self.width + 8)
-            self.rows_sent += int(scounts.sum())
-            if self.store is not None:
-                self.store.apply(step, Deltas.from_wire(wire, rcounts))  # applied from the buffer
-                self.store.mark_applied(np.arange(self.pl.servers), step)
+            rows = int(scounts.sum())
+            self.bytes_sent += rows * (self.width + WORD)
+            self.rows_sent += rows
+            if self.store is not None:  # applied from the receive buffer; every source is at ``step``
+                self.store.apply(step, Deltas.from_wire(wire, rcounts), every_source=True)
         self.seconds_drain += time.perf_counter() - t0
         self.cpu_drain += time.thread_time() - c0
 
