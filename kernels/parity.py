@@ -50,7 +50,7 @@ from .gf256 import (
     gfni_active,
 )
 
-__all__ = ["gf_apply_wire", "gf_apply_words", "route_pack", "wire_words"]
+__all__ = ["gf_apply_wire", "gf_apply_wire_unchecked", "gf_apply_words", "route_pack", "wire_words"]
 
 WORD = 8  # bytes of a row's word on the wire
 _AHEAD = 8  # parity rows prefetched ahead in the apply
@@ -257,6 +257,15 @@ def gf_apply_wire(parity: np.ndarray, wire: np.ndarray, coef: np.ndarray) -> Non
     if wire.shape[0]:
         bad = _apply_wire(parity, wire, coef, gfni_active())
         _check(bad, int(wire_words(wire[bad:bad + 1])[0]) if bad >= 0 else 0)
+
+
+def gf_apply_wire_unchecked(parity: np.ndarray, wire: np.ndarray, coef: np.ndarray) -> None:
+    """``gf_apply_wire`` for a caller that made the arrays itself (C-contiguous uint8, wire rows of
+    ``8 + parity.shape[1]`` bytes, ``coef`` uint8 ``(r, k)``): no shape checks, a bad word still
+    raises ``IndexError`` (the kernel checks every word before it writes)."""
+    bad = _apply_wire(parity, wire, coef, gfni_active())
+    if bad >= 0:
+        _check(bad, int(wire_words(wire[bad:bad + 1])[0]))
 
 
 def gf_apply_words(parity: np.ndarray, words: np.ndarray, payload: np.ndarray, coef: np.ndarray) -> None:

@@ -30,7 +30,7 @@ from __future__ import annotations
 import numpy as np
 
 from mpiec.kernels.codes import Code, GFCode, SumCode
-from mpiec.kernels.parity import WORD, gf_apply_wire, gf_apply_words, wire_words
+from mpiec.kernels.parity import WORD, gf_apply_wire_unchecked, gf_apply_words, wire_words
 
 CHAIN = 64  # versions a holder remembers per source (undo never goes back further than a few)
 
@@ -169,19 +169,41 @@ class ParityStore:
 
     def apply(self, step: int, deltas: Deltas, every_source: bool = False) -> None:
         """Add the deltas of ``step`` (every source's, or some sources' during recovery);
-        ``every_source``: every source is at ``step`` now, also those that sent nothing."""
-        if deltas.wire is not None and self.coef is not None:
-            gf_apply_wire(self.array, deltas.wire, self.coef)  # the receive buffer as it arrived
+        ``every_source``: every source is at ``step`` now, also those that sent nothing.
+
+        The per-step path (a wire buffer, every source) does its bookkeeping in a few Python
+        operations: in a run the holder comes back to a core whose caches other ranks used, where
+        each one costs microseconds (measured: ~45 us of a 110 us apply, before this)."""
+        wire = deltas.wire
+        if wire is not None and self.coef is not None:
+            if wire.shape[0]:  # the receive buffer as it arrived (the pipeline made it: rows of 8 + width)
+                gf_apply_wire_unchecked(self.array, wire, self.coef)
         else:
             self._mac(deltas.words, deltas.payload, negate=False)
-        for s in (range(self.applied.size) if every_source else deltas.sources()):
-            self._advance(int(s), step)
-        self.incoming.setdefault(step, []).append(deltas)
-        newest = max(self.incoming)
-        for old in [s for s in self.incoming if s <= newest - self.keep]:  # the last ``keep`` steps
-            self.dropped = max(self.dropped, old)
-            del self.incoming[old]
-        self.peak_retained = max(self.peak_retained, self.retained_bytes())
+        if every_source:
+            for s, version in enumerate(self.applied.tolist()):
+                if step > version:  # ``_advance`` of every source, in Python ints
+                    chain = self.chain[s]
+                    chain.append(step)
+                    if len(chain) > CHAIN:
+                        del chain[0]
+                    self.applied[s] = step
+        else:
+            for s in deltas.sources():
+                self._advance(int(s), step)
+        incoming = self.incoming
+        parts = incoming.get(step)
+        if parts is None:
+            incoming[step] = [deltas]
+            newest = max(incoming)
+            for old in [s for s in incoming if s <= newest - self.keep]:  # the last ``keep`` steps
+                self.dropped = max(self.dropped, old)
+                del incoming[old]
+        else:
+            parts.append(deltas)
+        retained = self.retained_bytes()
+        if retained > self.peak_retained:
+            self.peak_retained = retained
 
     def mark_applied(self, sources: np.ndarray, step: int) -> None:
         """Sources that sent nothing this step (or commit) are at ``step`` too."""

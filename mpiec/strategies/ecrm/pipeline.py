@@ -128,6 +128,17 @@ def build_outgoing(pl: RowPlacement, global_rows: np.ndarray, payload: np.ndarra
     return Outgoing(dest, wire, counts)
 
 
+def _test(req: MPI.Request, step: int) -> bool:
+    """``req.Test()`` with ``guard``'s translation of a peer failure, without entering a context
+    manager on the way that succeeds (the common one, several times a step)."""
+    try:
+        return bool(req.Test())
+    except MPI.Exception:
+        with guard(f"parity deltas of step {step}", nonblocking_collective=True):
+            raise
+    return False  # not reached: guard raises PeerFailure or re-raises
+
+
 class DeltaPipeline:
     def __init__(self, comm_of: object, pl: RowPlacement, store: ParityStore | None, width: int,
                  keep: int = 3) -> None:
@@ -229,7 +240,8 @@ class DeltaPipeline:
             step, scounts, rcounts, req, wire = entry
             if wire is not None or step > upto:
                 continue
-            wait(req, f"parity delta counts of step {step}")
+            if not _test(req, step):  # posted a step ago: usually there already
+                wait(req, f"parity delta counts of step {step}")
             out = self.outgoing.get(step)
             # counts and displacements as Python ints, in rows of ``row_type``: a handful of
             # integers, cheaper as lists than as numpy arithmetic on a cold core
@@ -253,13 +265,10 @@ class DeltaPipeline:
                     break
                 self._advance(step)
                 continue
-            where = f"parity deltas of step {step}"
-            if upto is not None and step <= upto:
-                wait(req, where)
-            else:
-                with guard(where, nonblocking_collective=True):
-                    if not req.Test():
-                        break
+            if not _test(req, step):
+                if upto is None or step > upto:
+                    break
+                wait(req, f"parity deltas of step {step}")
             self.pending.pop(0)
             rows = int(scounts.sum())
             self.bytes_sent += rows * (self.width + WORD)
