@@ -1,9 +1,11 @@
 """The runs behind ``mpiec simulate``'s reference calibration (``mpiec/simulate/reference.py``).
 
-    python scripts/simulate_reference.py OUTDIR [--only NAME,...]
+    python scripts/simulate_reference.py OUTDIR [--only NAME,...] [--fit-only] [--freeze]
 
-Runs, one after the other (``mpiec.launcher.launch``), then fits the costs and prints them as the
-JSON ``reference.py`` freezes (also written to ``OUTDIR/costs.json``):
+Runs, one after the other (``mpiec.launcher.launch``), then fits the costs and prints them as JSON
+(also written to ``OUTDIR/costs.json``; ``--fit-only``: fit the plan's files already in OUTDIR,
+run nothing); ``--freeze`` writes them, sources as file names, to
+``mpiec/simulate/reference.json``, the reference calibration ``mpiec simulate`` ships:
 
 * **failure-free** (the step model's CPU per step by role, ``ecrm``'s parity CPU): laptop preset,
   300 steps, ``none`` and ``ecrm`` at two sizes each — 2 servers and batch 1024 per trainer, 4
@@ -20,6 +22,7 @@ jobs, the recovery latencies are not (docs/simulate.md).
 
 from __future__ import annotations
 
+import json
 import sys
 import time
 from dataclasses import dataclass
@@ -86,14 +89,27 @@ def main(argv: list[str]) -> int:
     out = Path(argv[0])
     out.mkdir(parents=True, exist_ok=True)
     only = set(argv[argv.index("--only") + 1].split(",")) if "--only" in argv else None
-    files = run_plan(out, only)
+    if "--fit-only" in argv:
+        files = [out / f"{p.name}.h5" for p in PLAN if (out / f"{p.name}.h5").exists()]
+    else:
+        files = run_plan(out, only)
     from mpiec.analysis.read import load_results
+
     from mpiec.simulate.calibrate import calibrate
 
     costs = calibrate(load_results([str(f) for f in files]))
     text = costs.to_json()
     (out / "costs.json").write_text(text + "\n")
     print(text)
+    if "--freeze" in argv:
+        frozen = json.loads(text)
+        frozen["note"] = ""
+        for part in (frozen, frozen.get("step") or {}, *frozen["strategies"].values()):
+            if "sources" in part:
+                part["sources"] = [Path(x).name for x in part["sources"]]
+        target = Path(__file__).parents[1] / "mpiec" / "simulate" / "reference.json"
+        target.write_text(json.dumps(frozen, indent=1, sort_keys=True) + "\n")
+        print(f"[reference] frozen: {target} (update NOTE in reference.py: date, machine, load)")
     return 0
 
 

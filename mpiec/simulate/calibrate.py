@@ -63,6 +63,7 @@ from mpiec.config import Config
 from mpiec.errors import MpiecError
 from mpiec.results import RunResult, decode
 
+from .access import changed_fraction, distinct_rows
 from .costs import Costs, Linear, RuntimeCosts, StepCosts, StrategyCosts, fit_linear
 from .job import Job
 from .model import BACK_TO_NORMAL_SLOWDOWN
@@ -328,18 +329,21 @@ def _parity_cpu(m: Measured) -> float:
 
 
 def step_costs(used: list[Measured]) -> StepCosts | None:
-    """CPU per step by role from the failure-free runs: ``trainer`` against the samples a trainer
-    computes per step (every strategy: a trainer's work does not depend on it); ``server`` against
-    the ids a server looks up per step, from ``none`` and ``ecrm`` runs (their parity CPU taken
-    out; a checkpointing server's CPU also holds its writes). None without such runs."""
+    """CPU per step by role from the failure-free runs: ``trainer`` against a trainer's work per step
+    (samples × ``Job.trainer_work_per_sample``; every strategy: a trainer's work does not depend on
+    it); ``server`` against the bytes of the rows a server looks up per step, from ``none`` and
+    ``ecrm`` runs (their parity CPU taken out; a checkpointing server's CPU also holds its writes).
+    None without such runs."""
     free = [m for m in used if m.failure_free]
-    trainer = [(float(m.cfg.training.batch_size), _cpu(m, "trainer_cpu_s_per_step")) for m in free]
+    trainer = [(float(m.cfg.training.batch_size) * m.job.trainer_work_per_sample,
+                _cpu(m, "trainer_cpu_s_per_step")) for m in free]
     server = []
     for m in free:
         if m.strategy not in ("none", "ecrm"):
             continue
         cpu = _cpu(m, "server_cpu_s_per_step")
-        server.append((m.job.lookups_per_step / max(1, m.job.servers), cpu - _parity_cpu(m)))
+        row_bytes = m.job.lookups_per_step / max(1, m.job.servers) * m.job.row_bytes
+        server.append((row_bytes, cpu - _parity_cpu(m)))
     t = fit_linear([p for p in trainer if math.isfinite(p[1])])
     sv = fit_linear([p for p in server if math.isfinite(p[1])])
     if t is None or sv is None:
@@ -384,9 +388,9 @@ def _strategy_costs(name: str, runs: list[Measured], notes: list[str]) -> tuple[
     write = fit_linear([p for m in runs for p in _write_samples(m)])
     bytes_ratio = restore_ratio = 1.0
     partial_every = partial_ratio = 0.0
-    unique = 0.0
+    access = 0.0
     if modelled()[name].diffs:
-        unique = _diff_unique_fraction(runs)
+        access = _diff_access_ratio(runs)
         bytes_ratio = _ratio([(int(row["bytes"]) - m.job.dense_bytes) / (_full_bytes(m) - m.job.dense_bytes)
                               for m in runs for row in m.checkpoints])
         restore_ratio = _ratio([(float(m.summary.get("capacity_bytes", math.nan)) - m.job.dense_bytes)
@@ -412,13 +416,14 @@ def _strategy_costs(name: str, runs: list[Measured], notes: list[str]) -> tuple[
     extras = [r.time_lost_s - r.recovery_s - r.reexec_steps * m.normal_step_s for m, r in recs]
     return StrategyCosts(**common, write=write, read=read, bytes_ratio=bytes_ratio,
                          restore_ratio=restore_ratio, partial_every=partial_every,
-                         partial_ratio=partial_ratio, replay=replay, unique_fraction=unique), extras
+                         partial_ratio=partial_ratio, replay=replay, access_ratio=access), extras
 
 
-def _diff_unique_fraction(runs: list[Measured]) -> float:
-    """Rows updated per lookup from the sizes of differential checkpoints: a diff of fraction ``f``
-    of its baseline's bytes covering ``n`` steps gives ``u = 1 − (1 − f)^(1/n)`` rows changed per
-    step (``diffs.changed_fraction`` inverted), over the lookups per step; the median of the diffs."""
+def _diff_access_ratio(runs: list[Measured]) -> float:
+    """Rows a differential checkpoint held over the rows the access model says changed: a diff of
+    fraction ``f`` of its baseline's bytes covering ``n`` steps (since the baseline, or since the
+    previous checkpoint for ``consecutive``) against ``access.changed_fraction(job, n)``; the median
+    of the diffs, 0 without any."""
     out = []
     for m in runs:
         policy = str(m.cfg.strategy.params.get("diff", param_default(m.strategy, "diff")))
@@ -430,10 +435,9 @@ def _diff_unique_fraction(runs: list[Measured]) -> float:
                 base_bytes, base_step = nbytes, step
             elif kind == "diff" and base_bytes > 0:
                 n = step - (prev if policy == "consecutive" else base_step)
-                f = nbytes / base_bytes
-                if n > 0 and 0 < f < 1:
-                    u = -math.expm1(math.log1p(-f) / n)
-                    out.append(u * m.job.rows / m.job.lookups_per_step)
+                model = changed_fraction(m.job, n)
+                if n > 0 and model > 0:
+                    out.append(nbytes / base_bytes / model)
             prev = step
     return statistics.median(out) if out else 0.0
 
@@ -454,6 +458,7 @@ def _ecrm_costs(runs: list[Measured], server_recs: list[tuple[Measured, Measured
         notes.append("ecrm: parity cost from runs with rebuilds (no failure-free ecrm run): the critical-"
                      "path stage of their rebuild windows is counted in it")
     parity_cpu: list[tuple[float, float]] = []
+    access: list[float] = []
     for m in free or runs:
         s = m.summary
         per_server = float(s.get("parity_bytes_per_step", 0.0)) / m.job.servers
@@ -464,6 +469,7 @@ def _ecrm_costs(runs: list[Measured], server_recs: list[tuple[Measured, Measured
         rows = float(s.get("parity_rows_per_step", 0.0))
         if rows > 0:
             unique.append(rows / m.job.r / m.job.lookups_per_step)
+            access.append(rows / m.job.r / distinct_rows(m.job, 1))
     rebuilds = [(m, r) for m, r in server_recs if math.isfinite(r.rebuild_s)]
     samples = []
     for m, r in rebuilds:
@@ -479,6 +485,7 @@ def _ecrm_costs(runs: list[Measured], server_recs: list[tuple[Measured, Measured
     if not rebuilds:
         notes.append("ecrm: no rebuild measured (no server failure): rebuild cost unknown, taken as 0")
     return StrategyCosts(**common, parity=fit_linear(parity), parity_cpu=fit_linear(parity_cpu),
-                         unique_fraction=_mean(unique) if unique else 0.0, rebuild=rebuild,
+                         unique_fraction=_mean(unique) if unique else 0.0,
+                         access_ratio=_mean(access) if access else 0.0, rebuild=rebuild,
                          rebuild_slowdown=slow, sync_restore_s=_mean([r.restore_s for _, r in server_recs])
                          if server_recs else 0.0), extras

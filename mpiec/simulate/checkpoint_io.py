@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from typing import Any
 
 from mpiec.errors import MpiecError
 from mpiec.storage import MAX_LATENCY_MS, MAX_MB_S, PROFILES, StorageModel
@@ -29,14 +30,16 @@ from mpiec.storage import MAX_LATENCY_MS, MAX_MB_S, PROFILES, StorageModel
 __all__ = ["storage_model", "transfer_s"]
 
 
-def transfer_s(model: StorageModel, part_bytes: float, ranks: int, write: bool = True) -> float:
-    """Seconds for ``ranks`` ranks to each write (or read) a part of ``part_bytes`` at once."""
+def transfer_s(model: StorageModel, part_bytes: float, ranks: int, write: bool = True,
+               extra_bytes: float = 0.0) -> float:
+    """Seconds for ``ranks`` ranks to each write (or read) a part of ``part_bytes`` at once, and one
+    more rank a part of ``extra_bytes`` (a checkpoint's dense replica, written by one trainer)."""
     per_rank = model.write_mb_s if write else model.read_mb_s
     t = 0.0
     if per_rank > 0:
-        t = part_bytes / (per_rank * 1e6)
+        t = max(part_bytes, extra_bytes) / (per_rank * 1e6)
     if model.aggregate_mb_s > 0:
-        t = max(t, max(1, ranks) * part_bytes / (model.aggregate_mb_s * 1e6))
+        t = max(t, (max(1, ranks) * part_bytes + extra_bytes) / (model.aggregate_mb_s * 1e6))
     return model.latency_s + t
 
 
@@ -54,7 +57,7 @@ def storage_model(profile: str | None, aggregate_gbps: float | None = None, node
         raise MpiecError(f"--storage-profile must be calibrated or one of {', '.join(PROFILES)}, "
                          f"got {profile!r}")
     base = PROFILES[profile]
-    changes: dict[str, float] = {}
+    changes: dict[str, Any] = {}
     for flag, value, keys, scale, high in (
             ("--storage-gbps", aggregate_gbps, ("aggregate_mb_s",), 1e3, MAX_MB_S),
             ("--node-storage-gbps", node_gbps, ("write_mb_s", "read_mb_s"), 1e3, MAX_MB_S),

@@ -33,11 +33,18 @@ import textwrap
 from pathlib import Path
 
 from mpiec.errors import MpiecError
+from mpiec.storage import PROFILES
 
+from .checkpoint_io import storage_model
 from .costs import Costs, load_costs
-from .failures import HOUR_S, PUBLISHED, WEIBULL_SHAPES, ArrivalProcess, NodeRenewal, Replay, trace_arrivals
-from .job import MAX_NODES, MAX_RANKS_PER_NODE
-from .policies import modelled, not_modelled
+from .diffs import DIFF_POLICIES
+from .failure_args import add_failure_arguments, check_failure_arguments, failure_process
+from .failures import HOUR_S
+from .job import MAX_NODES, MAX_RANKS_PER_NODE, Job
+from .papers import PAPERS
+from .policies import Setup, modelled, not_modelled, step_model
+from .scale import CI_KEYS
+from .step import DEFAULT_NETWORK_GBPS, Hardware
 
 __all__ = ["build_parser", "main"]
 
@@ -89,24 +96,61 @@ def build_parser() -> argparse.ArgumentParser:
     j.add_argument("--hours", type=float, default=24.0,
                    help="failure-free length of the job in hours (default 24); sets the steps")
     j.add_argument("--global-batch", type=int, metavar="N", help="samples per step (default: the config's)")
-    f = p.add_argument_group("failures (one source)")
-    f.add_argument("--published", choices=sorted(PUBLISHED), default=None,
-                   help="node MTBF from a published figure (default: llama3)")
-    f.add_argument("--mtbf-node-h", type=float, metavar="H", help="node MTBF in hours")
-    f.add_argument("--weibull-shape", type=float, default=1.0, metavar="K",
-                   help="Weibull shape of node lifetimes (1 = exponential, the default)")
-    f.add_argument("--trace", metavar="FILE", help="replay a node fault trace (InfiniteHBD JSON or LANL CSV)")
-    f.add_argument("--trace-scale", type=float, default=1.0, metavar="X",
-                   help="trace seconds per simulated second (default 1: real time)")
-    f.add_argument("--trace-mapping", choices=("sample", "fold"), default="sample",
-                   help="sample: one trace node per job node (default); fold: every trace node mapped")
-    f.add_argument("--failures-at", metavar="HOURS", help="failure times in hours, comma-separated "
-                   "(nodes drawn with --seed)")
+    add_failure_arguments(p.add_argument_group("failures (one source)"))
+    h = p.add_argument_group("cluster (the step model, storage, replacement)")
+    h.add_argument("--scaling", choices=("strong", "weak"), default="strong",
+                   help="strong: the global batch stays the config's as nodes are added (default); weak: the "
+                   "batch per trainer stays, the global batch grows with the trainers")
+    h.add_argument("--servers", type=int, metavar="N",
+                   help="a parameter-server cluster instead of --nodes: N server nodes (with --trainers)")
+    h.add_argument("--trainers", type=int, metavar="N", help="... and N trainer nodes, one rank each")
+    h.add_argument("--no-step-model", action="store_true",
+                   help="take the step as given (--step-time or the calibration's) and ecrm's parity as its "
+                   "measured critical-path time, as before the step model")
+    h.add_argument("--no-overlap", action="store_true",
+                   help="protection work (ecrm's parity) on the critical path in full, as where ranks share "
+                   "cores; default: it overlaps the trainers' compute on the servers' own cores")
+    h.add_argument("--trainer-speedup", type=float, default=1.0, metavar="X",
+                   help="a trainer computes X times as fast as one calibration core (a GPU: more; default 1)")
+    h.add_argument("--server-threads", type=int, default=1, metavar="N",
+                   help="cores a server's row-parallel work (gather, apply, parity) spreads over (1)")
+    h.add_argument("--network-gbps", type=float, default=DEFAULT_NETWORK_GBPS, metavar="G",
+                   help=f"network per rank, Gbit/s (default {DEFAULT_NETWORK_GBPS:g}: CPR's 25 Gbit "
+                   "Ethernet; an assumption, one host measures no network)")
+    h.add_argument("--storage-profile", default="pfs-node", metavar="NAME",
+                   help="checkpoint storage: calibrated (the measured writes and reads) or a profile of "
+                   f"mpiec.storage ({', '.join(STORAGE_PROFILES)}; default pfs-node: 1 GB/s per node, 2 GB/s "
+                   "for the job, 1 ms; sources in docs/checkpoints.md)")
+    h.add_argument("--storage-gbps", type=float, metavar="G",
+                   help="aggregate storage bandwidth of the job, GB/s")
+    h.add_argument("--node-storage-gbps", type=float, metavar="G", help="storage bandwidth per node, GB/s")
+    h.add_argument("--storage-latency-ms", type=float, metavar="MS",
+                   help="storage latency per part operation")
+    h.add_argument("--interval-s", type=float, metavar="S",
+                   help="checkpoint every S seconds (Ckpt-30: 1800) instead of each strategy's rule")
+    h.add_argument("--replacement", choices=("spare", "reschedule"), default="spare",
+                   help="spare: a warm spare takes a failed rank's place (the calibrated replace time; "
+                   "default); reschedule: no spare, the scheduler brings a new node after --reschedule-s")
+    h.add_argument("--reschedule-s", type=float, metavar="S",
+                   help=f"seconds to reschedule a failed rank (default {DEFAULT_RESCHEDULE_S:g}: an "
+                   "assumption, see docs/simulate.md)")
+    h.add_argument("--cnr-diff", choices=DIFF_POLICIES, help="cnr's diff policy (default: its strategy.diff)")
+    h.add_argument("--cnr-bits", choices=("auto", "2", "3", "4", "8", "32"),
+                   help="cnr's bits per saved weight: auto = Check-N-Run's rule on the expected restores; "
+                   "32 = no quantization (default: its strategy.quantization, none)")
     s = p.add_argument_group("simulation and output")
     s.add_argument("--strategies", metavar="LIST",
                    help=f"comma-separated, from {', '.join(modelled())} (default: every calibrated one)")
     s.add_argument("--target-pls", type=float, metavar="X", help="cpr's PLS target (default: the suite's)")
-    s.add_argument("--trials", type=int, default=5, help="seeded trials averaged per point (5)")
+    s.add_argument("--trials", type=int, default=5,
+                   help="seeded trials per point, at least (5); more run until every strategy's ETTR "
+                   "interval is within --ci-target")
+    s.add_argument("--max-trials", type=int, default=200, help="trials per point at most (200)")
+    s.add_argument("--ci-target", type=float, default=0.05, metavar="X",
+                   help="half-width of the 95 %% interval of ETTR, relative to it, to stop at (0.05)")
+    s.add_argument("--paper", choices=sorted(PAPERS),
+                   help="a paper's cluster and workload (paper-regimes.md); prints its headline beside the "
+                   "simulated figure")
     s.add_argument("--seed", type=int, default=0, help="seed of the failure draws (0)")
     s.add_argument("--no-speed", action="store_true",
                    help="--predict: keep the costs at the calibration's speed instead of the run's")
@@ -121,7 +165,6 @@ def build_parser() -> argparse.ArgumentParser:
 #: Bounds of the command's numbers: generous for real use, and small enough that no product of them
 #: overflows a float or runs without end (the simulated events have their own bound, MAX_EVENTS).
 MAX_HOURS = 1e6  # 114 years of failure-free training
-MAX_MTBF_NODE_H = 1e9  # a node failing once in 114,000 years: no failure at any scale
 STEP_TIMES = (1e-6, 86400.0)  # a microsecond to a day per step
 MAX_NODE_COUNTS = 100  # node counts in one --nodes list
 MAX_TRIALS = 1000
@@ -185,25 +228,6 @@ def _costs(args: argparse.Namespace) -> tuple[Costs, str]:
     return reference_costs(), "reference calibration (mpiec.simulate.reference; --calibrate for yours)"
 
 
-def _process(args: argparse.Namespace, nodes: int) -> ArrivalProcess:
-    given = [x for x in ("published", "mtbf_node_h", "trace", "failures_at") if getattr(args, x)]
-    if len(given) > 1:
-        raise MpiecError("give one failure source: --published, --mtbf-node-h, --trace or --failures-at")
-    if args.trace:
-        return trace_arrivals(args.trace, nodes, args.trace_scale, args.seed, args.trace_mapping)
-    if args.failures_at:
-        try:
-            times = tuple(float(x) * HOUR_S for x in args.failures_at.split(",") if x.strip())
-        except ValueError:
-            raise MpiecError(f"--failures-at must be hours separated by commas, "
-                             f"got '{args.failures_at}'") from None
-        return Replay(times)
-    if args.mtbf_node_h is not None:
-        return NodeRenewal(args.mtbf_node_h * HOUR_S, args.weibull_shape)
-    pub = PUBLISHED[args.published or "llama3"]
-    return NodeRenewal(pub.mtbf_node_h * HOUR_S, args.weibull_shape)
-
-
 def _strategies(args: argparse.Namespace, costs: Costs) -> list[str]:
     if args.strategies:
         names = [x.strip() for x in args.strategies.split(",") if x.strip()]
@@ -219,6 +243,11 @@ def _strategies(args: argparse.Namespace, costs: Costs) -> list[str]:
 
 def _print_costs(costs: Costs, out) -> None:
     rt = costs.runtime
+    if costs.step is not None:
+        st = costs.step
+        print(f"step (CPU, {st.runs} failure-free runs): trainer {st.trainer.latency_s * 1e3:.2f} ms + "
+              f"{st.trainer.rate_Bps / 1e9:.2f} G multiply-adds/s; server "
+              f"{st.server.latency_s * 1e3:.2f} ms + {st.server.rate_Bps / 1e6:.0f} MB of rows/s", file=out)
     print(f"runtime: detection {rt.detect_s:.3f} s, shrink+agree {rt.shrink_agree_s:.3f} s "
           f"(at {rt.ranks} ranks), "
           f"plan {rt.plan_s:.3f} s, replace {rt.replace_s:.3f} s; none's step {rt.step_s * 1e3:.2f} ms "
@@ -232,8 +261,15 @@ def _print_costs(costs: Costs, out) -> None:
                              f"({lin.fit})")
         if sc.bytes_ratio != 1.0 or sc.restore_ratio != 1.0:
             parts.append(f"bytes x{sc.bytes_ratio:.2f}, restore x{sc.restore_ratio:.2f}")
-        if sc.unique_fraction:
-            parts.append(f"{sc.unique_fraction:.3f} rows updated per lookup")
+        if sc.access_ratio:
+            parts.append(f"rows updated x{sc.access_ratio:.2f} of the access model's")
+        if sc.parity_cpu is not None:
+            pc = sc.parity_cpu
+            parts.append(f"parity CPU {pc.latency_s * 1e3:.2f} ms + {pc.rate_Bps / 1e6:.0f} MB/s")
+        if sc.replay is not None:
+            parts.append(f"replay {1e3 / sc.replay.rate_Bps:.3g} ms per step")
+        if sc.partial_coverage:
+            parts.append(f"partials keep {100 * sc.partial_coverage:.0f} % of cpr's lost updates")
         if sc.kind == "rebuild":
             parts.append(f"sync restore {sc.sync_restore_s:.3f} s, "
                          f"rebuild slowdown {sc.rebuild_slowdown:.2f}")
@@ -283,23 +319,21 @@ def _check_outputs(args: argparse.Namespace) -> None:
             raise MpiecError("--plot needs matplotlib (pip install 'mpiec[plot]')")
 
 
-def run(args: argparse.Namespace) -> int:
-    from mpiec.config import load_config
+STORAGE_PROFILES = ("calibrated", *PROFILES)
+#: Seconds to bring a new node when there is no warm spare: an assumption (CPR names rescheduling
+#: as one of full recovery's four costs but its figure was not found; docs/simulate.md), of the order
+#: of a batch scheduler's requeue and a container start.
+DEFAULT_RESCHEDULE_S = 300.0
 
-    from .job import Job
-    from .scale import crossovers, format_crossovers, format_table, plot, sweep
 
-    _check_outputs(args)
+def _check_numbers(args: argparse.Namespace) -> None:
     _positive(args.hours, "--hours", MAX_HOURS)
     _positive(args.step_time, "--step-time", STEP_TIMES[1], low=STEP_TIMES[0], low_included=True)
-    _positive(args.trace_scale, "--trace-scale")
-    _positive(args.mtbf_node_h, "--mtbf-node-h", MAX_MTBF_NODE_H)
     _positive(args.target_pls, "--target-pls", 1.0)  # cpr's rule for strategy.target_pls
-    low_shape, high_shape = WEIBULL_SHAPES
-    if not low_shape <= args.weibull_shape <= high_shape:
-        raise MpiecError(f"--weibull-shape must be a number in [{low_shape:g}, {high_shape:g}], "
-                         f"got {args.weibull_shape:g}")
+    check_failure_arguments(args)
     _whole(args.trials, "--trials", 1, MAX_TRIALS)
+    _whole(args.max_trials, "--max-trials", 1, MAX_TRIALS)
+    _positive(args.ci_target, "--ci-target", 1.0)
     # the suite's training.seed range; a trial's seed is --seed + its index
     _whole(args.seed, "--seed", 0, 2**63 - 1 - MAX_TRIALS, shown_high="2^63 - 1001")
     _whole(args.global_batch, "--global-batch", 1, MAX_GLOBAL_BATCH)
@@ -307,6 +341,62 @@ def run(args: argparse.Namespace) -> int:
     _whole(args.servers_per_node, "--servers-per-node", 0, MAX_RANKS_PER_NODE)
     _whole(args.k, "--k", 1, 255)  # the suite's ecrm limits (GF(2^8) codes)
     _whole(args.r, "--r", 1, 4)
+    _whole(args.servers, "--servers", 1, MAX_NODES)
+    _whole(args.trainers, "--trainers", 1, MAX_NODES)
+    if (args.servers is None) != (args.trainers is None):
+        raise MpiecError("--servers and --trainers go together (a parameter-server cluster)")
+    _positive(args.trainer_speedup, "--trainer-speedup", 1e6)
+    _whole(args.server_threads, "--server-threads", 1, 4096)
+    _positive(args.network_gbps, "--network-gbps", 1e5)
+    _positive(args.interval_s, "--interval-s", MAX_HOURS * HOUR_S)
+    _positive(args.reschedule_s, "--reschedule-s", 1e6, low_included=True)
+    if args.reschedule_s is not None and args.replacement != "reschedule":
+        raise MpiecError("--reschedule-s needs --replacement reschedule")
+
+
+def _setup(args: argparse.Namespace, costs: Costs, flags: dict | None = None) -> Setup:
+    """The cluster of the flags (``flags``: a paper's, over the command line's)."""
+    a = argparse.Namespace(**{**vars(args), **(flags or {})})
+    storage = storage_model(a.storage_profile, a.storage_gbps, a.node_storage_gbps, a.storage_latency_ms)
+    hw = None
+    if not a.no_step_model:
+        if costs.step is None:
+            raise MpiecError("these costs have no CPU per step by role (calibrated before the step model, or "
+                             "from files without failure-free runs): recalibrate, or give --no-step-model")
+        hw = Hardware(trainer_speedup=float(a.trainer_speedup), server_threads=int(a.server_threads),
+                      network_Bps=float(a.network_gbps) * 1e9 / 8, overlap=not a.no_overlap)
+    reschedule = None
+    if a.replacement == "reschedule":
+        reschedule = a.reschedule_s if a.reschedule_s is not None else DEFAULT_RESCHEDULE_S
+    bits = None if a.cnr_bits is None else (0 if a.cnr_bits == "auto" else int(a.cnr_bits))
+    return Setup(hardware=hw, storage=storage, interval_s=a.interval_s, reschedule_s=reschedule,
+                 diff=a.cnr_diff, bits=bits)
+
+
+def _with_speed(setup: Setup, costs: Costs, job: Job, step_s: float) -> Setup:
+    """``setup`` with the step model's speed set so that none's step on ``job`` is ``step_s``."""
+    if setup.hardware is None:
+        return setup
+    none = policy_step(costs, job, setup)
+    hw = dataclasses.replace(setup.hardware, speed=step_s / none)
+    return dataclasses.replace(setup, hardware=hw)
+
+
+def policy_step(costs: Costs, job: Job, setup: Setup) -> float:
+    """none's step on ``job`` under ``setup``'s step model."""
+    from .costs import StrategyCosts
+
+    assert setup.hardware is not None
+    return step_model(costs, StrategyCosts("none", "restart"), job, setup.hardware).step_s
+
+
+def run(args: argparse.Namespace) -> int:
+    from mpiec.config import load_config
+
+    from .scale import Trials, crossovers, format_crossovers, format_table, plot, sweep
+
+    _check_outputs(args)
+    _check_numbers(args)
     nodes = _nodes(args.nodes)
     costs, source = _costs(args)
     if args.save_costs:
@@ -316,47 +406,79 @@ def run(args: argparse.Namespace) -> int:
         _print_costs(costs, sys.stdout)
     if args.predict:
         return _predict(args, costs)
+    if args.paper:
+        from .paper_run import run_paper
+
+        return run_paper(args, costs, source, _setup)
     cfg = load_config(preset=args.preset, config_file=args.config, sets=args.set, memory=False)
-    step_s = args.step_time or costs.runtime.step_s
+    setup = _setup(args, costs)
+    base = Job.from_config(cfg, costs.runtime.step_s)
+    base = dataclasses.replace(base, k=args.k, r=args.r, global_batch=args.global_batch or base.global_batch)
+    dedicated = (args.servers, args.trainers) if args.servers else None
+    first = base.with_ranks(*dedicated, scaling=args.scaling) if dedicated else \
+        base.at_scale(nodes[0], args.trainers_per_node, args.servers_per_node, scaling=args.scaling)
+    if args.step_time:
+        setup = _with_speed(setup, costs, first, args.step_time)
+        step_s = args.step_time
+    else:
+        step_s = policy_step(costs, first, setup) if setup.hardware else costs.runtime.step_s
     if not STEP_TIMES[0] <= step_s <= STEP_TIMES[1]:  # a costs file's step time: --step-time's bounds
         raise MpiecError(f"the step time {step_s:g} s of the {source} is outside {STEP_TIMES[0]:g}.."
                          f"{STEP_TIMES[1]:g} s: give --step-time")
-    base = Job.from_config(cfg, step_s)
     steps = max(1, round(args.hours * HOUR_S / step_s))
-    base = dataclasses.replace(base, steps=steps, k=args.k, r=args.r,
-                               global_batch=args.global_batch or base.global_batch)
-    process = _process(args, max(nodes))
+    base = dataclasses.replace(base, steps=steps, step_s=step_s)
+    sizes = [sum(dedicated)] if dedicated else nodes
+    process = failure_process(args, max(sizes))
     # a trace maps its nodes per job size
-    processes = {n: _process(args, n) for n in nodes} if args.trace else process
+    processes = {n: failure_process(args, n) for n in sizes} if args.trace else process
     names = _strategies(args, costs)
 
     def header() -> None:
-        given = "" if args.step_time else " (calibration)"
+        given = " (--step-time)" if args.step_time else \
+            (" (step model)" if setup.hardware else " (calibration)")
+        where = (f"{args.servers} server node(s) and {args.trainers} trainer node(s)" if dedicated else
+                 f"per node {args.trainers_per_node} trainer(s), {args.servers_per_node} server(s)")
         print(f"job: {base.preset}, {base.rows:,} embedding rows x {base.row_bytes} B "
               f"({base.table_bytes / 2**30:.3g} GiB), dense {base.dense_bytes / 2**20:.3g} MiB, global batch "
-              f"{base.global_batch:,}, step {step_s * 1e3:.3g} ms{given}, "
-              f"{args.hours:g} h failure-free ({steps:,} steps); per node {args.trainers_per_node} "
-              f"trainer(s), {args.servers_per_node} server(s); ecrm k={args.k}, r={args.r}")
-        print(f"failures: {process.describe()}; costs: {source}; {args.trials} trial(s), seed {args.seed}")
+              f"{first.global_batch:,} ({args.scaling} scaling), step {step_s * 1e3:.3g} ms{given} at "
+              f"{sizes[0]:,} nodes, {args.hours:g} h failure-free; {where}; ecrm k={args.k}, r={args.r}")
+        print(f"failures: {process.describe()}; costs: {source}")
+        if setup.hardware:
+            print(f"cluster: {setup.hardware.describe()}")
+        print(f"storage: {setup.storage.describe() if setup.storage else 'the calibrated writes and reads'}; "
+              + (f"replacement: rescheduled in {setup.reschedule_s:g} s" if setup.reschedule_s is not None
+                 else "replacement: warm spares")
+              + (f"; checkpoints every {setup.interval_s:g} s" if setup.interval_s else ""))
+        print(f"trials: at least {args.trials}, until the 95 % interval of ETTR is within "
+              f"±{100 * args.ci_target:g} % (at most {args.max_trials}); seed {args.seed}; "
+              "each figure is the mean ± the half-width of its 95 % interval")
 
     # the sweep checks its event bound before it prints the header, so a refused input is one line
-    rows = sweep(costs, base, nodes, names, processes, args.trials, args.seed, target_pls=args.target_pls,
+    rows = sweep(costs, base, nodes, names, processes, Trials(args.trials, max(args.trials, args.max_trials),
+                 args.ci_target), args.seed, target_pls=args.target_pls,
                  trainers_per_node=args.trainers_per_node, servers_per_node=args.servers_per_node,
-                 scale_agree=not args.no_agree_scaling, on_start=header)
+                 scale_agree=not args.no_agree_scaling, on_start=header, setup=setup, scaling=args.scaling,
+                 dedicated=dedicated)
     table = format_table(rows)
     cross = format_crossovers(crossovers(rows))
     print(table)
     print(cross)
+    if setup.hardware:
+        print("the step model's critical path (none's step, and a server's protection work exposed):")
+        for r in rows:
+            if r.step_path and (r.strategy in ("ecrm",) or r.strategy == names[0]) and \
+                    r.nodes in (min(sizes), max(sizes)):
+                print(f"  {r.nodes:,} nodes, {r.strategy}: {r.step_path}")
     print("ETTR = 1 - (time lost + checkpoint stall) / wall (the runtime's definition); goodput = samples "
           "kept per second over failure-free none's; time lost per failure as the runtime measures it "
           "(kill -> back to 95 % speed + re-executed steps)")
     if args.csv:
         with open(args.csv, "w", newline="") as fh:
             w = csv.writer(fh)
-            fields = [f.name for f in dataclasses.fields(rows[0])]
-            w.writerow(fields)
+            fields = [f.name for f in dataclasses.fields(rows[0]) if f.name != "ci"]
+            w.writerow([*fields, *(f"{k}_ci95" for k in CI_KEYS)])
             for r in rows:
-                w.writerow([getattr(r, k) for k in fields])
+                w.writerow([*(getattr(r, k) for k in fields), *(r.ci.get(k, math.nan) for k in CI_KEYS)])
     if args.markdown:
         Path(args.markdown).write_text(format_table(rows, markdown=True) + "\n\n" + cross + "\n")
     if args.plot:

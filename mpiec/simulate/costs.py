@@ -115,9 +115,10 @@ class RuntimeCosts:
 @dataclass(frozen=True)
 class StepCosts:
     """CPU seconds a rank spends per failure-free step, by role (``step.py`` turns them into a step's
-    critical path). ``Linear`` here maps a count, not bytes: ``trainer`` takes the samples a trainer
-    computes per step, ``server`` the ids a server looks up and updates per step (its gather, gradient
-    sums and optimizer; parity work aside). Fitted from the ``*_cpu_s_per_step`` figures of
+    critical path). ``Linear`` here maps work, not only bytes: ``trainer`` takes a trainer's
+    multiply-adds per step (samples × ``Job.trainer_work_per_sample``), ``server`` the bytes of the
+    rows a server looks up and updates per step (its gather, gradient sums and optimizer; parity work
+    aside). Fitted from the ``*_cpu_s_per_step`` figures of
     failure-free runs (schema v4): CPU time, so a rank's share of oversubscribed cores does not
     inflate it the way it inflates wall time."""
 
@@ -141,6 +142,8 @@ class StrategyCosts:
     partial_ratio: float = 0.0  # bytes of a partial / a full part
     parity: Linear | None = None  # ecrm: critical-path seconds per step from a server's parity bytes
     unique_fraction: float = 0.0  # ecrm: distinct rows updated per step / ids looked up per step
+    # rows updated (ecrm's parity rows, cnr's diffs) / the access model's (access.py); 0: not measured
+    access_ratio: float = 0.0
     rebuild: Linear | None = None  # ecrm: background rebuild duration from the bytes it fetches
     rebuild_slowdown: float = 0.0  # ecrm: step time during the rebuild / normal − 1
     sync_restore_s: float = 0.0  # ecrm: the part of the recovery before training resumes (sync, replay)
@@ -172,9 +175,11 @@ class Costs:
         if factor == 1.0:
             return self
 
+        def scaled(x: Linear) -> Linear:
+            return dataclasses.replace(x, latency_s=x.latency_s * factor, rate_Bps=x.rate_Bps / factor)
+
         def lin(x: Linear | None) -> Linear | None:
-            return None if x is None else dataclasses.replace(x, latency_s=x.latency_s * factor,
-                                                             rate_Bps=x.rate_Bps / factor)
+            return None if x is None else scaled(x)
 
         r = self.runtime
         rt = dataclasses.replace(r, detect_s=r.detect_s * factor, shrink_agree_s=r.shrink_agree_s * factor,
@@ -187,8 +192,10 @@ class Costs:
                 write=sc.write if sc.write_paced else lin(sc.write),
                 sync_restore_s=sc.sync_restore_s * factor, resume_extra_s=sc.resume_extra_s * factor,
                 trainer_restore_s=sc.trainer_restore_s * factor)
-        step = None if self.step is None else dataclasses.replace(
-            self.step, trainer=lin(self.step.trainer), server=lin(self.step.server))
+        step = None
+        if self.step is not None:
+            step = dataclasses.replace(self.step, trainer=scaled(self.step.trainer),
+                                       server=scaled(self.step.server))
         return dataclasses.replace(self, runtime=rt, strategies=out, step=step)
 
     def to_json(self) -> str:

@@ -58,6 +58,10 @@ class Job:
     dim: int = 0  # embedding dimension (fp32 weights on the wire: 4 x dim bytes per row)
     batch_per_trainer: int = 0  # the config's training.batch_size (weak scaling keeps it)
     dedicated: bool = False  # servers and trainers on nodes of their own (node i < servers: server i)
+    dense_params: int = 0  # parameters of the dense MLPs (the trainer's work per sample scales with them)
+    cards: tuple[int, ...] = ()  # rows of each table (access.py: distinct rows touched)
+    bags: tuple[int, ...] = ()  # ids per sample of each table
+    zipf: float = 0.0  # the power law of the ids (data.zipf_exponent; 0: uniform)
 
     @classmethod
     def from_config(cls, cfg: Any, step_s: float, k: int | None = None, r: int | None = None) -> Job:
@@ -85,7 +89,9 @@ class Job:
             rows=int(sum(d.cardinalities)), row_bytes=4 * (m.dim + (1 if t.optimizer == "adagrad" else 0)),
             dense_bytes=int(dense), global_batch=int(cfg.global_batch), ids_per_sample=int(sum(d.bags)),
             step_s=float(step_s), steps=int(t.steps), k=max(1, k), r=max(1, r), dim=int(m.dim),
-            batch_per_trainer=int(t.batch_size))
+            batch_per_trainer=int(t.batch_size), dense_params=int(n_params(shape)),
+            cards=tuple(int(c) for c in d.cardinalities), bags=tuple(int(b) for b in d.bags),
+            zipf=float(d.zipf_exponent))
 
     def at_scale(self, nodes: int, trainers_per_node: int = 1, servers_per_node: int = 1,
                  step_s: float | None = None, steps: int | None = None, k: int | None = None,
@@ -146,6 +152,12 @@ class Job:
     @property
     def lookups_per_step(self) -> int:
         return self.global_batch * self.ids_per_sample
+
+    @property
+    def trainer_work_per_sample(self) -> int:
+        """A trainer's work per sample, in multiply-adds (a proxy): its MLPs' parameters plus the
+        embedding bags' floats; the step model scales the calibrated CPU per sample by it."""
+        return self.dense_params + self.ids_per_sample * self.dim
 
     @property
     def shard_rows(self) -> int:

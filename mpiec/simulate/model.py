@@ -123,6 +123,8 @@ class Policy:
     rebuild_slowdown: float = 0.0
     replay_s_per_step: float = 0.0  # replay: seconds to replay one step's logged gradients
     partial_coverage: float = 0.0  # partial: share of the lost updates partial checkpoints keep
+    ckpt_bytes: float = 0.0  # bytes one checkpoint writes, every part (figures only: not simulated)
+    restore_bytes: float = 0.0  # bytes a restore of every part reads (a chain: what storage must keep)
     servers: int = 1
     trainers: int = 1
     global_batch: int = 1
@@ -285,8 +287,15 @@ class _Run:
             self.next_ck = self.ckpt + self.p.interval_steps if new_done == self.ckpt else self.next_ck
             if how in ("restart", "unrecoverable"):
                 self.next_ck = self.p.interval_steps
-        if self.p.partial_every_steps and new_done < d:
-            self.next_partial = new_done + self.p.partial_every_steps
+            if self.next_ck is not None and self.next_ck <= new_done:
+                # the checkpoint due at this step was interrupted and training goes on from here
+                # (partial, replay, rebuild, peer): the schedule's next one, or none would ever come
+                self.next_ck = (new_done // self.p.interval_steps + 1) * self.p.interval_steps
+        if self.p.partial_every_steps:
+            if new_done < d:
+                self.next_partial = new_done + self.p.partial_every_steps
+            elif self.next_partial is not None and self.next_partial <= new_done:
+                self.next_partial = (new_done // self.p.partial_every_steps + 1) * self.p.partial_every_steps
 
     def _overflows(self, lost: Iterable[int], at: float) -> bool:
         """More than ``r`` members of some stripe lost: the rebuilding servers plus ``lost``."""

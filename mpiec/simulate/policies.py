@@ -41,6 +41,7 @@ from mpiec.strategies.checkpointing import interval_for_pls, young_interval
 from mpiec.strategies.cnr import bits_for_restores
 from mpiec.strategies.costs import CostModel
 
+from .access import distinct_rows
 from .checkpoint_io import transfer_s
 from .costs import Costs, StrategyCosts
 from .diffs import chain_ratios
@@ -103,8 +104,13 @@ def param_default(strategy: str, key: str) -> Any:
 
 
 def parity_bytes_per_server_step(sc: StrategyCosts, job: Job) -> float:
-    """Parity delta bytes one server sends per step (see the module docstring)."""
-    rows = min(float(job.rows), sc.unique_fraction * job.lookups_per_step)
+    """Parity delta bytes one server sends per step (see the module docstring): the rows a step
+    updates from the access model (``access.distinct_rows``) times the calibrated ``access_ratio``;
+    costs from before that ratio use ``unique_fraction`` x the ids looked up."""
+    if sc.access_ratio > 0:
+        rows = min(float(job.rows), sc.access_ratio * distinct_rows(job, 1))
+    else:
+        rows = min(float(job.rows), sc.unique_fraction * job.lookups_per_step)
     return rows / max(1, job.servers) * (job.row_bytes + PARITY_WORD_BYTES) * job.r
 
 
@@ -177,7 +183,7 @@ def build_policy(name: str, costs: Costs, job: Job, mtbf_job_s: float, *,
                                rebuild_slowdown=slowdown))
     run_step = step_s + overhead
     mtbf = mtbf_job_s if math.isfinite(mtbf_job_s) and mtbf_job_s > 0 else job.steps * run_step
-    if model.diffs and sc.unique_fraction > 0:
+    if model.diffs:
         # the chain's sizes follow the interval, Young's interval the stall: a few rounds settle both
         bits = setup.bits
         if bits is None:
@@ -190,7 +196,7 @@ def build_policy(name: str, costs: Costs, job: Job, mtbf_job_s: float, *,
             stall, _ = _checkpoint_io(name, model, sc, job, setup)
             every = interval_steps or _steps(name, "checkpoint interval", setup.interval_s or
                                              young_interval(stall, mtbf), run_step)
-            ratio, restore_ratio = chain_ratios(job, sc.unique_fraction, every, setup.diff or
+            ratio, restore_ratio = chain_ratios(job, sc.access_ratio or 1.0, every, setup.diff or
                                                 str(param_default(name, "diff")), bits)
         sc = dataclasses.replace(sc, bytes_ratio=ratio, restore_ratio=restore_ratio)
     stall, restore = _checkpoint_io(name, model, sc, job, setup)
@@ -221,6 +227,8 @@ def build_policy(name: str, costs: Costs, job: Job, mtbf_job_s: float, *,
         replay = sc.replay.seconds(1.0) - sc.replay.latency_s
         restore += sc.replay.latency_s
     return _checked(Policy(**common, interval_steps=interval, interval_rule=rule, ckpt_stall_s=stall,
+                           ckpt_bytes=job.part_bytes * sc.bytes_ratio * job.servers + job.dense_bytes,
+                           restore_bytes=job.part_bytes * sc.restore_ratio * job.servers + job.dense_bytes,
                            restore_s=restore, partial_every_steps=partial_every,
                            partial_stall_s=partial_stall, partial_coverage=sc.partial_coverage,
                            replay_s_per_step=replay))
@@ -244,17 +252,19 @@ def step_model(costs: Costs, sc: StrategyCosts, job: Job, hw: Hardware) -> StepT
 def _checkpoint_io(name: str, model: CostModel, sc: StrategyCosts, job: Job,
                    setup: Setup) -> tuple[float, float]:
     """(stall of one checkpoint on the critical path, one recovery's restore), seconds."""
-    write_bytes = max(job.part_bytes * sc.bytes_ratio, job.dense_bytes)
+    part = job.part_bytes * sc.bytes_ratio
     read_bytes = job.part_bytes * sc.restore_ratio
     if setup.storage is not None and model.medium == "storage":
-        stall = transfer_s(setup.storage, write_bytes, job.servers)
+        # every server writes its part, one trainer the dense replica, all through the job's share
+        stall = transfer_s(setup.storage, part, job.servers, extra_bytes=job.dense_bytes)
         # a rollback reads every part at once; a partial recovery only the lost shard's (one node's)
         readers = job.servers if model.kind == "rollback" else max(1, job.servers_per_node)
         return stall, transfer_s(setup.storage, read_bytes, readers, write=False)
     if sc.write is None or sc.read is None:
         raise MpiecError(f"strategy '{name}': the calibration has no checkpoint write or restore to "
                          "measure its bandwidth from")
-    return sc.write.seconds(write_bytes), sc.read.seconds(read_bytes)
+    # the calibrated fit is of one part's stall: the slowest part, a server's or the dense one
+    return sc.write.seconds(max(part, job.dense_bytes)), sc.read.seconds(read_bytes)
 
 
 def _steps(name: str, what: str, seconds: float, step_s: float) -> int:

@@ -6,10 +6,11 @@ and the hardware a job runs on (``Hardware``), and how much of a strategy's per-
 (docs/runtime.md): trainers send ids, servers gather and return rows, trainers compute forward and
 backward, gradients go back, servers sum and apply them. So, per step:
 
-* **trainer** = the trainer's CPU for its samples (``StepCosts.trainer`` of the samples per
-  trainer) / ``trainer_speedup`` (a GPU trainer is that many times one calibration core);
-* **server** = the server's CPU for the ids it looks up and updates (``StepCosts.server`` of the
-  ids per server) / ``server_threads`` (row-parallel work over that many cores);
+* **trainer** = the trainer's CPU for its samples (``StepCosts.trainer`` of its work: samples per
+  trainer × ``Job.trainer_work_per_sample``, the MLPs' parameters plus the bags' floats, so a larger
+  model costs more per sample) / ``trainer_speedup`` (a GPU trainer is that many calibration cores);
+* **server** = the server's CPU for the rows it looks up and updates (``StepCosts.server`` of their
+  bytes: ids per server × row bytes) / ``server_threads`` (row-parallel work over that many cores);
 * **comm** = the larger of a trainer's and a server's bytes on the wire at ``network_Bps``
   (rows pulled and gradients pushed, ``4 · dim`` bytes per id, plus the ring all-reduce of the dense
   gradients, ``2 · dense`` bytes): an assumption, not calibrated (one host has no network);
@@ -112,10 +113,10 @@ def step_times(costs: StepCosts, job: Job, hw: Hardware, protection_cpu_s: float
                protection_bytes: float = 0.0) -> StepTimes:
     """The step of ``job`` on ``hw``; ``protection_cpu_s`` / ``protection_bytes``: a server's
     per-step protection work at the calibration's speed (CPU seconds, bytes it sends)."""
-    samples = job.global_batch / max(1, job.trainers)
-    ids = job.lookups_per_step / max(1, job.servers)
-    trainer = costs.trainer.seconds(samples) / hw.trainer_speedup
-    server = costs.server.seconds(ids) / hw.server_threads
+    work = job.global_batch / max(1, job.trainers) * job.trainer_work_per_sample
+    row_bytes = job.lookups_per_step / max(1, job.servers) * job.row_bytes
+    trainer = costs.trainer.seconds(work) / hw.trainer_speedup
+    server = costs.server.seconds(row_bytes) / hw.server_threads
     comm = comm_bytes(job) / hw.network_Bps
     protection = protection_cpu_s / hw.server_threads + protection_bytes / hw.network_Bps
     window = trainer + comm

@@ -169,8 +169,8 @@ def test_ecrm_parity_work_and_rebuild_scale_with_the_shard():
 def test_a_strategy_without_costs_is_refused_naming_the_calibrated_ones():
     with pytest.raises(MpiecError, match=r"no calibrated costs for strategy 'cnr' \(calibrated: ckpt\)"):
         build_policy("cnr", costs(ckpt=CKPT), tiny_job(), 100.0)
-    with pytest.raises(MpiecError, match="strategy 'log' is not modelled: the simulator has no term"):
-        build_policy("log", costs(ckpt=CKPT), tiny_job(), 100.0)
+    with pytest.raises(MpiecError, match="strategy 'replica' is not modelled: a replica rebuild"):
+        build_policy("replica", costs(ckpt=CKPT), tiny_job(), 100.0)
     with pytest.raises(MpiecError, match=r"unknown strategy 'nope' for the simulator \(known: none, ckpt"):
         build_policy("nope", costs(ckpt=CKPT), tiny_job(), 100.0)
     assert build_policy("none", costs(), tiny_job(), 100.0).kind == "restart"
