@@ -53,7 +53,7 @@ from .gf256 import (
 __all__ = ["gf_apply_wire", "gf_apply_wire_unchecked", "gf_apply_words", "route_pack", "wire_words"]
 
 WORD = 8  # bytes of a row's word on the wire
-_AHEAD = 8  # parity rows prefetched ahead in the apply
+_AHEAD = 16  # parity rows prefetched ahead in the apply (16 vs 8: 72 vs 75 ns a row drain in a run)
 
 
 @intrinsic
