@@ -159,6 +159,7 @@ class DeltaPipeline:
         self.route = Routing.of(pl)
         # one wire row as one MPI element: counts and displacements in rows, as the buffers hold them
         self.row_type = MPI.BYTE.Create_contiguous(WORD + width).Commit()
+        self.nothing = np.empty((0, WORD + width), np.uint8)  # what a member with nothing staged sends
         warm_kernels(width)  # loaded now, not billed to the first step's stage and drain
 
     @property
@@ -247,7 +248,8 @@ class DeltaPipeline:
             # integers, cheaper as lists than as numpy arithmetic on a cold core
             sc, rc = scounts.tolist(), rcounts.tolist()
             wire = np.empty((sum(rc), WORD + self.width), dtype=np.uint8)
-            send = out.wire if out is not None else wire[:0]
+            send = out.wire if out is not None else self.nothing  # never the receive buffer: MPI
+            # may refuse a send buffer equal to the receive buffer
             t = self.row_type
             with guard(f"parity deltas of step {step}", nonblocking_collective=True):
                 entry[3] = self.comm.Ialltoallv([send, (sc, list(accumulate(sc[:-1], initial=0))), t],
