@@ -23,7 +23,7 @@ from .job import Job
 from .model import Policy
 from .papers import PAPERS, Paper, Variant
 from .policies import Setup, build_policy
-from .scale import ScaleRow, Trials, sweep
+from .scale import ScaleRow, Trials, servers_per_failure, sweep
 
 __all__ = ["run_paper"]
 
@@ -36,6 +36,8 @@ def _metrics(row: ScaleRow, policy: Policy, job: Job, costs: Costs, steps: int) 
         "overhead": row.overhead, "ettr": row.ettr, "ettr_ci": row.ci.get("ettr", math.nan),
         "time_lost_per_failure_s": row.time_lost_per_failure_s,
         "rebuild_drop": 1.0 - 1.0 / (1.0 + policy.rebuild_slowdown),
+        # kill -> the state back in full: the restore, or the rebuild's end (re-executed steps aside)
+        "recovery_s": policy.latency_s + (policy.restore_s if policy.kind != "rebuild" else policy.rebuild_s),
         "pls": row.lost_samples / max(1, steps * job.global_batch),
         "write_bytes": policy.ckpt_bytes * per_hour, "capacity_bytes": policy.restore_bytes,
         "changed_fraction": changed_fraction(job, every, sc.access_ratio or 1.0) if sc and every
@@ -71,14 +73,14 @@ def run_paper(args: argparse.Namespace, costs: Costs, source: str,
         rows = sweep(costs, job, [n], [v.strategy], process, trials, args.seed, target_pls=args.target_pls,
                      setup=vs, scaling=scaling, dedicated=(job.servers, job.trainers))
         policy = build_policy(v.strategy, costs, job, process.job_mtbf_s(n), target_pls=args.target_pls,
-                              setup=vs)
+                              setup=vs, servers_per_failure=servers_per_failure(process, job))
         results[v.label] = _metrics(rows[0], policy, job, costs, job.steps)
         rows_out.append((v, rows[0]))
     print(f"{'variant':<16} {'strategy':<9} {'interval':<26} {'step ms':>8} {'overhead %':>10} "
           f"{'time lost/failure s':>20} {'ETTR':>18} {'trials':>6}")
     for v, r in rows_out:
         half = r.ci.get("ettr", math.nan)
-        ettr = f"{r.ettr:.4f}" + (f" ± {half:.4f}" if math.isfinite(half) else "")
+        ettr = f"{r.ettr:.4f}" + (f" ± {half:.4f}" if math.isfinite(half) else "")  # ± 0: trials alike
         lost = f"{r.time_lost_per_failure_s:.3g}" if math.isfinite(r.time_lost_per_failure_s) else "—"
         print(f"{v.label:<16} {v.strategy:<9} {r.interval or '—':<26} {r.run_step_s * 1e3:>8.3g} "
               f"{100 * r.overhead:>10.2f} {lost:>20} {ettr:>18} {r.trials:>6}")
@@ -86,8 +88,9 @@ def run_paper(args: argparse.Namespace, costs: Costs, source: str,
             print(f"{'':<16} step: {r.step_path}")
     print("verdicts (paper | simulated):")
     for what, claim, value, half, unit in (paper.verdicts(results) if paper.verdicts else []):
-        shown = "—" if not math.isfinite(value) else f"{value:.3g}" + (f" ± {half:.2g}" if math.isfinite(half)
-                                                                       else "") + f" {unit}"
+        wide = math.isfinite(half) and abs(half) > 1e-9 * max(1.0, abs(value))  # not just rounding
+        shown = "—" if not math.isfinite(value) else \
+            f"{value:.3g}" + (f" ± {half:.2g}" if wide else "") + f" {unit}"
         print(f"  {what}: paper {claim} | simulated {shown}")
     print("inputs: " + "; ".join(paper.inputs()))
     print("calibrated here (" + source + "): " + "; ".join(paper.calibrated))

@@ -138,8 +138,11 @@ class Setup:
 
 def build_policy(name: str, costs: Costs, job: Job, mtbf_job_s: float, *,
                  interval_steps: int | None = None, target_pls: float | None = None,
-                 scale_agree: bool = True, setup: Setup | None = None) -> Policy:
-    """``name``'s policy on ``job`` when the job fails every ``mtbf_job_s`` seconds on average."""
+                 scale_agree: bool = True, setup: Setup | None = None,
+                 servers_per_failure: float | None = None) -> Policy:
+    """``name``'s policy on ``job`` when the job fails every ``mtbf_job_s`` seconds on average, each
+    failure taking ``servers_per_failure`` servers on average (default: a node's, or in a dedicated
+    layout the servers' share of the nodes): CPR's PLS rule scales its interval by it."""
     setup = setup or Setup()
     model = cost_model(name)
     sc = costs.strategies.get(name)
@@ -209,8 +212,9 @@ def build_policy(name: str, costs: Costs, job: Job, mtbf_job_s: float, *,
         pls = (model.target_pls or 0.0) if target_pls is None else target_pls
         if not 0 < pls <= 1:  # also nan: the suite's rule for strategy.target_pls
             raise MpiecError(f"cpr's PLS target must be a number in (0, 1], got {pls!r}")
-        per_failure = max(1, job.servers_per_node)
-        seconds = interval_for_pls(pls, max(1, job.servers), mtbf) / per_failure
+        per_failure = servers_per_failure if servers_per_failure is not None else (
+            job.servers / max(1, job.nodes) if job.dedicated else max(1, job.servers_per_node))
+        seconds = interval_for_pls(pls, max(1, job.servers), mtbf) / max(per_failure, 1e-9)
         interval, rule = _steps(name, "checkpoint interval", seconds, run_step), f"pls {pls:g}"
     else:
         interval = _steps(name, "checkpoint interval", young_interval(stall, mtbf), run_step)

@@ -12,7 +12,10 @@ file the calibration did not see, the model replays its config and kill plan and
   failure-free training time (first step's start → last
   step's end, minus the time lost). Measured inside the run, not against a separate ``none`` run:
   on a shared machine two runs' step times differ by more than the overhead (docs/simulate.md);
-* **lost samples** (``cpr*``: the summary's ``lost_samples``).
+* **lost samples** (``cpr*``: the summary's ``lost_samples``);
+* **throughput in rebuild** (``ecrm``): samples per second while a lost shard is rebuilt over the
+  normal rate, ``1 / (1 + rebuild_slowdown)``, against the run's median step in each rebuild window
+  over its normal step (``MeasuredRecovery.window_slowdown``), averaged over its rebuilds.
 
 The step time is an input of the model at any scale, not one of its predictions: for a measured run
 it is the run's own mean failure-free step (``calibrate``) minus the predicted per-step protection
@@ -30,6 +33,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import statistics
 from dataclasses import dataclass
 
 from mpiec.errors import MpiecError
@@ -137,6 +141,13 @@ def predict(costs: Costs, runs: list[Measured], speed: bool = True) -> list[Comp
             executed = sim.steps_done + sum(r.reexec_steps for r in sim.recoveries)
             predicted = (sim.stall_s + per_step * executed) / (sim.wall_s - sim.time_lost_s)
             out.append(Comparison(m.label, m.strategy, "overhead", predicted, measured_overhead(m)))
+        windows = [r.window_slowdown for r in m.recoveries if math.isfinite(r.window_slowdown)]
+        if m.strategy == "ecrm" and windows:
+            # throughput while a shard is rebuilt, over normal: the model's 1 / (1 + slowdown)
+            measured = statistics.fmean(1.0 / (1.0 + w) for w in windows)
+            policy = build_policy(m.strategy, costs, m.job, math.inf, scale_agree=False)
+            out.append(Comparison(m.label, m.strategy, "throughput in rebuild",
+                                  1.0 / (1.0 + policy.rebuild_slowdown), measured))
         if sim.lost_samples or m.summary.get("lost_samples"):
             out.append(Comparison(m.label, m.strategy, "lost samples", float(sim.lost_samples),
                                   float(m.summary.get("lost_samples", 0))))

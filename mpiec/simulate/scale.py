@@ -27,7 +27,7 @@ from .model import FAILURE_EVENTS, EventBudget, Failure, Outcome, Policy, simula
 from .policies import Setup, build_policy
 
 __all__ = ["CI_KEYS", "Crossover", "ScaleRow", "Trials", "crossovers", "format_crossovers", "format_table",
-           "plot", "sweep"]
+           "plot", "servers_per_failure", "sweep"]
 
 
 @dataclass(frozen=True)
@@ -73,6 +73,19 @@ def _failures(schedule: Schedule, job: Job, hold_repair: bool = False) -> Iterat
                       label=f"node:{a.node}" + (f"+{len(a.also)}" if a.also else ""),
                       wait_s=a.repair_s if hold_repair else 0.0)
         i += 1
+
+
+def servers_per_failure(process: ArrivalProcess, job: Job) -> float:
+    """Servers one arrival of ``process`` takes on ``job``, on average: the process's own figure
+    (``servers_per_failure(job)``, e.g. a paper's bursts of servers), else its nodes per arrival
+    (bursts: ``1 + burst_p (burst_size - 1)``) times a node's servers (dedicated layouts: the
+    servers' share of the nodes)."""
+    own = getattr(process, "servers_per_failure", None)
+    if callable(own):
+        return float(own(job))
+    burst_p, burst_size = float(getattr(process, "burst_p", 0.0)), float(getattr(process, "burst_size", 1))
+    nodes = 1.0 + burst_p * (burst_size - 1.0)
+    return nodes * (job.servers / max(1, job.nodes) if job.dedicated else job.servers_per_node)
 
 
 @dataclass(frozen=True)
@@ -124,8 +137,9 @@ def sweep(costs: Costs, job: Job, nodes: list[int], strategies: list[str],
         else:
             j = job.at_scale(n, trainers_per_node, servers_per_node, scaling=scaling)
         mtbf = proc.job_mtbf_s(n)
+        lost = servers_per_failure(proc, j)
         policies = {s: build_policy(s, costs, j, mtbf, target_pls=target_pls, scale_agree=scale_agree,
-                                    setup=setup) for s in strategies}
+                                    setup=setup, servers_per_failure=lost) for s in strategies}
         points.append((n, j, proc, mtbf, policies))
     per_trial = [_events(j, proc, n, mtbf, policies, 1, cap) for n, j, proc, mtbf, policies in points]
     events = sum(_events(j, proc, n, mtbf, policies, rule.low, cap) for n, j, proc, mtbf, policies in points)

@@ -77,3 +77,41 @@ def test_bad_input_is_one_line_and_exit_2(argv, message, capsys):
     assert main([*argv, "--trials", "1", "--nodes", "8"] if "--nodes" not in argv else argv) == 2
     err = capsys.readouterr().err
     assert err.startswith("mpiec: error: ") and message in err and err.count("\n") == 1
+
+
+def test_every_strategy_at_three_sizes_with_intervals_and_the_critical_path(capsys):
+    assert main(["--nodes", "8,1000,10000", "--hours", "6"]) == 0
+    out = capsys.readouterr().out
+    table = out[out.index(" nodes  strategy"):]
+    for name in modelled():
+        if name in reference_costs().strategies or name == "none":
+            assert sum(1 for line in table.splitlines() if f"  {name}  " in line) == 3, name
+    assert "±" in table and "trials: at least 5" in out
+    assert "the step model's critical path" in out and "10,000 nodes, ecrm: trainer" in out
+
+
+@pytest.mark.parametrize(("paper", "claims"), [
+    ("ecrec", ["up to 66 % lower", "up to 9.8x faster", "7-13 % drop"]),
+    ("cpr", ["8.2-8.5 %", "0.53-0.68 %"]),
+    ("cnr", ["6-17x lower", "2.5-8x lower", "~26 %"]),
+])
+def test_a_paper_preset_prints_its_headline_beside_the_simulated_figures(paper, claims, capsys):
+    assert main(["--paper", paper, "--max-trials", "20"]) == 0
+    out = capsys.readouterr().out
+    verdicts = out[out.index("verdicts (paper | simulated):"):out.index("inputs: ")]
+    for claim in claims:
+        line = next(x for x in verdicts.splitlines() if claim in x)
+        simulated = line.split("| simulated ")[1]
+        assert simulated != "—" and any(ch.isdigit() for ch in simulated), line
+    assert "calibrated here" in out and "assumed: " in out and "[U]" in out
+
+
+def test_cluster_flags_are_checked_in_one_line(capsys):
+    for argv, message in ((["--servers", "5"], "--servers and --trainers go together"),
+                          (["--reschedule-s", "60"], "--reschedule-s needs --replacement reschedule"),
+                          (["--storage-profile", "tape"], "--storage-profile must be calibrated or one of"),
+                          (["--server-threads", "0"], "--server-threads must be a whole number"),
+                          (["--trainer-speedup", "0"], "--trainer-speedup must be a number > 0")):
+        assert main([*argv, "--nodes", "8", "--trials", "1"]) == 2, argv
+        err = capsys.readouterr().err
+        assert err.startswith("mpiec: error: ") and message in err and err.count("\n") == 1, err

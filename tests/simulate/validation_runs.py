@@ -8,8 +8,10 @@ Plan (tiny preset, real kills through ULFM, launched one after the other with
 ``mpiec.launcher.launch``): the **seen** runs — ``ckpt`` and ``ecrm`` on 2 servers, a server
 killed at steps 70 and 150 — calibrate the costs; the **unseen** runs — the same strategies on
 **3 servers**, three servers killed at **other steps** (60, 112, 173) — are predicted from those
-costs alone, and compared with what they measured: time lost (each recovery and in total) and the
-protection overhead. Several kills per run because one recovery's time lost on shared cores swings
+costs alone, and compared with what they measured: time lost (each recovery and in total), the
+protection overhead and ``ecrm``'s throughput while it rebuilds a shard. A failure-free ``ecrm`` run on
+2 servers (seen) and one on 3 servers (unseen, k = 2) give ``ecrm``'s failure-free overhead: its
+parity work, fitted on the seen run's parity bytes, predicted for the unseen run's. Several kills per run because one recovery's time lost on shared cores swings
 by tens of percent with the other jobs' load; the totals average that out.
 ``ckpt`` writes through ``strategy.bandwidth_mb_s`` (emulated remote storage: a paced write whose
 time is set by the bytes, as at scale, instead of this machine's page cache).
@@ -42,6 +44,9 @@ class Planned:
 PLAN = (
     Planned("seen-ckpt", "ckpt", ("layout.servers=2", "layout.spares=2", *CKPT), SEEN_KILLS, True),
     Planned("seen-ecrm", "ecrm", ("layout.servers=2", "layout.spares=2"), SEEN_KILLS, True),
+    # failure-free ecrm: its parity cost (a failure run's stage also holds the rebuild windows' work)
+    Planned("seen-ecrm-ff", "ecrm", ("layout.servers=2",), (), True),
+    Planned("unseen-ecrm-ff", "ecrm", ("layout.servers=3",), (), False),
     Planned("unseen-ckpt", "ckpt", ("layout.servers=3", "layout.spares=3", *CKPT), UNSEEN_KILLS, False),
     Planned("unseen-ecrm", "ecrm", ("layout.servers=3", "layout.spares=3"), UNSEEN_KILLS, False),
 )
@@ -97,7 +102,9 @@ def table(comparisons) -> str:
     lines = ["| run | quantity | predicted | measured | error |", "|---|---|---:|---:|---:|"]
     for c in comparisons:
         pct = c.quantity.startswith("overhead")
-        p, m = ((f"{100 * x:.1f} %" if pct else f"{x:.3f} s") for x in (c.predicted, c.measured))
+        ratio = c.quantity.startswith("throughput")
+        p, m = ((f"{100 * x:.1f} %" if pct else f"{x:.3f}" if ratio else f"{x:.3f} s")
+                for x in (c.predicted, c.measured))
         lines.append(f"| {c.run.removesuffix('.h5')} | {c.quantity} | {p} | {m} | {100 * c.error:+.0f} % |")
     return "\n".join(lines)
 
