@@ -11,7 +11,8 @@ killed at steps 70 and 150 — calibrate the costs; the **unseen** runs — the 
 costs alone, and compared with what they measured: time lost (each recovery and in total), the
 protection overhead and ``ecrm``'s throughput while it rebuilds a shard. A failure-free ``ecrm`` run on
 2 servers (seen) and one on 3 servers (unseen, k = 2) give ``ecrm``'s failure-free overhead: its
-parity work, fitted on the seen run's parity bytes, predicted for the unseen run's. Several kills per run because one recovery's time lost on shared cores swings
+parity work, fitted on the seen run's parity bytes, predicted for the unseen run's.
+Several kills per run because one recovery's time lost on shared cores swings
 by tens of percent with the other jobs' load; the totals average that out.
 ``ckpt`` writes through ``strategy.bandwidth_mb_s`` (emulated remote storage: a paced write whose
 time is set by the bytes, as at scale, instead of this machine's page cache).
