@@ -265,7 +265,8 @@ def _pm(r: ScaleRow, key: str, spec: str, scale: float = 1.0) -> str:
     if not math.isfinite(x):
         return "—"
     half = r.ci.get(key, math.nan) * scale
-    return format(x, spec) + (f" ± {format(half, spec)}" if math.isfinite(half) else "")
+    # one value (time lost per failure when one trial had failures) has no interval: say so
+    return format(x, spec) + (f" ± {format(half, spec)}" if math.isfinite(half) else " (n=1)")
 
 
 def _cells(r: ScaleRow) -> list[str]:
