@@ -282,6 +282,8 @@ def main(argv: list[str] | None = None) -> int:
                    help="small sizes and few repeats (smoke test)")
     p.add_argument("--no-mpi", action="store_true",
                    help="leave out the parity pipeline between two ranks (which starts mpiexec -n 2)")
+    p.add_argument("--no-checkpoint", action="store_true",
+                   help="leave out the checkpoint paths (kernels/ckptbench.py)")
     args = p.parse_args(argv)
     try:
         sizes = [parse_size(s) for s in args.sizes.split(",") if s.strip()]
@@ -314,10 +316,19 @@ def main(argv: list[str] | None = None) -> int:
             print(f"# parity pipeline between two ranks not measured: {str(exc).strip()[:300]}")
     print()
     print(format_pipeline(pipe, mpi))
+    ckpt = None
+    if not args.no_checkpoint:  # the checkpoint paths beside a copy (kernels/ckptbench.py)
+        from . import ckptbench
+
+        rows = 1 << 12 if args.quick else ckptbench.SHARD_ROWS
+        ckpt = ckptbench.run(max(repeat, 3), rows)
+        print()
+        print(ckptbench.format_table(ckpt, max(repeat, 3), rows))
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"gfni": gf256.gfni_active(), "gf_path": path, "repeat": repeat,
-                       "results": results, "pipeline": pipe, "pipeline_2_ranks": mpi}, f, indent=1)
+                       "results": results, "pipeline": pipe, "pipeline_2_ranks": mpi,
+                       "checkpoint": ckpt}, f, indent=1)
     return 0
 
 
