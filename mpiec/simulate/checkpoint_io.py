@@ -31,14 +31,15 @@ __all__ = ["storage_model", "transfer_s"]
 
 
 def transfer_s(model: StorageModel, part_bytes: float, ranks: int, write: bool = True,
-               extra_bytes: float = 0.0) -> float:
+               extra_bytes: float = 0.0, aggregate: bool = True) -> float:
     """Seconds for ``ranks`` ranks to each write (or read) a part of ``part_bytes`` at once, and one
-    more rank a part of ``extra_bytes`` (a checkpoint's dense replica, written by one trainer)."""
+    more rank a part of ``extra_bytes`` (a checkpoint's dense replica, written by one trainer);
+    ``aggregate``: the job's aggregate caps reads too (writes always)."""
     per_rank = model.write_mb_s if write else model.read_mb_s
     t = 0.0
     if per_rank > 0:
         t = max(part_bytes, extra_bytes) / (per_rank * 1e6)
-    if model.aggregate_mb_s > 0:
+    if model.aggregate_mb_s > 0 and (write or aggregate):
         t = max(t, (max(1, ranks) * part_bytes + extra_bytes) / (model.aggregate_mb_s * 1e6))
     return model.latency_s + t
 

@@ -130,6 +130,9 @@ class Setup:
     storage: StorageModel | None = None
     interval_s: float | None = None
     reschedule_s: float | None = None
+    # the job's aggregate caps reads too (a parallel file system's is shared both ways); a measured
+    # run's replay turns it off: the runtime paces reads by the per-rank figure only
+    aggregate_reads: bool = True
     diff: str | None = None  # cnr's diff policy (None: its default strategy.diff)
     # cnr's bits per saved weight: 0 = its rule on the expected restores (strategy.bits = "auto"),
     # None = its default strategy.quantization (none: 32 bits)
@@ -224,7 +227,9 @@ def build_policy(name: str, costs: Costs, job: Job, mtbf_job_s: float, *,
         partial_every = max(1, round(interval / sc.partial_every))
         partial_bytes = job.part_bytes * sc.partial_ratio
         partial_stall = (transfer_s(setup.storage, partial_bytes, job.servers) if setup.storage is not None
-                         and model.medium == "storage" else sc.write.seconds(partial_bytes))
+                         and model.medium == "storage" and (setup.storage.write_mb_s > 0 or
+                                                            setup.storage.aggregate_mb_s > 0)
+                         else sc.write.seconds(partial_bytes))
     replay = 0.0
     if kind == "replay" and sc.replay is not None:
         # per step replayed; the fixed part joins the restore
@@ -258,17 +263,31 @@ def _checkpoint_io(name: str, model: CostModel, sc: StrategyCosts, job: Job,
     """(stall of one checkpoint on the critical path, one recovery's restore), seconds."""
     part = job.part_bytes * sc.bytes_ratio
     read_bytes = job.part_bytes * sc.restore_ratio
-    if setup.storage is not None and model.medium == "storage":
-        # every server writes its part, one trainer the dense replica, all through the job's share
-        stall = transfer_s(setup.storage, part, job.servers, extra_bytes=job.dense_bytes)
-        # a rollback reads every part at once; a partial recovery only the lost shard's (one node's)
-        readers = job.servers if model.kind == "rollback" else max(1, job.servers_per_node)
-        return stall, transfer_s(setup.storage, read_bytes, readers, write=False)
-    if sc.write is None or sc.read is None:
+    st = setup.storage if model.medium == "storage" else None
+    # A direction the storage model leaves uncapped (a 0 figure: "the real disk's speed") is the
+    # disk the calibration measured: its fit prices it.
+    writes = st is not None and (st.write_mb_s > 0 or st.aggregate_mb_s > 0)
+    reads = st is not None and (st.read_mb_s > 0 or (setup.aggregate_reads and st.aggregate_mb_s > 0))
+    if (not writes and sc.write is None) or (not reads and sc.read is None):
         raise MpiecError(f"strategy '{name}': the calibration has no checkpoint write or restore to "
                          "measure its bandwidth from")
-    # the calibrated fit is of one part's stall: the slowest part, a server's or the dense one
-    return sc.write.seconds(max(part, job.dense_bytes)), sc.read.seconds(read_bytes)
+    if writes:
+        assert st is not None
+        # every server writes its part, one trainer the dense replica, all through the job's share
+        stall = transfer_s(st, part, job.servers, extra_bytes=job.dense_bytes)
+    else:
+        assert sc.write is not None
+        # the calibrated fit is of one part's stall: the slowest part, a server's or the dense one
+        stall = sc.write.seconds(max(part, job.dense_bytes))
+    if reads:
+        assert st is not None
+        # a rollback reads every part at once; a partial recovery only the lost shard's (one node's)
+        readers = job.servers if model.kind == "rollback" else max(1, job.servers_per_node)
+        restore = transfer_s(st, read_bytes, readers, write=False, aggregate=setup.aggregate_reads)
+    else:
+        assert sc.read is not None
+        restore = sc.read.seconds(read_bytes)
+    return stall, restore
 
 
 def _steps(name: str, what: str, seconds: float, step_s: float) -> int:

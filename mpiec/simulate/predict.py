@@ -24,6 +24,11 @@ work. So is the machine's speed: on shared cores every CPU-bound cost stretches 
 calibration's mean step for the same model (``predict(..., speed=False)`` leaves them at the
 calibration's).
 
+A run that wrote through an emulated storage model (``[storage]``, ``strategy.bandwidth_mb_s``) has
+its checkpoint writes and reads priced by that model (``checkpoint_io``, reads at the per-rank figure
+as the runtime paces them), not by the calibration's fit of other runs' writes: that is how a run on
+another storage profile is predicted.
+
 Invariants: a prediction never reads the measured quantity it predicts; the kill plan is parsed
 by ``mpiec.faults.parse_kill_plans`` (what the runtime fires); kills of spares, parity ranks or nodes
 are refused with one line (not modelled in a measured layout).
@@ -38,11 +43,12 @@ from dataclasses import dataclass
 
 from mpiec.errors import MpiecError
 from mpiec.faults import parse_kill_plans
+from mpiec.storage import model_of
 
 from .calibrate import Measured, speed_key
 from .costs import Costs
 from .model import Failure, Outcome, simulate
-from .policies import build_policy
+from .policies import Setup, build_policy
 
 __all__ = ["Comparison", "failures_of", "measured_overhead", "predict", "speed_factor", "training_time"]
 
@@ -101,13 +107,23 @@ def _simulate_run(costs: Costs, m: Measured) -> tuple[Outcome, float]:
     interval = int(interval) if isinstance(interval, int | float) and interval > 0 else None
     # No log2 growth of shrink + agree with the rank count between measured layouts: on one host it
     # did not grow from 7 to 9 ranks (docs/simulate.md); the growth is for extrapolating to clusters.
+    setup = _run_storage(m)
     overhead = build_policy(m.strategy, costs, m.job, math.inf, interval_steps=interval,
-                            scale_agree=False).overhead_s
+                            scale_agree=False, setup=setup).overhead_s
     # the run's normal step holds its per-step protection work: the model's step is the rest
     job = dataclasses.replace(m.job, step_s=max(0.5 * m.normal_step_s, m.normal_step_s - overhead))
-    policy = build_policy(m.strategy, costs, job, math.inf, interval_steps=interval, scale_agree=False)
+    policy = build_policy(m.strategy, costs, job, math.inf, interval_steps=interval, scale_agree=False,
+                          setup=setup)
     timed, by_step = failures_of(m)
     return simulate(policy, job.steps, timed, by_step), policy.overhead_s
+
+
+def _run_storage(m: Measured) -> Setup:
+    """The storage model the run wrote and read through (``mpiec.storage.model_of`` its config),
+    when it emulated one: its writes and reads are priced by that model, as the runtime paced them
+    (reads by the per-rank figure only), not by the calibration's fit of another run's."""
+    model = model_of(m.cfg)
+    return Setup(storage=model if model.emulated else None, aggregate_reads=False)
 
 
 def measured_overhead(m: Measured) -> float:
