@@ -53,6 +53,8 @@ __all__ = ["Setup", "build_policy", "cost_model", "modelled", "not_modelled", "p
            "step_model"]
 
 PARITY_WORD_BYTES = 8  # each delta row travels with one int64 word (row id / version)
+#: the share of a step a server must have idle (after its parity work) to pace a rebuild into it
+IDLE_FOR_REBUILD = 0.05
 
 
 def modelled() -> dict[str, CostModel]:
@@ -177,12 +179,14 @@ def build_policy(name: str, costs: Costs, job: Job, mtbf_job_s: float, *,
         fetched = (job.k + job.r) * job.shard_rows * job.row_bytes
         rebuild = sc.rebuild.seconds(fetched) if sc.rebuild else 0.0
         slowdown = sc.rebuild_slowdown
-        if times is not None and setup.hardware is not None and setup.hardware.overlap:
-            # dedicated cores: the rebuild is paced into the servers' idle window of each step
-            # (the runtime's rebuild rounds at the idle point), so steps keep their speed and the
-            # rebuild lasts as many steps as its CPU needs windows
+        idle = times.window_s - times.protection_s if times is not None else 0.0
+        if times is not None and setup.hardware is not None and setup.hardware.overlap and \
+                idle > IDLE_FOR_REBUILD * times.step_s:
+            # dedicated cores: the rebuild is paced into what the parity work leaves of the servers'
+            # idle window (the runtime's rebuild rounds at the idle point), so steps keep their speed
+            # and the rebuild lasts as many steps as its CPU needs windows; with (almost) no idle time
+            # left it runs with the measured slowdown instead
             cpu = rebuild / setup.hardware.server_threads * setup.hardware.speed
-            idle = max(times.window_s - times.exposed_s, 1e-3 * times.step_s)
             rebuild = math.ceil(cpu / idle) * times.run_step_s if cpu > 0 else 0.0
             slowdown = 0.0
         return _checked(Policy(**common, sync_restore_s=sc.sync_restore_s, rebuild_s=rebuild,

@@ -294,3 +294,16 @@ def test_a_checkpoint_interrupted_by_a_partial_recovery_does_not_stop_the_schedu
     out = simulate(p, 1000, [Failure(time_s=t100 + 1.0, servers=(1,))])
     assert out.recoveries[0].step == 100
     assert out.checkpoints == 8  # 200, 300, ..., 900 (100 was interrupted, 1000 is the end)
+
+
+def test_a_rebuild_on_dedicated_cores_is_paced_into_the_idle_window():
+    j = job()
+    c = costs(ecrm=ECRM)
+    hw = Hardware()
+    p = build_policy("ecrm", c, j, 3600.0, setup=Setup(hardware=hw))
+    t = step_model(c, ECRM, j, hw)
+    cpu = ECRM.rebuild.seconds((j.k + j.r) * j.shard_rows * j.row_bytes)
+    assert p.rebuild_slowdown == 0.0
+    assert p.rebuild_s == pytest.approx(math.ceil(cpu / (t.window_s - t.protection_s)) * t.run_step_s)
+    shared = build_policy("ecrm", c, j, 3600.0, setup=Setup(hardware=Hardware(overlap=False)))
+    assert shared.rebuild_slowdown == ECRM.rebuild_slowdown and shared.rebuild_s == pytest.approx(cpu)
