@@ -44,6 +44,7 @@ import numba as nb
 import numpy as np
 
 from mpiec.data.rng import hash_normal
+from mpiec.model.interaction import interact_bwd, interact_fwd
 
 __all__ = [
     "DLRMShape",
@@ -210,6 +211,14 @@ def _interact_bwd(x, emb, gdot, gx, gemb):  # pragma: no cover - jitted
                     gemb[b0 + s, i, k] = gzt[i + 1, k, s]
 
 
+def _interact(dt: np.dtype) -> tuple:
+    """The interaction kernels for a dtype: float32 takes the SIMD ones of ``interaction.py``
+    (the same bits as the scalar ones above), other dtypes (float64 in tests) the scalar ones."""
+    if dt == np.float32:
+        return interact_fwd, interact_bwd
+    return _interact_fwd, _interact_bwd
+
+
 def _check(shape: DLRMShape, params, dense, emb) -> int:
     if params.dtype != np.float32 or params.shape != (n_params(shape),):
         raise ValueError(f"params must be float32[{n_params(shape)}]")
@@ -240,7 +249,7 @@ def _forward(shape: DLRMShape, layers, dense, emb):
     bsz, T, d = emb.shape
     R = np.empty((bsz, shape.top_in), dtype=dt)
     R[:, :d] = x
-    _interact_fwd(x, np.ascontiguousarray(emb, dtype=dt), R[:, d:])
+    _interact(dt)[0](x, np.ascontiguousarray(emb, dtype=dt), R[:, d:])
     tacts = [R]
     h = R
     top = layers[n_bot:]
@@ -318,7 +327,7 @@ def _forward_backward(shape, params, dense, emb, labels, scale):
     dx = delta[:, :d].copy()
     grad_emb = np.empty(emb.shape, dtype=dt)
     x = acts[-1]
-    _interact_bwd(x, np.ascontiguousarray(emb, dtype=dt), delta[:, d:], dx, grad_emb)
+    _interact(dt)[1](x, np.ascontiguousarray(emb, dtype=dt), delta[:, d:], dx, grad_emb)
     # bottom MLP backward (ReLU after every layer)
     delta = dx
     bot, gbot = layers[:n_bot], glayers[:n_bot]

@@ -1,0 +1,275 @@
+"""DLRM's dot interaction, forward and backward, in 16-lane SIMD blocks of samples.
+
+Owns the interaction kernels ``interact_fwd`` / ``interact_bwd`` that ``dlrm.py`` calls.
+``Z = [x, e_1 .. e_T]`` (``n = T + 1`` vectors of ``d`` per sample); the forward writes the
+``P = n (n - 1) / 2`` dots strictly below the diagonal in row-major pair order ``(1,0), (2,0),
+(2,1), ...``; the backward gives ``grad Z`` from the gradient of those dots.
+
+Invariants (what makes the results bit-identical to a scalar loop over samples):
+
+* a dot is ``z_i0 z_j0 + z_i1 z_j1 + ...`` summed left to right in ``k`` (plain IEEE ``fmul`` and
+  ``fadd``: no fused multiply-add, no reassociation);
+* in the backward, every element of ``grad Z`` receives its contributions in increasing pair
+  order, starting from ``+0``: ``gZ_i = ((0 + g_(i,0) z_0) + g_(i,1) z_1) + ...`` then ``+ g_(i',i)
+  z_i'`` for ``i' = i + 1, ..``;
+* samples are independent: the lanes of a block are samples, and a partial last block is padded
+  with zeros that are never written back.
+
+Layout: a block of 16 samples is transposed to ``zt[n, d, 16]`` (samples innermost, one
+``<16 x float>`` register per ``(vector, k)``) with 16 x 16 in-register transposes (LLVM
+``shufflevector``) where ``d`` is a multiple of 16, scalar loops otherwise; the products run
+through small LLVM intrinsics so that the accumulators stay in registers.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from llvmlite import ir
+from numba import njit, types
+from numba.core import cgutils
+from numba.extending import intrinsic
+
+__all__ = ["LANES", "interact_bwd", "interact_fwd"]
+
+LANES = 16  # samples per block: one AVX-512 register of float32
+_UNROLL = 4  # columns per pass of the backward (independent add chains)
+_F32 = ir.FloatType()
+_VT = ir.VectorType(_F32, LANES)
+
+
+def _vec_ptr(context, builder, aty, arr, offset):
+    """``<16 x float>*`` at flat element ``offset`` of a C-contiguous float32 array."""
+    a = context.make_array(aty)(context, builder, value=arr)
+    return builder.bitcast(builder.gep(a.data, [offset]), _VT.as_pointer())
+
+
+def _is_f32c(a) -> bool:
+    return isinstance(a, types.Array) and a.dtype == types.float32 and a.layout == "C"
+
+
+def _transpose_masks() -> list[tuple[int, list[int], list[int]]]:
+    """Per stage ``h`` (1, 2, 4, 8): the shuffle masks of the low and the high row of a pair.
+
+    Stage ``h`` swaps bit ``h`` of the row index with bit ``h`` of the column index; the four
+    stages together transpose a 16 x 16 matrix."""
+    out = []
+    for h in (1, 2, 4, 8):
+        lo = [LANES + c - h if c & h else c for c in range(LANES)]
+        hi = [LANES + c if c & h else c + h for c in range(LANES)]
+        out.append((h, lo, hi))
+    return out
+
+
+_MASKS = _transpose_masks()
+
+
+@intrinsic
+def _transpose16(typingctx, src, s_off, s_stride, dst, d_off, d_stride):
+    """``dst.flat[d_off + c * d_stride + r] = src.flat[s_off + r * s_stride + c]`` for
+    ``r, c < 16``: a 16 x 16 float32 tile transposed in registers (exact: moves only)."""
+    if not (_is_f32c(src) and _is_f32c(dst)):
+        return None
+
+    def codegen(context, builder, sig, args):
+        src_, so, ss, dst_, do, ds = args
+        rows = []
+        for r in range(LANES):
+            off = builder.add(so, builder.mul(ss, ss.type(r)))
+            rows.append(builder.load(_vec_ptr(context, builder, sig.args[0], src_, off), align=4))
+        i32 = ir.IntType(32)
+        for h, lo, hi in _MASKS:
+            mlo = ir.Constant(ir.VectorType(i32, LANES), lo)
+            mhi = ir.Constant(ir.VectorType(i32, LANES), hi)
+            new = list(rows)
+            for r in range(LANES):
+                if r & h:
+                    continue
+                a, b = rows[r], rows[r + h]
+                new[r] = builder.shuffle_vector(a, b, mlo)
+                new[r + h] = builder.shuffle_vector(a, b, mhi)
+            rows = new
+        for r in range(LANES):
+            off = builder.add(do, builder.mul(ds, ds.type(r)))
+            builder.store(rows[r], _vec_ptr(context, builder, sig.args[3], dst_, off), align=4)
+        return context.get_dummy_value()
+
+    return types.void(src, types.intp, types.intp, dst, types.intp, types.intp), codegen
+
+
+@intrinsic
+def _pair_dots(typingctx, zt, ob, zi, zj, d, oo):
+    """``ob.flat[oo : oo + 16] = sum_k zt.flat[zi + 16 k ..] * zt.flat[zj + 16 k ..]``, 16 lanes,
+    ``k = 0 .. d - 1`` left to right (``fmul``, ``fadd``)."""
+    if not (_is_f32c(zt) and _is_f32c(ob)):
+        return None
+
+    def codegen(context, builder, sig, args):
+        zt_, ob_, zi_, zj_, d_, oo_ = args
+        pi = _vec_ptr(context, builder, sig.args[0], zt_, zi_)
+        pj = _vec_ptr(context, builder, sig.args[0], zt_, zj_)
+        acc = cgutils.alloca_once_value(
+            builder, builder.fmul(builder.load(pi, align=4), builder.load(pj, align=4)))
+        with cgutils.for_range(builder, builder.sub(d_, d_.type(1))) as loop:
+            k = builder.add(loop.index, loop.index.type(1))
+            prod = builder.fmul(builder.load(builder.gep(pi, [k]), align=4),
+                                builder.load(builder.gep(pj, [k]), align=4))
+            builder.store(builder.fadd(builder.load(acc), prod), acc)
+        builder.store(builder.load(acc), _vec_ptr(context, builder, sig.args[1], ob_, oo_), align=4)
+        return context.get_dummy_value()
+
+    return types.void(zt, ob, types.intp, types.intp, types.intp, types.intp), codegen
+
+
+@intrinsic
+def _row_backward(typingctx, zt, gzt, gbt, i, p0, d):
+    """Pairs ``(i, 0) .. (i, i - 1)`` (gradients ``gbt[p0 .. p0 + i - 1]``, 16 lanes each):
+    ``gZ_i = ((0 + g_(i,0) z_0) + g_(i,1) z_1) + ...`` (stored; ``gZ_i`` has no earlier
+    contribution) and ``gZ_j += g_(i,j) z_i`` for every ``j < i``."""
+    if not (_is_f32c(zt) and _is_f32c(gzt) and _is_f32c(gbt)):
+        return None
+
+    def codegen(context, builder, sig, args):
+        zt_, gzt_, gbt_, i_, p0_, d_ = args
+        L = i_.type(LANES)
+        pz = _vec_ptr(context, builder, sig.args[0], zt_, i_.type(0))
+        pg = _vec_ptr(context, builder, sig.args[1], gzt_, i_.type(0))
+        pb = _vec_ptr(context, builder, sig.args[2], gbt_, builder.mul(p0_, L))
+        vrow = builder.mul(i_, d_)  # vector index of (i, 0)
+        zero = ir.Constant(_VT, [0.0] * LANES)
+
+        def columns(k0, width):
+            # columns k0 .. k0 + width - 1 at once: independent accumulator chains
+            zis = [builder.load(builder.gep(pz, [builder.add(vrow, builder.add(k0, k0.type(u)))]),
+                                align=4) for u in range(width)]
+            accs = [cgutils.alloca_once_value(builder, zero) for _ in range(width)]
+            with cgutils.for_range(builder, i_) as jl:
+                j = jl.index
+                g = builder.load(builder.gep(pb, [j]), align=4)
+                vj0 = builder.add(builder.mul(j, d_), k0)
+                for u in range(width):
+                    vj = builder.add(vj0, vj0.type(u))
+                    zj = builder.load(builder.gep(pz, [vj]), align=4)
+                    builder.store(builder.fadd(builder.load(accs[u]), builder.fmul(g, zj)), accs[u])
+                    gj_ptr = builder.gep(pg, [vj])
+                    builder.store(builder.fadd(builder.load(gj_ptr, align=4), builder.fmul(g, zis[u])),
+                                  gj_ptr, align=4)
+            for u in range(width):
+                dst = builder.gep(pg, [builder.add(vrow, builder.add(k0, k0.type(u)))])
+                builder.store(builder.load(accs[u]), dst, align=4)
+
+        U = _UNROLL
+        with cgutils.for_range(builder, builder.udiv(d_, d_.type(U))) as kl:
+            columns(builder.mul(kl.index, kl.index.type(U)), U)
+        full = builder.mul(builder.udiv(d_, d_.type(U)), d_.type(U))
+        with cgutils.for_range(builder, builder.sub(d_, full)) as kl:
+            columns(builder.add(full, kl.index), 1)
+        return context.get_dummy_value()
+
+    return types.void(zt, gzt, gbt, types.intp, types.intp, types.intp), codegen
+
+
+@njit(cache=True)
+def _load_block(x, emb, b0, m, zt, tile):  # pragma: no cover - jitted
+    """``zt[i, k, s] = Z[b0 + s, i, k]`` (``Z = [x, emb]``) for ``s < m``, zero lanes beyond."""
+    T = emb.shape[1]
+    d = emb.shape[2]
+    if m == LANES and d % LANES == 0 and x.shape[1] == d:
+        for k0 in range(0, d, LANES):
+            # x may be a strided view: copy its 16 x 16 tile first
+            for s in range(LANES):
+                for c in range(LANES):
+                    tile[s, c] = x[b0 + s, k0 + c]
+            _transpose16(tile, 0, LANES, zt, k0 * LANES, LANES)
+            for i in range(T):
+                _transpose16(emb, (b0 * T + i) * d + k0, T * d, zt, ((i + 1) * d + k0) * LANES, LANES)
+        return
+    zt[:] = 0
+    for s in range(m):
+        for k in range(d):
+            zt[0, k, s] = x[b0 + s, k]
+        for i in range(T):
+            for k in range(d):
+                zt[i + 1, k, s] = emb[b0 + s, i, k]
+
+
+@njit(cache=True)
+def interact_fwd(x, emb, out):  # pragma: no cover - jitted
+    """``out[b, p]`` = dot of the ``p``-th strictly-lower pair ``(i, j)`` of ``Z = [x, emb]``.
+
+    ``x`` [B, d], ``emb`` [B, T, d] C-contiguous float32, ``out`` [B, P] (may be a column slice)."""
+    bsz, T, d = emb.shape
+    n = T + 1
+    P = n * (n - 1) // 2
+    zt = np.empty((n, d, LANES), dtype=np.float32)
+    ob = np.empty((P, LANES), dtype=np.float32)
+    tile = np.empty((LANES, LANES), dtype=np.float32)
+    for b0 in range(0, bsz, LANES):
+        m = min(LANES, bsz - b0)
+        _load_block(x, emb, b0, m, zt, tile)
+        p = 0
+        for i in range(1, n):
+            for j in range(i):
+                _pair_dots(zt, ob, i * d * LANES, j * d * LANES, d, p * LANES)
+                p += 1
+        q0 = 0
+        if m == LANES:
+            while q0 + LANES <= P:
+                _transpose16(ob, q0 * LANES, LANES, tile, 0, LANES)
+                for s in range(LANES):
+                    for c in range(LANES):
+                        out[b0 + s, q0 + c] = tile[s, c]
+                q0 += LANES
+        for s in range(m):
+            for q in range(q0, P):
+                out[b0 + s, q] = ob[q, s]
+
+
+@njit(cache=True)
+def interact_bwd(x, emb, gdot, gx, gemb):  # pragma: no cover - jitted
+    """Backward of ``interact_fwd``: adds ``grad Z_0`` into ``gx`` [B, d] and writes ``grad Z_1..T``
+    to ``gemb`` [B, T, d] (C-contiguous) from ``gdot`` [B, P] (may be a column slice)."""
+    bsz, T, d = emb.shape
+    n = T + 1
+    P = n * (n - 1) // 2
+    zt = np.empty((n, d, LANES), dtype=np.float32)
+    gzt = np.empty((n, d, LANES), dtype=np.float32)
+    gbt = np.empty((P, LANES), dtype=np.float32)
+    tile = np.empty((LANES, LANES), dtype=np.float32)
+    fast_d = d % LANES == 0
+    for b0 in range(0, bsz, LANES):
+        m = min(LANES, bsz - b0)
+        _load_block(x, emb, b0, m, zt, tile)
+        q0 = 0
+        if m == LANES:
+            while q0 + LANES <= P:
+                for s in range(LANES):
+                    for c in range(LANES):
+                        tile[s, c] = gdot[b0 + s, q0 + c]
+                _transpose16(tile, 0, LANES, gbt, q0 * LANES, LANES)
+                q0 += LANES
+        else:
+            gbt[:] = 0
+        for s in range(m):
+            for q in range(q0, P):
+                gbt[q, s] = gdot[b0 + s, q]
+        gzt[0] = 0  # row 0 has no pair (0, j); its gradient comes from pairs (i, 0) only
+        p = 0
+        for i in range(1, n):
+            _row_backward(zt, gzt, gbt, i, p, d)
+            p += i
+        if m == LANES and fast_d:
+            for k0 in range(0, d, LANES):
+                _transpose16(gzt, k0 * LANES, LANES, tile, 0, LANES)
+                for s in range(LANES):
+                    for c in range(LANES):
+                        gx[b0 + s, k0 + c] += tile[s, c]
+                for i in range(T):
+                    _transpose16(gzt, ((i + 1) * d + k0) * LANES, LANES,
+                                 gemb, (b0 * T + i) * d + k0, T * d)
+            continue
+        for s in range(m):
+            for k in range(d):
+                gx[b0 + s, k] += gzt[0, k, s]
+            for i in range(T):
+                for k in range(d):
+                    gemb[b0 + s, i, k] = gzt[i + 1, k, s]
