@@ -34,6 +34,7 @@ __all__ = [
     "adagrad_apply_delta",
     "embedding_bag_sum",
     "gather_rows",
+    "group_by_owner",
     "scatter_add_rows",
     "sgd_apply",
     "sgd_apply_delta",
@@ -78,12 +79,70 @@ def _unique_from_order(ids, order):
     return uniq[: n + 1].copy(), inverse
 
 
+@intrinsic
+def _popcount64(typingctx, x):
+    """Number of set bits of a uint64 (``llvm.ctpop``: one POPCNT)."""
+    if x != types.uint64:
+        return None
+
+    def codegen(context, builder, signature, args):
+        fn = builder.module.declare_intrinsic("llvm.ctpop", [ir.IntType(64)])
+        return builder.call(fn, [args[0]])
+
+    return types.uint64(types.uint64), codegen
+
+
+@intrinsic
+def _ctz64(typingctx, x):
+    """Index of the lowest set bit of a non-zero uint64 (``llvm.cttz``: one TZCNT)."""
+    if x != types.uint64:
+        return None
+
+    def codegen(context, builder, signature, args):
+        fn = builder.module.declare_intrinsic("llvm.cttz", [ir.IntType(64), ir.IntType(1)])
+        return builder.call(fn, [args[0], ir.Constant(ir.IntType(1), 1)])
+
+    return types.uint64(types.uint64), codegen
+
+
+@njit(cache=True)
+def _unique_bitmap(ids, lo, span):
+    # one bit per value: mark, rank words by a prefix popcount, number in value order; the
+    # bitmap (span / 8 bytes) stays in cache where the int32 slot table of _unique_dense does not
+    nw = (span + 63) >> 6
+    words = np.zeros(nw, dtype=np.uint64)
+    one = np.uint64(1)
+    for i in range(ids.size):
+        v = ids[i] - lo
+        words[v >> 6] |= one << np.uint64(v & 63)
+    rank = np.empty(nw, dtype=np.int64)
+    n = 0
+    for w in range(nw):
+        rank[w] = n
+        n += np.int64(_popcount64(words[w]))
+    uniq = np.empty(n, dtype=np.int64)
+    u = 0
+    for w in range(nw):
+        x = words[w]
+        while x:
+            uniq[u] = lo + (w << 6) + np.int64(_ctz64(x))
+            u += 1
+            x &= x - one
+    inverse = np.empty(ids.size, dtype=np.int64)
+    for i in range(ids.size):
+        v = ids[i] - lo
+        below = words[v >> 6] & ((one << np.uint64(v & 63)) - one)
+        inverse[i] = rank[v >> 6] + np.int64(_popcount64(below))
+    return uniq, inverse
+
+
 def unique_inverse(ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(uniq sorted ascending, inverse) with ``uniq[inverse] == ids``; int64.
 
     Same result as ``np.unique(ids, return_inverse=True)``. Ids spanning a
     range up to ~16x their count (the usual case for a shard's row ids) take a
-    sort-free direct-addressing path; others use numpy's SIMD sort.
+    sort-free direct-addressing path, ids spanning up to ~1024x their count (a
+    trainer's batch over all tables) a sort-free bitmap; others use numpy's SIMD sort.
     """
     ids = np.ascontiguousarray(ids, dtype=np.int64).reshape(-1)
     if ids.size == 0:
@@ -92,7 +151,40 @@ def unique_inverse(ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     span = int(ids.max()) - lo + 1
     if span <= 16 * ids.size + 65536 and ids.size < 2**31:
         return _unique_dense(ids, lo, span)
+    if span <= 1024 * ids.size + (1 << 20):
+        return _unique_bitmap(ids, lo, span)
     return _unique_from_order(ids, np.argsort(ids))
+
+
+@njit(cache=True)
+def group_by_owner(slots, owner, inverse, n_owners):
+    """Rows grouped by owner, stably: ``(slots_grouped, counts[n_owners], inverse_grouped)``.
+
+    ``slots_grouped = slots[order]`` with ``order`` = ``np.argsort(owner, kind="stable")``
+    (a counting sort: the same permutation), ``counts[o]`` the rows of owner ``o``, and
+    ``inverse_grouped[i] = position of inverse[i] in the grouped order``.
+    """
+    n = owner.size
+    counts = np.zeros(n_owners, dtype=np.int64)
+    for i in range(n):
+        counts[owner[i]] += 1
+    start = np.empty(n_owners, dtype=np.int64)
+    acc = 0
+    for o in range(n_owners):
+        start[o] = acc
+        acc += counts[o]
+    pos = np.empty(n, dtype=np.int64)
+    grouped = np.empty(n, dtype=slots.dtype)
+    for i in range(n):
+        o = owner[i]
+        p = start[o]
+        start[o] = p + 1
+        pos[i] = p
+        grouped[p] = slots[i]
+    inv = np.empty(inverse.size, dtype=np.int64)
+    for i in range(inverse.size):
+        inv[i] = pos[inverse[i]]
+    return grouped, counts, inv
 
 
 @njit(cache=True)

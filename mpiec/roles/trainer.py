@@ -28,7 +28,8 @@ from mpi4py import MPI
 from mpiec.comm import guard, ialltoallv, waitall
 from mpiec.data.factory import check_eval_size, make_source
 from mpiec.data.source import Batch, bag_bounds
-from mpiec.kernels.embedding import unique_inverse
+from mpiec.kernels.embedding import group_by_owner, unique_inverse
+from mpiec.layout import RowPlacement
 from mpiec.model.dlrm import DLRMShape, forward_backward, init_params, pool_bags, pool_bags_backward, predict
 from mpiec.model.metrics import accuracy, auc, logloss
 from mpiec.results import EVAL_DTYPE, TIMELINE_DTYPE
@@ -54,6 +55,19 @@ _EMPTY_F32 = np.empty(0, dtype=np.float32)
 def model_shape(cfg: Config) -> DLRMShape:
     return DLRMShape(n_dense=13, n_tables=len(cfg.data.cardinalities), dim=cfg.model.dim,
                      bottom=tuple(cfg.model.bottom), top=tuple(cfg.model.top))
+
+
+def route_rows(ids: np.ndarray, col_offsets: np.ndarray, placement: RowPlacement, n_data: int,
+               base: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The routing of a batch's ids (``Trainer.route``): ``(local slots grouped by owner, send
+    counts per data rank, inverse)``; server ``s`` is data rank ``base + s``, column ``c`` of
+    ``ids`` is offset by ``col_offsets[c]`` (its table's first global row)."""
+    uniq, inv = unique_inverse((ids + col_offsets).ravel())
+    slots, per_server, inv = group_by_owner(placement.local_slot(uniq), placement.owner(uniq), inv,
+                                            placement.servers)
+    counts = np.zeros(n_data, dtype=np.int64)
+    counts[base:base + placement.servers] = per_server
+    return slots, counts, inv
 
 
 class Trainer:
@@ -141,17 +155,8 @@ class Trainer:
         ``ids`` is ``[n, n_ids]``: one column per table, or each table's bag of
         ``data.multi_hot`` columns; a column's global row is its id + its table's offset."""
         ctx = self.ctx
-        gids = (ids + np.repeat(ctx.offsets[:-1], ctx.cfg.data.bags)).ravel()
-        uniq, inv = unique_inverse(gids)
-        owner = ctx.placement.owner(uniq)
-        order = np.argsort(owner, kind="stable")
-        pos = np.empty_like(order)
-        pos[order] = np.arange(order.size)
-        counts = np.zeros(ctx.comms.data_comm().Get_size(), dtype=np.int64)
-        base = ctx.cfg.layout.trainers
-        counts[base:base + ctx.cfg.layout.servers] = np.bincount(owner,
-                                                                 minlength=ctx.cfg.layout.servers)
-        return ctx.placement.local_slot(uniq[order]), counts, pos[inv]
+        return route_rows(ids, np.repeat(ctx.offsets[:-1], ctx.cfg.data.bags), ctx.placement,
+                          ctx.comms.data_comm().Get_size(), ctx.cfg.layout.trainers)
 
     def pull(self, ids: np.ndarray, routed: tuple[np.ndarray, np.ndarray, np.ndarray], status: int,
              where: str, word: int = 0) -> tuple[np.ndarray, np.ndarray]:
