@@ -39,6 +39,7 @@ __all__ = [
     "pack_bits",
     "packed_row_bytes",
     "quantize",
+    "quantize_rows",
     "row_l2_error",
     "unpack_bits",
 ]
@@ -86,7 +87,8 @@ def unpack_bits(packed, bits, dim, out):
 
 @njit(cache=True, nogil=True)
 def _uniform_loss(x, r, levels, lo, hi):
-    # L2 error of asymmetric quantization of row r over [lo, hi] (float32 params)
+    # L2 error of asymmetric quantization of row r over [lo, hi] (float32 params); the scalar
+    # reference of _pair_loss (tests compare the two)
     dim = x.shape[1]
     scale = (hi - lo) / levels
     s = 0.0
@@ -104,36 +106,151 @@ def _uniform_loss(x, r, levels, lo, hi):
     return math.sqrt(s)
 
 
+LANES = 64  # rows the range search runs side by side (one SIMD lane each, per-row sums in order)
+
+
+@njit(cache=True, nogil=True)
+def _lane_params(lo, hi, levels, nb, p, k):
+    """``p[k]``, ``p[k+1]``, ``p[k+2]`` = bias, scale, 1/scale of each lane's range
+    ``[lo, hi]``. A scale <= 0 becomes (lo, 0, 0): then q = 0 and d = x - (0 * 0 + lo) = x - lo
+    exactly, the scalar loss's degenerate branch, with no branch in the lanes' loop."""
+    b, s, i = p[k], p[k + 1], p[k + 2]
+    for j in range(nb):  # selects, no branches: vectorizes (1/0 = inf is computed, never kept)
+        scale = (hi[j] - lo[j]) / levels
+        pos = scale > 0
+        b[j] = lo[j]
+        s[j] = scale if pos else 0.0
+        i[j] = 1.0 / scale if pos else 0.0
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _two_terms(x, b1, s1, i1, b2, s2, i2, levels, e1, e2):
+    # one column's squared error added to each of the two ranges' sums (the scalar loss's
+    # operations: float(math.floor) is its int64 floor widened back; clamps as selects, q is
+    # never NaN for finite rows)
+    q = float(math.floor((x - b1) * i1 + 0.5))
+    q = q if q > 0.0 else 0.0
+    q = q if q < levels else levels
+    d = x - (q * s1 + b1)
+    e1 += d * d
+    q = float(math.floor((x - b2) * i2 + 0.5))
+    q = q if q > 0.0 else 0.0
+    q = q if q < levels else levels
+    d = x - (q * s2 + b2)
+    e2 += d * d
+    return e1, e2
+
+
+@njit(cache=True, nogil=True)
+def _pair_loss(xt, nb, levels, p, acc):
+    """The L2 losses of two ranges per lane, every lane's sum in column order (the scalar
+    ``_uniform_loss``'s order, so each is bit-identical to it): ``p[0..2]`` bias, scale, 1/scale
+    of range 1, ``p[3..5]`` of range 2, per lane; ``acc[0]``, ``acc[1]`` receive the losses."""
+    dim = xt.shape[0]
+    a1 = acc[0]
+    a2 = acc[1]
+    b1, s1, i1, b2, s2, i2 = p[0], p[1], p[2], p[3], p[4], p[5]
+    for j in range(nb):
+        a1[j] = 0.0
+        a2[j] = 0.0
+    c = 0
+    while c + 4 <= dim:  # four columns a pass: the lane's parameters are loaded once for four
+        v0, v1, v2, v3 = xt[c], xt[c + 1], xt[c + 2], xt[c + 3]
+        for j in range(nb):  # lanes are independent: the loop vectorizes across rows
+            e1 = a1[j]
+            e2 = a2[j]
+            e1, e2 = _two_terms(v0[j], b1[j], s1[j], i1[j], b2[j], s2[j], i2[j], levels, e1, e2)
+            e1, e2 = _two_terms(v1[j], b1[j], s1[j], i1[j], b2[j], s2[j], i2[j], levels, e1, e2)
+            e1, e2 = _two_terms(v2[j], b1[j], s1[j], i1[j], b2[j], s2[j], i2[j], levels, e1, e2)
+            e1, e2 = _two_terms(v3[j], b1[j], s1[j], i1[j], b2[j], s2[j], i2[j], levels, e1, e2)
+            a1[j] = e1
+            a2[j] = e2
+        c += 4
+    while c < dim:
+        v0 = xt[c]
+        for j in range(nb):
+            a1[j], a2[j] = _two_terms(v0[j], b1[j], s1[j], i1[j], b2[j], s2[j], i2[j], levels,
+                                      a1[j], a2[j])
+        c += 1
+    for j in range(nb):
+        a1[j] = math.sqrt(a1[j])
+        a2[j] = math.sqrt(a2[j])
+
+
 @njit(cache=True, nogil=True)
 def adaptive_range(x, bits, n_bins, ratio):
-    """Greedy range search per row; returns (lo, hi) float64 arrays."""
+    """Greedy range search per row; returns (lo, hi) float64 arrays.
+
+    Rows are searched ``LANES`` at a time, side by side (a row per lane, transposed to float64
+    once): every lane takes exactly the scalar search's steps, its losses summed in the same
+    order, so the ranges are bit-identical to a row-by-row search (``_uniform_loss``); a lane
+    whose search ended idles until the block's last one ends."""
     n, dim = x.shape
     levels = float((1 << bits) - 1)
     lo_out = np.empty(n)
     hi_out = np.empty(n)
-    for r in range(n):
-        xmin = float(x[r, 0])
-        xmax = xmin
-        for c in range(dim):
-            v = float(x[r, c])
-            xmin = min(xmin, v)
-            xmax = max(xmax, v)
-        step = (xmax - xmin) / n_bins
-        thr = n_bins * (1.0 - ratio) * step
-        cur_lo, cur_hi = xmin, xmax
-        cur = _uniform_loss(x, r, levels, xmin, xmax)
-        best_lo, best_hi, best = xmin, xmax, np.inf
-        while cur_lo + thr < cur_hi:
-            l1 = _uniform_loss(x, r, levels, cur_lo + step, cur_hi)
-            l2 = _uniform_loss(x, r, levels, cur_lo, cur_hi - step)
-            if cur < l1 and cur < l2 and cur < best:  # a local optimum, best so far
-                best_lo, best_hi, best = cur_lo, cur_hi, cur
-            if l1 < l2:
-                cur_lo, cur = cur_lo + step, l1
-            else:
-                cur_hi, cur = cur_hi - step, l2
-        lo_out[r] = best_lo
-        hi_out[r] = best_hi
+    xt = np.empty((dim, LANES))
+    p = np.empty((6, LANES))
+    acc = np.empty((2, LANES))
+    clo = np.empty(LANES)
+    chi = np.empty(LANES)
+    tmp = np.empty(LANES)
+    cur = np.empty(LANES)
+    best = np.empty(LANES)
+    step = np.empty(LANES)
+    thr = np.empty(LANES)
+    active = np.zeros(LANES, np.bool_)
+    for r0 in range(0, n, LANES):
+        nb = min(LANES, n - r0)
+        for j in range(nb):
+            r = r0 + j
+            xmin = float(x[r, 0])
+            xmax = xmin
+            for c in range(dim):
+                v = float(x[r, c])
+                xt[c, j] = v
+                xmin = min(xmin, v)
+                xmax = max(xmax, v)
+            step[j] = (xmax - xmin) / n_bins
+            thr[j] = n_bins * (1.0 - ratio) * step[j]
+            clo[j], chi[j] = xmin, xmax
+            lo_out[r], hi_out[r], best[j] = xmin, xmax, np.inf
+            active[j] = clo[j] + thr[j] < chi[j]
+        _lane_params(clo, chi, levels, nb, p, 0)
+        _lane_params(clo, chi, levels, nb, p, 3)
+        _pair_loss(xt, nb, levels, p, acc)
+        for j in range(nb):
+            cur[j] = acc[0, j]
+        while True:
+            more = False
+            for j in range(nb):
+                more |= active[j]
+            if not more:
+                break
+            for j in range(nb):
+                tmp[j] = clo[j] + step[j]
+            _lane_params(tmp, chi, levels, nb, p, 0)  # range 1: the low end moved up a bin
+            for j in range(nb):
+                tmp[j] = chi[j] - step[j]
+            _lane_params(clo, tmp, levels, nb, p, 3)  # range 2: the high end moved down a bin
+            _pair_loss(xt, nb, levels, p, acc)
+            for j in range(nb):  # the scalar search's step in selects: no branch to mispredict
+                act = active[j]
+                l1 = acc[0, j]
+                l2 = acc[1, j]
+                c0 = cur[j]
+                lo, hi = clo[j], chi[j]
+                local = act & (c0 < l1) & (c0 < l2) & (c0 < best[j])  # a local optimum, best so far
+                lo_out[r0 + j] = lo if local else lo_out[r0 + j]
+                hi_out[r0 + j] = hi if local else hi_out[r0 + j]
+                best[j] = c0 if local else best[j]
+                first = l1 < l2
+                nlo = lo + step[j] if first else lo
+                nhi = hi if first else hi - step[j]
+                clo[j] = nlo if act else lo
+                chi[j] = nhi if act else hi
+                cur[j] = (l1 if first else l2) if act else c0
+                active[j] = act & (nlo + thr[j] < nhi)
     return lo_out, hi_out
 
 
@@ -181,13 +298,25 @@ def _assign(v, cent):
 @njit(cache=True, nogil=True)
 def _kmeans_1d(vals, n_cent, iters):
     # Lloyd's algorithm in 1-D, init on the uniform grid over [min, max]
+    cent = np.empty(n_cent)
+    _kmeans_1d_into(vals, iters, cent, np.empty(n_cent), np.empty(n_cent), np.empty(n_cent))
+    return cent
+
+
+@njit(cache=True, nogil=True)
+def _kmeans_1d_into(vals, iters, cent, sums, cnt, prev):
+    """Lloyd's algorithm in 1-D into ``cent`` (init on the uniform grid over [min, max]), the
+    buffers the caller's: ``sums``, ``cnt``, ``prev`` of ``cent``'s size.
+
+    Stops early at a fixed point: an iteration that leaves every centroid as it found it would
+    do so again at every later one (its assignment, sums and means only depend on the
+    centroids), so the centroids are those of all ``iters`` iterations, bit for bit. The sort
+    runs only when an emptied centroid fell out of order (sorting a sorted array is a no-op)."""
+    n_cent = cent.size
     vmin = vals.min()
     vmax = vals.max()
-    cent = np.empty(n_cent)
     for i in range(n_cent):
         cent[i] = vmin + (vmax - vmin) * i / (n_cent - 1)
-    sums = np.empty(n_cent)
-    cnt = np.empty(n_cent)
     for _ in range(iters):
         sums[:] = 0
         cnt[:] = 0
@@ -195,11 +324,24 @@ def _kmeans_1d(vals, n_cent, iters):
             a = _assign(v, cent)
             sums[a] += v
             cnt[a] += 1
+        same = True
         for i in range(n_cent):
+            prev[i] = cent[i]
             if cnt[i] > 0:
                 cent[i] = sums[i] / cnt[i]
-        cent.sort()
-    return cent
+        ordered = True
+        for i in range(n_cent - 1):
+            if cent[i] > cent[i + 1]:
+                ordered = False
+                break
+        if not ordered:
+            cent.sort()
+        for i in range(n_cent):
+            if cent[i] != prev[i]:
+                same = False
+                break
+        if same:
+            break
 
 
 @njit(cache=True, nogil=True)
@@ -210,6 +352,21 @@ def _kmeans_rows(x, n_cent, iters, per_table, book):
     else:
         for r in range(n):
             book[r, :] = _kmeans_1d(x[r].astype(np.float64), n_cent, iters)
+
+
+@njit(cache=True, nogil=True)
+def _kmeans_book(x, dim, iters, book):
+    """Per-row codebooks of the first ``dim`` columns of ``x`` into ``book`` (n, n_cent):
+    ``_kmeans_rows`` without a temporary per row."""
+    n_cent = book.shape[1]
+    vals = np.empty(dim)
+    sums = np.empty(n_cent)
+    cnt = np.empty(n_cent)
+    prev = np.empty(n_cent)
+    for r in range(x.shape[0]):
+        for c in range(dim):
+            vals[c] = x[r, c]
+        _kmeans_1d_into(vals, iters, book[r], sums, cnt, prev)
 
 
 @njit(cache=True, nogil=True)
@@ -228,6 +385,98 @@ def _dequant_book(codes, book, out):
         b = r if book.shape[0] > 1 else 0
         for c in range(dim):
             out[r, c] = book[b, codes[r, c]]
+
+
+@njit(cache=True, nogil=True)
+def _row_extremes(x, dim, lo, hi, amax):
+    """float32 min, max and max |x| of each row's first ``dim`` columns (a tie between signed
+    zeros keeps the one met first)."""
+    for r in range(x.shape[0]):
+        a = x[r, 0]
+        b = a
+        m = abs(a)
+        for c in range(1, dim):
+            v = x[r, c]
+            if v < a:
+                a = v
+            if v > b:
+                b = v
+            if abs(v) > m:
+                m = abs(v)
+        lo[r] = a
+        hi[r] = b
+        amax[r] = m
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _put_code(packed, r, code, bits, acc, nacc, o):
+    # append ``code`` to row r's little-endian bit stream; full bytes are written out
+    acc |= np.uint64(code) << np.uint64(nacc)
+    nacc += bits
+    while nacc >= 8:
+        packed[r, o] = np.uint8(acc & np.uint64(0xFF))
+        acc >>= np.uint64(8)
+        nacc -= 8
+        o += 1
+    return acc, nacc, o
+
+
+@njit(cache=True, nogil=True)
+def _quant_uniform_pack(x, dim, levels, scale, bias, bits, dscale, dbias, packed, err):
+    """``_quant_uniform``, ``pack_bits`` and ``row_l2_error(x, dequantize(...))`` in one pass
+    over each row (the same operations in the same order, so the bytes and errors are those of
+    the three kernels): codes of the first ``dim`` columns of ``x`` from the widened fp16
+    ``scale``/``bias``, packed into ``packed``; the row's L2 error against the float32
+    dequantization ``code * dscale + dbias`` into ``err`` (skipped when ``err`` is empty)."""
+    want_err = err.size > 0
+    for r in range(x.shape[0]):
+        s = float(scale[r])
+        b = float(bias[r])
+        ds = dscale[r]
+        db = dbias[r]
+        acc = np.uint64(0)
+        nacc = 0
+        o = 0
+        e = 0.0
+        for c in range(dim):
+            if s > 0:
+                q = math.floor((x[r, c] - b) / s + 0.5)
+                q = min(max(q, 0.0), levels)
+            else:
+                q = 0.0
+            code = np.uint8(q)
+            acc, nacc, o = _put_code(packed, r, code, bits, acc, nacc, o)
+            if want_err:
+                d = float(x[r, c]) - float(np.float32(code) * ds + db)
+                e += d * d
+        if nacc > 0:
+            packed[r, o] = np.uint8(acc)
+        if want_err:
+            err[r] = math.sqrt(e)
+
+
+@njit(cache=True, nogil=True)
+def _kmeans_pack(x, dim, book, dbook, bits, packed, err):
+    """``_kmeans_codes``, ``pack_bits`` and the row error against ``dbook`` (the float32
+    codebook a restore uses) in one pass, as ``_quant_uniform_pack``."""
+    want_err = err.size > 0
+    for r in range(x.shape[0]):
+        k = r if book.shape[0] > 1 else 0
+        cent = book[k]
+        acc = np.uint64(0)
+        nacc = 0
+        o = 0
+        e = 0.0
+        for c in range(dim):
+            code = np.uint8(_assign(float(x[r, c]), cent))
+            acc, nacc, o = _put_code(packed, r, code, bits, acc, nacc, o)
+            if want_err:
+                d = float(x[r, c]) - float(dbook[k, code])
+                e += d * d
+        if nacc > 0:
+            packed[r, o] = np.uint8(acc)
+        if want_err:
+            err[r] = math.sqrt(e)
 
 
 @njit(cache=True, nogil=True)
@@ -289,41 +538,79 @@ def quantize(
     per_table: bool = False,
 ) -> QuantizedRows:
     """Quantize float32 rows x (n, dim) with ``method`` at ``bits`` bits."""
+    x = np.asarray(x)
+    if x.ndim != 2 or x.shape[1] == 0:
+        raise ValueError("x must be a non-empty 2-D (n, dim) array")
+    q, _ = quantize_rows(x, x.shape[1], method, bits, n_bins=n_bins, ratio=ratio,
+                         kmeans_iters=kmeans_iters, per_table=per_table, errors=False)
+    return q
+
+
+def quantize_rows(
+    rows: np.ndarray,
+    dim: int,
+    method: str,
+    bits: int,
+    *,
+    n_bins: int = 200,
+    ratio: float = 0.16,
+    kmeans_iters: int = 20,
+    per_table: bool = False,
+    errors: bool = True,
+) -> tuple[QuantizedRows, np.ndarray]:
+    """Quantize the first ``dim`` columns of float32 ``rows`` (n, >= dim), e.g. a shard's rows
+    ``[weights | optimizer state]`` without copying the weights out, and (``errors``) each
+    row's L2 error against what a restore yields, ``row_l2_error(w, dequantize(q))`` (else an
+    empty array). Codes, packing and errors in one pass per row (``_quant_uniform_pack``,
+    ``_kmeans_pack``); the bytes are those of the separate kernels."""
     if method not in METHODS:
         raise ValueError(f"unknown quantizer {method!r} ({', '.join(METHODS)})")
     if bits not in BITS:
         raise ValueError(f"bits must be one of {BITS}, got {bits}")
-    x = np.ascontiguousarray(x, dtype=np.float32)
-    if x.ndim != 2 or x.shape[1] == 0:
-        raise ValueError("x must be a non-empty 2-D (n, dim) array")
-    n, dim = x.shape
-    codes = np.empty((n, dim), dtype=np.uint8)
+    x = np.asarray(rows)
+    if x.dtype != np.float32 or x.ndim != 2 or x.strides[1] != 4:
+        x = np.ascontiguousarray(x, dtype=np.float32)
+    if x.ndim != 2 or not 0 < dim <= x.shape[1]:
+        raise ValueError(f"rows must be 2-D with at least dim = {dim} > 0 columns")
+    n = x.shape[0]
+    packed = np.empty((n, packed_row_bytes(dim, bits)), dtype=np.uint8)
+    err = np.empty(n if errors else 0)
     scale = bias = book = None
-    if method == "symmetric":
-        q = (1 << (bits - 1)) - 1
-        scale = (np.abs(x).max(axis=1) / np.float32(q)).astype(np.float16)
-        # codes -q..q stored as 0..2q: the uniform kernel with bias -q * scale
-        s64 = scale.astype(np.float64)
-        _quant_uniform(x, float(2 * q), s64, -q * s64, codes)
-    elif method in ("asymmetric", "adaptive"):
-        levels = (1 << bits) - 1
-        if method == "asymmetric":
-            lo = x.min(axis=1).astype(np.float64)
-            hi = x.max(axis=1).astype(np.float64)
+    if method == "kmeans":
+        if per_table:
+            book64 = np.empty((1, 1 << bits))
+            _kmeans_rows(np.ascontiguousarray(x[:, :dim]), 1 << bits, kmeans_iters, True, book64)
         else:
-            lo, hi = adaptive_range(x, bits, float(n_bins), float(ratio))
-        bias = lo.astype(np.float16)
-        scale = ((hi - bias.astype(np.float64)) / levels).astype(np.float16)
-        _quant_uniform(x, float(levels), scale.astype(np.float64), bias.astype(np.float64), codes)
-    else:
-        book64 = np.empty((1 if per_table else n, 1 << bits))
-        _kmeans_rows(x, 1 << bits, kmeans_iters, per_table, book64)
+            book64 = np.empty((n, 1 << bits))
+            _kmeans_book(x, dim, kmeans_iters, book64)
         book = book64.astype(np.float16)
         book.sort(axis=1)  # fp16 rounding may merge neighbours; keep sorted for _assign
-        _kmeans_codes(x, book.astype(np.float64), codes)
-    packed = np.empty((n, packed_row_bytes(dim, bits)), dtype=np.uint8)
-    pack_bits(codes, bits, packed)
-    return QuantizedRows(method, bits, dim, packed, scale, bias, book)
+        _kmeans_pack(x, dim, book.astype(np.float64), book.astype(np.float32), bits, packed, err)
+        return QuantizedRows(method, bits, dim, packed, None, None, book), err
+    lo32 = np.empty(n, np.float32)
+    hi32 = np.empty(n, np.float32)
+    amax = np.empty(n, np.float32)
+    if method != "adaptive":
+        _row_extremes(x, dim, lo32, hi32, amax)
+    if method == "symmetric":
+        q = (1 << (bits - 1)) - 1
+        scale = (amax / np.float32(q)).astype(np.float16)
+        # codes -q..q stored as 0..2q: the uniform kernel with bias -q * scale
+        s64 = scale.astype(np.float64)
+        s32 = scale.astype(np.float32)
+        _quant_uniform_pack(x, dim, float(2 * q), s64, -q * s64, bits, s32, -np.float32(q) * s32,
+                            packed, err)
+    else:
+        levels = (1 << bits) - 1
+        if method == "asymmetric":
+            lo, hi = lo32.astype(np.float64), hi32.astype(np.float64)
+        else:
+            lo, hi = adaptive_range(x[:, :dim], bits, float(n_bins), float(ratio))
+        bias = lo.astype(np.float16)
+        scale = ((hi - bias.astype(np.float64)) / levels).astype(np.float16)
+        _quant_uniform_pack(x, dim, float(levels), scale.astype(np.float64), bias.astype(np.float64),
+                            bits, scale.astype(np.float32), bias.astype(np.float32), packed, err)
+    return QuantizedRows(method, bits, dim, packed, scale, bias, book), err
 
 
 def dequantize(q: QuantizedRows) -> np.ndarray:

@@ -56,7 +56,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal
 import numpy as np
 
 from mpiec.checkpoint import CheckpointError, CheckpointStore, PartInfo
-from mpiec.kernels.quantize import QuantizedRows, dequantize, quantize, row_l2_error
+from mpiec.kernels.quantize import QuantizedRows, dequantize, quantize_rows
 from mpiec.layout import SERVER, TRAINER, Slot
 from mpiec.strategies.agents import Coordinator, ServerAgent
 from mpiec.strategies.base import Failure, RecoveryPlan, Scope, Strategy
@@ -153,15 +153,15 @@ def encode_rows(rows: np.ndarray, dim: int, method: str,
     ``scale`` / ``bias`` / ``codebook`` and the optimizer ``state`` columns in fp32."""
     if method == "none":
         return {"table": rows}, np.zeros(rows.shape[0])
-    weights = np.ascontiguousarray(rows[:, :dim])
-    q = quantize(weights, method, bits)
+    # one pass over the rows in place: no copy of the weights, no dequantized temporary
+    q, errors = quantize_rows(rows, dim, method, bits)
     out = {"packed": q.packed}
     for name in ("scale", "bias", "codebook"):
         if getattr(q, name) is not None:
             out[name] = getattr(q, name)
     if rows.shape[1] > dim:
         out["state"] = np.ascontiguousarray(rows[:, dim:])
-    return out, row_l2_error(weights, dequantize(q)) if len(weights) else np.zeros(0)
+    return out, errors
 
 
 def decode_rows(arrays: dict[str, np.ndarray], dim: int, method: str, bits: int) -> np.ndarray:
