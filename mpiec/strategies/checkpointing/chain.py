@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from mpiec.checkpoint import CheckpointError, CheckpointStore
-from mpiec.kernels.tracking import bitset_clear, bitset_count, bitset_new, bitset_rows, bitset_set
+from mpiec.kernels.tracking import bitset_clear, bitset_count, bitset_new, bitset_rows_kept, bitset_set
 
 if TYPE_CHECKING:
     from mpiec.strategies.env import ShardState
@@ -153,8 +153,9 @@ class ChainTracker:
         if kind == "baseline":
             slots = np.flatnonzero(global_rows >= 0)
         else:
-            slots = bitset_rows(self.since_last if self.diff == "consecutive" else self.since_base)
-            slots = slots[global_rows[slots] >= 0]
+            # the set rows that are real (padding slots have global id -1), in one pass
+            slots = bitset_rows_kept(self.since_last if self.diff == "consecutive" else self.since_base,
+                                     global_rows)
         prev = self.prev if self.diff == "consecutive" or kind == "baseline" else self.base
         link = {"kind": kind, "prev": step if kind == "baseline" else prev,
                 "baseline": step if kind == "baseline" else self.base, "size": size,
