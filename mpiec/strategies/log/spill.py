@@ -44,25 +44,38 @@ class SpillCorrupt(Exception):
     """A spilled record is unreadable or its checksum does not match."""
 
 
-def encode_record(step: int, slots: np.ndarray, counts: np.ndarray, grads: np.ndarray) -> bytes:
-    """The bytes of one record (header and payload)."""
+def record_parts(step: int, slots: np.ndarray, counts: np.ndarray,
+                 grads: np.ndarray) -> tuple[bytes, list[memoryview]]:
+    """One record as its header (checksum included) and its payload's three buffers, views of
+    the arrays (no copy when they are contiguous little-endian ``i8``/``f4`` already, as a push's
+    are): written one after the other they are ``encode_record``'s bytes."""
     slots = np.ascontiguousarray(slots, dtype="<i8")
     counts = np.ascontiguousarray(counts, dtype="<i8")
     grads = np.ascontiguousarray(grads, dtype="<f4")
     rows, dim = (grads.shape[0], grads.shape[1]) if grads.ndim == 2 else (0, 0)
     if slots.shape != (rows,):
         raise ValueError(f"step {step}: {slots.shape[0]} slots for {rows} gradient rows")
-    payload = counts.tobytes() + slots.tobytes() + grads.tobytes()
-    head = HEADER.pack(MAGIC, VERSION, 0, int(step), rows, counts.size, dim, len(payload), 0)[:_CRC_AT]
-    crc = zlib.crc32(payload, zlib.crc32(head))
-    return head + struct.pack("<I", crc) + payload
+    views = [memoryview(a).cast("B") for a in (counts, slots, grads.reshape(-1))]
+    nbytes = sum(v.nbytes for v in views)
+    head = HEADER.pack(MAGIC, VERSION, 0, int(step), rows, counts.size, dim, nbytes, 0)[:_CRC_AT]
+    crc = zlib.crc32(head)
+    for v in views:  # the CRC of the concatenation, computed part by part
+        crc = zlib.crc32(v, crc)
+    return head + struct.pack("<I", crc), views
+
+
+def encode_record(step: int, slots: np.ndarray, counts: np.ndarray, grads: np.ndarray) -> bytes:
+    """The bytes of one record (header and payload)."""
+    head, views = record_parts(step, slots, counts, grads)
+    return b"".join([head, *views])
 
 
 def read_record(path: Path, offset: int, step: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(slots, counts, grads) of the record of ``step`` at ``offset`` of ``path``."""
+    """(slots, counts, grads) of the record of ``step`` at ``offset`` of ``path``: views of one
+    fresh buffer the payload is read into (no copy after the read)."""
     where = f"spill file {path}, record at byte {offset} (step {step})"
     try:
-        with open(path, "rb") as f:
+        with open(path, "rb", buffering=0) as f:
             f.seek(offset)
             head = f.read(HEADER.size)
             if len(head) < HEADER.size:
@@ -73,17 +86,23 @@ def read_record(path: Path, offset: int, step: int) -> tuple[np.ndarray, np.ndar
             if min(rows, ranks, dim, nbytes) < 0 or nbytes != 8 * ranks + 8 * rows + 4 * rows * dim:
                 raise SpillCorrupt(f"{where}: inconsistent header (rows {rows}, ranks {ranks}, dim {dim}, "
                                    f"payload {nbytes} bytes)")
-            payload = f.read(nbytes)
+            payload = np.empty(nbytes, dtype=np.uint8)  # numpy's allocation: aligned for the views
+            got_bytes = 0
+            while got_bytes < nbytes:
+                k = f.readinto(memoryview(payload)[got_bytes:])
+                if not k:
+                    break
+                got_bytes += k
     except OSError as exc:
         raise SpillCorrupt(f"{where}: {exc.strerror or exc}") from None
-    if len(payload) < nbytes:
-        raise SpillCorrupt(f"{where}: truncated payload ({len(payload)} of {nbytes} bytes)")
+    if got_bytes < nbytes:
+        raise SpillCorrupt(f"{where}: truncated payload ({got_bytes} of {nbytes} bytes)")
     got = zlib.crc32(payload, zlib.crc32(head[:_CRC_AT]))
     if got != crc:
         raise SpillCorrupt(f"{where}: checksum mismatch (crc32:{got:08x}, record says crc32:{crc:08x})")
     if s != step:
         raise SpillCorrupt(f"{where}: holds step {s}")
-    counts = np.frombuffer(payload, dtype="<i8", count=ranks)
-    slots = np.frombuffer(payload, dtype="<i8", count=rows, offset=8 * ranks)
-    grads = np.frombuffer(payload, dtype="<f4", offset=8 * (ranks + rows)).reshape(rows, dim)
-    return slots.astype(np.int64), counts.astype(np.int64), grads.astype(np.float32)
+    counts = payload[:8 * ranks].view("<i8").astype(np.int64, copy=False)
+    slots = payload[8 * ranks:8 * (ranks + rows)].view("<i8").astype(np.int64, copy=False)
+    grads = payload[8 * (ranks + rows):].view("<f4").astype(np.float32, copy=False).reshape(rows, dim)
+    return slots, counts, grads

@@ -30,7 +30,7 @@ from pathlib import Path
 
 import numpy as np
 
-from mpiec.strategies.log.spill import SpillCorrupt, encode_record, read_record
+from mpiec.strategies.log.spill import SpillCorrupt, read_record, record_parts
 
 Record = tuple[np.ndarray, np.ndarray, np.ndarray]  # slots, counts, grads
 
@@ -124,14 +124,16 @@ class LogStore:
             self.current = Segment(self.dir / f"log-{self._seq:06d}.spill")
             self._seq += 1
             self.segments.append(self.current)
-        data = encode_record(step, *rec)
+        head, views = record_parts(step, *rec)  # the arrays' own buffers: no joined copy
+        size = len(head) + sum(v.nbytes for v in views)
         seg = self.current
         with open(seg.path, "ab") as f:
-            f.write(data)
+            for buf in (head, *views):
+                f.write(buf)
         self.spilled[step] = (seg, seg.size)
         seg.live.add(step)
-        seg.size += len(data)
-        self.spilled_bytes += len(data)
+        seg.size += size
+        self.spilled_bytes += size
         self.spilled_records += 1
         self.spill_s += time.perf_counter() - t0
 
