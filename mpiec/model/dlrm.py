@@ -211,14 +211,6 @@ def _interact_bwd(x, emb, gdot, gx, gemb):  # pragma: no cover - jitted
                     gemb[b0 + s, i, k] = gzt[i + 1, k, s]
 
 
-def _interact(dt: np.dtype) -> tuple:
-    """The interaction kernels for a dtype: float32 takes the SIMD ones of ``interaction.py``
-    (the same bits as the scalar ones above), other dtypes (float64 in tests) the scalar ones."""
-    if dt == np.float32:
-        return interact_fwd, interact_bwd
-    return _interact_fwd, _interact_bwd
-
-
 def _check(shape: DLRMShape, params, dense, emb) -> int:
     if params.dtype != np.float32 or params.shape != (n_params(shape),):
         raise ValueError(f"params must be float32[{n_params(shape)}]")
@@ -249,7 +241,10 @@ def _forward(shape: DLRMShape, layers, dense, emb):
     bsz, T, d = emb.shape
     R = np.empty((bsz, shape.top_in), dtype=dt)
     R[:, :d] = x
-    _interact(dt)[0](x, np.ascontiguousarray(emb, dtype=dt), R[:, d:])
+    if dt == np.float32:
+        interact_fwd(x, np.ascontiguousarray(emb, dtype=dt), R, d)
+    else:
+        _interact_fwd(x, np.ascontiguousarray(emb, dtype=dt), R[:, d:])
     tacts = [R]
     h = R
     top = layers[n_bot:]
@@ -327,7 +322,10 @@ def _forward_backward(shape, params, dense, emb, labels, scale):
     dx = delta[:, :d].copy()
     grad_emb = np.empty(emb.shape, dtype=dt)
     x = acts[-1]
-    _interact(dt)[1](x, np.ascontiguousarray(emb, dtype=dt), delta[:, d:], dx, grad_emb)
+    if dt == np.float32:
+        interact_bwd(x, np.ascontiguousarray(emb, dtype=dt), np.ascontiguousarray(delta), d, dx, grad_emb)
+    else:
+        _interact_bwd(x, np.ascontiguousarray(emb, dtype=dt), delta[:, d:], dx, grad_emb)
     # bottom MLP backward (ReLU after every layer)
     delta = dx
     bot, gbot = layers[:n_bot], glayers[:n_bot]

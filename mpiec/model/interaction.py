@@ -97,27 +97,34 @@ def _transpose16(typingctx, src, s_off, s_stride, dst, d_off, d_stride):
 
 
 @intrinsic
-def _pair_dots(typingctx, zt, ob, zi, zj, d, oo):
-    """``ob.flat[oo : oo + 16] = sum_k zt.flat[zi + 16 k ..] * zt.flat[zj + 16 k ..]``, 16 lanes,
-    ``k = 0 .. d - 1`` left to right (``fmul``, ``fadd``)."""
-    if not (_is_f32c(zt) and _is_f32c(ob)):
+def _pair_dots(typingctx, zt, ob, zi, zj, d, oo, width):
+    """``width`` pairs ``(i, j), (i, j + 1), ..`` at once: ``ob.flat[oo + 16 u ..] = sum_k
+    zt.flat[zi + 16 k ..] * zt.flat[zj + 16 (u d + k) ..]`` (16 lanes), ``k = 0 .. d - 1`` left to
+    right (``fmul``, ``fadd``); ``z_i`` is loaded once for the ``width`` independent chains."""
+    if not (_is_f32c(zt) and _is_f32c(ob) and isinstance(width, types.IntegerLiteral)):
         return None
+    w = width.literal_value
 
     def codegen(context, builder, sig, args):
-        zt_, ob_, zi_, zj_, d_, oo_ = args
+        zt_, ob_, zi_, zj_, d_, oo_, _ = args
         pi = _vec_ptr(context, builder, sig.args[0], zt_, zi_)
-        pj = _vec_ptr(context, builder, sig.args[0], zt_, zj_)
-        acc = cgutils.alloca_once_value(
-            builder, builder.fmul(builder.load(pi, align=4), builder.load(pj, align=4)))
+        pj = [_vec_ptr(context, builder, sig.args[0], zt_,
+                       builder.add(zj_, builder.mul(d_, d_.type(LANES * u)))) for u in range(w)]
+        zi0 = builder.load(pi, align=4)
+        accs = [cgutils.alloca_once_value(builder, builder.fmul(zi0, builder.load(p, align=4)))
+                for p in pj]
         with cgutils.for_range(builder, builder.sub(d_, d_.type(1))) as loop:
             k = builder.add(loop.index, loop.index.type(1))
-            prod = builder.fmul(builder.load(builder.gep(pi, [k]), align=4),
-                                builder.load(builder.gep(pj, [k]), align=4))
-            builder.store(builder.fadd(builder.load(acc), prod), acc)
-        builder.store(builder.load(acc), _vec_ptr(context, builder, sig.args[1], ob_, oo_), align=4)
+            zik = builder.load(builder.gep(pi, [k]), align=4)
+            for u in range(w):
+                prod = builder.fmul(zik, builder.load(builder.gep(pj[u], [k]), align=4))
+                builder.store(builder.fadd(builder.load(accs[u]), prod), accs[u])
+        po = _vec_ptr(context, builder, sig.args[1], ob_, oo_)
+        for u in range(w):
+            builder.store(builder.load(accs[u]), builder.gep(po, [oo_.type(u)]), align=4)
         return context.get_dummy_value()
 
-    return types.void(zt, ob, types.intp, types.intp, types.intp, types.intp), codegen
+    return types.void(zt, ob, types.intp, types.intp, types.intp, types.intp, width), codegen
 
 
 @intrinsic
@@ -175,11 +182,7 @@ def _load_block(x, emb, b0, m, zt, tile):  # pragma: no cover - jitted
     d = emb.shape[2]
     if m == LANES and d % LANES == 0 and x.shape[1] == d:
         for k0 in range(0, d, LANES):
-            # x may be a strided view: copy its 16 x 16 tile first
-            for s in range(LANES):
-                for c in range(LANES):
-                    tile[s, c] = x[b0 + s, k0 + c]
-            _transpose16(tile, 0, LANES, zt, k0 * LANES, LANES)
+            _transpose16(x, b0 * d + k0, d, zt, k0 * LANES, LANES)
             for i in range(T):
                 _transpose16(emb, (b0 * T + i) * d + k0, T * d, zt, ((i + 1) * d + k0) * LANES, LANES)
         return
@@ -193,10 +196,10 @@ def _load_block(x, emb, b0, m, zt, tile):  # pragma: no cover - jitted
 
 
 @njit(cache=True)
-def interact_fwd(x, emb, out):  # pragma: no cover - jitted
-    """``out[b, p]`` = dot of the ``p``-th strictly-lower pair ``(i, j)`` of ``Z = [x, emb]``.
+def interact_fwd(x, emb, out, c0):  # pragma: no cover - jitted
+    """``out[b, c0 + p]`` = dot of the ``p``-th strictly-lower pair ``(i, j)`` of ``Z = [x, emb]``.
 
-    ``x`` [B, d], ``emb`` [B, T, d] C-contiguous float32, ``out`` [B, P] (may be a column slice)."""
+    ``x`` [B, d], ``emb`` [B, T, d], ``out`` [B, >= c0 + P]: C-contiguous float32."""
     bsz, T, d = emb.shape
     n = T + 1
     P = n * (n - 1) // 2
@@ -208,26 +211,30 @@ def interact_fwd(x, emb, out):  # pragma: no cover - jitted
         _load_block(x, emb, b0, m, zt, tile)
         p = 0
         for i in range(1, n):
-            for j in range(i):
-                _pair_dots(zt, ob, i * d * LANES, j * d * LANES, d, p * LANES)
+            j = 0
+            while j + 4 <= i:
+                _pair_dots(zt, ob, i * d * LANES, j * d * LANES, d, p * LANES, 4)
+                j += 4
+                p += 4
+            while j < i:
+                _pair_dots(zt, ob, i * d * LANES, j * d * LANES, d, p * LANES, 1)
+                j += 1
                 p += 1
         q0 = 0
+        w = out.shape[1]
         if m == LANES:
             while q0 + LANES <= P:
-                _transpose16(ob, q0 * LANES, LANES, tile, 0, LANES)
-                for s in range(LANES):
-                    for c in range(LANES):
-                        out[b0 + s, q0 + c] = tile[s, c]
+                _transpose16(ob, q0 * LANES, LANES, out, b0 * w + c0 + q0, w)
                 q0 += LANES
         for s in range(m):
             for q in range(q0, P):
-                out[b0 + s, q] = ob[q, s]
+                out[b0 + s, c0 + q] = ob[q, s]
 
 
 @njit(cache=True)
-def interact_bwd(x, emb, gdot, gx, gemb):  # pragma: no cover - jitted
+def interact_bwd(x, emb, gdot, c0, gx, gemb):  # pragma: no cover - jitted
     """Backward of ``interact_fwd``: adds ``grad Z_0`` into ``gx`` [B, d] and writes ``grad Z_1..T``
-    to ``gemb`` [B, T, d] (C-contiguous) from ``gdot`` [B, P] (may be a column slice)."""
+    to ``gemb`` [B, T, d] from the dots' gradient ``gdot[:, c0 : c0 + P]`` (C-contiguous)."""
     bsz, T, d = emb.shape
     n = T + 1
     P = n * (n - 1) // 2
@@ -240,18 +247,16 @@ def interact_bwd(x, emb, gdot, gx, gemb):  # pragma: no cover - jitted
         m = min(LANES, bsz - b0)
         _load_block(x, emb, b0, m, zt, tile)
         q0 = 0
+        w = gdot.shape[1]
         if m == LANES:
             while q0 + LANES <= P:
-                for s in range(LANES):
-                    for c in range(LANES):
-                        tile[s, c] = gdot[b0 + s, q0 + c]
-                _transpose16(tile, 0, LANES, gbt, q0 * LANES, LANES)
+                _transpose16(gdot, b0 * w + c0 + q0, w, gbt, q0 * LANES, LANES)
                 q0 += LANES
         else:
             gbt[:] = 0
         for s in range(m):
             for q in range(q0, P):
-                gbt[q, s] = gdot[b0 + s, q]
+                gbt[q, s] = gdot[b0 + s, c0 + q]
         gzt[0] = 0  # row 0 has no pair (0, j); its gradient comes from pairs (i, 0) only
         p = 0
         for i in range(1, n):

@@ -17,7 +17,7 @@ def test_simd_interaction_is_bit_identical_to_the_scalar_kernels(bsz, T, d):
     ref = np.zeros((bsz, d + P), np.float32)
     got = np.full_like(ref, 7.0)
     dlrm._interact_fwd(x, emb, ref[:, d:])
-    interact_fwd(x, emb, got[:, d:])  # a column slice, as in the model
+    interact_fwd(x, emb, got, d)  # columns d.., as in the model
     np.testing.assert_array_equal(got[:, d:].view(np.uint32), ref[:, d:].view(np.uint32))
     g = rng.standard_normal((bsz, d + P)).astype(np.float32)
     gx_ref = rng.standard_normal((bsz, d)).astype(np.float32)
@@ -25,7 +25,7 @@ def test_simd_interaction_is_bit_identical_to_the_scalar_kernels(bsz, T, d):
     ge_ref = np.empty_like(emb)
     ge = np.full_like(emb, 5.0)
     dlrm._interact_bwd(x, emb, g[:, d:], gx_ref, ge_ref)
-    interact_bwd(x, emb, g[:, d:], gx, ge)
+    interact_bwd(x, emb, g, d, gx, ge)
     np.testing.assert_array_equal(gx.view(np.uint32), gx_ref.view(np.uint32))
     np.testing.assert_array_equal(ge.view(np.uint32), ge_ref.view(np.uint32))
 
@@ -37,5 +37,5 @@ def test_simd_interaction_signed_zeros_and_specials_match():
     ref = np.zeros((16, 3), np.float32)
     got = np.zeros((16, 3), np.float32)
     dlrm._interact_fwd(x, emb, ref)
-    interact_fwd(x, emb, got)
+    interact_fwd(x, emb, got, 0)
     np.testing.assert_array_equal(got.view(np.uint32), ref.view(np.uint32))
