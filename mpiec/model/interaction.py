@@ -11,7 +11,7 @@ Invariants (what makes the results bit-identical to a scalar loop over samples):
   ``fadd``: no fused multiply-add, no reassociation);
 * in the backward, every element of ``grad Z`` receives its contributions in increasing pair
   order, starting from ``+0``: ``gZ_i = ((0 + g_(i,0) z_0) + g_(i,1) z_1) + ...`` then ``+ g_(i',i)
-  z_i'`` for ``i' = i + 1, ..``;
+  z_i'`` for ``i' = i + 1, ..`` -- one chain per element over ``m != i`` in increasing ``m``;
 * samples are independent: the lanes of a block are samples, and a partial last block is padded
   with zeros that are never written back.
 
@@ -32,7 +32,7 @@ from numba.extending import intrinsic
 __all__ = ["LANES", "interact_bwd", "interact_fwd"]
 
 LANES = 16  # samples per block: one AVX-512 register of float32
-_UNROLL = 4  # columns per pass of the backward (independent add chains)
+_UNROLL = 16  # columns per pass of the backward (independent add chains in registers)
 _F32 = ir.FloatType()
 _VT = ir.VectorType(_F32, LANES)
 
@@ -128,41 +128,42 @@ def _pair_dots(typingctx, zt, ob, zi, zj, d, oo, width):
 
 
 @intrinsic
-def _row_backward(typingctx, zt, gzt, gbt, i, p0, d):
-    """Pairs ``(i, 0) .. (i, i - 1)`` (gradients ``gbt[p0 .. p0 + i - 1]``, 16 lanes each):
-    ``gZ_i = ((0 + g_(i,0) z_0) + g_(i,1) z_1) + ...`` (stored; ``gZ_i`` has no earlier
-    contribution) and ``gZ_j += g_(i,j) z_i`` for every ``j < i``."""
+def _grad_vector(typingctx, zt, gzt, gbt, i, n, d):
+    """``gZ_i = sum over m != i, increasing, of g_(max(i, m), min(i, m)) z_m`` from ``+0`` (16
+    lanes; ``g`` of pair ``(a, b)`` is ``gbt[a (a - 1) / 2 + b]``): the contributions of the pairs
+    of ``i`` in pair order, as the pair-by-pair scatter adds them. Columns in chunks of
+    ``_UNROLL`` whose accumulators stay in registers; nothing but ``gZ_i`` is stored."""
     if not (_is_f32c(zt) and _is_f32c(gzt) and _is_f32c(gbt)):
         return None
 
     def codegen(context, builder, sig, args):
-        zt_, gzt_, gbt_, i_, p0_, d_ = args
-        L = i_.type(LANES)
+        zt_, gzt_, gbt_, i_, n_, d_ = args
+        one = i_.type(1)
         pz = _vec_ptr(context, builder, sig.args[0], zt_, i_.type(0))
         pg = _vec_ptr(context, builder, sig.args[1], gzt_, i_.type(0))
-        pb = _vec_ptr(context, builder, sig.args[2], gbt_, builder.mul(p0_, L))
-        vrow = builder.mul(i_, d_)  # vector index of (i, 0)
+        pb = _vec_ptr(context, builder, sig.args[2], gbt_, i_.type(0))
         zero = ir.Constant(_VT, [0.0] * LANES)
+        tri_i = builder.udiv(builder.mul(i_, builder.sub(i_, one)), i_.type(2))  # pair (i, 0)
 
         def columns(k0, width):
-            # columns k0 .. k0 + width - 1 at once: independent accumulator chains
-            zis = [builder.load(builder.gep(pz, [builder.add(vrow, builder.add(k0, k0.type(u)))]),
-                                align=4) for u in range(width)]
             accs = [cgutils.alloca_once_value(builder, zero) for _ in range(width)]
-            with cgutils.for_range(builder, i_) as jl:
-                j = jl.index
-                g = builder.load(builder.gep(pb, [j]), align=4)
-                vj0 = builder.add(builder.mul(j, d_), k0)
+
+            def add(m, pair):
+                g = builder.load(builder.gep(pb, [pair]), align=4)
+                v0 = builder.add(builder.mul(m, d_), k0)
                 for u in range(width):
-                    vj = builder.add(vj0, vj0.type(u))
-                    zj = builder.load(builder.gep(pz, [vj]), align=4)
-                    builder.store(builder.fadd(builder.load(accs[u]), builder.fmul(g, zj)), accs[u])
-                    gj_ptr = builder.gep(pg, [vj])
-                    builder.store(builder.fadd(builder.load(gj_ptr, align=4), builder.fmul(g, zis[u])),
-                                  gj_ptr, align=4)
+                    zm = builder.load(builder.gep(pz, [builder.add(v0, v0.type(u))]), align=4)
+                    builder.store(builder.fadd(builder.load(accs[u]), builder.fmul(g, zm)), accs[u])
+
+            with cgutils.for_range(builder, i_) as ml:  # m < i: pairs (i, m)
+                add(ml.index, builder.add(tri_i, ml.index))
+            with cgutils.for_range(builder, builder.sub(n_, builder.add(i_, one))) as ml:  # m > i
+                m = builder.add(builder.add(i_, one), ml.index)
+                add(m, builder.add(builder.udiv(builder.mul(m, builder.sub(m, one)), m.type(2)), i_))
+            v0 = builder.add(builder.mul(i_, d_), k0)
             for u in range(width):
-                dst = builder.gep(pg, [builder.add(vrow, builder.add(k0, k0.type(u)))])
-                builder.store(builder.load(accs[u]), dst, align=4)
+                builder.store(builder.load(accs[u]), builder.gep(pg, [builder.add(v0, v0.type(u))]),
+                              align=4)
 
         U = _UNROLL
         with cgutils.for_range(builder, builder.udiv(d_, d_.type(U))) as kl:
@@ -257,11 +258,8 @@ def interact_bwd(x, emb, gdot, c0, gx, gemb):  # pragma: no cover - jitted
         for s in range(m):
             for q in range(q0, P):
                 gbt[q, s] = gdot[b0 + s, c0 + q]
-        gzt[0] = 0  # row 0 has no pair (0, j); its gradient comes from pairs (i, 0) only
-        p = 0
-        for i in range(1, n):
-            _row_backward(zt, gzt, gbt, i, p, d)
-            p += i
+        for i in range(n):
+            _grad_vector(zt, gzt, gbt, i, n, d)
         if m == LANES and fast_d:
             for k0 in range(0, d, LANES):
                 _transpose16(gzt, k0 * LANES, LANES, tile, 0, LANES)
