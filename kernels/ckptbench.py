@@ -16,18 +16,24 @@ as the strategies call it (their own functions where they are importable without
 * ``ecsnap encode``: a holder folding ``k`` members' shard copies into one parity block
   (``snapshot.mac_into``, the GF(2^8) multiply-accumulate).
 
-Every figure is MB/s of the path's input bytes (the shard's rows or the record's bytes), the
-median over ``repeat`` rounds with the 10th and 90th percentile; ``x copy`` is the median over
-rounds of the path's MB/s over that round's ``np.copyto`` of the shard's bytes (the reference,
-measured in every round: the machine is shared, so only ratios within a round are compared).
-The cases run round-robin, every one warmed up (numba compilation or cache load) first.
+Every figure is MB/s of the path's input bytes (the shard's rows or the record's bytes) per
+second of this thread's CPU time (``time.thread_time``: MB/s per core, what a path costs the
+core it runs on, kernel time of its system calls included; on a shared, oversubscribed machine
+the wall clock also counts the time other processes held the core), the median over
+``repeat`` rounds with the 10th and 90th percentile; ``x copy`` is the median over rounds of
+the path's MB/s over that round's ``np.copyto`` of the shard's bytes (the reference, measured
+in every round: only ratios within a round are compared). ``wall MB/s`` is the same median by
+the wall clock. The cases run round-robin, the order rotated each round, every one warmed up
+(numba compilation or cache load) first.
 """
 
 from __future__ import annotations
 
-import os
+import subprocess
+import sys
 import tempfile
 import time
+import types
 from collections.abc import Callable
 from pathlib import Path
 
@@ -51,10 +57,71 @@ def _shard(rows: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]
     return table, gids
 
 
-def cases(rows: int, rng: np.random.Generator, tmp: Path) -> list[tuple[str, int, Callable[[], object]]]:
-    """(name, input bytes, run) of every path; the first is the copy reference."""
-    import sys
+def _old_module(rev: str, path: str) -> types.ModuleType:
+    """The module at ``path`` as of git revision ``rev`` (compiled without numba's cache)."""
+    root = Path(__file__).resolve().parents[1]
+    src = subprocess.run(["git", "show", f"{rev}:{path}"], cwd=root, capture_output=True, text=True,
+                         check=True).stdout.replace("cache=True", "cache=False")
+    name = f"_ckptbench_before_{path.replace('/', '_').removesuffix('.py')}"
+    mod = types.ModuleType(name)
+    mod.__file__ = f"{rev}:{path}"
+    sys.modules[name] = mod  # a dataclass looks its module up while it is built
+    exec(compile(src, mod.__file__, "exec"), mod.__dict__)  # noqa: S102 - this repository's own code
+    return mod
 
+
+def _before_cases(rev: str, table: np.ndarray, gids: np.ndarray, tracker_bits: np.ndarray,
+                  block: np.ndarray, record: tuple[np.ndarray, np.ndarray, np.ndarray], tmp: Path,
+                  seg_path: Path, offset: int) -> dict[str, Callable[[], object]]:
+    """The same paths as the strategies called them at ``rev`` (the kernels and the call sequences
+    there: the diff's ``bitset_rows``, filter and fancy indexing, ``encode_rows``' copy,
+    quantize, dequantize and error, the spill's joined record and its copying read)."""
+    oq = _old_module(rev, "kernels/quantize.py")
+    ot = _old_module(rev, "kernels/tracking.py")
+    osp = _old_module(rev, "mpiec/strategies/log/spill.py")
+    out: dict[str, Callable[[], object]] = {}
+    other = ot.bitset_new(table.shape[0])
+
+    def diff() -> object:
+        slots = ot.bitset_rows(tracker_bits)
+        slots = slots[gids[slots] >= 0]
+        ot.bitset_clear(other)  # take clears the since-last bitset
+        return {"global_rows": gids[slots], "table": table[slots]}
+
+    out["cnr diff"] = diff
+    everything = np.flatnonzero(gids >= 0)
+    out["snapshot: cnr baseline"] = lambda: {"global_rows": gids[everything], "table": table[everything]}
+
+    def encode(method: str, bits: int) -> object:
+        weights = np.ascontiguousarray(block[:, :DIM])
+        q = oq.quantize(weights, method, bits)
+        state = np.ascontiguousarray(block[:, DIM:])
+        return q, state, oq.row_l2_error(weights, oq.dequantize(q))
+
+    for method, widths in QUANT:
+        for bits in widths:
+            out[f"cnr quantize {method} {bits}b"] = lambda m=method, b=bits: encode(m, b)
+    path = tmp / "before.spill"
+    step = [0]
+
+    def spill() -> object:
+        step[0] += 1
+        data = osp.encode_record(step[0], *record)
+        with open(path, "ab") as f:
+            f.write(data)
+        if step[0] % 64 == 0:
+            path.unlink()
+        return None
+
+    out["log spill"] = spill
+    out["log replay: read record"] = lambda: osp.read_record(seg_path, offset, 10**9)
+    return out
+
+
+def cases(rows: int, rng: np.random.Generator, tmp: Path,
+          before: str = "") -> list[tuple[str, int, Callable[[], object]]]:
+    """(name, input bytes, run) of every path; the first is the copy reference. ``before``: a git
+    revision whose paths are measured too, each beside its current one (``... (before)``)."""
     import mpi4py
 
     if "mpi4py.MPI" not in sys.modules:  # the strategy packages import mpi4py.MPI: never initialise it
@@ -64,7 +131,7 @@ def cases(rows: int, rng: np.random.Generator, tmp: Path) -> list[tuple[str, int
     from mpiec.kernels.embedding import adagrad_apply, scatter_add_rows, unique_inverse
 
     from mpiec.strategies.checkpointing.chain import ChainTracker
-    from mpiec.strategies.cnr import encode_rows
+    from mpiec.strategies.cnr import encode_rows, snapshot_rows
     from mpiec.strategies.ecsnap.snapshot import as_bytes, mac_into
     from mpiec.strategies.log.spill import read_record
     from mpiec.strategies.log.store import LogStore
@@ -86,14 +153,21 @@ def cases(rows: int, rng: np.random.Generator, tmp: Path) -> list[tuple[str, int
     changed = np.sort(rng.choice(rows, int(rows * CHANGED), replace=False))
     tracker = ChainTracker(rows, "one-shot")
     tracker.base = 0  # a baseline was written: the next checkpoint is a diff
+    tracker.track(changed)  # one-shot: the rows since the baseline stay set, every take is the same
 
     def diff() -> object:
-        tracker.track(changed)
         slots, _ = tracker.take(1, CHANGED, gids)
-        return gids[slots], table[slots]
+        return snapshot_rows(table, gids, slots)
 
     diff_bytes = changed.size * (table.shape[1] * 4 + 8)
     out.append((f"cnr diff: bitset -> rows ({CHANGED:.0%})", diff_bytes, diff))
+    baseline = ChainTracker(rows, "one-shot")
+
+    def base() -> object:
+        baseline.break_chain()  # no baseline to diff against: take selects every real row
+        return snapshot_rows(table, gids, baseline.take(1, 1.0, gids)[0])
+
+    out.append(("snapshot: cnr baseline", shard_bytes, base))
 
     # cnr's quantization of the diff's rows (the writer thread's encode)
     block = np.ascontiguousarray(table[changed])
@@ -146,42 +220,57 @@ def cases(rows: int, rng: np.random.Generator, tmp: Path) -> list[tuple[str, int
         return None
 
     out.append(("ecsnap encode rs(4,2) (k blocks)", 4 * table.nbytes, encode))
-    return out
+    if not before:
+        return out
+    old = _before_cases(before, table, gids, tracker.since_base, block, (rslots, counts, grads), tmp,
+                        seg.path, offset)
+    paired: list[tuple[str, int, Callable[[], object]]] = []
+    for name, nbytes, fn in out:
+        paired.append((name, nbytes, fn))
+        key = next((k for k in old if name.startswith(k)), None)
+        if key is not None:
+            paired.append((f"{name} (before)", nbytes, old.pop(key)))
+    return paired
 
 
-def run(repeat: int, rows: int = SHARD_ROWS, only: str = "") -> list[dict]:
+def run(repeat: int, rows: int = SHARD_ROWS, only: str = "", before: str = "") -> list[dict]:
     """Every case ``repeat`` times round-robin after a warm-up; one dict per case."""
     rng = np.random.default_rng(0)
     with tempfile.TemporaryDirectory(prefix="mpiec-ckptbench-") as d:
-        todo = cases(rows, rng, Path(d))
+        todo = cases(rows, rng, Path(d), before)
         if only:
             todo = [todo[0]] + [c for c in todo[1:] if only in c[0]]
         for _name, _n, fn in todo:
             fn()  # warm-up: compilation or cache load, page faults of the outputs
-        times = np.empty((repeat, len(todo)))
+        cpu = np.empty((repeat, len(todo)))
+        wall = np.empty((repeat, len(todo)))
         for r in range(repeat):
             order = list(range(len(todo)))
             k = r % len(order)  # rotate the order: no case always follows the same one
             for i in order[k:] + order[:k]:
-                t = time.perf_counter()
+                t, c = time.perf_counter(), time.thread_time()
                 todo[i][2]()
-                times[r, i] = time.perf_counter() - t
-    mbs = np.array([n for _, n, _ in todo]) / times / 1e6  # (repeat, cases)
+                cpu[r, i] = max(time.thread_time() - c, 1e-9)
+                wall[r, i] = time.perf_counter() - t
+    nbytes = np.array([n for _, n, _ in todo])
+    mbs = nbytes / cpu / 1e6  # (repeat, cases)
     ratio = mbs / mbs[:, :1]
     return [{"case": name, "bytes": n, "mb_s": float(np.median(mbs[:, i])),
              "p10": float(np.percentile(mbs[:, i], 10)), "p90": float(np.percentile(mbs[:, i], 90)),
-             "x_copy": float(np.median(ratio[:, i])), "seconds": float(np.median(times[:, i]))}
+             "x_copy": float(np.median(ratio[:, i])), "cpu_s": float(np.median(cpu[:, i])),
+             "wall_mb_s": float(np.median(n / wall[:, i] / 1e6))}
             for i, (name, n, _) in enumerate(todo)]
 
 
 def format_table(results: list[dict], repeat: int, rows: int) -> str:
-    head = f"{'checkpoint path, one core':<38}{'MB':>8}{'MB/s':>9}{'[p10, p90]':>18}{'x copy':>8}"
-    lines = [f"# checkpoint paths: a {rows}-row shard (dim {DIM} + Adagrad), medians of {repeat} "
-             f"rounds beside np.copyto in each round (pid {os.getpid()})", head, "-" * len(head)]
+    head = (f"{'checkpoint path, one core':<38}{'MB':>8}{'MB/s':>9}{'[p10, p90]':>18}{'x copy':>8}"
+            f"{'wall MB/s':>11}")
+    lines = [f"# checkpoint paths: a {rows}-row shard (dim {DIM} + Adagrad); MB/s per CPU second of "
+             f"the thread, medians of {repeat} rounds beside np.copyto in each round", head, "-" * len(head)]
     for r in results:
         spread = f"[{r['p10']:.0f}, {r['p90']:.0f}]"
         lines.append(f"{r['case']:<38}{r['bytes'] / 1e6:>8.2f}{r['mb_s']:>9.0f}{spread:>18}"
-                     f"{r['x_copy']:>8.3f}")
+                     f"{r['x_copy']:>8.3f}{r['wall_mb_s']:>11.0f}")
     return "\n".join(lines)
 
 
@@ -193,9 +282,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--repeat", type=int, default=11)
     p.add_argument("--rows", type=int, default=SHARD_ROWS)
     p.add_argument("--only", default="", help="only the cases whose name contains this")
+    p.add_argument("--before", metavar="REV", default="",
+                   help="also measure the paths as of this git revision, each beside its current one")
     p.add_argument("--json", metavar="FILE")
     args = p.parse_args(argv)
-    res = run(max(args.repeat, 1), max(args.rows, 64), args.only)
+    res = run(max(args.repeat, 1), max(args.rows, 64), args.only, args.before)
     print(format_table(res, args.repeat, args.rows))
     if args.json:
         import json

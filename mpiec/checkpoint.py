@@ -765,8 +765,9 @@ class BackgroundWriter:
     returned first, the error at the next call).
 
     Every queued snapshot stays in memory until written: check ``busy`` before taking the next
-    one. ``nice > 0`` lowers the thread's CPU priority (Linux) so that, when ranks outnumber
-    cores, the writer gives way to training instead of competing with it; writes then take longer.
+    one. ``cpu_s`` is the thread's CPU time over its writes (``time.thread_time``). ``nice > 0``
+    lowers the thread's CPU priority (Linux) so that, when ranks outnumber cores, the writer gives
+    way to training instead of competing with it; writes then take longer.
     """
 
     def __init__(self, store: CheckpointStore, nice: int = 0):
@@ -776,6 +777,7 @@ class BackgroundWriter:
         self._done: list[PartInfo | BaseException] = []
         self._cond = threading.Condition()
         self._pending = 0
+        self._cpu_s = 0.0
         self._closed = False
         self._thread = threading.Thread(target=self._run, name="mpiec-checkpoint-writer", daemon=True)
         self._thread.start()
@@ -804,15 +806,25 @@ class BackgroundWriter:
             if job is _STOP:
                 return
             step, part, arrays = job
+            c0 = time.thread_time()  # this thread's CPU: what the write takes from a shared core
             try:
                 result: PartInfo | BaseException = self.store.write_part(step, part, arrays)
             except Exception as exc:  # handed to the caller's thread
                 result = exc
             del arrays, job
+            cpu = time.thread_time() - c0
             with self._cond:
+                self._cpu_s += cpu
                 self._done.append(result)
                 self._pending -= 1
                 self._cond.notify_all()
+
+    @property
+    def cpu_s(self) -> float:
+        """CPU seconds the writer thread spent in its writes so far (its own clock: the time it
+        competed with training for a core, whatever the wall time of the writes)."""
+        with self._cond:
+            return self._cpu_s
 
     @property
     def busy(self) -> bool:

@@ -113,7 +113,7 @@ class FullCheckpoint(Strategy):
         "restores": "max", "restore_s": "max", "restore_read_s": "max", "checkpoint_mode": "first",
         "emulated_bandwidth": "first", "checkpoint_dir": "first", "checkpoint_parts_sent": "sum",
         "checkpoint_interval_steps": "first", "checkpoint_interval_rule": "first",
-        "checkpoint_interval_s": "first",
+        "checkpoint_interval_s": "first", "checkpoint_writer_cpu_s": "sum",
     }
     params: CkptParams
 

@@ -182,6 +182,13 @@ def decode_part(arrays: dict[str, np.ndarray], meta: dict[str, Any]) -> np.ndarr
     return decode_rows(arrays, int(meta["dim"]), str(meta["quantization"]), int(meta["bits"]))
 
 
+def snapshot_rows(table: np.ndarray, global_rows: np.ndarray, slots: np.ndarray) -> dict[str, np.ndarray]:
+    """The arrays a server's part holds, copied from the shard (the training thread's stall): the
+    rows of ``slots`` (ascending) and their global ids; a baseline's rows are copied as one
+    block (memory-copy speed), a diff's row by row (``kernels.tracking.take_rows``)."""
+    return {"global_rows": global_rows[slots], "table": take_rows(table, slots)}
+
+
 class QuantizingStore:
     """What a server's chain writer writes through: quantizes and packs the snapshot (in the
     writer thread when the write is in the background), then the store writes it. ``seconds``
@@ -403,8 +410,7 @@ class CnrServer(ServerAgent):
         shard = self.role.shard
         size = float(self.counts.sum()) / max(self.total_rows, 1) if self.counts is not None else 1.0
         slots, link = self.tracker.take(step, size, shard.global_rows)
-        # copies: a baseline's rows as one block (memory-copy speed), a diff's row by row
-        snapshot = {"global_rows": shard.global_rows[slots], "table": take_rows(shard.table, slots)}
+        snapshot = snapshot_rows(shard.table, shard.global_rows, slots)
         self.ledger.taken(step, self.writer.part, link, slots)
         if not self.writer.save_snapshot(step, snapshot, t0):
             self.tracker.break_chain()  # a failed write breaks the chain: the next one is a baseline
@@ -568,4 +574,4 @@ class CnrCoordinator(Coordinator):
 
 __all__ = ["HEADER", "ChainBook", "ChainLedger", "CheckNRun", "CnrCoordinator", "CnrParams", "CnrServer",
            "QuantizingStore", "bits_for_restores", "chain_of", "cnr_bits", "decode_part",
-           "decode_rows", "encode_rows", "expected_restores", "intermittent_rebaseline"]
+           "decode_rows", "encode_rows", "expected_restores", "intermittent_rebaseline", "snapshot_rows"]

@@ -411,3 +411,16 @@ def test_only_lost_embedding_state_rolls_back(tmp_path):
                                                         "strategy.on_trainer_failure='rollback'"])
     coord = FullCheckpoint(forced).coordinator(Env(forced, Slot("monitor", 0), tmp_path, rank=0))
     assert coord.plan(failure(Slot(TRAINER, 1))).scope is Scope.ROLLBACK
+
+
+def test_the_background_writer_counts_its_own_cpu(cfg, tmp_path):
+    env = Env(cfg, Slot(TRAINER, 0), tmp_path)
+    big = {"params": np.ones(1 << 20, np.float32)}  # 4 MiB: crc32 and the write take CPU
+    w = PartWriter(env, CheckpointStore(tmp_path / "ck"), "trainer", lambda: big, background=True)
+    assert w.figures()["checkpoint_writer_cpu_s"] == 0.0
+    w.save(3)
+    w.finish()
+    assert 0.0 < w.figures()["checkpoint_writer_cpu_s"] <= w.figures()["checkpoint_write_s"] + 0.05
+    sync = PartWriter(env, CheckpointStore(tmp_path / "ck2"), "trainer", lambda: big)
+    sync.save(3)  # on the training thread: in the step's CPU, not the writer's
+    assert sync.figures()["checkpoint_writer_cpu_s"] == 0.0

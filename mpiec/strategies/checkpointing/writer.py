@@ -18,7 +18,9 @@ Invariants:
 * ``stall_s`` is what the training thread spent on the part (the whole write in ``sync`` mode,
   the snapshot copy in ``async`` mode); ``total_s`` adds a background write's own time;
 * the figures only grow: ``critical_s`` (training-thread seconds, polls included), ``write_s``,
-  ``max_part_s`` (the slowest part this rank wrote: what it puts in the header's ``part_us``).
+  ``max_part_s`` (the slowest part this rank wrote: what it puts in the header's ``part_us``),
+  ``checkpoint_writer_cpu_s`` (the background writer thread's own CPU seconds: what it took
+  from a core training may share; 0 in ``sync`` mode, where the write is in the step's CPU).
 """
 
 from __future__ import annotations
@@ -167,7 +169,8 @@ class PartWriter:
 
     def figures(self) -> dict[str, Any]:
         return {"checkpoint_critical_s": self.critical_s, "checkpoint_write_s": self.write_s,
-                "checkpoint_max_part_s": self.max_part_s, "checkpoint_parts_sent": self.parts_sent}
+                "checkpoint_max_part_s": self.max_part_s, "checkpoint_parts_sent": self.parts_sent,
+                "checkpoint_writer_cpu_s": self.writer.cpu_s if self.writer is not None else 0.0}
 
 
 __all__ = ["PART_US_FIELD", "PartStore", "PartWriter"]
