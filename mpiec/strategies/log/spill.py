@@ -55,7 +55,7 @@ def record_parts(step: int, slots: np.ndarray, counts: np.ndarray,
     rows, dim = (grads.shape[0], grads.shape[1]) if grads.ndim == 2 else (0, 0)
     if slots.shape != (rows,):
         raise ValueError(f"step {step}: {slots.shape[0]} slots for {rows} gradient rows")
-    views = [memoryview(a).cast("B") for a in (counts, slots, grads.reshape(-1))]
+    views = [a.reshape(-1).view(np.uint8).data for a in (counts, slots, grads)]  # flat byte views
     nbytes = sum(v.nbytes for v in views)
     head = HEADER.pack(MAGIC, VERSION, 0, int(step), rows, counts.size, dim, nbytes, 0)[:_CRC_AT]
     crc = zlib.crc32(head)
@@ -89,7 +89,7 @@ def read_record(path: Path, offset: int, step: int) -> tuple[np.ndarray, np.ndar
             payload = np.empty(nbytes, dtype=np.uint8)  # numpy's allocation: aligned for the views
             got_bytes = 0
             while got_bytes < nbytes:
-                k = f.readinto(memoryview(payload)[got_bytes:])
+                k = f.readinto(payload.data[got_bytes:])
                 if not k:
                     break
                 got_bytes += k
@@ -97,7 +97,7 @@ def read_record(path: Path, offset: int, step: int) -> tuple[np.ndarray, np.ndar
         raise SpillCorrupt(f"{where}: {exc.strerror or exc}") from None
     if got_bytes < nbytes:
         raise SpillCorrupt(f"{where}: truncated payload ({got_bytes} of {nbytes} bytes)")
-    got = zlib.crc32(payload, zlib.crc32(head[:_CRC_AT]))
+    got = zlib.crc32(payload.data, zlib.crc32(head[:_CRC_AT]))
     if got != crc:
         raise SpillCorrupt(f"{where}: checksum mismatch (crc32:{got:08x}, record says crc32:{crc:08x})")
     if s != step:

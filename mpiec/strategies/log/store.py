@@ -128,8 +128,9 @@ class LogStore:
         size = len(head) + sum(v.nbytes for v in views)
         seg = self.current
         with open(seg.path, "ab") as f:
-            for buf in (head, *views):
-                f.write(buf)
+            f.write(head)
+            for view in views:
+                f.write(view)
         self.spilled[step] = (seg, seg.size)
         seg.live.add(step)
         seg.size += size
