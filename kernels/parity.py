@@ -16,18 +16,21 @@ placement: a stripe ``s``'s parity member ``i`` is on ``holder[i, s % S]`` at pa
 ``(s // S) * mul + base[i, s % S]``.
 
 A delta row's *word* is ``(parity slot << 12) | (i << 8) | j`` (parity member ``i`` of the stripe,
-data member ``j``), little-endian in the first 8 bytes of its wire row.
+data member ``j``), in the first 8 bytes of its wire row in native byte order (as numpy's view
+of the int64 words, which the code before these kernels wrote).
 
 Invariants:
 
 * ``route_pack`` orders the wire rows exactly as a stable sort by holder of the concatenation
   over parity members ``i = 0..r-1`` of the rows in the given order (what the numpy version did),
   so the bytes sent are unchanged;
-* the apply kernels are exact and byte-wise (``gf256._mac_at``: GFNI or portable, the same
-  bytes); applying the same rows twice leaves parity as it was (XOR), which is how a holder
-  undoes a step;
+* the apply kernels are exact and byte-wise (the GFNI and the portable multiply give the same
+  bytes, as in ``gf256``); applying the same rows twice leaves parity as it was (XOR), which is
+  how a holder undoes a step;
 * a word naming a slot outside the parity array, or a member outside the code, raises
-  ``IndexError`` instead of writing out of bounds.
+  ``IndexError`` instead of writing out of bounds (the rows before it are applied);
+* the ``sum`` code does not come here: its float additions do not commute, so its holders keep
+  the grouped ``code.update`` order (``ecrm.parity.ParityStore._mac``).
 
 No MPI, no I/O; numba-jitted with ``cache=True``.
 """
