@@ -32,7 +32,10 @@ Invariants:
   the softplus form stays accurate there and agrees with torch's wherever that is
   accurate (2.4e-7 on the same weights). Everything is ``float32`` (BLAS ``sgemm``)
   except the returned ``loss_sum`` (a float64 sum). Same inputs, same BLAS threads
-  → same bits.
+  and kernels → same bits.
+* The float32 interaction runs in ``interaction.py``'s SIMD kernels, which give exactly the
+  bits of the scalar ``_interact_fwd`` / ``_interact_bwd`` here (the reference, and the path of
+  other dtypes: float64 in the gradient tests).
 """
 
 from __future__ import annotations
