@@ -29,6 +29,7 @@ from mpi4py import MPI
 
 from mpiec.data.rng import init_embedding_rows
 from mpiec.kernels.codes import SumCode
+from mpiec.kernels.rebuild import take_rows
 from mpiec.layout import RowPlacement, table_offsets
 from mpiec.strategies.ecrm.parity import ParityStore
 from mpiec.strategies.ecrm.pipeline import DeltaPipeline, Outgoing, build_outgoing
@@ -45,7 +46,8 @@ if TYPE_CHECKING:
 
 #: figures counted in whole numbers (the others are seconds or drifts)
 _COUNTS = ("verify_checks", "verify_mismatches", "rebuilds", "rebuild_rows", "rebuild_bytes",
-           "reencoded_rows", "replayed_steps", "rebuild_rounds", "degraded_rows", "sum_drift_checks")
+           "reencoded_rows", "replayed_steps", "rebuild_rounds", "degraded_rows", "sum_drift_checks",
+           "rebuild_steps")
 
 
 class Source:
@@ -100,10 +102,15 @@ class Member:
         self.chunk = 1 << 15 if self.paced else int(params.rebuild_rows)  # also the re-encode part size
         self.rebuilder: Rebuilder | None = None  # the rebuild in progress, None when complete
         self.replaced_self = False  # this member is being rebuilt (its parity rows are not usable)
-        self.sec_per_row = 2e-6  # paced rebuild: measured cost of a decoded row (first guess)
+        # paced rebuild: a round costs ``round_fixed + rows * sec_per_row`` of wall time on the
+        # rebuilding member (its collectives; per row: asking, the peers' answer, the transfer,
+        # forming and installing); first guesses from a laptop run, then measured every round
+        self.sec_per_row = 2e-7
+        self.round_fixed = 2e-4
         self.last_overlap = 0.0
         self.last_round = 0.0
         self.rebuild_t0 = 0.0
+        self.rebuild_step0 = 0
         self.commits = 0
         self.steps_run = 0
         self.stats: dict[str, float] = {k: 0.0 for k in (
@@ -111,7 +118,9 @@ class Member:
             "reencoded_rows", "replayed_steps", "rebuild_s", "rebuild_sync_s", "rebuild_decode_s",
             "rebuild_replay_s", "sum_drift_max_abs", "sum_drift_max_rel", "rebuild_total_s", "rebuild_rounds",
             "degraded_rows", "sum_drift_checks",
-            "rebuild_encode_s")}
+            "rebuild_encode_s", "rebuild_steps", "rebuild_cpu_s", "rebuild_decode_cpu_s",
+            "rebuild_reencode_cpu_s", "rebuild_fetch_cpu_s", "rebuild_install_cpu_s", "rebuild_gb_s_cpu",
+            "rebuild_provide_cpu_s", "rebuild_round_wall_s")}
 
     @property
     def comm(self) -> MPI.Intracomm:
@@ -151,12 +160,16 @@ class Member:
         rows = self.chunk
         if self.paced:  # rows worth ``rebuild_budget`` of the step time without the round
             budget = self.budget * max(step_s - self.last_round, 1e-4)
-            rows = int(min(max(budget / self.sec_per_row, 256), 1 << 20))
-        before = self.rebuilder.rows
-        more = self.rebuilder.step(rows)
+            rows = int(min(max((budget - self.round_fixed) / self.sec_per_row, 1024), 1 << 20))
+        rb = self.rebuilder
+        before = rb.rows + rb.reencoded
+        more = rb.step(rows)
         self.last_round = time.perf_counter() - now
-        if self.rebuilder.rows > before:
-            self.sec_per_row = 0.5 * self.sec_per_row + 0.5 * self.last_round / (self.rebuilder.rows - before)
+        done = rb.rows + rb.reencoded - before
+        self.stats["rebuild_round_wall_s"] += self.last_round
+        if done >= 1024:  # the per-row cost over the round's fixed cost (its collectives)
+            per_row = max(self.last_round - self.round_fixed, 0.0) / done
+            self.sec_per_row = 0.7 * self.sec_per_row + 0.3 * max(per_row, 1e-9)
         if not more:
             self.rebuild_done(step)
 
@@ -181,6 +194,18 @@ class Member:
         seconds = time.perf_counter() - self.rebuild_t0
         self.stats["rebuild_total_s"] = max(self.stats["rebuild_total_s"], seconds)
         self.stats["rebuild_rounds"] += rb.rounds
+        self.stats["rebuild_steps"] = max(self.stats["rebuild_steps"], step + 1 - self.rebuild_step0)
+        cpu = sum(rb.cpu.values())
+        if rb.decoding or rb.encoding:  # the rebuilding member's CPU (the others': answering)
+            self.stats["rebuild_cpu_s"] += cpu
+            self.stats["rebuild_decode_cpu_s"] += rb.cpu_phase["decode"]
+            self.stats["rebuild_reencode_cpu_s"] += rb.cpu_phase["encode"]
+            self.stats["rebuild_fetch_cpu_s"] += rb.cpu["fetch"]
+            self.stats["rebuild_install_cpu_s"] += rb.cpu["install"]
+            if rb.decoding and rb.cpu_phase["decode"] > 0:
+                self.stats["rebuild_gb_s_cpu"] = rb.rows * self.row_bytes / rb.cpu_phase["decode"] / 1e9
+        else:
+            self.stats["rebuild_provide_cpu_s"] += cpu
         for key, value in (("rebuild_rows", rb.rows), ("rebuild_bytes", rb.bytes),
                            ("reencoded_rows", rb.reencoded), ("degraded_rows", rb.degraded_rows)):
             self.stats[key] += value
@@ -188,7 +213,7 @@ class Member:
             self.env.event("rebuild_end", step, detail=(
                 f"{rb.rows} rows decoded ({rb.degraded_rows} by degraded reads), {rb.reencoded} parity rows "
                 f"re-encoded, {rb.bytes} bytes fetched, {rb.rounds} rounds, {seconds:.3f} s since the "
-                f"rebuild started"))
+                f"rebuild started, {sum(rb.cpu.values()):.3f} s of CPU"))
 
     def corrupt_for_test(self, step: int) -> None:
         """Test hook: ``MPIEC_ECRM_CORRUPT_PARITY_AT_STEP=s`` flips one parity byte of the first
@@ -227,6 +252,7 @@ class Member:
         self.stats["rebuilds"] += 1
         end = time.perf_counter()
         self.rebuild_t0 = t0  # a new failure restarts any rebuild in progress
+        self.rebuild_step0 = plan.step
         self.stats["rebuild_s"] = max(self.stats["rebuild_s"], end - t0)
         for key, a, b in (("rebuild_sync_s", "start", "sync"), ("rebuild_decode_s", "sync", "decode"),
                           ("rebuild_replay_s", "decode", "replay"), ("rebuild_encode_s", "replay", "encode")):
@@ -264,6 +290,18 @@ class Member:
     def provide_parity(self, idx: np.ndarray) -> np.ndarray:
         assert self.store is not None, "only a holder holds parity rows"
         return self.store.as_bytes(idx)
+
+    def provide_rows(self, idx: np.ndarray, width: int) -> np.ndarray:
+        """A rebuild's request: data rows ``idx >= 0`` and parity rows ``-1 - idx`` of ``width``
+        bytes, in one kernel pass (``kernels.rebuild.take_rows``)."""
+        empty = np.empty((0, width), dtype=np.uint8)
+        data = self.table_bytes() if self.source is not None and self.row_bytes == width else empty
+        store = self.store
+        parity = (store.array.view(np.uint8).reshape(store.array.shape[0], width)
+                  if store is not None and self.width == width else empty)
+        out = np.empty((idx.size, width), dtype=np.uint8)
+        take_rows(data, parity, idx, out)
+        return out
 
     def parity_rows(self, rows: np.ndarray) -> np.ndarray:
         """Fetched parity bytes in the form the code decodes (``sum``: its float dtype)."""

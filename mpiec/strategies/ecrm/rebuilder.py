@@ -22,15 +22,19 @@ Invariants:
 
 from __future__ import annotations
 
+import functools
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import numpy as np
-from mpi4py import MPI
 
+from mpiec.kernels.codes import GFCode
+from mpiec.kernels.gf256 import gf_mat_inv, gf_matmul
+from mpiec.kernels.rebuild import combine_into
 from mpiec.layout import RowPlacement
 from mpiec.strategies.ecrm.stripes import data_stripes, member_index, residue_holders, stripe_losses
-from mpiec.strategies.ecrm.transfer import Job, RebuildError, collective, fetch, run_round
+from mpiec.strategies.ecrm.transfer import Job, RebuildError, fetch_rows
 
 if TYPE_CHECKING:
     from mpiec.strategies.ecrm.member import Member
@@ -80,6 +84,18 @@ def encode_jobs(m: Member, mode: str = "encode", lost_ranks: frozenset[int] = fr
     return jobs
 
 
+def class_index(pl: RowPlacement, q: np.ndarray, residue: int, x: int) -> np.ndarray:
+    """``stripes.member_index`` of member ``x`` for stripes ``q * S + residue`` of one residue
+    class (every stripe of a class keeps a member at the same offset of its holder's block:
+    data slot ``q * k + D``, parity slot ``q * r + P``, dedicated parity ``q * S + residue``)."""
+    first = member_index(pl, np.array([residue], dtype=np.int64), x)[0]  # q = 0
+    if x < pl.k:
+        return q * pl.k + first
+    if pl.dedicated_parity:
+        return q * pl.servers + first
+    return q * pl.r + first
+
+
 def residue_plan(pl: RowPlacement, lost: frozenset[int], carried: frozenset[int] = frozenset()
                  ) -> dict[int, tuple[list[int], list[int]]]:
     """Residue -> (holder of every member, the k members a decode reads). Raises beyond tolerance,
@@ -108,7 +124,16 @@ def residue_plan(pl: RowPlacement, lost: frozenset[int], carried: frozenset[int]
 class Rebuilder:
     """The rebuild in progress on one member (see the module docstring); ``lost``: the
     ``servers`` ranks whose members are rebuilt, ``carried``: those of them lost by an earlier
-    failure (for the error line)."""
+    failure (for the error line).
+
+    A round -- a degraded read, a background round, the decode inside the recovery -- is one
+    fetch: the rebuilding member asks each surviving holder for the rows of the ``k`` chosen
+    members of the stripes it rebuilds (index arrays computed by whole arrays per residue class;
+    a parity row asked as ``-1 - slot``), every holder answers from its table or parity array in
+    one kernel pass (``kernels.rebuild.take_rows``), and the rows come back in one receive buffer
+    in which each (residue class, member) is a contiguous block: the rebuilding member forms each
+    lost row from those blocks and writes it in place, marking it done, in one kernel pass
+    (``kernels.rebuild.combine_into``; ``sum``: its own decode). No Python per row."""
 
     def __init__(self, m: Member, lost: frozenset[int], chunk: int,
                  carried: frozenset[int] = frozenset()) -> None:
@@ -122,63 +147,148 @@ class Rebuilder:
         self.phase: str | None = "decode"
         self.cursor = 0
         self.todo_rows = 0  # rows of this replacement not rebuilt yet (kept, not recounted: O(1))
+        S = pl.servers
+        self.gf = isinstance(a.code, GFCode)
+        self.widths = sorted({a.row_bytes, a.width})  # one fetch per width, on every member alike
+        self.coefs: dict[tuple[int, tuple[int, ...]], np.ndarray] = {}
         if self.decoding:
             self.stripes, self.members = data_stripes(pl, me)
+            self.res = self.stripes % S
             self.rebuilt = np.zeros(self.stripes.size, dtype=bool)
             self.todo_rows = self.stripes.size
-        self.parts = encode_jobs(a, "encode", chunk=self.chunk) if self.encoding else []
+        self.enc_slots = np.empty(0, dtype=np.int64)  # parity slots to re-encode, in slot order
+        if self.encoding:
+            store = a.store
+            assert store is not None
+            self.enc_slots = np.flatnonzero(store.stripes >= 0).astype(np.int64)
+        self.enc_cursor = 0
+        self.status = np.zeros(2, dtype=np.int64)  # the last round's gathered status (max over members)
         self.t_start = time.perf_counter()
         self.rows = self.bytes = self.reencoded = self.degraded_rows = self.rounds = 0
+        # thread CPU seconds of this member's rebuild work: asking (index arrays), the fetch
+        # (its collectives and answering the others), forming and installing rows; per phase
+        self.cpu = {"plan": 0.0, "fetch": 0.0, "install": 0.0}
+        self.cpu_phase = {"decode": 0.0, "encode": 0.0}
+
+    def coef(self, target: int, chosen: tuple[int, ...]) -> np.ndarray:
+        """GF coefficients of member ``target`` over the members ``chosen`` (one row, k bytes)."""
+        key = (target, chosen)
+        if key not in self.coefs:
+            code = self.a.code
+            assert isinstance(code, GFCode)
+            g = code.generator
+            inv = gf_mat_inv(np.ascontiguousarray(g[np.array(chosen)]))
+            self.coefs[key] = np.ascontiguousarray(gf_matmul(g[[target]], inv)[0], dtype=np.uint8)
+        return self.coefs[key]
+
+    # -- one round: ask, fetch, form and install -------------------------------------------------
+    def gather(self, tasks: list[tuple[np.ndarray, np.ndarray, int, int, list[int], list[int]]],
+               status: np.ndarray | None = None) -> list:
+        """Collective: the rows every task needs, fetched. A task is (destination slots, their
+        stripes' ``stripe // S``, the stripes' residue class, the member they are, the holders of
+        every member, the k members to read). Returns per task its k source blocks as (width,
+        buffer, first row)."""
+        a, pl, k = self.a, self.a.pl, self.a.pl.k
+        t0 = time.thread_time()
+        want: dict[int, dict[int, list[np.ndarray]]] = {w: {} for w in self.widths}
+        fill: dict[int, dict[int, int]] = {w: {} for w in self.widths}
+        where = []
+        for slots, q, residue, _target, holders, chosen in tasks:
+            blocks = []
+            for x in chosen:
+                h = holders[x]
+                w = a.row_bytes if x < k else a.width
+                idx = class_index(pl, q, residue, x)
+                if x >= k:
+                    idx = -1 - idx
+                want[w].setdefault(h, []).append(idx)
+                pos = fill[w].get(h, 0)
+                fill[w][h] = pos + slots.size
+                blocks.append((w, h, pos))
+            where.append(blocks)
+        t1 = time.thread_time()
+        got = {}
+        received = 0
+        for i, w in enumerate(self.widths):
+            ask = {h: np.concatenate(v) for h, v in want[w].items()}
+            back, starts, left = fetch_rows(a.comm, ask, w, functools.partial(a.provide_rows, width=w),
+                                            status if i == 0 else None)
+            if i == 0:
+                self.status = left
+            got[w] = (back, starts)
+            received += back.nbytes
+        self.bytes += received
+        t2 = time.thread_time()
+        self.cpu["plan"] += t1 - t0
+        self.cpu["fetch"] += t2 - t1
+        return [[(w, got[w][0], got[w][1][h] + pos) for w, h, pos in blocks] for blocks in where]
+
+    def form(self, dst: np.ndarray, slots: np.ndarray, target: int, chosen: list[int], blocks: list,
+             done: np.ndarray | None, install: Callable[[np.ndarray, np.ndarray], None]) -> None:
+        """Member ``target`` of the stripes of ``slots`` from the fetched ``blocks`` of the members
+        ``chosen``, written to ``dst[slots]`` (GF: in place; ``sum``: by ``install``)."""
+        a, k, n = self.a, self.a.pl.k, slots.size
+        if self.gf and len({id(b) for _, b, _ in blocks}) == 1:
+            offs = np.array([first for _, _, first in blocks], dtype=np.int64)
+            combine_into(self.coef(target, tuple(chosen)), blocks[0][1], offs, dst, slots, done)
+            return
+        rows = [b[first:first + n] for _, b, first in blocks]
+        if target >= k:  # a parity member: encode from the k data members
+            parity = a.code.encode(rows)[target - k]
+            install(slots, np.ascontiguousarray(parity).view(np.uint8).reshape(n, -1))
+            return
+        data: list[np.ndarray | None] = [None] * k
+        par: list[np.ndarray | None] = [None] * a.pl.r
+        for x, r_ in zip(chosen, rows, strict=True):
+            if x < k:
+                data[x] = r_
+            else:
+                par[x - k] = a.parity_rows(r_)
+        (out,) = a.code.decode(data, par, [target])
+        install(slots, out)
+        if done is not None:
+            done[slots] = True
 
     # -- decode ------------------------------------------------------------------------------
-    def decode(self, slots: np.ndarray) -> None:
-        """Collective: a replacement decodes its local ``slots`` not rebuilt yet (others: none)."""
-        a, pl, k, r = self.a, self.a.pl, self.a.pl.k, self.a.pl.r
-        todo = np.empty(0, dtype=np.int64)
+    def decode(self, slots: np.ndarray, unique: bool = False, status: np.ndarray | None = None) -> None:
+        """Collective: a replacement decodes its local ``slots`` not rebuilt yet (others: none);
+        ``unique``: ``slots`` are sorted and unique already (a background round's); ``status``:
+        what this member has left after the round (gathered into ``self.status``)."""
+        a, pl = self.a, self.a.pl
+        t0 = time.thread_time()
+        tasks = []
         if self.decoding and slots.size:
-            slots = np.unique(np.asarray(slots, dtype=np.int64))
-            todo = slots[~self.rebuilt[slots]]
-        want: tuple[dict[int, list[np.ndarray]], ...] = ({}, {})  # per kind (data, parity): holder -> indexes
-        blocks = []  # (residue part, member, kind, holder, position in the holder's list)
-        for residue in np.unique(self.stripes[todo] % pl.servers) if todo.size else []:
-            part = todo[self.stripes[todo] % pl.servers == residue]
-            holders, chosen = self.plan[int(residue)]
-            st = self.stripes[part]
-            for x in chosen:
-                kind = 0 if x < k else 1
-                lst = want[kind].setdefault(holders[x], [])
-                blocks.append((part, x, kind, holders[x], len(lst)))
-                lst.append(member_index(pl, st, x))
-        got = []
-        for kind, width, provide in ((0, a.row_bytes, a.provide_data), (1, a.width, a.provide_parity)):
-            w = {h: np.concatenate(v) for h, v in want[kind].items()}
-            fetched = fetch(a.comm, w, width, provide)
-            split = {}
-            for h, v in want[kind].items():
-                bounds = np.cumsum([x.size for x in v])[:-1]
-                split[h] = np.split(fetched[h], bounds)
-                self.bytes += fetched[h].nbytes
-            got.append(split)
-        if not todo.size:
+            slots = np.asarray(slots, dtype=np.int64)
+            todo = slots[~self.rebuilt[slots]]  # most pulled rows are rebuilt: filter, then sort
+            if not unique and todo.size:
+                todo = np.unique(todo)
+            if todo.size:
+                res = self.res[todo]
+                present = np.flatnonzero(np.bincount(res, minlength=pl.servers))
+                for residue in present.tolist():
+                    part = todo if present.size == 1 else todo[res == residue]
+                    holders, chosen = self.plan[residue]
+                    # my data slot of stripe q * S + residue is q * k + (its offset in the block)
+                    tasks.append((part, part // pl.k, residue, int(self.members[part[0]]), holders,
+                                  chosen))
+        self.cpu["plan"] += time.thread_time() - t0
+        blocks = self.gather(tasks, status)
+        if not tasks:
+            self.cpu_phase["decode"] += time.thread_time() - t0
             return
+        t1 = time.thread_time()
         table = a.table_bytes()
-        by_part: dict[int, tuple[np.ndarray, list, list]] = {}
-        for part, x, kind, h, pos in blocks:
-            key = id(part)
-            if key not in by_part:
-                by_part[key] = (part, [None] * k, [None] * r)
-            rows = got[kind][h][pos]
-            if kind == 0:
-                by_part[key][1][x] = rows
-            else:
-                by_part[key][2][x - k] = a.parity_rows(rows)
-        for part, data, par in by_part.values():
-            m = int(self.members[part[0]])
-            (rows,) = a.code.decode(data, par, [m])
+
+        def install(part: np.ndarray, rows: np.ndarray) -> None:
             table[part] = rows
-            self.rebuilt[part] = True
+
+        for (part, _, _, target, _, chosen), blk in zip(tasks, blocks, strict=True):
+            self.form(table, part, target, chosen, blk, self.rebuilt, install)
             self.rows += part.size
             self.todo_rows -= part.size
+        t2 = time.thread_time()
+        self.cpu["install"] += t2 - t1
+        self.cpu_phase["decode"] += t2 - t0
 
     def degraded(self, slots: np.ndarray | None) -> None:
         """Collective, at a pull while rows are still lost: decode the requested ones first."""
@@ -188,45 +298,83 @@ class Rebuilder:
         self.decode(slots if slots is not None and self.decoding else np.empty(0, np.int64))
         self.degraded_rows += self.rows - before
 
+    # -- re-encode a lost holder's parity rows -------------------------------------------------
+    def encode(self, n: int, status: np.ndarray | None = None) -> int:
+        """Collective: this member re-encodes its next ``n`` parity rows (others: none); returns
+        the rows re-encoded."""
+        a, pl, k = self.a, self.a.pl, self.a.pl.k
+        t0 = time.thread_time()
+        tasks = []
+        part = self.enc_slots[self.enc_cursor:self.enc_cursor + n]
+        store = a.store
+        if part.size:
+            assert store is not None
+            stripes = store.stripes[part]
+            res = stripes % pl.servers
+            present = np.flatnonzero(np.bincount(res, minlength=pl.servers))
+            for residue in present.tolist():
+                sel = part if present.size == 1 else part[res == residue]
+                st = stripes if present.size == 1 else stripes[res == residue]
+                target = k + int(store.members[sel[0]])
+                tasks.append((sel, st // pl.servers, residue, target, residue_holders(pl, residue),
+                              list(range(k))))
+        self.cpu["plan"] += time.thread_time() - t0
+        blocks = self.gather(tasks, status)
+        t1 = time.thread_time()
+        if tasks:
+            assert store is not None
+            dst = store.array.view(np.uint8).reshape(store.array.shape[0], a.width)
+            for (sel, _, _, target, _, chosen), blk in zip(tasks, blocks, strict=True):
+                self.form(dst, sel, target, chosen, blk, None, store.load_bytes)
+        self.enc_cursor += part.size
+        self.reencoded += part.size
+        t2 = time.thread_time()
+        self.cpu["install"] += t2 - t1
+        self.cpu_phase["encode"] += t2 - t0
+        return int(part.size)
+
     # -- background rounds ------------------------------------------------------------------------
     def left(self) -> tuple[int, int]:
-        return self.todo_rows, len(self.parts) if self.encoding else 0
+        """(data rows to decode, parity rows to re-encode) on this member."""
+        return self.todo_rows, int(self.enc_slots.size - self.enc_cursor)
 
     def step(self, rows: int | None = None) -> bool:
-        """Collective: one background round (``rows`` rows to decode, default ``chunk``); False
-        once everything is rebuilt -- decided in the round that does the last work, not one round
-        later, so a member whose last rows are rebuilt no longer counts as lost to a failure
-        that follows (a later failure takes it for lost again only while work is really left)."""
-        a = self.a
+        """Collective: one background round (``rows`` rows to decode or re-encode, default
+        ``chunk``); False once everything is rebuilt -- decided in the round that does the last
+        work, not one round later, so a member whose last rows are rebuilt no longer counts as
+        lost to a failure that follows (a later failure takes it for lost again only while work
+        is really left). What every member has left after the round travels with the round's
+        fetch (``fetch_rows``' status), so a round is one gather of counts and, when rows move,
+        two all-to-alls; the phase of the next round (decode while any data row is left, then
+        re-encode) follows from it on every member alike."""
+        want = rows or self.chunk
         idx = np.empty(0, dtype=np.int64)
-        if self.decoding and self.todo_rows:
-            want, end = rows or self.chunk, self.cursor
+        n_enc = 0
+        todo, enc = self.left()
+        if self.phase == "decode" and self.decoding and self.todo_rows:
+            end = self.cursor
             found: list[np.ndarray] = []
-            while end < self.rebuilt.size and sum(x.size for x in found) < want:
+            got = 0
+            while end < self.rebuilt.size and got < want:
                 start, end = end, min(self.rebuilt.size, end + 2 * want)  # a window, not the shard
                 found.append(np.flatnonzero(~self.rebuilt[start:end]) + start)
+                got += found[-1].size
             idx = np.concatenate(found or [np.empty(0, np.int64)])[:want]
-        todo, parts = self.left()
-        # what is left now, after a decode round, after an encode round (every member alike)
-        mine = np.array([todo, parts, todo - idx.size, parts, todo, max(parts - 1, 0)], dtype=np.int64)
-        left = np.empty(6, dtype=np.int64)
-        with collective("ecrm rebuild progress"):
-            a.comm.Allreduce(mine, left, op=MPI.MAX)
+        elif self.phase == "encode" and self.encoding:
+            n_enc = min(want, enc)
+        status = np.array([todo - idx.size, enc - n_enc], dtype=np.int64)  # left after this round
         self.rounds += 1
-        if left[0] > 0:
+        if self.phase == "decode":
             if idx.size:
                 self.cursor = int(idx[-1]) + 1
-            self.decode(idx)
-            after = left[2:4]
-        elif left[1] > 0:
-            self.phase = "encode"  # every data row is rebuilt: the lost parity rows can be encoded
-            job = self.parts.pop(0) if self.parts else None
-            self.bytes += run_round(self.a, job)
-            self.reencoded += job.rows if job is not None else 0
-            after = left[4:6]
+            self.decode(idx, unique=True, status=status)
         else:
-            after = left[0:2]
-        if after.any():
+            self.encode(n_enc, status=status)
+        left = self.status
+        if left[0] > 0:
+            return True
+        if left[1] > 0:
+            self.phase = "encode"  # every data row is rebuilt: the lost parity rows can be encoded
             return True
         self.phase = None
         return False

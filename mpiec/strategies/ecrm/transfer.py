@@ -25,33 +25,55 @@ from mpiec.strategies.replay import RebuildError, check_all, collective
 if TYPE_CHECKING:
     from mpiec.strategies.ecrm.member import Member
 
-__all__ = ["Job", "RebuildError", "check_all", "collective", "fetch", "run_jobs", "run_round"]
+STATUS = 2  # figures a member's fetch carries beside its counts (a rebuild round: rows left per phase)
+
+__all__ = ["STATUS", "Job", "RebuildError", "check_all", "collective", "fetch", "fetch_rows", "run_jobs",
+           "run_round"]
 
 
-def fetch(comm: MPI.Intracomm, want: dict[int, np.ndarray], width: int,
-          provide: Callable[[np.ndarray], np.ndarray]) -> dict[int, np.ndarray]:
-    """Collective over ``comm``: rows ``want[h]`` of every member ``h``; ``provide(idx)``
-    answers the others' requests with uint8 ``[len(idx), width]`` rows."""
-    size = comm.Get_size()
-    scounts = np.zeros(size, dtype=np.int64)
+def fetch_rows(comm: MPI.Intracomm, want: dict[int, np.ndarray], width: int,
+               provide: Callable[[np.ndarray], np.ndarray], status: np.ndarray | None = None
+               ) -> tuple[np.ndarray, dict[int, int], np.ndarray]:
+    """Collective over ``comm``: rows ``want[h]`` of every member ``h`` in one receive buffer
+    (uint8 ``[n, width]``: holder by holder in rank order, each holder's rows in the order asked)
+    and the first row of each holder's block; ``provide(idx)`` answers the others' requests with
+    uint8 ``[len(idx), width]`` rows. The count matrix is gathered by every member, so when no
+    member asks for anything (a degraded read with every row rebuilt) the round is that one
+    small collective and nothing else. ``status``: ``STATUS`` int64 figures of this member
+    that travel with the counts; returns their maximum over the members third."""
+    size, me = comm.Get_size(), comm.Get_rank()
+    mine = np.zeros(size + STATUS, dtype=np.int64)
     for h, idx in want.items():
-        scounts[h] = idx.size
-    rcounts = np.empty(size, dtype=np.int64)
+        mine[h] = idx.size
+    if status is not None:
+        mine[size:] = status
+    scounts = mine[:size]
+    table = np.empty((size, size + STATUS), dtype=np.int64)
     with collective("ecrm rebuild fetch"):
-        comm.Alltoall([scounts, 1, MPI.INT64_T], [rcounts, 1, MPI.INT64_T])
-        sidx = np.concatenate([want[h] for h in range(size) if h in want] or [np.empty(0, np.int64)])
+        comm.Allgather([mine, size + STATUS, MPI.INT64_T], [table, size + STATUS, MPI.INT64_T])
+        counts, left = table[:, :size], table[:, size:].max(axis=0)
+        if not counts.any():
+            return np.empty((0, width), dtype=np.uint8), {}, left
+        rcounts = np.ascontiguousarray(counts[:, me])
+        sidx = np.concatenate([want[h] for h in range(size) if h in want and want[h].size]
+                              or [np.empty(0, np.int64)])
         ridx = np.empty(int(rcounts.sum()), dtype=np.int64)
         comm.Alltoallv(*alltoallv_buffers(np.ascontiguousarray(sidx, dtype=np.int64), scounts, ridx,
                                           rcounts))
         rows = provide(ridx) if ridx.size else np.empty((0, width), dtype=np.uint8)
         back = np.empty((int(scounts.sum()), width), dtype=np.uint8)
         comm.Alltoallv(*alltoallv_buffers(np.ascontiguousarray(rows), rcounts, back, scounts, width))
-    out, start = {}, 0
-    for h in range(size):
-        if h in want:
-            out[h] = back[start:start + want[h].size]
-            start += want[h].size
-    return out
+    starts = np.concatenate([[0], np.cumsum(scounts)[:-1]])
+    return back, {h: int(starts[h]) for h in want}, left
+
+
+def fetch(comm: MPI.Intracomm, want: dict[int, np.ndarray], width: int,
+          provide: Callable[[np.ndarray], np.ndarray]) -> dict[int, np.ndarray]:
+    """Collective over ``comm``: rows ``want[h]`` of every member ``h`` (``fetch_rows``, split
+    by holder: views of the one receive buffer)."""
+    back, starts, _ = fetch_rows(comm, want, width, provide)
+    return {h: back[starts[h]:starts[h] + want[h].size] for h in want} if starts else \
+        {h: np.empty((0, width), dtype=np.uint8) for h in want}
 
 
 @dataclass
