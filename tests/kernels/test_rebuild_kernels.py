@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
 from mpiec.kernels import gf256
 from mpiec.kernels.codes import make_code
 from mpiec.kernels.gf256 import gf_mat_inv, gf_matmul

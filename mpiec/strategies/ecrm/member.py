@@ -19,6 +19,7 @@ Invariants:
 
 from __future__ import annotations
 
+import math
 import os
 import time
 from collections.abc import Callable
@@ -43,6 +44,9 @@ if TYPE_CHECKING:
     from mpiec.kernels.codes import Code
     from mpiec.strategies.ecrm.strategy import EcrmParams
     from mpiec.strategies.env import RankEnv, ShardState
+
+#: rows per paced background round (``strategy.rebuild_rows = "auto"``)
+ROUND_ROWS = 1 << 15
 
 #: figures counted in whole numbers (the others are seconds or drifts)
 _COUNTS = ("verify_checks", "verify_mismatches", "rebuilds", "rebuild_rows", "rebuild_bytes",
@@ -99,14 +103,16 @@ class Member:
         self.rebuild_mode = params.rebuild
         self.budget = float(params.rebuild_budget)
         self.paced = params.rebuild_rows == "auto"
-        self.chunk = 1 << 15 if self.paced else int(params.rebuild_rows)  # also the re-encode part size
+        # rows per background round: fixed, so a round's fixed cost (its collectives, ~0.3 ms of
+        # CPU) stays small beside the rows' (~50-60 ns each, every member summed, 2 servers)
+        self.chunk = ROUND_ROWS if self.paced else int(params.rebuild_rows)
         self.rebuilder: Rebuilder | None = None  # the rebuild in progress, None when complete
         self.replaced_self = False  # this member is being rebuilt (its parity rows are not usable)
-        # paced rebuild: a round costs ``round_fixed + rows * sec_per_row`` of wall time on the
-        # rebuilding member (its collectives; per row: asking, the peers' answer, the transfer,
-        # forming and installing); first guesses from a laptop run, then measured every round
-        self.sec_per_row = 2e-7
-        self.round_fixed = 2e-4
+        # paced rebuild: rounds of ``chunk`` rows, ``gap`` steps apart so that a round's CPU, every
+        # member's summed (asking, the peers' answers, the transfer, forming and installing rows),
+        # spread over the steps to the next one, stays within ``rebuild_budget`` of a step's time
+        self.next_round = 0
+        self.others_cpu = 0.0
         self.last_overlap = 0.0
         self.last_round = 0.0
         self.rebuild_t0 = 0.0
@@ -120,7 +126,7 @@ class Member:
             "degraded_rows", "sum_drift_checks",
             "rebuild_encode_s", "rebuild_steps", "rebuild_cpu_s", "rebuild_decode_cpu_s",
             "rebuild_reencode_cpu_s", "rebuild_fetch_cpu_s", "rebuild_install_cpu_s", "rebuild_gb_s_cpu",
-            "rebuild_provide_cpu_s", "rebuild_round_wall_s")}
+            "rebuild_provide_cpu_s", "rebuild_round_wall_s", "rebuild_degraded_cpu_s")}
 
     @property
     def comm(self) -> MPI.Intracomm:
@@ -157,19 +163,22 @@ class Member:
         step_s, self.last_overlap = now - self.last_overlap, now
         if self.rebuilder is None:
             return
-        rows = self.chunk
-        if self.paced:  # rows worth ``rebuild_budget`` of the step time without the round
-            budget = self.budget * max(step_s - self.last_round, 1e-4)
-            rows = int(min(max((budget - self.round_fixed) / self.sec_per_row, 1024), 1 << 20))
+        if step < self.next_round:  # agreed in the last round: every member skips alike
+            self.last_round = 0.0
+            return
         rb = self.rebuilder
-        before = rb.rows + rb.reencoded
-        more = rb.step(rows)
+        rows, gap = self.chunk, 1
+        if self.paced:  # the steps between rounds keep their CPU within ``rebuild_budget`` of a step
+            cost = rb.round_cpu + self.others_cpu  # last round: mine now, the others' as last gathered
+            gap = max(1, math.ceil(cost / (self.budget * max(step_s - self.last_round, 1e-4))))
+            if not rb.round_cpu:
+                gap = 1
+        mine_before = rb.round_cpu
+        more = rb.step(rows, gap)
         self.last_round = time.perf_counter() - now
-        done = rb.rows + rb.reencoded - before
+        self.others_cpu = max(rb.round_cpu_all - mine_before, 0.0)
+        self.next_round = step + rb.gap
         self.stats["rebuild_round_wall_s"] += self.last_round
-        if done >= 1024:  # the per-row cost over the round's fixed cost (its collectives)
-            per_row = max(self.last_round - self.round_fixed, 0.0) / done
-            self.sec_per_row = 0.7 * self.sec_per_row + 0.3 * max(per_row, 1e-9)
         if not more:
             self.rebuild_done(step)
 
@@ -202,6 +211,7 @@ class Member:
             self.stats["rebuild_reencode_cpu_s"] += rb.cpu_phase["encode"]
             self.stats["rebuild_fetch_cpu_s"] += rb.cpu["fetch"]
             self.stats["rebuild_install_cpu_s"] += rb.cpu["install"]
+            self.stats["rebuild_degraded_cpu_s"] += rb.cpu_degraded
             if rb.decoding and rb.cpu_phase["decode"] > 0:
                 self.stats["rebuild_gb_s_cpu"] = rb.rows * self.row_bytes / rb.cpu_phase["decode"] / 1e9
         else:
@@ -253,6 +263,7 @@ class Member:
         end = time.perf_counter()
         self.rebuild_t0 = t0  # a new failure restarts any rebuild in progress
         self.rebuild_step0 = plan.step
+        self.next_round, self.others_cpu = 0, 0.0  # the new rebuilder's first round is at once
         self.stats["rebuild_s"] = max(self.stats["rebuild_s"], end - t0)
         for key, a, b in (("rebuild_sync_s", "start", "sync"), ("rebuild_decode_s", "sync", "decode"),
                           ("rebuild_replay_s", "decode", "replay"), ("rebuild_encode_s", "replay", "encode")):

@@ -163,12 +163,16 @@ class Rebuilder:
             self.enc_slots = np.flatnonzero(store.stripes >= 0).astype(np.int64)
         self.enc_cursor = 0
         self.status = np.zeros(2, dtype=np.int64)  # the last round's gathered status (max over members)
+        self.round_cpu = 0.0  # this member's CPU in its last background round (seconds)
+        self.round_cpu_all = 0.0  # every member's, summed, of the round before (gathered)
+        self.gap = 1  # steps to the next background round, agreed in the last one
         self.t_start = time.perf_counter()
         self.rows = self.bytes = self.reencoded = self.degraded_rows = self.rounds = 0
         # thread CPU seconds of this member's rebuild work: asking (index arrays), the fetch
         # (its collectives and answering the others), forming and installing rows; per phase
         self.cpu = {"plan": 0.0, "fetch": 0.0, "install": 0.0}
         self.cpu_phase = {"decode": 0.0, "encode": 0.0}
+        self.cpu_degraded = 0.0  # of which in degraded reads (every pull while rows are lost)
 
     def coef(self, target: int, chosen: tuple[int, ...]) -> np.ndarray:
         """GF coefficients of member ``target`` over the members ``chosen`` (one row, k bytes)."""
@@ -214,7 +218,9 @@ class Rebuilder:
             back, starts, left = fetch_rows(a.comm, ask, w, functools.partial(a.provide_rows, width=w),
                                             status if i == 0 else None)
             if i == 0:
-                self.status = left
+                self.status = left[:, :2].max(axis=0)
+                self.round_cpu_all = float(left[:, 2].sum()) * 1e-9
+                self.gap = max(int(left[:, 3].max()), 1)
             got[w] = (back, starts)
             received += back.nbytes
         self.bytes += received
@@ -294,9 +300,10 @@ class Rebuilder:
         """Collective, at a pull while rows are still lost: decode the requested ones first."""
         if self.phase != "decode":
             return
-        before = self.rows
+        before, t0 = self.rows, time.thread_time()
         self.decode(slots if slots is not None and self.decoding else np.empty(0, np.int64))
         self.degraded_rows += self.rows - before
+        self.cpu_degraded += time.thread_time() - t0
 
     # -- re-encode a lost holder's parity rows -------------------------------------------------
     def encode(self, n: int, status: np.ndarray | None = None) -> int:
@@ -338,7 +345,7 @@ class Rebuilder:
         """(data rows to decode, parity rows to re-encode) on this member."""
         return self.todo_rows, int(self.enc_slots.size - self.enc_cursor)
 
-    def step(self, rows: int | None = None) -> bool:
+    def step(self, rows: int | None = None, gap: int = 1) -> bool:
         """Collective: one background round (``rows`` rows to decode or re-encode, default
         ``chunk``); False once everything is rebuilt -- decided in the round that does the last
         work, not one round later, so a member whose last rows are rebuilt no longer counts as
@@ -362,7 +369,10 @@ class Rebuilder:
             idx = np.concatenate(found or [np.empty(0, np.int64)])[:want]
         elif self.phase == "encode" and self.encoding:
             n_enc = min(want, enc)
-        status = np.array([todo - idx.size, enc - n_enc], dtype=np.int64)  # left after this round
+        # left after this round; the CPU this member spent in the previous round (ns); the steps
+        # this member asks to wait before the next round (the maximum is every member's ``gap``)
+        status = np.array([todo - idx.size, enc - n_enc, int(self.round_cpu * 1e9), gap], dtype=np.int64)
+        t0 = time.thread_time()
         self.rounds += 1
         if self.phase == "decode":
             if idx.size:
@@ -370,6 +380,7 @@ class Rebuilder:
             self.decode(idx, unique=True, status=status)
         else:
             self.encode(n_enc, status=status)
+        self.round_cpu = time.thread_time() - t0
         left = self.status
         if left[0] > 0:
             return True

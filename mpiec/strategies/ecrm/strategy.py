@@ -102,8 +102,10 @@ class EcrmParams:
         "background", "background: rebuild the rest of a lost shard in rounds while training goes on; "
         "sync: all of it inside the recovery")
     rebuild_rows: int | Literal["auto"] = param(
-        "auto", "rows decoded per background round (auto: paced by rebuild_budget)", ge=1)
-    rebuild_budget: float = param(0.1, "auto rebuild_rows: a round's share of the step time", gt=0, le=10)
+        "auto", "rows decoded per background round, one round a step (auto: rounds of 32768 rows, "
+                "spaced by rebuild_budget)", ge=1)
+    rebuild_budget: float = param(0.1, "auto rebuild_rows: CPU of a round, every member's summed, per step "
+                                  "until the next one, as a share of the step time", gt=0, le=10)
     fallback: Literal["none", "ckpt"] = param(
         "none", "ckpt: rare full checkpoints, a rollback when a stripe lost more than r members")
     fallback_interval: int = param(0, "fallback = ckpt: steps between the fallback checkpoints", ge=0)
@@ -197,6 +199,7 @@ class ErasureCoded(Strategy):
         "rebuild_steps": "max", "rebuild_cpu_s": "max", "rebuild_decode_cpu_s": "max",
         "rebuild_reencode_cpu_s": "max", "rebuild_fetch_cpu_s": "max", "rebuild_install_cpu_s": "max",
         "rebuild_gb_s_cpu": "max", "rebuild_provide_cpu_s": "max", "rebuild_round_wall_s": "max",
+        "rebuild_degraded_cpu_s": "max",
         "parity_exchange": "first", "sum_drift_max_abs": "max",
         "parity_every": "first", "parity_commits": "max", "parity_window_peak_bytes": "max",
         "sum_drift_max_rel": "max", "sum_drift_checks": "sum", **FullCheckpoint.summary_rules,

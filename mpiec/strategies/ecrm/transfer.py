@@ -19,13 +19,13 @@ from typing import TYPE_CHECKING
 import numpy as np
 from mpi4py import MPI
 
-from mpiec.comm import alltoallv_buffers
+from mpiec.comm import alltoallv_buffers, wait
 from mpiec.strategies.replay import RebuildError, check_all, collective
 
 if TYPE_CHECKING:
     from mpiec.strategies.ecrm.member import Member
 
-STATUS = 2  # figures a member's fetch carries beside its counts (a rebuild round: rows left per phase)
+STATUS = 4  # figures a member's fetch carries beside its counts (a round: rows left per phase, CPU, gap)
 
 __all__ = ["STATUS", "Job", "RebuildError", "check_all", "collective", "fetch", "fetch_rows", "run_jobs",
            "run_round"]
@@ -40,7 +40,7 @@ def fetch_rows(comm: MPI.Intracomm, want: dict[int, np.ndarray], width: int,
     uint8 ``[len(idx), width]`` rows. The count matrix is gathered by every member, so when no
     member asks for anything (a degraded read with every row rebuilt) the round is that one
     small collective and nothing else. ``status``: ``STATUS`` int64 figures of this member
-    that travel with the counts; returns their maximum over the members third."""
+    that travel with the counts; returns every member's (a ``[size, STATUS]`` table) third."""
     size, me = comm.Get_size(), comm.Get_rank()
     mine = np.zeros(size + STATUS, dtype=np.int64)
     for h, idx in want.items():
@@ -49,20 +49,23 @@ def fetch_rows(comm: MPI.Intracomm, want: dict[int, np.ndarray], width: int,
         mine[size:] = status
     scounts = mine[:size]
     table = np.empty((size, size + STATUS), dtype=np.int64)
-    with collective("ecrm rebuild fetch"):
-        comm.Allgather([mine, size + STATUS, MPI.INT64_T], [table, size + STATUS, MPI.INT64_T])
-        counts, left = table[:, :size], table[:, size:].max(axis=0)
-        if not counts.any():
-            return np.empty((0, width), dtype=np.uint8), {}, left
-        rcounts = np.ascontiguousarray(counts[:, me])
-        sidx = np.concatenate([want[h] for h in range(size) if h in want and want[h].size]
-                              or [np.empty(0, np.int64)])
-        ridx = np.empty(int(rcounts.sum()), dtype=np.int64)
-        comm.Alltoallv(*alltoallv_buffers(np.ascontiguousarray(sidx, dtype=np.int64), scounts, ridx,
-                                          rcounts))
-        rows = provide(ridx) if ridx.size else np.empty((0, width), dtype=np.uint8)
-        back = np.empty((int(scounts.sum()), width), dtype=np.uint8)
-        comm.Alltoallv(*alltoallv_buffers(np.ascontiguousarray(rows), rcounts, back, scounts, width))
+    # nonblocking, completed by ``comm.wait``: a member that waits for a slower peer sleeps
+    # between polls where ranks share cores instead of spinning on a core training needs
+    where = "ecrm rebuild fetch"
+    wait(comm.Iallgather([mine, size + STATUS, MPI.INT64_T], [table, size + STATUS, MPI.INT64_T]), where)
+    counts, left = table[:, :size], table[:, size:]
+    if not counts.any():
+        return np.empty((0, width), dtype=np.uint8), {}, left
+    rcounts = np.ascontiguousarray(counts[:, me])
+    sidx = np.concatenate([want[h] for h in range(size) if h in want and want[h].size]
+                          or [np.empty(0, np.int64)])
+    ridx = np.empty(int(rcounts.sum()), dtype=np.int64)
+    wait(comm.Ialltoallv(*alltoallv_buffers(np.ascontiguousarray(sidx, dtype=np.int64), scounts, ridx,
+                                            rcounts)), where)
+    rows = provide(ridx) if ridx.size else np.empty((0, width), dtype=np.uint8)
+    back = np.empty((int(scounts.sum()), width), dtype=np.uint8)
+    wait(comm.Ialltoallv(*alltoallv_buffers(np.ascontiguousarray(rows), rcounts, back, scounts, width)),
+         where)
     starts = np.concatenate([[0], np.cumsum(scounts)[:-1]])
     return back, {h: int(starts[h]) for h in want}, left
 
