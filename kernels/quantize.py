@@ -21,6 +21,13 @@ bytes, codes little-endian in a bit stream (code ``c`` of a row occupies bits
 ``c*bits .. c*bits+bits-1``); dequantization uses the stored fp16 parameters,
 so ``dequantize(quantize(x))`` is what a restore yields. Values must be finite
 and within fp16 range (|x| < 65504), which embedding weights are.
+
+Fast paths, each bit-identical to the row-by-row kernels it replaces (the tests compare
+them): ``quantize_rows`` codes, packs and measures each row's error in one pass over the
+rows in place; ``adaptive_range`` searches ``LANES`` rows side by side, every lane taking
+the scalar search's steps with its loss summed in the same order; k-means stops at a fixed
+point of Lloyd's iterations, which every later iteration would keep. A row's minimum or
+maximum that is a zero met with both signs is the one met first.
 """
 
 from __future__ import annotations
