@@ -18,7 +18,7 @@ from numba import njit
 
 from .gf256 import _ACTIVE, GF_AFFINE, _combine_ptrs, _mac_at
 
-__all__ = ["combine_into", "take_rows"]
+__all__ = ["combine_into", "pending_rows", "take_rows"]
 
 
 @njit(cache=True)
@@ -134,3 +134,24 @@ def combine_into(coef: np.ndarray, src: np.ndarray, offs: np.ndarray, dst: np.nd
         _combine_tiles(c2, np.ascontiguousarray(GF_AFFINE[c2]), base, offs, tmp, dst, slots, flags)
         return
     _combine_into(coef, src, offs, dst, slots, flags, _ACTIVE[0])
+
+
+@njit(cache=True)
+def _pending_rows(slots, done, seen):
+    out = np.empty(slots.size, dtype=np.int64)
+    n = 0
+    for t in range(slots.size):
+        s = slots[t]
+        if not done[s] and not seen[s]:
+            seen[s] = True
+            out[n] = s
+            n += 1
+    for t in range(n):
+        seen[out[t]] = False
+    return out[:n]
+
+
+def pending_rows(slots: np.ndarray, done: np.ndarray, seen: np.ndarray) -> np.ndarray:
+    """The distinct ``slots`` not ``done``, in their first-seen order, in one pass (``seen``: a
+    scratch bool array as long as ``done``, all False, left all False)."""
+    return _pending_rows(np.ascontiguousarray(slots, dtype=np.int64), done, seen)

@@ -7,7 +7,7 @@ import pytest
 from mpiec.kernels import gf256
 from mpiec.kernels.codes import make_code
 from mpiec.kernels.gf256 import gf_mat_inv, gf_matmul
-from mpiec.kernels.rebuild import combine_into, take_rows
+from mpiec.kernels.rebuild import combine_into, pending_rows, take_rows
 
 
 @pytest.mark.parametrize("gfni", [True, False])
@@ -59,3 +59,11 @@ def test_take_rows_data_and_parity() -> None:
     out2 = np.empty((2, 68), dtype=np.uint8)
     take_rows(np.empty((0, 68), np.uint8), parity, np.array([-2, -3], dtype=np.int64), out2)
     assert np.array_equal(out2, parity[[1, 2]])
+
+
+def test_pending_rows_distinct_not_done() -> None:
+    done = np.zeros(20, dtype=bool)
+    done[[2, 5]] = True
+    seen = np.zeros(20, dtype=bool)
+    out = pending_rows(np.array([5, 7, 2, 7, 3, 19, 3], dtype=np.int32), done, seen)
+    assert out.tolist() == [7, 3, 19] and not seen.any()

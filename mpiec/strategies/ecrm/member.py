@@ -51,7 +51,7 @@ ROUND_ROWS = 1 << 15
 #: figures counted in whole numbers (the others are seconds or drifts)
 _COUNTS = ("verify_checks", "verify_mismatches", "rebuilds", "rebuild_rows", "rebuild_bytes",
            "reencoded_rows", "replayed_steps", "rebuild_rounds", "degraded_rows", "sum_drift_checks",
-           "rebuild_steps")
+           "rebuild_steps", "rebuild_shard_steps")
 
 
 class Source:
@@ -113,6 +113,7 @@ class Member:
         # spread over the steps to the next one, stays within ``rebuild_budget`` of a step's time
         self.next_round = 0
         self.others_cpu = 0.0
+        self.shard_back = False
         self.last_overlap = 0.0
         self.last_round = 0.0
         self.rebuild_t0 = 0.0
@@ -126,7 +127,8 @@ class Member:
             "degraded_rows", "sum_drift_checks",
             "rebuild_encode_s", "rebuild_steps", "rebuild_cpu_s", "rebuild_decode_cpu_s",
             "rebuild_reencode_cpu_s", "rebuild_fetch_cpu_s", "rebuild_install_cpu_s", "rebuild_gb_s_cpu",
-            "rebuild_provide_cpu_s", "rebuild_round_wall_s", "rebuild_degraded_cpu_s")}
+            "rebuild_provide_cpu_s", "rebuild_round_wall_s", "rebuild_degraded_cpu_s",
+            "rebuild_shard_steps")}
 
     @property
     def comm(self) -> MPI.Intracomm:
@@ -178,6 +180,10 @@ class Member:
         self.last_round = time.perf_counter() - now
         self.others_cpu = max(rb.round_cpu_all - mine_before, 0.0)
         self.next_round = step + rb.gap
+        if rb.decoding and rb.phase != "decode" and not self.shard_back:  # every data row decoded
+            self.shard_back = True
+            self.stats["rebuild_shard_steps"] = max(self.stats["rebuild_shard_steps"],
+                                                    step + 1 - self.rebuild_step0)
         self.stats["rebuild_round_wall_s"] += self.last_round
         if not more:
             self.rebuild_done(step)
@@ -264,6 +270,7 @@ class Member:
         self.rebuild_t0 = t0  # a new failure restarts any rebuild in progress
         self.rebuild_step0 = plan.step
         self.next_round, self.others_cpu = 0, 0.0  # the new rebuilder's first round is at once
+        self.shard_back = False
         self.stats["rebuild_s"] = max(self.stats["rebuild_s"], end - t0)
         for key, a, b in (("rebuild_sync_s", "start", "sync"), ("rebuild_decode_s", "sync", "decode"),
                           ("rebuild_replay_s", "decode", "replay"), ("rebuild_encode_s", "replay", "encode")):

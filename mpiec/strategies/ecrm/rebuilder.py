@@ -31,7 +31,7 @@ import numpy as np
 
 from mpiec.kernels.codes import GFCode
 from mpiec.kernels.gf256 import gf_mat_inv, gf_matmul
-from mpiec.kernels.rebuild import combine_into
+from mpiec.kernels.rebuild import combine_into, pending_rows
 from mpiec.layout import RowPlacement
 from mpiec.strategies.ecrm.stripes import data_stripes, member_index, residue_holders, stripe_losses
 from mpiec.strategies.ecrm.transfer import Job, RebuildError, fetch_rows
@@ -155,6 +155,7 @@ class Rebuilder:
             self.stripes, self.members = data_stripes(pl, me)
             self.res = self.stripes % S
             self.rebuilt = np.zeros(self.stripes.size, dtype=bool)
+            self.seen = np.zeros(self.stripes.size, dtype=bool)  # scratch of ``pending_rows``
             self.todo_rows = self.stripes.size
         self.enc_slots = np.empty(0, dtype=np.int64)  # parity slots to re-encode, in slot order
         if self.encoding:
@@ -264,10 +265,10 @@ class Rebuilder:
         t0 = time.thread_time()
         tasks = []
         if self.decoding and slots.size:
-            slots = np.asarray(slots, dtype=np.int64)
-            todo = slots[~self.rebuilt[slots]]  # most pulled rows are rebuilt: filter, then sort
-            if not unique and todo.size:
-                todo = np.unique(todo)
+            if unique:
+                todo = slots[~self.rebuilt[slots]]
+            else:  # a pull's rows: most are rebuilt; the others once each, in one pass
+                todo = pending_rows(slots, self.rebuilt, self.seen)
             if todo.size:
                 res = self.res[todo]
                 present = np.flatnonzero(np.bincount(res, minlength=pl.servers))

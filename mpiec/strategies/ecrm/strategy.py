@@ -199,7 +199,7 @@ class ErasureCoded(Strategy):
         "rebuild_steps": "max", "rebuild_cpu_s": "max", "rebuild_decode_cpu_s": "max",
         "rebuild_reencode_cpu_s": "max", "rebuild_fetch_cpu_s": "max", "rebuild_install_cpu_s": "max",
         "rebuild_gb_s_cpu": "max", "rebuild_provide_cpu_s": "max", "rebuild_round_wall_s": "max",
-        "rebuild_degraded_cpu_s": "max",
+        "rebuild_degraded_cpu_s": "max", "rebuild_shard_steps": "max",
         "parity_exchange": "first", "sum_drift_max_abs": "max",
         "parity_every": "first", "parity_commits": "max", "parity_window_peak_bytes": "max",
         "sum_drift_max_rel": "max", "sum_drift_checks": "sum", **FullCheckpoint.summary_rules,
