@@ -11,7 +11,10 @@ file the calibration did not see, the model replays its config and kill plan and
   applies the step's deltas, so a failure run's mean is not its failure-free overhead) — over the
   failure-free training time (first step's start → last
   step's end, minus the time lost). Measured inside the run, not against a separate ``none`` run:
-  on a shared machine two runs' step times differ by more than the overhead (docs/simulate.md);
+  on a shared machine two runs' step times differ by more than the overhead (docs/simulate.md).
+  The prediction is of the protection time; the failure-free training time it is a share of is the
+  run's (the step time is an input, below; before 2026-11-27 it was the simulated wall of normal
+  steps, which leaves out a short run's slower warm-up steps and overstated every overhead);
 * **lost samples** (``cpr*``: the summary's ``lost_samples``);
 * **throughput in rebuild** (``ecrm``): samples per second while a lost shard is rebuilt over the
   normal rate, ``1 / (1 + rebuild_slowdown)``, against the run's median step in each rebuild window
@@ -126,6 +129,11 @@ def _run_storage(m: Measured) -> Setup:
     return Setup(storage=model if model.emulated else None, aggregate_reads=False)
 
 
+def _failure_free_time(m: Measured) -> float:
+    """The run's training time minus its time lost (seconds): what an overhead is a share of."""
+    return training_time(m) - float(m.summary.get("time_lost_s", 0.0) or 0.0)
+
+
 def measured_overhead(m: Measured) -> float:
     """Protection time on the critical path over the failure-free training time, as the run measured it:
     checkpoint stalls (``checkpoint_critical_s``, what its ETTR counts) plus ecrm's parity stage
@@ -135,8 +143,7 @@ def measured_overhead(m: Measured) -> float:
     if len(m.checkpoints):  # files before the runtime summed the slowest parts' stalls (ckpt.summary)
         stall = max(stall, float(m.checkpoints["stall_s"].sum()))
     parity = float(s.get("parity_stage_s_per_step", 0.0) or 0.0) * len(m.timeline)
-    lost = float(s.get("time_lost_s", 0.0) or 0.0)
-    return (stall + parity) / (training_time(m) - lost)
+    return (stall + parity) / _failure_free_time(m)
 
 
 def predict(costs: Costs, runs: list[Measured], speed: bool = True) -> list[Comparison]:
@@ -155,7 +162,10 @@ def predict(costs: Costs, runs: list[Measured], speed: bool = True) -> list[Comp
                                   sum(r.time_lost_s for r in m.recoveries)))
         if m.strategy != "ecrm" or not m.recoveries:  # ecrm's stage grows in its rebuild windows
             executed = sim.steps_done + sum(r.reexec_steps for r in sim.recoveries)
-            predicted = (sim.stall_s + per_step * executed) / (sim.wall_s - sim.time_lost_s)
+            # the protection time is predicted; the time it is a share of is the run's own (its
+            # steps are an input of the model: a short run's warm-up steps are slower than its
+            # normal step, which a simulated wall of normal steps would leave out)
+            predicted = (sim.stall_s + per_step * executed) / _failure_free_time(m)
             out.append(Comparison(m.label, m.strategy, "overhead", predicted, measured_overhead(m)))
         windows = [r.window_slowdown for r in m.recoveries if math.isfinite(r.window_slowdown)]
         if m.strategy == "ecrm" and windows:
