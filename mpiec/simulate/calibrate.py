@@ -477,6 +477,13 @@ def _ecrm_costs(runs: list[Measured], server_recs: list[tuple[Measured, Measured
         per = float(m.summary.get("rebuild_bytes", 0)) / max(1, n_rebuilt)
         samples.append((per, r.rebuild_s))
     rebuild: Linear | None = fit_linear(samples)
+    cpu_samples = []
+    for m, _ in rebuilds:
+        n_rebuilt = sum(1 for x in m.recoveries if math.isfinite(x.rebuild_s))
+        cpu = _cpu(m, "rebuild_cpu_s")
+        if math.isfinite(cpu):
+            per = float(m.summary.get("rebuild_bytes", 0)) / max(1, n_rebuilt)
+            cpu_samples.append((per, cpu / max(1, n_rebuilt)))
     slow = _mean([r.window_slowdown for _, r in rebuilds])
     slow = max(0.0, slow) if math.isfinite(slow) else 0.0
     counted = slow > BACK_TO_NORMAL_SLOWDOWN
@@ -487,5 +494,6 @@ def _ecrm_costs(runs: list[Measured], server_recs: list[tuple[Measured, Measured
     return StrategyCosts(**common, parity=fit_linear(parity), parity_cpu=fit_linear(parity_cpu),
                          unique_fraction=_mean(unique) if unique else 0.0,
                          access_ratio=_mean(access) if access else 0.0, rebuild=rebuild,
+                         rebuild_cpu=fit_linear(cpu_samples),
                          rebuild_slowdown=slow, sync_restore_s=_mean([r.restore_s for _, r in server_recs])
                          if server_recs else 0.0), extras

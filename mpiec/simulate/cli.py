@@ -266,6 +266,9 @@ def _print_costs(costs: Costs, out) -> None:
         if sc.parity_cpu is not None:
             pc = sc.parity_cpu
             parts.append(f"parity CPU {pc.latency_s * 1e3:.2f} ms + {pc.rate_Bps / 1e6:.0f} MB/s")
+        if sc.rebuild_cpu is not None:
+            rc = sc.rebuild_cpu
+            parts.append(f"rebuild CPU {rc.latency_s * 1e3:.1f} ms + {rc.rate_Bps / 1e6:.0f} MB/s")
         if sc.replay is not None:
             parts.append(f"replay {1e3 / sc.replay.rate_Bps:.3g} ms per step")
         if sc.partial_coverage:

@@ -156,6 +156,9 @@ class StrategyCosts:
     partial_coverage: float = 0.0
     # log: the lost shard's replay, seconds from the steps replayed (restore - read, per recovery)
     replay: Linear | None = None
+    # ecrm: the rebuilding rank's CPU (rebuild_cpu_s) from the bytes a rebuild fetched; ``rebuild``
+    # is its wall duration, paced over steps on the calibration machine
+    rebuild_cpu: Linear | None = None
     recoveries: int = 0
     sources: list[str] = field(default_factory=list)  # result files it was calibrated from
 
@@ -188,7 +191,7 @@ class Costs:
         for name, sc in self.strategies.items():
             out[name] = dataclasses.replace(
                 sc, read=lin(sc.read), rebuild=lin(sc.rebuild), parity=lin(sc.parity),
-                parity_cpu=lin(sc.parity_cpu), replay=lin(sc.replay),
+                parity_cpu=lin(sc.parity_cpu), replay=lin(sc.replay), rebuild_cpu=lin(sc.rebuild_cpu),
                 write=sc.write if sc.write_paced else lin(sc.write),
                 sync_restore_s=sc.sync_restore_s * factor, resume_extra_s=sc.resume_extra_s * factor,
                 trainer_restore_s=sc.trainer_restore_s * factor)

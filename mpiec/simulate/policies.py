@@ -186,7 +186,9 @@ def build_policy(name: str, costs: Costs, job: Job, mtbf_job_s: float, *,
             # idle window (the runtime's rebuild rounds at the idle point), so steps keep their speed
             # and the rebuild lasts as many steps as its CPU needs windows; with (almost) no idle time
             # left it runs with the measured slowdown instead
-            cpu = rebuild / setup.hardware.server_threads * setup.hardware.speed
+            # its CPU (measured apart from its pacing where the runs record it), over the threads
+            cpu_s = sc.rebuild_cpu.seconds(fetched) if sc.rebuild_cpu is not None else rebuild
+            cpu = cpu_s / setup.hardware.server_threads * setup.hardware.speed
             rebuild = math.ceil(cpu / idle) * times.run_step_s if cpu > 0 else 0.0
             slowdown = 0.0
         return _checked(Policy(**common, sync_restore_s=sc.sync_restore_s, rebuild_s=rebuild,

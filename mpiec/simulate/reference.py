@@ -18,7 +18,8 @@ from .costs import Costs
 
 __all__ = ["NOTE", "REFERENCE", "reference_costs"]
 
-NOTE = ("mpiec's runs on a 2-core machine shared with other jobs (load average 12-17), 2026-11-27: "
+NOTE = ("mpiec's runs on an idle 2-core machine (load average below 5), 2026-11-27, after the ecrm parity "
+        "path, rebuild and trainer step changes of that day: "
         "scripts/simulate_reference.py (laptop preset: none and ecrm failure-free at 2 servers x batch 1024 "
         "and 4 servers x batch 256, 300 steps; every modelled strategy with server:1 killed at step 240 of "
         "400, a checkpoint every 50 steps; tiny preset, server:1 killed at step 53 of 120, every 10 steps)")

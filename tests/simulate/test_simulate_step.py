@@ -307,3 +307,14 @@ def test_a_rebuild_on_dedicated_cores_is_paced_into_the_idle_window():
     assert p.rebuild_s == pytest.approx(math.ceil(cpu / (t.window_s - t.protection_s)) * t.run_step_s)
     shared = build_policy("ecrm", c, j, 3600.0, setup=Setup(hardware=Hardware(overlap=False)))
     assert shared.rebuild_slowdown == ECRM.rebuild_slowdown and shared.rebuild_s == pytest.approx(cpu)
+
+
+def test_the_rebuild_pacing_uses_the_rebuilding_ranks_cpu_when_measured():
+    j = job()
+    fast = dataclasses.replace(ECRM, rebuild_cpu=Linear(0.0, 1e9))  # 1 GB/s of CPU, paced wall 50 MB/s
+    c = costs(ecrm=fast)
+    hw = Hardware()
+    p = build_policy("ecrm", c, j, 3600.0, setup=Setup(hardware=hw))
+    t = step_model(c, fast, j, hw)
+    cpu = (j.k + j.r) * j.shard_rows * j.row_bytes / 1e9
+    assert p.rebuild_s == pytest.approx(math.ceil(cpu / (t.window_s - t.protection_s)) * t.run_step_s)
