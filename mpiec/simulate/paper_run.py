@@ -92,6 +92,8 @@ def run_paper(args: argparse.Namespace, costs: Costs, source: str,
         shown = "—" if not math.isfinite(value) else \
             f"{value:.3g}" + (f" ± {half:.2g}" if wide else "") + f" {unit}"
         print(f"  {what}: paper {claim} | simulated {shown}")
+    print("(a figure without ± is the same in every trial: a failure-free quantity, or one given failure "
+          "whose time is fixed; ± is the half-width of the 95 % interval over the trials)")
     print("inputs: " + "; ".join(paper.inputs()))
     print("calibrated here (" + source + "): " + "; ".join(paper.calibrated))
     print("assumed: " + "; ".join(paper.assumed))
