@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 from mpi4py import MPI
 
-from mpiec.comm import alltoallv_buffers, wait
+from mpiec.comm import alltoallv_buffers
 from mpiec.strategies.replay import RebuildError, check_all, collective
 
 if TYPE_CHECKING:
@@ -49,10 +49,11 @@ def fetch_rows(comm: MPI.Intracomm, want: dict[int, np.ndarray], width: int,
         mine[size:] = status
     scounts = mine[:size]
     table = np.empty((size, size + STATUS), dtype=np.int64)
-    # nonblocking, completed by ``comm.wait``: a member that waits for a slower peer sleeps
-    # between polls where ranks share cores instead of spinning on a core training needs
+    # blocking collectives under ``collective``: polled nonblocking ones (``comm.wait``) hung a
+    # node kill across hosts (TCP) in tests/runs/test_multihost.py
     where = "ecrm rebuild fetch"
-    wait(comm.Iallgather([mine, size + STATUS, MPI.INT64_T], [table, size + STATUS, MPI.INT64_T]), where)
+    with collective(where):
+        comm.Allgather([mine, size + STATUS, MPI.INT64_T], [table, size + STATUS, MPI.INT64_T])
     counts, left = table[:, :size], table[:, size:]
     if not counts.any():
         return np.empty((0, width), dtype=np.uint8), {}, left
@@ -60,12 +61,12 @@ def fetch_rows(comm: MPI.Intracomm, want: dict[int, np.ndarray], width: int,
     sidx = np.concatenate([want[h] for h in range(size) if h in want and want[h].size]
                           or [np.empty(0, np.int64)])
     ridx = np.empty(int(rcounts.sum()), dtype=np.int64)
-    wait(comm.Ialltoallv(*alltoallv_buffers(np.ascontiguousarray(sidx, dtype=np.int64), scounts, ridx,
-                                            rcounts)), where)
+    with collective(where):
+        comm.Alltoallv(*alltoallv_buffers(np.ascontiguousarray(sidx, dtype=np.int64), scounts, ridx, rcounts))
     rows = provide(ridx) if ridx.size else np.empty((0, width), dtype=np.uint8)
     back = np.empty((int(scounts.sum()), width), dtype=np.uint8)
-    wait(comm.Ialltoallv(*alltoallv_buffers(np.ascontiguousarray(rows), rcounts, back, scounts, width)),
-         where)
+    with collective(where):
+        comm.Alltoallv(*alltoallv_buffers(np.ascontiguousarray(rows), rcounts, back, scounts, width))
     starts = np.concatenate([[0], np.cumsum(scounts)[:-1]])
     return back, {h: int(starts[h]) for h in want}, left
 
