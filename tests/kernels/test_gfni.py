@@ -13,15 +13,6 @@ from mpiec.kernels import gf256
 from mpiec.kernels.codes import make_code
 from numba.typed import List
 
-PATHS = [False, pytest.param(True, marks=pytest.mark.skipif(
-    not gf256.CPU_HAS_GFNI, reason="this CPU has no GFNI: only the portable path can run"))]
-
-
-@pytest.fixture
-def restore_path():
-    yield
-    gf256.use_gfni(None)
-
 
 def _everything(seed: int = 3) -> list[np.ndarray]:
     """Every GF entry point on the same inputs: what each path must reproduce byte for byte."""
@@ -88,8 +79,7 @@ def _reference(seed: int = 3) -> list[np.ndarray]:
     return out + comb + comb + picked
 
 
-@pytest.mark.parametrize("gfni", PATHS)
-def test_every_kernel_gives_the_table_bytes_on_both_paths_in_one_process(gfni, restore_path):
+def test_every_kernel_gives_the_table_bytes_on_both_paths_in_one_process(gfni):
     assert gf256.use_gfni(gfni) is gfni and gf256.gfni_active() is gfni
     assert gf256.path_name() == ("GFNI" if gfni else "portable")
     got = _everything()

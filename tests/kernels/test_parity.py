@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from mpiec.kernels import gf256
 from mpiec.kernels.codes import make_code
 from mpiec.kernels.parity import gf_apply_wire, gf_apply_words, route_pack, wire_words
 
@@ -12,15 +11,6 @@ from mpiec.layout import RowPlacement
 from mpiec.strategies.ecrm.parity import pack_words
 from mpiec.strategies.ecrm.pipeline import Routing
 from mpiec.strategies.ecrm.stripes import member_holder, member_index
-
-PATHS = [False, pytest.param(True, marks=pytest.mark.skipif(
-    not gf256.CPU_HAS_GFNI, reason="this CPU has no GFNI: only the portable path can run"))]
-
-
-@pytest.fixture
-def restore_path():
-    yield
-    gf256.use_gfni(None)
 
 
 def reference_outgoing(pl: RowPlacement, rows: np.ndarray, payload: np.ndarray, size: int):
@@ -64,12 +54,9 @@ def test_route_pack_refuses_what_it_cannot_route():
         route_pack(np.array([3]), np.zeros((2, 4), np.uint8), 2, rt.holder, rt.base, rt.mul, 4)
 
 
-@pytest.mark.usefixtures("restore_path")
-@pytest.mark.parametrize("gfni", PATHS)
 @pytest.mark.parametrize("name,k,r,width", [("xor", 4, 1, 68), ("rs", 4, 2, 68), ("rs", 3, 3, 130),
                                              ("rs", 2, 2, 5)])
 def test_apply_is_code_update_row_by_row(gfni, name, k, r, width):
-    gf256.use_gfni(gfni)
     code = make_code(name, k, r)
     rng = np.random.default_rng(width)
     n_par, m = 200, 500
