@@ -42,7 +42,7 @@ from .failure_args import add_failure_arguments, check_failure_arguments, failur
 from .failures import HOUR_S
 from .job import MAX_NODES, MAX_RANKS_PER_NODE, Job
 from .papers import PAPERS
-from .policies import Setup, modelled, not_modelled, step_model
+from .policies import Setup, build_policy, modelled, not_modelled
 from .scale import CI_KEYS
 from .step import DEFAULT_NETWORK_GBPS, Hardware
 
@@ -380,17 +380,9 @@ def _with_speed(setup: Setup, costs: Costs, job: Job, step_s: float) -> Setup:
     """``setup`` with the step model's speed set so that none's step on ``job`` is ``step_s``."""
     if setup.hardware is None:
         return setup
-    none = policy_step(costs, job, setup)
+    none = build_policy("none", costs, job, math.inf, setup=setup).step_s
     hw = dataclasses.replace(setup.hardware, speed=step_s / none)
     return dataclasses.replace(setup, hardware=hw)
-
-
-def policy_step(costs: Costs, job: Job, setup: Setup) -> float:
-    """none's step on ``job`` under ``setup``'s step model."""
-    from .costs import StrategyCosts
-
-    assert setup.hardware is not None
-    return step_model(costs, StrategyCosts("none", "restart"), job, setup.hardware).step_s
 
 
 def run(args: argparse.Namespace) -> int:
@@ -424,7 +416,8 @@ def run(args: argparse.Namespace) -> int:
         setup = _with_speed(setup, costs, first, args.step_time)
         step_s = args.step_time
     else:
-        step_s = policy_step(costs, first, setup) if setup.hardware else costs.runtime.step_s
+        step_s = build_policy("none", costs, first, math.inf, setup=setup).step_s if setup.hardware \
+            else costs.runtime.step_s
     if not STEP_TIMES[0] <= step_s <= STEP_TIMES[1]:  # a costs file's step time: --step-time's bounds
         raise MpiecError(f"the step time {step_s:g} s of the {source} is outside {STEP_TIMES[0]:g}.."
                          f"{STEP_TIMES[1]:g} s: give --step-time")

@@ -122,11 +122,20 @@ def _simulate_run(costs: Costs, m: Measured) -> tuple[Outcome, float]:
 
 
 def _run_storage(m: Measured) -> Setup:
-    """The storage model the run wrote and read through (``mpiec.storage.model_of`` its config),
-    when it emulated one: its writes and reads are priced by that model, as the runtime paced them
-    (reads by the per-rank figure only), not by the calibration's fit of another run's."""
+    """What the run did that the costs do not say: the storage model it wrote and read through
+    (``mpiec.storage.model_of`` its config), when it emulated one — its writes and reads are priced
+    by that model, as the runtime paced them (reads by the per-rank figure only), not by the
+    calibration's fit of another run's — and, for a differential strategy, its diff policy and bits
+    (the run's ``strategy.diff``, ``quantization`` and ``bits``, not the strategy's defaults)."""
     model = model_of(m.cfg)
-    return Setup(storage=model if model.emulated else None, aggregate_reads=False)
+    params = m.cfg.strategy.params
+    bits = None
+    if params.get("quantization", "none") != "none":
+        b = params.get("bits", "auto")
+        bits = 0 if b == "auto" else int(b)
+    diff = params.get("diff")
+    return Setup(storage=model if model.emulated else None, aggregate_reads=False,
+                 diff=str(diff) if diff is not None else None, bits=bits)
 
 
 def _failure_free_time(m: Measured) -> float:

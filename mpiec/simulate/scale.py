@@ -126,12 +126,10 @@ def sweep(costs: Costs, job: Job, nodes: list[int], strategies: list[str],
     stop early, rather than fail, when the budget left would not cover one more."""
     rule = trials if isinstance(trials, Trials) else Trials(trials, trials)
     budget = budget or EventBudget()
-    hold_repair = False
     points = []
     sizes = [sum(dedicated)] if dedicated else nodes
     for n in sizes:
         proc = process[n] if isinstance(process, dict) else process
-        hold_repair = bool(getattr(proc, "repair_holds_slot", False))
         if dedicated:
             j = job.with_ranks(*dedicated, scaling=scaling)
         else:
@@ -158,6 +156,7 @@ def sweep(costs: Costs, job: Job, nodes: list[int], strategies: list[str],
         t = 0
         while t < rule.high:
             schedule = Schedule(proc, n, seed + t)
+            hold_repair = bool(getattr(proc, "repair_holds_slot", False))  # the slot waits for the repair
             for s in strategies:
                 per_strategy[s].append(simulate(policies[s], steps, _failures(schedule, j, hold_repair),
                                                 cap_s=cap * ff_wall, budget=budget))
