@@ -73,6 +73,9 @@ class LayoutConfig:
     parity_ranks: int = 0  # dedicated parity holders (ecrm); 0 = rotated parity on servers
     wait: str = "auto"  # spin | sleep | auto (sleep-poll when ranks outnumber cores)
     replacement: str = "spare"  # spare: warmed-up spare ranks; spawn: MPI_Comm_spawn when no spare is left
+    # shards of the global batch whose gradients sum in a fixed tree (layout.trainer_blocks): the
+    # result is the same on any trainer count that divides into them; 0 = auto (4, or more trainers)
+    virtual_trainers: int = 0
     ranks_per_node: int = 0  # emulated nodes of N ranks after the monitor (layout.rank_nodes); 0 = none
 
 
@@ -151,6 +154,14 @@ class Config:
     @property
     def global_batch(self) -> int:
         return self.training.batch_size * self.layout.trainers
+
+    @property
+    def virtual_trainers(self) -> int:
+        """``layout.virtual_trainers``, or its automatic value (``layout.auto_virtual_trainers``)."""
+        from mpiec.layout import auto_virtual_trainers
+
+        v = self.layout.virtual_trainers
+        return v if v > 0 else auto_virtual_trainers(self.layout.trainers, self.global_batch)
 
     @property
     def variant(self) -> str:
@@ -439,6 +450,16 @@ def validate(cfg: Config, memory: bool = True) -> None:
     _need(lay.servers >= 1, f"layout.servers must be >= 1, got {lay.servers}")
     _need(lay.spares >= 0, f"layout.spares must be >= 0, got {lay.spares}")
     _need(lay.parity_ranks >= 0, f"layout.parity_ranks must be >= 0, got {lay.parity_ranks}")
+    _need(lay.virtual_trainers >= 0,
+          f"layout.virtual_trainers must be >= 0 (0 = auto), got {lay.virtual_trainers}")
+    if t.batch_size >= 1:
+        v = cfg.virtual_trainers
+        _need(v & (v - 1) == 0 and v >= lay.trainers,
+              f"layout.virtual_trainers must be a power of two >= layout.trainers ({lay.trainers}), "
+              f"got {v}")
+        _need(v <= cfg.global_batch,
+              f"layout.virtual_trainers = {v} is more than the global batch ({cfg.global_batch} = "
+              "training.batch_size x layout.trainers): every shard needs a sample")
     _need(lay.ranks_per_node >= 0, f"layout.ranks_per_node must be >= 0, got {lay.ranks_per_node}")
     _need(lay.replacement in ("spare", "spawn"),
           f"layout.replacement must be spare or spawn, got '{lay.replacement}'")

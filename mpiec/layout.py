@@ -13,6 +13,11 @@ Owns two mappings that every rank computes identically from the config:
   dedicated parity ranks, data members rotate over the servers and parity
   member ``i`` of every stripe lives on parity rank ``i``. ``k = 1, r = 0`` is
   plain round-robin sharding (``none`` and the checkpoint strategies).
+* **virtual trainer shards** — a step's global batch is cut into ``virtual``
+  shards (a power of two); trainer ``i`` holds an aligned block of them
+  (``trainer_blocks``), so its samples are one contiguous range of the step.
+  Gradients are summed over shards in one fixed tree (``roles.shards``), so a
+  run's result does not depend on how many trainers hold the shards.
 * **nodes** — ranks that fail together (``rank_nodes``). With
   ``layout.ranks_per_node = N`` the ranks after the monitor are grouped in world
   rank order, N at a time: node 0 holds world ranks 1..N, node 1 the next N, and
@@ -59,6 +64,38 @@ def initial_slots(trainers: int, servers: int, parity_ranks: int, spares: int) -
     slots += [Slot(PARITY, i) for i in range(parity_ranks)]
     slots += [Slot(SPARE, i) for i in range(spares)]
     return slots
+
+
+def auto_virtual_trainers(trainers: int, global_batch: int) -> int:
+    """``layout.virtual_trainers = 0``: 4, or the trainer count rounded up to a power of two if
+    larger, at most the largest power of two <= the global batch (a shard holds >= 1 sample).
+    One value for 1, 2 and 4 trainers, so their runs end with one checksum."""
+    want = max(4, 1 << max(trainers - 1, 0).bit_length())
+    return min(want, 1 << (max(global_batch, 1).bit_length() - 1))
+
+
+def trainer_blocks(trainers: int, virtual: int) -> list[tuple[int, int]]:
+    """The virtual shards ``[lo, hi)`` each trainer holds, by trainer position (0 .. trainers-1).
+
+    ``virtual`` is a power of two >= ``trainers``; every block is a node of the fixed binary
+    tree over the shards (``roles.shards``): aligned, of a power-of-two size. The widest block is
+    split (the first of equal width) until there are ``trainers`` blocks, so sizes differ by at
+    most a factor of 2 (3 trainers over 4 shards: 1, 1, 2)."""
+    if virtual < trainers or virtual & (virtual - 1):
+        raise ValueError(f"{virtual} virtual trainer shards for {trainers} trainers: need a power "
+                         "of two >= the trainer count")
+    blocks = [(0, virtual)]
+    while len(blocks) < trainers:
+        i = max(range(len(blocks)), key=lambda j: (blocks[j][1] - blocks[j][0], -j))
+        lo, hi = blocks[i]
+        mid = (lo + hi) // 2
+        blocks[i:i + 1] = [(lo, mid), (mid, hi)]
+    return blocks
+
+
+def shard_samples(global_batch: int, virtual: int, shard: int) -> tuple[int, int]:
+    """Samples ``[start, end)`` of virtual shard ``shard`` within a step's global batch."""
+    return shard * global_batch // virtual, (shard + 1) * global_batch // virtual
 
 
 def data_rank(slot: Slot, trainers: int) -> int | None:

@@ -68,3 +68,35 @@ def test_spread_order_keeps_the_identity_when_it_is_as_good():
     assert window_collisions(list(range(6)), [0, 0, 1, 1, 2, 2], 3) == 2
     # impossible to spread (a node of 2 in a stripe of all 3 servers): as good as it gets, 2
     assert window_collisions(spread_order([0, 0, 1], 3), [0, 0, 1], 3) == 2
+
+
+@pytest.mark.parametrize("virtual", [1, 2, 4, 8, 16])
+def test_trainer_blocks_are_aligned_tree_nodes_covering_every_shard(virtual):
+    from mpiec.layout import trainer_blocks
+
+    for trainers in range(1, virtual + 1):
+        blocks = trainer_blocks(trainers, virtual)
+        assert len(blocks) == trainers
+        assert [b[0] for b in blocks] == [0] + [b[1] for b in blocks[:-1]] and blocks[-1][1] == virtual
+        sizes = [hi - lo for lo, hi in blocks]
+        assert all(s & (s - 1) == 0 and lo % s == 0 for s, (lo, _) in zip(sizes, blocks, strict=True))
+        assert max(sizes) <= 2 * min(sizes)
+
+
+def test_trainer_blocks_refuse_what_no_tree_holds():
+    from mpiec.layout import trainer_blocks
+
+    with pytest.raises(ValueError, match="power of two"):
+        trainer_blocks(2, 6)
+    with pytest.raises(ValueError, match="power of two"):
+        trainer_blocks(5, 4)
+
+
+def test_shard_samples_cut_the_global_batch_without_gaps():
+    from mpiec.layout import auto_virtual_trainers, shard_samples
+
+    cuts = [shard_samples(100, 8, v) for v in range(8)]
+    assert cuts[0][0] == 0 and cuts[-1][1] == 100
+    assert all(a[1] == b[0] for a, b in zip(cuts, cuts[1:], strict=False))
+    assert [auto_virtual_trainers(t, 128) for t in (1, 2, 3, 4, 5, 8)] == [4, 4, 4, 4, 8, 8]
+    assert auto_virtual_trainers(1, 3) == 2

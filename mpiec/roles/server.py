@@ -9,8 +9,9 @@ Invariants:
 * the shard is ``table[n_local, dim + state]`` float32 (weights, then the
   row-wise Adagrad accumulator when used), initialised as a pure function of
   (seed, table, row), so any rank can rebuild any row's initial value;
-* gradients of a row are summed in (trainer index, position in the trainer's
-  message) order — never in arrival order — so updates are bit-reproducible;
+* gradients of a row are summed over the trainers' blocks of virtual shards in
+  the fixed tree of ``roles.shards`` — never in arrival order — so updates are
+  bit-reproducible and the same on any number of trainers;
 * the strategy's ``after_apply`` sees every update of every step, with the
   old XOR new bytes when it asked for them (``needs_delta``).
 """
@@ -29,14 +30,14 @@ from mpiec.kernels.embedding import (
     adagrad_apply,
     adagrad_apply_delta,
     gather_rows,
-    scatter_add_rows,
     sgd_apply,
     sgd_apply_delta,
-    unique_inverse,
 )
+from mpiec.layout import trainer_blocks
 from mpiec.roles.context import RankContext, server_rows
 from mpiec.roles.driver import eval_due, eval_rounds, run_steps
 from mpiec.roles.exchange import STATUS_OK, exchange_headers
+from mpiec.roles.shards import sum_pushes
 from mpiec.stall import StallHook
 from mpiec.strategies.base import ServerShard
 from mpiec.strategies.plan import RecoveryPlan
@@ -150,7 +151,8 @@ class Server:
 
     def serve(self, step: int, status: int, where: str, with_grads: bool,
               word: int = 0) -> tuple[np.ndarray, np.ndarray | None, np.ndarray]:
-        """One pull (and push) round: (slots requested, their gradients or None, headers)."""
+        """One pull (and push) round: (slots requested, their gradients or None, headers); the
+        headers' column 0 is the number of slots from each data rank."""
         data = self.ctx.comms.data_comm()
         headers = exchange_headers(data, np.zeros(data.Get_size(), dtype=np.int64), status,
                                    self.last_apply_us, where, word)
@@ -172,16 +174,20 @@ class Server:
         waitall(reqs, where)
         return slots, grads, headers
 
-    def replay(self, step: int, slots: np.ndarray, grads: np.ndarray) -> None:
+    def replay(self, step: int, slots: np.ndarray, grads: np.ndarray, counts: np.ndarray) -> None:
         """Re-apply the gradients of an earlier ``step`` (slots and gradients in trainer order,
-        as the step's push delivered them): the rows reach that step's state exactly."""
-        self.apply(step, slots, grads, replayed=True)
+        ``counts[i]`` from trainer ``i``, as the step's push delivered them): the rows reach that
+        step's state exactly."""
+        self.apply(step, slots, grads, counts, replayed=True)
 
-    def apply(self, step: int, slots: np.ndarray, grads: np.ndarray, replayed: bool = False) -> None:
+    def apply(self, step: int, slots: np.ndarray, grads: np.ndarray, counts: np.ndarray,
+              replayed: bool = False) -> None:
+        """Sum the step's pushes per row (``counts[i]`` rows from trainer ``i``, in trainer order;
+        ``roles.shards``) and apply the optimizer; then the strategy's ``after_apply``."""
         t0, c0 = time.perf_counter(), time.thread_time()
-        uniq, inv = unique_inverse(slots)
-        acc = np.zeros((uniq.size, self.dim), dtype=np.float32)
-        scatter_add_rows(grads, inv, acc)
+        cfg = self.ctx.cfg
+        uniq, acc = sum_pushes(slots, grads, np.asarray(counts, dtype=np.int64),
+                               trainer_blocks(len(counts), cfg.virtual_trainers), cfg.virtual_trainers)
         table = self.shard.table
         old = table[uniq] if self.needs_old else None  # fancy indexing copies
         if old is not None:
@@ -212,7 +218,7 @@ class Server:
     def exchange(self, step: int, status: int, word: int) -> np.ndarray:
         slots, grads, headers = self.serve(step, status, f"step {step}", with_grads=True, word=word)
         assert grads is not None
-        self.apply(step, slots, grads)
+        self.apply(step, slots, grads, headers[: self.ctx.cfg.layout.trainers, 0])
         return headers[:, 3]
 
     def finish_step(self, step: int, t_start: float, t_hooks: float) -> None:

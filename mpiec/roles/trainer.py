@@ -8,12 +8,15 @@ records and streams them to the monitor.
 
 Invariants:
 
-* the samples of (step, trainer ``i``) are ``[(step·T + i)·B, +B)`` of the
-  source: a pure function of the seed, so a replacement recomputes them;
-* gradients are of the *global* mean loss (scale = global batch), so summing
-  over trainers gives the exact full-batch gradient;
-* the dense reduction runs on the ``trainers`` communicator ordered by trainer
-  index, so every replica applies bit-identical updates.
+* the samples of a step are ``[step·G, +G)`` of the source (``G`` the global
+  batch), cut into virtual shards (``layout.shard_samples``); trainer ``i``
+  holds the block ``layout.trainer_blocks(T, V)[i]``: a pure function of the
+  seed and the layout, so a replacement recomputes them;
+* gradients are of the *global* mean loss (scale = global batch), computed per
+  shard and summed in the fixed tree of ``roles.shards``: the trainer sums its
+  block, the trainers' blocks are gathered and summed alike by every trainer
+  (dense) and by each server (rows), so every replica applies bit-identical
+  updates, whatever the number of trainers.
 """
 
 from __future__ import annotations
@@ -29,7 +32,7 @@ from mpiec.comm import guard, ialltoallv, waitall
 from mpiec.data.factory import check_eval_size, make_source
 from mpiec.data.source import Batch, bag_bounds
 from mpiec.kernels.embedding import group_by_owner, unique_inverse
-from mpiec.layout import RowPlacement
+from mpiec.layout import RowPlacement, shard_samples, trainer_blocks
 from mpiec.model.dlrm import DLRMShape, forward_backward, init_params, pool_bags, pool_bags_backward, predict
 from mpiec.model.metrics import accuracy, auc, logloss
 from mpiec.results import EVAL_DTYPE, TIMELINE_DTYPE
@@ -42,6 +45,7 @@ from mpiec.roles.exchange import (
     EmulatedFailure,
     exchange_headers,
 )
+from mpiec.roles.shards import merge_arrays, tree_sum
 from mpiec.stall import StallHook
 from mpiec.strategies.plan import RecoveryPlan
 
@@ -76,12 +80,18 @@ class Trainer:
         cfg = ctx.cfg
         self.index = ctx.slot.index
         self.n_trainers = cfg.layout.trainers
-        self.B = cfg.training.batch_size
+        self.G = cfg.global_batch
+        self.V = cfg.virtual_trainers
+        self.blocks = trainer_blocks(self.n_trainers, self.V)
+        self.block = self.blocks[self.index]  # the virtual shards [lo, hi) this trainer holds
+        self.first = shard_samples(self.G, self.V, self.block[0])[0]  # its first sample in a step
+        self.n_local = shard_samples(self.G, self.V, self.block[1] - 1)[1] - self.first
         self.dim = cfg.model.dim
         self.shape = model_shape(cfg)
         self.reset()
         self.P = self.params.size
         self.dense_buf = np.zeros(self.P + 1, dtype=np.float32)  # grads + loss sum
+        self.dense_all = np.zeros((self.n_trainers, self.P + 1), dtype=np.float32)  # every block's
         self.source = make_source(cfg)
         ev = self.source.eval_batch(cfg.data.eval_samples)
         check_eval_size(cfg, len(ev.labels))
@@ -147,7 +157,38 @@ class Trainer:
     def batch(self, step: int) -> Batch:
         if self._next is not None and self._next[0] == step:
             return self._next[1]
-        return self.source.batch((step * self.n_trainers + self.index) * self.B, self.B)
+        return self.source.batch(step * self.G + self.first, self.n_local)
+
+    def shard_gradients(self, batch: Batch, emb: np.ndarray, inv: np.ndarray,
+                        n_rows: int) -> tuple[np.ndarray, np.ndarray]:
+        """This trainer's block of the step's gradient: (dense gradients + loss sum ``[P + 1]``,
+        row gradients ``[n_rows, dim]`` in the pushed order), summed over its virtual shards in
+        the fixed tree (``roles.shards``)."""
+        cfg = self.ctx.cfg
+        bounds = bag_bounds(cfg.data.bags)
+        index = inv.reshape(batch.ids.shape)
+        leaves: dict[tuple[int, int], tuple[np.ndarray, np.ndarray]] = {}
+        for v in range(*self.block):
+            a, b = (i - self.first for i in shard_samples(self.G, self.V, v))
+            loss_sum, _, gparams, gemb = forward_backward(
+                self.shape, self.params, batch.dense[a:b], emb[a:b], batch.labels[a:b], float(self.G))
+            dense = np.empty(self.P + 1, dtype=np.float32)
+            dense[: self.P] = gparams
+            dense[self.P] = loss_sum
+            leaves[(v, v + 1)] = (dense, pool_bags_backward(gemb, index[a:b], bounds, n_rows))
+
+        def merge(left: tuple[np.ndarray, np.ndarray],
+                  right: tuple[np.ndarray, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+            return merge_arrays(left[0], right[0]), merge_arrays(left[1], right[1])
+
+        return tree_sum(leaves, *self.block, merge)
+
+    def reduce_dense(self) -> None:
+        """Every trainer: the step's dense gradient and loss sum into ``dense_buf``, from the
+        gathered blocks (``dense_all``) summed in the fixed tree."""
+        if self.n_trainers > 1:
+            nodes = {blk: self.dense_all[i] for i, blk in enumerate(self.blocks)}
+            self.dense_buf[:] = tree_sum(nodes, 0, self.V, merge_arrays)
 
     def route(self, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Unique rows of a batch, grouped by owner: (local slots, send counts, inverse).
@@ -189,18 +230,15 @@ class Trainer:
         t_pull = time.perf_counter() - t0
 
         t0 = time.perf_counter()
-        loss_sum, _, gparams, gemb = forward_backward(
-            self.shape, self.params, batch.dense, emb, batch.labels, float(cfg.global_batch))
-        grad_rows = pool_bags_backward(gemb, inv.reshape(batch.ids.shape), bag_bounds(cfg.data.bags),
-                                       int(counts.sum()))
-        self.dense_buf[: self.P] = gparams
-        self.dense_buf[self.P] = loss_sum
+        dense, grad_rows = self.shard_gradients(batch, emb, inv, int(counts.sum()))
+        self.dense_buf[:] = dense
         t_compute = time.perf_counter() - t0
 
         t0 = time.perf_counter()
         zeros = np.zeros_like(counts)
         r_sparse = ialltoallv(ctx.comms.data_comm(), grad_rows, counts, _EMPTY_F32, zeros, width=self.dim)
-        r_dense = ctx.comms.trainers_comm().Iallreduce(MPI.IN_PLACE, [self.dense_buf, MPI.FLOAT], MPI.SUM)
+        r_dense = ctx.comms.trainers_comm().Iallgather([self.dense_buf, MPI.FLOAT],
+                                                       [self.dense_all, MPI.FLOAT])
         t_comm = time.perf_counter() - t0
         t0 = time.perf_counter()
         agent.after_push(step, routed[0], counts, grad_rows)
@@ -208,8 +246,7 @@ class Trainer:
 
         t0 = time.perf_counter()  # overlap: generate the next batch while gradients travel
         if step + 1 < cfg.training.steps:
-            start = ((step + 1) * self.n_trainers + self.index) * self.B
-            self._next = (step + 1, self.source.batch(start, self.B))
+            self._next = (step + 1, self.source.batch((step + 1) * self.G + self.first, self.n_local))
         t_data += time.perf_counter() - t0
 
         t0 = time.perf_counter()
@@ -217,6 +254,7 @@ class Trainer:
         t_wait = time.perf_counter() - t0 + t_pull
 
         t0 = time.perf_counter()
+        self.reduce_dense()
         if self.keep_undo:
             self._undo = (step, self.params.copy(), self.dense_state.copy())
         self.apply_dense()

@@ -155,8 +155,9 @@ class ShardState(DenseState, Protocol):
         """Real rows of the shard (stripe padding excluded)."""
         ...
 
-    def replay(self, step: int, slots: np.ndarray, grads: np.ndarray) -> None:
-        """Re-apply logged gradients of an earlier ``step`` (rows reach that step's state)."""
+    def replay(self, step: int, slots: np.ndarray, grads: np.ndarray, counts: np.ndarray) -> None:
+        """Re-apply logged gradients of an earlier ``step`` (in trainer order, ``counts[i]`` rows
+        from trainer ``i``): the rows reach that step's state."""
         ...
 
 

@@ -12,9 +12,9 @@ Invariants:
   kept copy of it is unusable, says so in the check before the first step, so no rank enters
   a collective the others skip;
 * a replaced server receives each step's gradients in ``data`` rank order (trainer 0 first,
-  each trainer's rows in the order it pushed them): the order of the original push, so
-  ``Server.replay`` (the normal apply, which sums a row's gradients in that order) reaches
-  the step's failure-free state bit for bit.
+  each trainer's rows in the order it pushed them) with the rows from each trainer: the
+  original push, so ``Server.replay`` (the normal apply, which sums a row's gradients over
+  the trainers' blocks in a fixed tree) reaches the step's failure-free state bit for bit.
 """
 
 from __future__ import annotations
@@ -63,7 +63,7 @@ class Kept(Protocol):
 
 def replay_steps(env: RankEnv, kept: Kept | None, versions: dict[int, int], committed: int,
                  verify: Callable[[Sequence[int]], str] | None = None, *, trainer: int | None = None,
-                 server: int | None = None) -> Iterator[tuple[int, np.ndarray, np.ndarray]]:
+                 server: int | None = None) -> Iterator[tuple[int, np.ndarray, np.ndarray, np.ndarray]]:
     """Collective over ``data``: the kept gradients of the steps after each lost server's
     version, sent to it. ``versions`` maps a lost server's index to the step its rows are at
     (it receives the steps ``versions[d] + 1 .. committed``). The caller says what this rank is:
@@ -71,7 +71,8 @@ def replay_steps(env: RankEnv, kept: Kept | None, versions: dict[int, int], comm
     kept none, e.g. it was itself replaced), checked first by ``verify`` (a check of the kept
     copies of some steps: "" when usable, else what is wrong); ``server`` = its index on a
     server, which receives if it is in ``versions``. Yields, on a lost server, ``(step, slots,
-    gradients)`` of each step it needs, in step order; every rank must exhaust the iterator.
+    gradients, rows from each trainer)`` of each step it needs, in step order; every rank must
+    exhaust the iterator.
     Raises ``RebuildError`` on every rank if a trainer cannot send."""
     data = env.comms.data_comm()
     T = env.cfg.layout.trainers
@@ -111,4 +112,4 @@ def replay_steps(env: RankEnv, kept: Kept | None, versions: dict[int, int], comm
             data.Alltoallv(*alltoallv_buffers(ss, scounts, rslots, rcounts))
             data.Alltoallv(*alltoallv_buffers(sg, scounts, rgrads, rcounts, dim))
         if server is not None and server in versions and t > versions[server]:
-            yield t, rslots, rgrads
+            yield t, rslots, rgrads, rcounts[:T]

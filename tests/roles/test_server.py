@@ -65,7 +65,7 @@ def test_apply_sums_duplicates_and_hands_old_and_delta_to_the_strategy():
     before = table.copy()
     slots = np.array([7, 2, 7, 9, 2, 7], dtype=np.int64)
     grads = np.random.default_rng(0).normal(size=(6, 8)).astype(np.float32)
-    server.apply(4, slots, grads)
+    server.apply(4, slots, grads, np.array([3, 3]))  # two trainers: one pass in push order
     (step, got, old, delta), = ctx.agent.calls
     assert step == 4 and got.tolist() == [2, 7, 9]
     assert np.array_equal(old, before[[2, 7, 9]])

@@ -45,6 +45,17 @@ def test_same_config_same_checksum_other_seed_differs(tmp_path):
     assert sums[0] == sums[1] != sums[2]
 
 
+def test_checksum_does_not_depend_on_the_number_of_trainers(tmp_path):
+    """One global batch of 96 over 4 virtual shards (the default), held by 1, 2 or 4 trainers
+    (and 3 servers for the 4 trainers): one checksum; a plain all-reduce would differ."""
+    runs = [mpiec(["run", "--preset", "tiny", "--steps", "12", "--set", f"layout.trainers={t}",
+                   "--set", f"training.batch_size={96 // t}", "--set", f"layout.servers={s}"],
+                  out=tmp_path / f"t{t}") for t, s in ((1, 2), (2, 2), (4, 3))]
+    results = [r.result() for r in runs]
+    assert [int(r.config["layout"]["trainers"]) for r in results] == [1, 2, 4]
+    assert len({r.summary["param_checksum"] for r in results}) == 1
+
+
 def test_checksum_does_not_depend_on_timing(tmp_path):
     """Emulated mode takes other code paths and timings; the trained parameters are identical."""
     a = mpiec(["run", "--preset", "tiny", "--steps", "12"], out=tmp_path / "a")

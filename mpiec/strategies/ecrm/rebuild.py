@@ -64,7 +64,7 @@ if TYPE_CHECKING:
     from mpiec.strategies.env import RankEnv, ShardState
 
 #: one replayed step on a lost server: (step, local slots, gradient rows), in the push's order
-Replayed = tuple[int, np.ndarray, np.ndarray]
+Replayed = tuple[int, np.ndarray, np.ndarray, np.ndarray]  # (step, slots, gradients, rows per trainer)
 
 # -- 1. sync -------------------------------------------------------------------------
 
@@ -248,11 +248,11 @@ def rebuild_server(m: Member, shard: ShardState, plan: RecoveryPlan) -> dict[str
     steps, problem = replay(m.env, None, versions, plan, server=m.env.slot.index)
     m.stats["replayed_steps"] = max(m.stats["replayed_steps"], len(steps) if not problem else 0)
     check_all(m.comm, problem)  # the dedicated parity ranks learn it here
-    rows = np.concatenate([s for _, s, _ in steps]) if steps else np.empty(0, np.int64)
+    rows = np.concatenate([s for _, s, _, _ in steps]) if steps else np.empty(0, np.int64)
 
     def apply() -> None:
-        for t, slots, grads in steps:
-            shard.replay(t, slots, grads)
+        for t, slots, grads, counts in steps:
+            shard.replay(t, slots, grads, counts)
 
     settle(m, plan, versions, rows, apply, times)
     return times

@@ -350,9 +350,9 @@ class LogServer(ServerAgent):
         versions = replay_plan(self.env, self.base if replaced else None)
         steps = rows = 0
         try:
-            for t, slots, grads in replay_steps(self.env, None, versions, plan.committed,
-                                                server=self.env.slot.index):
-                self.role.replay(t, slots, grads)
+            for t, slots, grads, counts in replay_steps(self.env, None, versions, plan.committed,
+                                                        server=self.env.slot.index):
+                self.role.replay(t, slots, grads, counts)
                 steps += 1
                 rows += int(slots.size)
         except RebuildError as exc:
