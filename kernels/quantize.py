@@ -302,51 +302,84 @@ def _assign(v, cent):
     return lo
 
 
+@njit(cache=True, nogil=True, inline="always")
+def _midpoints(cent, mids):
+    # _assign's decision points between neighbouring centroids
+    for k in range(cent.size - 1):
+        mids[k] = 0.5 * (cent[k] + cent[k + 1])
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _nearest(vals, n, mids, code):
+    """``code[c] = _assign(vals[c], cent)`` for ``c < n``, ``mids`` the sorted centroids'
+    midpoints: those are non-decreasing (rounding is monotone), so ``v > mids[k]`` holds for a
+    prefix of ``k`` and the binary search returns that prefix's length -- counted here without
+    a branch, all values at once (the loop over values vectorizes)."""
+    for c in range(n):
+        code[c] = 0
+    for k in range(mids.size):
+        t = mids[k]
+        for c in range(n):
+            code[c] += 1 if vals[c] > t else 0
+
+
 @njit(cache=True, nogil=True)
 def _kmeans_1d(vals, n_cent, iters):
     # Lloyd's algorithm in 1-D, init on the uniform grid over [min, max]
     cent = np.empty(n_cent)
-    _kmeans_1d_into(vals, iters, cent, np.empty(n_cent), np.empty(n_cent), np.empty(n_cent))
+    _kmeans_1d_into(vals, iters, cent, np.empty(n_cent), np.empty(n_cent), np.empty(n_cent),
+                    np.empty(n_cent - 1), np.empty(vals.size, np.int64))
     return cent
 
 
-@njit(cache=True, nogil=True)
-def _kmeans_1d_into(vals, iters, cent, sums, cnt, prev):
+@njit(cache=True, nogil=True, inline="always")
+def _kmeans_1d_into(vals, iters, cent, sums, cnt, prev, mids, code):
     """Lloyd's algorithm in 1-D into ``cent`` (init on the uniform grid over [min, max]), the
-    buffers the caller's: ``sums``, ``cnt``, ``prev`` of ``cent``'s size.
+    buffers the caller's: ``sums``, ``cnt``, ``prev`` of ``cent``'s size, ``mids`` one less,
+    ``code`` of ``vals``' size.
 
     Stops early at a fixed point: an iteration that leaves every centroid as it found it would
     do so again at every later one (its assignment, sums and means only depend on the
     centroids), so the centroids are those of all ``iters`` iterations, bit for bit. The sort
-    runs only when an emptied centroid fell out of order (sorting a sorted array is a no-op)."""
+    runs only when an emptied centroid fell out of order (sorting a sorted array is a no-op),
+    so the centroids are sorted at every assignment (``_nearest``'s condition)."""
     n_cent = cent.size
-    vmin = vals.min()
-    vmax = vals.max()
+    n = vals.size
+    vmin = vals[0]  # vals.min() and vals.max(): the first of equal values (a signed zero)
+    vmax = vmin
+    for c in range(1, n):
+        v = vals[c]
+        if v < vmin:
+            vmin = v
+        if v > vmax:
+            vmax = v
     for i in range(n_cent):
         cent[i] = vmin + (vmax - vmin) * i / (n_cent - 1)
     for _ in range(iters):
-        sums[:] = 0
-        cnt[:] = 0
-        for v in vals:
-            a = _assign(v, cent)
-            sums[a] += v
-            cnt[a] += 1
-        same = True
+        _midpoints(cent, mids)
+        _nearest(vals, n, mids, code)
         for i in range(n_cent):
-            prev[i] = cent[i]
-            if cnt[i] > 0:
-                cent[i] = sums[i] / cnt[i]
+            sums[i] = 0.0
+            cnt[i] = 0.0
+        for c in range(n):  # each centroid's sum in the values' order
+            a = code[c]
+            sums[a] += vals[c]
+            cnt[a] += 1
+        # cent[i] = sums[i] / cnt[i] where cnt[i] > 0; the checks without branches (max(cnt, 1)
+        # only changes the quotients that are not kept)
         ordered = True
+        for i in range(n_cent):
+            c0 = cent[i]
+            prev[i] = c0
+            m = sums[i] / max(cnt[i], 1.0)
+            cent[i] = m if cnt[i] > 0 else c0
         for i in range(n_cent - 1):
-            if cent[i] > cent[i + 1]:
-                ordered = False
-                break
+            ordered &= not cent[i] > cent[i + 1]
         if not ordered:
             cent.sort()
+        same = True
         for i in range(n_cent):
-            if cent[i] != prev[i]:
-                same = False
-                break
+            same &= cent[i] == prev[i]
         if same:
             break
 
@@ -370,10 +403,160 @@ def _kmeans_book(x, dim, iters, book):
     sums = np.empty(n_cent)
     cnt = np.empty(n_cent)
     prev = np.empty(n_cent)
+    mids = np.empty(n_cent - 1)
+    code = np.empty(dim, np.int64)
     for r in range(x.shape[0]):
         for c in range(dim):
             vals[c] = x[r, c]
-        _kmeans_1d_into(vals, iters, book[r], sums, cnt, prev)
+        _kmeans_1d_into(vals, iters, book[r], sums, cnt, prev, mids, code)
+
+
+_U = np.uint64
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _half_bits(d):
+    """The fp16 bits of float64 bits ``d`` (uint64), rounded to nearest even: numpy's
+    ``npy_doublebits_to_halfbits`` (what ``astype(np.float16)`` does), bit for bit; its branches
+    as selects (every case computed, one kept), so a loop of them vectorizes."""
+    sgn = (d >> _U(48)) & _U(0x8000)
+    d_exp = d & _U(0x7FF0000000000000)
+    sig = d & _U(0x000FFFFFFFFFFFFF)
+    # NaN: its significand's top bits, kept a NaN; inf and overflow: inf
+    nan = _U(0x7C00) + (sig >> _U(42))
+    nan = nan + _U(1) if nan == _U(0x7C00) else nan
+    big = nan if (d_exp == _U(0x7FF0000000000000)) & (sig != _U(0)) else _U(0x7C00)
+    # subnormal half: the significand aligned to the smallest exponent (998), rounded
+    e = d_exp >> _U(52)
+    sh = (e - _U(998)) & _U(63)
+    sub = (_U(0x0010000000000000) + sig) << sh
+    sub = sub + _U(0x0010000000000000) if (sub & _U(0x003FFFFFFFFFFFFF)) != _U(0x0010000000000000) else sub
+    sub = sub >> _U(53)
+    sub = sub if d_exp >= _U(0x3E60000000000000) else _U(0)
+    # normal half
+    nrm = sig + _U(0x0000020000000000) if (sig & _U(0x000007FFFFFFFFFF)) != _U(0x0000020000000000) else sig
+    nrm = ((d_exp - _U(0x3F00000000000000)) >> _U(42)) + (nrm >> _U(42))
+    h = big if d_exp >= _U(0x40F0000000000000) else (sub if d_exp <= _U(0x3F00000000000000) else nrm)
+    return np.uint16(sgn + h)
+
+
+_POW2 = np.array([2.0 ** (max(e, 1) - 25) for e in range(32)])  # an fp16 exponent's scale
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _half_value(h):
+    # the float64 value of fp16 bits h (finite: a centroid of finite values below 65520)
+    e = (np.int64(h) >> 10) & 0x1F
+    m = (np.int64(h) & 0x3FF) + (1024 if e != 0 else 0)
+    v = float(m) * _POW2[e]
+    v = v if e != 31 else (np.inf if m == 1024 else np.nan)
+    return -v if h & 0x8000 else v
+
+
+@njit(cache=True, nogil=True)
+def _kmeans_rows_pack(x, dim, iters, bits, book, packed, err, mixed):
+    """Per-row k-means of the first ``dim`` columns of ``x`` and the row's codes, packing and
+    error, one row at a time: ``_kmeans_book``, the fp16 codebook (``book``: uint16 bits, numpy's
+    rounding), ``_kmeans_pack`` against it, in one loop.
+
+    Lloyd's iterations are ``_kmeans_1d_into``'s, written out here (a call with array arguments
+    costs each array a reference count increment and decrement per row, atomics, more than a
+    row's iteration). The centroids are sorted, so their fp16 roundings are too (rounding is
+    monotone) and sorting them (the previous ``book.sort(axis=1)``) could only reorder equal
+    values: a +0 and a -0, the one case whose bytes a sort may change; such rows are flagged in
+    ``mixed`` for the caller to sort as numpy does (their codes and errors are the same)."""
+    n_cent = 1 << bits
+    want_err = err.size > 0
+    vals = np.empty(dim)
+    code = np.empty(dim, np.int64)
+    cent = np.empty(n_cent)
+    cu = cent.view(np.uint64)
+    sums = np.empty(n_cent)
+    cnt = np.empty(n_cent)
+    prev = np.empty(n_cent)
+    mids = np.empty(n_cent)
+    hb = np.empty(n_cent, np.uint16)
+    h64 = np.empty(n_cent)
+    h32 = np.empty(n_cent, np.float32)
+    for r in range(x.shape[0]):
+        vmin = float(x[r, 0])
+        vmax = vmin
+        for c in range(dim):  # min and max as vals.min() and vals.max(): the first of equal values
+            v = np.float64(x[r, c])
+            vals[c] = v
+            if v < vmin:
+                vmin = v
+            if v > vmax:
+                vmax = v
+        for i in range(n_cent):
+            cent[i] = vmin + (vmax - vmin) * i / (n_cent - 1)
+        for _ in range(iters):  # _kmeans_1d_into's iterations
+            for k in range(n_cent - 1):
+                mids[k] = 0.5 * (cent[k] + cent[k + 1])
+            for c in range(dim):
+                code[c] = 0
+            for k in range(n_cent - 1):  # _nearest
+                t = mids[k]
+                for c in range(dim):
+                    code[c] += 1 if vals[c] > t else 0
+            for i in range(n_cent):
+                sums[i] = 0.0
+                cnt[i] = 0.0
+            for c in range(dim):
+                a = code[c]
+                sums[a] += vals[c]
+                cnt[a] += 1
+            ordered = True
+            for i in range(n_cent):
+                c0 = cent[i]
+                prev[i] = c0
+                m = sums[i] / max(cnt[i], 1.0)
+                cent[i] = m if cnt[i] > 0 else c0
+            for i in range(n_cent - 1):
+                ordered &= not cent[i] > cent[i + 1]
+            if not ordered:
+                cent.sort()
+            same = True
+            for i in range(n_cent):
+                same &= cent[i] == prev[i]
+            if same:
+                break
+        pz = False
+        nz = False
+        for k in range(n_cent):
+            h = _half_bits(cu[k])
+            hb[k] = h
+            v = _half_value(h)
+            h64[k] = v
+            h32[k] = np.float32(v)
+        for k in range(n_cent):
+            h = hb[k]
+            book[r, k] = h
+            pz |= h == 0
+            nz |= h == 0x8000
+        mixed[r] = pz and nz
+        for k in range(n_cent - 1):
+            mids[k] = 0.5 * (h64[k] + h64[k + 1])
+        for c in range(dim):
+            code[c] = 0
+        for k in range(n_cent - 1):
+            t = mids[k]
+            for c in range(dim):
+                code[c] += 1 if vals[c] > t else 0
+        acc = np.uint64(0)
+        nacc = 0
+        o = 0
+        e = 0.0
+        for c in range(dim):
+            cd = np.uint8(code[c])
+            acc, nacc, o = _put_code(packed, r, cd, bits, acc, nacc, o)
+            if want_err:
+                d = float(x[r, c]) - float(h32[cd])
+                e += d * d
+        if nacc > 0:
+            packed[r, o] = np.uint8(acc)
+        if want_err:
+            err[r] = math.sqrt(e)
 
 
 @njit(cache=True, nogil=True)
@@ -465,20 +648,29 @@ def _quant_uniform_pack(x, dim, levels, scale, bias, bits, dscale, dbias, packed
 @njit(cache=True, nogil=True)
 def _kmeans_pack(x, dim, book, dbook, bits, packed, err):
     """``_kmeans_codes``, ``pack_bits`` and the row error against ``dbook`` (the float32
-    codebook a restore uses) in one pass, as ``_quant_uniform_pack``."""
+    codebook a restore uses) in one pass, as ``_quant_uniform_pack``; ``book`` sorted (the codes
+    are ``_nearest``'s count of midpoints, ``_assign``'s result)."""
     want_err = err.size > 0
+    n_cent = book.shape[1]
+    mids = np.empty(n_cent - 1)
+    vals = np.empty(dim)
+    code = np.empty(dim, np.int64)
     for r in range(x.shape[0]):
         k = r if book.shape[0] > 1 else 0
-        cent = book[k]
+        if r == 0 or book.shape[0] > 1:
+            _midpoints(book[k], mids)
+        for c in range(dim):
+            vals[c] = x[r, c]
+        _nearest(vals, dim, mids, code)
         acc = np.uint64(0)
         nacc = 0
         o = 0
         e = 0.0
         for c in range(dim):
-            code = np.uint8(_assign(float(x[r, c]), cent))
-            acc, nacc, o = _put_code(packed, r, code, bits, acc, nacc, o)
+            cd = np.uint8(code[c])
+            acc, nacc, o = _put_code(packed, r, cd, bits, acc, nacc, o)
             if want_err:
-                d = float(x[r, c]) - float(dbook[k, code])
+                d = float(x[r, c]) - float(dbook[k, cd])
                 e += d * d
         if nacc > 0:
             packed[r, o] = np.uint8(acc)
@@ -587,12 +779,16 @@ def quantize_rows(
         if per_table:
             book64 = np.empty((1, 1 << bits))
             _kmeans_rows(np.ascontiguousarray(x[:, :dim]), 1 << bits, kmeans_iters, True, book64)
+            book = book64.astype(np.float16)
+            book.sort(axis=1)  # fp16 rounding may merge neighbours; keep sorted for _assign
+            _kmeans_pack(x, dim, book.astype(np.float64), book.astype(np.float32), bits, packed, err)
         else:
-            book64 = np.empty((n, 1 << bits))
-            _kmeans_book(x, dim, kmeans_iters, book64)
-        book = book64.astype(np.float16)
-        book.sort(axis=1)  # fp16 rounding may merge neighbours; keep sorted for _assign
-        _kmeans_pack(x, dim, book.astype(np.float64), book.astype(np.float32), bits, packed, err)
+            bits16 = np.empty((n, 1 << bits), np.uint16)
+            mixed = np.empty(n, np.bool_)
+            _kmeans_rows_pack(x, dim, kmeans_iters, bits, bits16, packed, err, mixed)
+            book = bits16.view(np.float16)
+            if mixed.any():  # a +0 and a -0 centroid: their order is numpy's sort's
+                book[mixed] = np.sort(book[mixed], axis=1)
         return QuantizedRows(method, bits, dim, packed, None, None, book), err
     lo32 = np.empty(n, np.float32)
     hi32 = np.empty(n, np.float32)
