@@ -400,7 +400,13 @@ def carry_out(ctx: RankContext, role: Role | None, plan: RecoveryPlan, detection
         ctx.faults.disarm()
         role = make_role(ctx)
         who = "a spawned process" if spawned else str(me_before)
-        ctx.event("replace", plan.step, ctx.rank, detail=f"{who} takes {ctx.slot}")
+        if replaced_rows and me_before is not None and me_before.role == SERVER and not spawned:
+            rows = ctx.placement.n_local(ctx.slot.index)
+            ctx.event("relayout", plan.step, ctx.rank,
+                      detail=f"{me_before} -> {ctx.slot} of {ctx.n_servers} servers, {rows} rows "
+                             f"(dropped {', '.join(map(str, plan.dropped))})")
+        else:
+            ctx.event("replace", plan.step, ctx.rank, detail=f"{who} takes {ctx.slot}")
     elif relayout:
         old_role = cast("Trainer", step_role(ctx, role))
         role = make_role(ctx)

@@ -287,6 +287,7 @@ class Trainer:
         rec["t_server"] = self._server_apply_s
         rec["t_strategy"] = t_strategy + t_hooks
         rec["epoch"] = self.ctx.epoch
+        rec["trainers"], rec["servers"] = self.n_trainers, self.ctx.n_servers
         self.timeline.append(rec)
 
     def apply_dense(self) -> None:
