@@ -72,7 +72,9 @@ class LayoutConfig:
     spares: int = 0
     parity_ranks: int = 0  # dedicated parity holders (ecrm); 0 = rotated parity on servers
     wait: str = "auto"  # spin | sleep | auto (sleep-poll when ranks outnumber cores)
-    replacement: str = "spare"  # spare: warmed-up spare ranks; spawn: MPI_Comm_spawn when no spare is left
+    # spare: warmed-up spare ranks; spawn: MPI_Comm_spawn when no spare is left; shrink: when no spare
+    # is left, go on with fewer trainers (the survivors take the dead one's virtual shards)
+    replacement: str = "spare"
     # shards of the global batch whose gradients sum in a fixed tree (layout.trainer_blocks): the
     # result is the same on any trainer count that divides into them; 0 = auto (4, or more trainers)
     virtual_trainers: int = 0
@@ -461,8 +463,8 @@ def validate(cfg: Config, memory: bool = True) -> None:
               f"layout.virtual_trainers = {v} is more than the global batch ({cfg.global_batch} = "
               "training.batch_size x layout.trainers): every shard needs a sample")
     _need(lay.ranks_per_node >= 0, f"layout.ranks_per_node must be >= 0, got {lay.ranks_per_node}")
-    _need(lay.replacement in ("spare", "spawn"),
-          f"layout.replacement must be spare or spawn, got '{lay.replacement}'")
+    _need(lay.replacement in ("spare", "spawn", "shrink"),
+          f"layout.replacement must be spare, spawn or shrink, got '{lay.replacement}'")
     _need(lay.wait in ("auto", "spin", "sleep"),
           f"layout.wait must be auto, spin or sleep, got '{lay.wait}'")
     _need(cfg.n_ranks <= MAX_RANKS,
@@ -535,12 +537,13 @@ def _clean(text: str) -> str:
     return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
 
 
-def mem_total() -> int | None:
-    """This machine's memory in bytes (``MemTotal`` of /proc/meminfo); None where unknown."""
+def mem_total(field: str = "MemTotal") -> int | None:
+    """This machine's memory in bytes (``MemTotal`` of /proc/meminfo, or another ``field`` of it,
+    e.g. ``MemAvailable``); None where unknown."""
     try:
         with open("/proc/meminfo") as f:
             for line in f:
-                if line.startswith("MemTotal:"):
+                if line.startswith(f"{field}:"):
                     return int(line.split()[1]) * 1024
     except (OSError, ValueError, IndexError):
         pass

@@ -76,8 +76,8 @@ __all__ = [
     "decode",
 ]
 
-SCHEMA_VERSION = 5
-SUPPORTED_SCHEMA_VERSIONS = frozenset({1, 2, 3, 4, 5})
+SCHEMA_VERSION = 6
+SUPPORTED_SCHEMA_VERSIONS = frozenset({1, 2, 3, 4, 5, 6})
 #: Columns and summary attributes added in version 2; a version-1 file reads with defaults.
 _ADDED_IN_2 = {"timeline": ("epoch", "reexec"), "ranks": ("digest",),
                "summary": ("recoveries", "reexecuted_steps", "time_lost_s")}
@@ -85,6 +85,8 @@ _ADDED_IN_2 = {"timeline": ("epoch", "reexec"), "ranks": ("digest",),
 _ADDED_IN_3 = {"checkpoints": ("rows", "stall_s"), "ranks": ("node",)}
 #: Columns added in version 4 (read as unknown from older files, like version 3's).
 _ADDED_IN_4 = {"ranks": ("cpu_s",)}
+#: Columns added in version 6: the layout each step ran on (elastic recovery changes it).
+_ADDED_IN_6 = {"timeline": ("trainers", "servers")}
 #: Summary attributes added in version 5: every writer since writes them (derived from the events
 #: unless given); older files lack them, so they are not in ``SUMMARY_FIELDS`` (required on read).
 SUMMARY_FIELDS_V5: dict[str, type] = {"checkpoints_failed": int, "unprotected": bool}
@@ -113,7 +115,8 @@ REPAIR_DEFAULTS: dict[str, Any] = {"unprotected_s": 0.0, "repair_throughput_rati
                                    "stall_time_lost_s": 0.0}
 SUMMARY_FIELDS_V5.update({"unprotected_s": float, "repair_throughput_ratio": float,
                           "stall_time_lost_s": float})
-_UNKNOWN = {"checkpoints": {"rows": -1, "stall_s": math.nan}, "ranks": {"node": -1, "cpu_s": math.nan}}
+_UNKNOWN: dict[str, dict[str, float]] = {"checkpoints": {"rows": -1, "stall_s": math.nan}, "ranks": {"node": -1, "cpu_s": math.nan},
+            "timeline": {"trainers": -1, "servers": -1}}
 
 TIMELINE_DTYPE = np.dtype(
     [
@@ -130,6 +133,8 @@ TIMELINE_DTYPE = np.dtype(
         ("t_strategy", np.float64),  # strategy hooks
         ("epoch", np.int32),  # recoveries before this execution of the step
         ("reexec", np.bool_),  # the step was executed before (re-executed after a rollback)
+        ("trainers", np.int16),  # trainers that ran the step (elastic recovery changes it; -1: unknown)
+        ("servers", np.int16),  # servers that held the rows
     ]
 )
 
@@ -883,7 +888,8 @@ def _read_open(path: Path, f: h5py.File) -> RunResult:
         names = ds.dtype.names or ()
         optional = ((_ADDED_IN_2.get(name, ()) if version < 2 else ())
                     + (_ADDED_IN_3.get(name, ()) if version < 3 else ())
-                    + (_ADDED_IN_4.get(name, ()) if version < 4 else ()))
+                    + (_ADDED_IN_4.get(name, ()) if version < 4 else ())
+                    + (_ADDED_IN_6.get(name, ()) if version < 6 else ()))
         expected = columns(dtype)
         cols = [c for c in expected if c not in names and c not in optional]
         if cols:

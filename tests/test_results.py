@@ -56,7 +56,7 @@ def steps(start: int, n: int, samples: int = 64) -> np.ndarray:
 def test_dtype_fields_are_the_schema():
     assert TIMELINE_DTYPE.names == (
         "step", "t_end", "dt", "samples", "loss", "t_data", "t_compute", "t_comm",
-        "t_wait", "t_server", "t_strategy", "epoch", "reexec",
+        "t_wait", "t_server", "t_strategy", "epoch", "reexec", "trainers", "servers",
     )
     assert TIMELINE_DTYPE["loss"] == np.float32
     assert EVENTS_DTYPE["kind"].itemsize == 16 and EVENTS_DTYPE["detail"].itemsize == 256
@@ -64,7 +64,7 @@ def test_dtype_fields_are_the_schema():
     assert EVAL_DTYPE.names == ("step", "samples_seen", "auc", "logloss", "accuracy")
     assert CHECKPOINTS_DTYPE.names == ("step", "kind", "bytes", "seconds", "bits", "rows", "stall_s")
     assert RANKS_DTYPE["host"].itemsize == 64
-    assert SCHEMA_VERSION == 5
+    assert SCHEMA_VERSION == 6
     assert RANKS_DTYPE.names[-1] == "cpu_s"
 
 
@@ -356,6 +356,24 @@ def test_older_ranks_tables_read_the_cpu_seconds_as_unknown(tmp_path, version):
         f.attrs["schema_version"] = version
     ranks = read_result(p).ranks
     assert ranks["pid"][0] == 42 and ranks["peak_rss_mb"][0] == 100.0 and np.isnan(ranks["cpu_s"][0])
+
+
+def test_older_timelines_read_the_layout_as_unknown(tmp_path):
+    p = tmp_path / "old.h5"
+    w = ResultWriter(p, ATTRS)
+    w.add_steps(steps(0, 3))
+    w.close({})
+    with h5py.File(p, "a") as f:
+        tl = f["timeline"][()]
+        del f["timeline"]
+        f["timeline"] = tl[[n for n in TIMELINE_DTYPE.names if n not in ("trainers", "servers")]]
+        f.attrs["schema_version"] = 5
+    tl = read_result(p).timeline
+    assert list(tl["step"]) == [0, 1, 2] and (tl["trainers"] == -1).all() and (tl["servers"] == -1).all()
+    with h5py.File(p, "a") as f:
+        f.attrs["schema_version"] = 6
+    with pytest.raises(ResultFileError, match="trainers"):
+        read_result(p)
 
 
 def test_current_file_must_have_the_new_columns(tmp_path):

@@ -11,6 +11,7 @@ the config and the slot table, so every rank computes the same values.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import socket
 import sys
@@ -26,7 +27,9 @@ from mpiec.config import Config
 from mpiec.faults import Injector, parse_kill_plans
 from mpiec.layout import (
     MONITOR,
+    SERVER,
     SPARE,
+    TRAINER,
     RowPlacement,
     Slot,
     rank_nodes,
@@ -117,6 +120,24 @@ class RankContext:
 
     def world_rank_of(self, role: str, index: int) -> int:
         return self.slots.index(Slot(role, index))
+
+    @property
+    def n_trainers(self) -> int:
+        """Trainers in the current slot table: ``layout.trainers`` until an elastic recovery
+        (``layout.replacement = "shrink"``) drops one; the same on every rank."""
+        return sum(1 for s in self.slots if s.role == TRAINER)
+
+    @property
+    def n_servers(self) -> int:
+        """Servers in the current slot table: ``layout.servers`` until an elastic recovery drops one."""
+        return sum(1 for s in self.slots if s.role == SERVER)
+
+    def replace_placement(self) -> None:
+        """After an elastic recovery changed the server count: every row's new owner, as a run that
+        started with ``n_servers`` servers places it (``--resume`` onto that count does the same)."""
+        k, r = type(self.strategy).stripe_shape(self.cfg)
+        layout = dataclasses.replace(self.cfg.layout, servers=self.n_servers)
+        self.placement = stripe_placement(layout, int(self.offsets[-1]), k, r)
 
     @property
     def monitor_rank(self) -> int:

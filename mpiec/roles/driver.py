@@ -119,9 +119,10 @@ def eval_due(cfg: Config, step: int) -> bool:
     return step + 1 == t.steps or (t.eval_every > 0 and (step + 1) % t.eval_every == 0)
 
 
-def eval_rounds(cfg: Config) -> int:
-    """Pull rounds of one evaluation: the same on every trainer and server."""
-    per_trainer = -(-cfg.data.eval_samples // cfg.layout.trainers)
+def eval_rounds(cfg: Config, trainers: int) -> int:
+    """Pull rounds of one evaluation over ``trainers`` trainers (the live count): the same on every
+    trainer and server."""
+    per_trainer = -(-cfg.data.eval_samples // trainers)
     return -(-per_trainer // cfg.training.eval_batch)
 
 

@@ -256,9 +256,9 @@ class Monitor:
         lost = outcome != "done"
         dense = {t["role"]["dense_digest"] for t in trainers}
         checksum = ""
-        if not lost and t0 is not None and len(servers) == cfg.layout.servers:
+        if not lost and t0 is not None and len(servers) == ctx.n_servers:
             shards = [(servers[i]["role"]["global_rows"], servers[i]["role"]["table"])
-                      for i in range(cfg.layout.servers)]
+                      for i in range(ctx.n_servers)]
             checksum = param_checksum(t0["role"]["dense"], shards, int(ctx.offsets[-1]))
         steps_done = unique_steps(tl)
         if lost and ctx.progress.current_step > steps_done:  # every trainer may be gone: the agreed step

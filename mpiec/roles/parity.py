@@ -43,7 +43,7 @@ class Parity:
         pass
 
     def evaluate(self, step: int) -> None:
-        for _ in range(eval_rounds(self.ctx.cfg)):
+        for _ in range(eval_rounds(self.ctx.cfg, self.ctx.n_trainers)):
             self.ctx.parity_agent().on_pull(-1)
 
     def after_step(self, step: int) -> None:

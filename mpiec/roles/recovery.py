@@ -35,19 +35,23 @@ Invariants:
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import cast
+from typing import TYPE_CHECKING, cast
 
 import numpy as np
 from mpi4py import MPI
 
 from mpiec.comm import Comms, PeerFailure, agree_min, build_comms, guard, intracomm, shrink
 from mpiec.errors import MpiecError
-from mpiec.layout import MONITOR, PARITY, SPARE, TRAINER, Slot
+from mpiec.layout import MONITOR, PARITY, SERVER, SPARE, TRAINER, Slot, stripe_placement
 from mpiec.roles.context import RankContext
 from mpiec.roles.driver import Role, StateRole
 from mpiec.strategies.base import Failure, RecoveryPlan, Scope
+
+if TYPE_CHECKING:
+    from mpiec.roles.trainer import Trainer
 
 INT_MAX = 2**31 - 1
 _ROLE_RANK = {TRAINER: 0, "server": 1, "parity": 2, SPARE: 3, MONITOR: 4}
@@ -116,7 +120,7 @@ def detect_emulated(ctx: RankContext, data_ranks: list[int], step: int | None) -
     if step is not None:  # monitor and spares learn the step from the notice
         ctx.progress.current_step = step
     step = ctx.progress.current_step
-    dead = [data_slot(r, ctx.cfg.layout.trainers) for r in data_ranks]
+    dead = [data_slot(r, ctx.n_trainers) for r in data_ranks]
     victim = ctx.slot in dead
     old = ctx.comms.world
     with guard("emulated shrink"):
@@ -204,6 +208,9 @@ def make_plan(ctx: RankContext, failure: Failure) -> RecoveryPlan:
             if not spares and ctx.cfg.layout.replacement == "spawn":
                 plan.spawn.append(dead)  # a fresh process, appended to world after the survivors
                 continue
+            if not spares and ctx.cfg.layout.replacement == "shrink" and dead.role in (TRAINER, SERVER):
+                plan.dropped.append(dead)  # the survivors take its shards or rows (``shrink_slots``)
+                continue
             if not spares:
                 plan = ctx.coordinator().on_no_spare(failure, dead, plan)
                 if plan.aborts:
@@ -212,6 +219,8 @@ def make_plan(ctx: RankContext, failure: Failure) -> RecoveryPlan:
             spare = spares.pop(0)
             plan.assignments[spare] = dead
             slots[slots.index(spare)] = dead
+    if not plan.aborts and plan.dropped:
+        plan = plan_shrink(ctx, failure, plan, slots)
     if not plan.aborts:
         replaced = ctx.ledger.pending | set(plan.assignments.values()) | set(plan.spawn)
         trainers_left = [s for s in slots if s.role == TRAINER and s not in replaced]
@@ -224,6 +233,73 @@ def make_plan(ctx: RankContext, failure: Failure) -> RecoveryPlan:
     replaced = ctx.ledger.pending | set(plan.assignments.values()) | set(plan.spawn)
     plan.replaced = sorted(replaced, key=slot_order)
     return plan
+
+
+def shrink_slots(slots: list[Slot], role: str) -> dict[Slot, Slot]:
+    """Elastic recovery: renumber the surviving ``role`` slots of the table ``slots`` (in place)
+    to ``0 .. n - 1`` in index order, so index = ``data`` rank order holds again; returns
+    ``{old slot: new slot}`` of those whose index changed."""
+    live = sorted((s for s in slots if s.role == role), key=lambda s: s.index)
+    renamed = {s: Slot(role, i) for i, s in enumerate(live) if s.index != i}
+    for i, s in enumerate(slots):
+        slots[i] = renamed.get(s, s)
+    return renamed
+
+
+def plan_shrink(ctx: RankContext, failure: Failure, plan: RecoveryPlan, slots: list[Slot]) -> RecoveryPlan:
+    """Monitor, ``layout.replacement = "shrink"`` with no spare left for ``plan.dropped``: the
+    survivors go on without those slots. A dropped trainer's virtual shards go to the others (no
+    state is lost). Dropped servers re-place every row over the survivors, which the strategy
+    must restore (``Coordinator.on_shrink``: a rollback), within its stripe width and the memory
+    the receiving servers have; otherwise the plan aborts with the reason."""
+    servers = [s for s in plan.dropped if s.role == SERVER]
+    if servers:
+        left = sum(1 for s in slots if s.role == SERVER)
+        k, r = type(ctx.strategy).stripe_shape(ctx.cfg)
+        if left < max(k + r, 1):
+            return RecoveryPlan.abort(f"{', '.join(map(str, servers))} died with no spare: {left} "
+                                      f"server(s) left, strategy {ctx.cfg.strategy.name} needs at least "
+                                      f"{max(k + r, 1)} (layout.replacement = shrink)")
+        why = shrink_room(ctx, left)
+        if why:
+            return RecoveryPlan.abort(why)
+        if plan.scope is not Scope.ROLLBACK:
+            runtime = plan
+            plan = ctx.coordinator().on_shrink(failure, plan)
+            if plan.aborts:
+                return plan
+            if plan.scope is not Scope.ROLLBACK:
+                return RecoveryPlan.abort(f"strategy {ctx.cfg.strategy.name}: on_shrink must roll back "
+                                          f"every server onto the new placement, it answered {plan.scope}")
+            plan.step, plan.committed, plan.epoch, plan.consumed = (runtime.step, runtime.committed,
+                                                                   runtime.epoch, runtime.consumed)
+            plan.assignments, plan.spawn, plan.dropped = runtime.assignments, runtime.spawn, runtime.dropped
+    if not any(s.role == TRAINER for s in slots):
+        return RecoveryPlan.abort("every trainer died: nothing is left to take their virtual shards")
+    plan.renamed = {**shrink_slots(slots, TRAINER), **shrink_slots(slots, SERVER)}
+    return plan
+
+
+def shrink_room(ctx: RankContext, servers: int) -> str:
+    """Monitor: "" if the ``servers`` survivors have memory for the rows they receive, else why not.
+
+    The survivors receive the dead servers' rows (the new placement's shards minus the old, a
+    row ``[weights | optimizer state]`` of float32) and read a checkpoint part while restoring;
+    asked of this host's ``MemAvailable`` (one host; on several, each host's share is smaller)."""
+    from mpiec.config import mem_total
+
+    k, r = type(ctx.strategy).stripe_shape(ctx.cfg)
+    width = 4 * (ctx.cfg.model.dim + (1 if ctx.cfg.training.optimizer == "adagrad" else 0))
+    new = stripe_placement(dataclasses.replace(ctx.cfg.layout, servers=servers), int(ctx.offsets[-1]), k, r)
+    grow = sum(new.n_local(s) for s in range(servers)) - sum(
+        ctx.placement.n_local(s) for s in range(ctx.n_servers) if Slot(SERVER, s) in ctx.slots)
+    need = 2 * max(grow, 0) * width  # the rows received, and a part read beside them
+    have = mem_total("MemAvailable")
+    if have is not None and need > have:
+        return (f"re-placing the rows of the dead server(s) over {servers} server(s) needs "
+                f"{need / 2**20:.0f} MiB, this host has {have / 2**20:.0f} MiB available: give the run a "
+                "spare or more memory")
+    return ""
 
 
 def share_plan(ctx: RankContext, failure: Failure) -> RecoveryPlan:
@@ -300,17 +376,44 @@ def carry_out(ctx: RankContext, role: Role | None, plan: RecoveryPlan, detection
         ctx.holders[dead] = ctx.holders.pop(spare, -1)
     for slot in plan.spawn:
         ctx.holders[slot] = -1
-    promoted = spawned or ctx.slot != me_before
+    moved = {new: ctx.holders.get(old, -1) for old, new in plan.renamed.items()}
+    for old in plan.renamed:
+        ctx.holders.pop(old, None)
+    ctx.holders.update(moved)
+    # An elastic recovery changed the trainer count: every trainer rebuilds its role for the new
+    # layout (its virtual shards, maybe its index) and keeps its live state (``relayout``).
+    relayout = (any(s.role == TRAINER for s in plan.dropped) and not spawned and ctx.slot.role == TRAINER
+                and me_before is not None and me_before.role == TRAINER)
+    # Dropped servers: every row has a new owner; every server's shard is rebuilt for the new
+    # placement and restored by the plan's rollback, like a promoted spare's.
+    replaced_rows = any(s.role == SERVER for s in plan.dropped)
+    if replaced_rows:
+        ctx.replace_placement()
+    promoted = (spawned or (ctx.slot != me_before and not relayout)
+                or (replaced_rows and ctx.slot.role == SERVER))
     if promoted:  # from now on this rank's state is not its slot's: it votes neutral until restored
         ctx.awaiting_restore = True
     ctx.comms.free()
     with guard("communicator rebuild"):
-        ctx.comms = build_comms(ctx.comms.world, ctx.slot, ctx.cfg.layout.trainers, ctx.cfg.layout.servers)
+        ctx.comms = build_comms(ctx.comms.world, ctx.slot, ctx.n_trainers, ctx.n_servers)
     if promoted:
         ctx.faults.disarm()
         role = make_role(ctx)
         who = "a spawned process" if spawned else str(me_before)
-        ctx.event("replace", plan.step, ctx.rank, detail=f"{who} takes {ctx.slot}")
+        if replaced_rows and me_before is not None and me_before.role == SERVER and not spawned:
+            rows = ctx.placement.n_local(ctx.slot.index)
+            ctx.event("relayout", plan.step, ctx.rank,
+                      detail=f"{me_before} -> {ctx.slot} of {ctx.n_servers} servers, {rows} rows "
+                             f"(dropped {', '.join(map(str, plan.dropped))})")
+        else:
+            ctx.event("replace", plan.step, ctx.rank, detail=f"{who} takes {ctx.slot}")
+    elif relayout:
+        old_role = cast("Trainer", step_role(ctx, role))
+        role = make_role(ctx)
+        cast("Trainer", role).adopt(old_role)
+        ctx.event("relayout", plan.step, ctx.rank,
+                  detail=f"{me_before} -> {ctx.slot} of {ctx.n_trainers} trainers "
+                         f"(dropped {', '.join(map(str, plan.dropped))})")
     if role is None:  # only a spawned process comes without a role, and it was promoted above
         raise RuntimeError(f"{ctx.slot}: no role to resume after the recovery")
     t_replaced = ctx.now()
@@ -383,7 +486,7 @@ def copy_dense_replica(ctx: RankContext, role: StateRole, plan: RecoveryPlan) ->
     replaced = {s.index for s in plan.replaced if s.role == TRAINER}
     if not replaced:
         return
-    source = min(i for i in range(ctx.cfg.layout.trainers) if i not in replaced)
+    source = min(i for i in range(ctx.n_trainers) if i not in replaced)
     state = role.state()
     for name in sorted(state):
         buf = np.ascontiguousarray(state[name])

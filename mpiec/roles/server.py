@@ -218,14 +218,14 @@ class Server:
     def exchange(self, step: int, status: int, word: int) -> np.ndarray:
         slots, grads, headers = self.serve(step, status, f"step {step}", with_grads=True, word=word)
         assert grads is not None
-        self.apply(step, slots, grads, headers[: self.ctx.cfg.layout.trainers, 0])
+        self.apply(step, slots, grads, headers[: self.ctx.n_trainers, 0])
         return headers[:, 3]
 
     def finish_step(self, step: int, t_start: float, t_hooks: float) -> None:
         pass  # trainer 0 keeps the step's record; the servers' apply time rides in the headers
 
     def evaluate(self, step: int) -> None:
-        for _ in range(eval_rounds(self.ctx.cfg)):
+        for _ in range(eval_rounds(self.ctx.cfg, self.ctx.n_trainers)):
             self.serve(-1, STATUS_OK, f"eval after step {step}", with_grads=False)
 
     def after_step(self, step: int) -> None:

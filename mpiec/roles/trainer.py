@@ -79,7 +79,7 @@ class Trainer:
         self.ctx = ctx
         cfg = ctx.cfg
         self.index = ctx.slot.index
-        self.n_trainers = cfg.layout.trainers
+        self.n_trainers = ctx.n_trainers
         self.G = cfg.global_batch
         self.V = cfg.virtual_trainers
         self.blocks = trainer_blocks(self.n_trainers, self.V)
@@ -135,6 +135,16 @@ class Trainer:
         self.params = np.array(state["params"], dtype=np.float32)
         self.dense_state = np.array(state["dense_state"], dtype=np.float32)
         self._undo = None
+
+    def adopt(self, old: Trainer) -> None:
+        """Elastic recovery (``recovery.carry_out``, this rank only, after the undo): take over
+        the live state of this rank's trainer object built for the previous layout — the dense
+        replica, the timeline and the evaluations so far. Records the old trainer 0 did not send
+        are not sent again by a new trainer 0 (it flushed every step; this one's copies would
+        repeat them)."""
+        self.params, self.dense_state = old.params, old.dense_state
+        self.timeline, self.evals, self.diverged_at = old.timeline, old.evals, old.diverged_at
+        self.sent_upto = old.sent_upto if old.index == 0 else len(old.timeline)
 
     def undo_last(self, committed: int) -> None:
         """Reconciliation: undo the dense update of step ``committed + 1``."""
@@ -197,7 +207,7 @@ class Trainer:
         ``data.multi_hot`` columns; a column's global row is its id + its table's offset."""
         ctx = self.ctx
         return route_rows(ids, np.repeat(ctx.offsets[:-1], ctx.cfg.data.bags), ctx.placement,
-                          ctx.comms.data_comm().Get_size(), ctx.cfg.layout.trainers)
+                          ctx.comms.data_comm().Get_size(), self.n_trainers)
 
     def pull(self, ids: np.ndarray, routed: tuple[np.ndarray, np.ndarray, np.ndarray], status: int,
              where: str, word: int = 0) -> tuple[np.ndarray, np.ndarray]:
@@ -260,7 +270,7 @@ class Trainer:
         self.apply_dense()
         t_compute += time.perf_counter() - t0
         self._times = (t_data, t_compute, t_comm, t_wait, t_strategy)
-        self._server_apply_s = float(headers[cfg.layout.trainers:, 2].max()) * 1e-6  # servers' last apply
+        self._server_apply_s = float(headers[self.n_trainers:, 2].max()) * 1e-6  # servers' last apply
         return headers[:, 3]
 
     def finish_step(self, step: int, t_start: float, t_hooks: float) -> None:
@@ -277,6 +287,7 @@ class Trainer:
         rec["t_server"] = self._server_apply_s
         rec["t_strategy"] = t_strategy + t_hooks
         rec["epoch"] = self.ctx.epoch
+        rec["trainers"], rec["servers"] = self.n_trainers, self.ctx.n_servers
         self.timeline.append(rec)
 
     def apply_dense(self) -> None:
@@ -292,7 +303,7 @@ class Trainer:
         cfg = self.ctx.cfg
         eb = cfg.training.eval_batch
         probs = []
-        for r in range(eval_rounds(cfg)):
+        for r in range(eval_rounds(cfg, self.n_trainers)):
             ids = self.eval_ids[r * eb:(r + 1) * eb]
             emb, _ = self.pull(ids, self.route(ids), STATUS_OK, f"eval after step {step}")
             if ids.shape[0]:

@@ -157,6 +157,16 @@ class Coordinator(Agent):
         """``plan`` needs a spare for ``slot`` and none is left. Default: abort."""
         return RecoveryPlan.abort(f"no spare left for {slot.role} {slot.index}")
 
+    def on_shrink(self, failure: Failure, plan: RecoveryPlan) -> RecoveryPlan:
+        """``layout.replacement = "shrink"``: servers died with no spare left and the runtime
+        re-places every row over the ``env.n_servers - len(dead)`` survivors (the placement of a
+        run started with that many). Called on the monitor, before the plan is broadcast, only
+        when ``plan`` (this agent's ``plan(failure)``) is not already a ROLLBACK; the answer must
+        restore every server onto the new placement, i.e. a ROLLBACK (``checkpointing.rollback_plan``),
+        or abort. Default: abort, saying why."""
+        return RecoveryPlan.abort(f"strategy {self.env.cfg.strategy.name} cannot restore rows onto "
+                                  "fewer servers (layout.replacement = shrink): give the run spares")
+
     def resume_steps(self) -> list[int]:
         """``mpiec run --resume``, before training: the checkpointed steps every trainer and server
         can restore (``restore`` with scope ROLLBACK), newest first; [] when there is none."""

@@ -131,7 +131,7 @@ class FullCheckpoint(Strategy):
     def coordinator(self, env: RankEnv) -> CkptCoordinator:
         store = self.store(env)
         claim_root(store, resuming=bool(env.resume_from))
-        committer = ManifestCommitter(env, store, full_parts(self.cfg.layout.servers), self.params.keep)
+        committer = ManifestCommitter(env, store, lambda: full_parts(env.n_servers), self.params.keep)
         return CkptCoordinator(env, store, committer, self.params, self.interval())
 
     def trainer(self, env: RankEnv, role: DenseState) -> CkptTrainer:
@@ -178,7 +178,7 @@ class CkptTrainer(TrainerAgent):
         if words is None:
             return
         if self.schedule:
-            part = self.header.column(words[self.env.cfg.layout.trainers:], self.part_field)
+            part = self.header.column(words[self.env.n_trainers:], self.part_field)
             self.schedule.observe(part * self.part_to_us)
         if not self.header.get(words[SCHEDULER], "checkpoint"):
             return
@@ -259,6 +259,11 @@ class CkptCoordinator(Coordinator):
             return RecoveryPlan(Scope.COMMITTED, reason="no embedding state lost")
         self.committer.drop_pending()
         return rollback_plan(self.store, failure.committed)
+
+    def on_shrink(self, failure: Failure, plan: RecoveryPlan) -> RecoveryPlan:
+        """Every shard is restored from the checkpoint onto the new placement (rows by global id)."""
+        self.committer.drop_pending()
+        return rollback_plan(self.store, failure.committed, "rollback onto fewer servers")
 
     def resume_steps(self) -> list[int]:
         return self.store.complete_steps()

@@ -261,7 +261,7 @@ class CheckNRun(Strategy):
         store = self.store(env)
         claim_root(store, resuming=bool(env.resume_from))
         book = ChainBook(env, store, self.params, self.bits)
-        committer = ManifestCommitter(env, store, full_parts(self.cfg.layout.servers), self.params.keep,
+        committer = ManifestCommitter(env, store, lambda: full_parts(env.n_servers), self.params.keep,
                                       meta=book.meta, classify=book.classify,
                                       needs=lambda kept: chain_members(store, kept))
         ckpt = CkptCoordinator(env, store, committer, self.params, self.interval())
@@ -400,7 +400,7 @@ class CnrServer(ServerAgent):
     def after_step(self, step: int, words: np.ndarray | None) -> None:
         if words is None:
             return
-        self.counts = HEADER.column(words[self.env.cfg.layout.trainers:], "changed_rows")
+        self.counts = HEADER.column(words[self.env.n_trainers:], "changed_rows")
         if checkpoint_after(words):
             self.save(step)
 
@@ -441,7 +441,7 @@ class CnrServer(ServerAgent):
     def load_chain(self, step: int) -> None:
         mine = server_part(self.env.slot.index)
         man = self.store.manifest(step)
-        same = man.get("meta", {}).get("servers") == self.env.cfg.layout.servers
+        same = man.get("meta", {}).get("servers") == self.env.n_servers
         parts = [mine] if same else sorted(p for p in man["parts"] if p.startswith("server-"))
         changed = load_chains(self.store, step, parts, self.role, decode_part)
         # tracking as right after writing checkpoint ``step`` (another placement: a new chain)
@@ -557,6 +557,9 @@ class CnrCoordinator(Coordinator):
 
     def on_no_spare(self, failure: Failure, slot: Slot, plan: RecoveryPlan) -> RecoveryPlan:
         return self.ckpt.on_no_spare(failure, slot, plan)
+
+    def on_shrink(self, failure: Failure, plan: RecoveryPlan) -> RecoveryPlan:
+        return self.ckpt.on_shrink(failure, plan)
 
     def resume_steps(self) -> list[int]:
         return self.ckpt.resume_steps()

@@ -42,6 +42,10 @@ class RankView(Protocol):
 
     @property
     def progress(self) -> _Progress: ...
+    @property
+    def n_trainers(self) -> int: ...
+    @property
+    def n_servers(self) -> int: ...
 
     @property
     def rank(self) -> int: ...
@@ -90,6 +94,17 @@ class RankEnv:
     def comms(self) -> Comms:
         """The current communicators (``world``, ``data``, ``trainers``, ``servers``)."""
         return self._view.comms
+
+    @property
+    def n_trainers(self) -> int:
+        """Trainers now: the ``data`` ranks before the first server (``layout.trainers`` until an
+        elastic recovery drops one)."""
+        return self._view.n_trainers
+
+    @property
+    def n_servers(self) -> int:
+        """Servers now (``layout.servers`` until an elastic recovery drops one)."""
+        return self._view.n_servers
 
     @property
     def placement(self) -> RowPlacement:

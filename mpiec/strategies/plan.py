@@ -59,6 +59,9 @@ class RecoveryPlan:
     slots: list[Slot] = field(default_factory=list)  # the slot table after the recovery, by world rank
     failure: Failure | None = None  # what the survivors agreed on (None: a resume from a checkpoint)
     replaced: list[Slot] = field(default_factory=list)  # slots whose holder is new, in slot order
+    # elastic (layout.replacement = "shrink"): dead slots left empty, survivors renumbered (old -> new)
+    dropped: list[Slot] = field(default_factory=list)
+    renamed: dict[Slot, Slot] = field(default_factory=dict)
 
     @classmethod
     def abort(cls, reason: str) -> RecoveryPlan:

@@ -75,7 +75,7 @@ def replay_steps(env: RankEnv, kept: Kept | None, versions: dict[int, int], comm
     exhaust the iterator.
     Raises ``RebuildError`` on every rank if a trainer cannot send."""
     data = env.comms.data_comm()
-    T = env.cfg.layout.trainers
+    T = env.n_trainers
     dim = env.cfg.model.dim
     first = min(versions.values(), default=committed) + 1
     steps = range(first, committed + 1)

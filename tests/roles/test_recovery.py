@@ -64,6 +64,43 @@ def test_spawn_takes_what_spares_cannot(tmp_path):
     assert plan.slots[-1] == Slot("server", 1)
 
 
+def test_shrink_drops_a_trainer_and_renumbers_the_survivors(tmp_path):
+    ctx = context(tmp_path, spares=0, **{"layout.trainers": 4, "training.batch_size": 16,
+                                         "layout.replacement": "'shrink'"})
+    plan = make_plan(ctx, fail(ctx, [Slot("trainer", 1)]))
+    assert plan.scope is Scope.COMMITTED and plan.dropped == [Slot("trainer", 1)] and plan.replaced == []
+    assert plan.renamed == {Slot("trainer", 2): Slot("trainer", 1), Slot("trainer", 3): Slot("trainer", 2)}
+    assert [s for s in plan.slots if s.role == "trainer"] == [Slot("trainer", i) for i in range(3)]
+
+
+def test_shrink_uses_a_spare_first(tmp_path):
+    ctx = context(tmp_path, spares=1, **{"layout.replacement": "'shrink'"})
+    plan = make_plan(ctx, fail(ctx, [Slot("trainer", 0), Slot("server", 1)]))
+    assert plan.assignments == {Slot("spare", 0): Slot("trainer", 0)}
+    assert plan.dropped == [Slot("server", 1)] and plan.scope is Scope.ROLLBACK and not plan.renamed
+
+
+def test_shrink_of_servers_rolls_back_onto_renumbered_servers(tmp_path):
+    ctx = context(tmp_path, spares=0, **{"layout.servers": 3, "layout.replacement": "'shrink'"})
+    plan = make_plan(ctx, fail(ctx, [Slot("server", 0)]))
+    assert plan.scope is Scope.ROLLBACK and plan.dropped == [Slot("server", 0)]
+    assert plan.renamed == {Slot("server", 1): Slot("server", 0), Slot("server", 2): Slot("server", 1)}
+
+
+def test_shrink_says_why_it_cannot(tmp_path):
+    ctx = context(tmp_path, spares=0, **{"layout.replacement": "'shrink'", "layout.trainers": 1,
+                                         "training.batch_size": 128})
+    plan = make_plan(ctx, fail(ctx, [Slot("trainer", 0)]))
+    assert plan.aborts and "every trainer died" in plan.reason
+    ctx = context(tmp_path, spares=0, **{"layout.replacement": "'shrink'", "layout.servers": 1})
+    plan = make_plan(ctx, fail(ctx, [Slot("server", 0)]))
+    assert plan.aborts and "0 server(s) left" in plan.reason
+    ctx = context(tmp_path, "ecrm", spares=0, **{"layout.replacement": "'shrink'", "layout.servers": 4,
+                                                  "strategy.params.k": 2})
+    plan = make_plan(ctx, fail(ctx, [Slot("server", 2)]))
+    assert plan.aborts and "cannot restore rows onto fewer servers" in plan.reason
+
+
 def test_none_loses_the_run(tmp_path):
     ctx = context(tmp_path, strategy="none")
     assert make_plan(ctx, fail(ctx, [Slot("server", 0)])).aborts

@@ -36,15 +36,17 @@ if TYPE_CHECKING:
 
 
 class ManifestCommitter:
-    """The coordinator's side of the checkpoints: ``expected`` parts per step, ``keep`` kept."""
+    """The coordinator's side of the checkpoints: ``expected`` parts per step (a set, or a function
+    giving the set now: an elastic recovery changes the number of server parts), ``keep`` kept."""
 
-    def __init__(self, env: RankEnv, store: CheckpointStore, expected: set[str], keep: int, *,
+    def __init__(self, env: RankEnv, store: CheckpointStore,
+                 expected: set[str] | Callable[[], set[str]], keep: int, *,
                  meta: Callable[[int], dict[str, Any]] | None = None,
                  classify: Callable[[int, dict[str, PartInfo]], tuple[str, int]] | None = None,
                  needs: Callable[[list[int]], Iterable[int]] | None = None) -> None:
         self.env = env
         self.store = store
-        self.expected = set(expected)
+        self._expected = expected
         self.keep = int(keep)
         self.meta = meta
         self.classify = classify
@@ -55,6 +57,11 @@ class ManifestCommitter:
         #: the ``checkpoints`` dataset: (step, kind, bytes, seconds, bits, rows, stall_s) per commit
         self.rows: list[tuple[Any, ...]] = []
         self.committed_bytes = 0
+
+    @property
+    def expected(self) -> set[str]:
+        """The parts a checkpoint needs now."""
+        return set(self._expected() if callable(self._expected) else self._expected)
 
     def on_message(self, payload: Any) -> bool:
         """A writer's message; False if it is not one (left to the strategy)."""
@@ -86,7 +93,7 @@ class ManifestCommitter:
                 self.env.event("checkpoint_fail", step, detail=str(exc)[:250])
             return
         cfg = self.env.cfg
-        meta = {"config": cfg.to_dict(), "servers": cfg.layout.servers, "epoch": epoch,
+        meta = {"config": cfg.to_dict(), "servers": self.env.n_servers, "epoch": epoch,
                 "result": str(self.env.out_path), **(self.meta(step) if self.meta else {})}
         try:
             self.store.commit(step, parts, meta)

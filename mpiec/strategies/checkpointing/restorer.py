@@ -75,7 +75,7 @@ class Restorer:
     def for_server(cls, env: RankEnv, store: CheckpointStore, role: ShardState) -> Restorer:
         """A server: its shard (``load_shard``, as the server it is now)."""
         return cls(env, store, lambda step: load_shard(store, step, role, env.slot.index,
-                                                       env.cfg.layout.servers), role.reset)
+                                                       env.n_servers), role.reset)
 
     def restore(self, plan: RecoveryPlan, step: int) -> bool:
         """Load the state of ``step`` (−1: the initial state); False if it is unusable."""

@@ -100,7 +100,7 @@ class CprTrainer(TrainerAgent):
         if words is None:
             return
         full = bool(HEADER.get(words[SCHEDULER], "checkpoint"))
-        servers = words[self.env.cfg.layout.trainers:]
+        servers = words[self.env.n_trainers:]
         self.ledger.observe(step, HEADER.column(servers, "updates"), full)
         if self.schedule:
             self.schedule.observe(HEADER.column(servers, "part_ms") * 1000)

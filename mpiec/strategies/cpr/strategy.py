@@ -115,7 +115,7 @@ class CprFactory:
     def coordinator(self, env: RankEnv) -> CprCoordinator:
         store = self.store(env)
         claim_root(store, resuming=bool(env.resume_from))
-        committer = ManifestCommitter(env, store, full_parts(self.cfg.layout.servers), self.params.keep)
+        committer = ManifestCommitter(env, store, lambda: full_parts(env.n_servers), self.params.keep)
         return CprCoordinator(env, store, committer, self.interval, self.params.target_pls, self.params.mode,
                               self.partials.kind if self.partials else "")
 

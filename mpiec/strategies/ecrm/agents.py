@@ -261,7 +261,7 @@ class EcrmCoordinator(Coordinator):
             self.fallback.on_message(source, payload)
 
     def plan(self, failure: Failure) -> RecoveryPlan:
-        S = self.env.cfg.layout.servers
+        S = self.env.n_servers
         placement = self.env.placement
         lost = {r: s for s in failure.dead if (r := servers_rank(s, S)) is not None}
         r = self.r
@@ -285,6 +285,17 @@ class EcrmCoordinator(Coordinator):
             plan.reason = "a trainer died with a server: rollback to the fallback checkpoint"
             return plan
         return RecoveryPlan(scope=Scope.COMMITTED)
+
+    def on_shrink(self, failure: Failure, plan: RecoveryPlan) -> RecoveryPlan:
+        """The fallback's rollback onto the new placement; every holder then re-encodes the parity
+        of the new stripes (``Member.on_recovered``). Decoding the lost rows straight onto their
+        new owners, without the rollback, is not built."""
+        if self.fallback is None:
+            return RecoveryPlan.abort("ecrm re-places rows onto fewer servers only through its fallback's "
+                                      "rollback: set strategy.fallback = 'ckpt', or give the run spares")
+        plan = self.fallback.on_shrink(failure, plan)
+        plan.reason = "rollback to the fallback checkpoint onto fewer servers, parity re-encoded"
+        return plan
 
     def on_recovered(self, plan: RecoveryPlan) -> None:
         if self.fallback is not None:

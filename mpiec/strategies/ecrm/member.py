@@ -235,8 +235,7 @@ class Member:
         """Test hook: ``MPIEC_ECRM_CORRUPT_PARITY_AT_STEP=s`` flips one parity byte of the first
         holder after step ``s`` (how the tests prove that ``verify_every`` sees a bad byte)."""
         at = os.environ.get("MPIEC_ECRM_CORRUPT_PARITY_AT_STEP")
-        lay = self.env.cfg.layout
-        first = lay.servers if lay.parity_ranks else 0
+        first = self.env.n_servers if self.env.cfg.layout.parity_ranks else 0
         if at and int(at) == step and self.store is not None and self.store.array.size \
                 and self.comm.Get_rank() == first:
             self.store.array.view(np.uint8).reshape(-1)[0] ^= 0x01

@@ -186,7 +186,7 @@ def share_versions(env: RankEnv, versions: dict[int, int], problem: str) -> tupl
     data = env.comms.data
     assert data is not None  # a trainer or a server
     with collective("ecrm replay plan"):
-        return data.bcast((versions, problem), root=env.cfg.layout.trainers)
+        return data.bcast((versions, problem), root=env.n_trainers)
 
 
 def replay(env: RankEnv, kept: Mapping[int, Pushed] | None, versions: dict[int, int],

@@ -291,7 +291,7 @@ class ErasureCoded(Strategy):
         return EcrmServer(env, member, role, self.figures(), fallback)
 
     def parity(self, env: RankEnv) -> EcrmParity:
-        member = self.member(env, self.cfg.layout.servers + env.slot.index, None)
+        member = self.member(env, env.n_servers + env.slot.index, None)
         return EcrmParity(env, member, self.figures())
 
     def spare(self, env: RankEnv) -> EcrmSpare:
@@ -304,7 +304,7 @@ class ErasureCoded(Strategy):
         store = None
         stripes, members = parity_stripes(env.placement, rank)
         if stripes.size:
-            store = ParityStore(self.code, stripes, members, self.row_bytes, self.cfg.layout.servers,
+            store = ParityStore(self.code, stripes, members, self.row_bytes, env.n_servers,
                                 keep=self.keep_deltas)
             if not promoted(env):
                 encode_initial(store, env.placement, self.code, self.cfg, self.width)

@@ -154,7 +154,7 @@ class UpdateLog(Strategy):
     def coordinator(self, env: RankEnv) -> LogCoordinator:
         store = open_store(env, self.params.bandwidth_mb_s)
         claim_root(store, resuming=bool(env.resume_from))
-        committer = ManifestCommitter(env, store, full_parts(self.cfg.layout.servers), self.params.keep)
+        committer = ManifestCommitter(env, store, lambda: full_parts(env.n_servers), self.params.keep)
         ckpt = CkptCoordinator(env, store, committer, self.params, self.interval())
         return LogCoordinator(env, ckpt, store, committer, self.log_root(env, store), self.limit_bytes())
 
@@ -419,6 +419,15 @@ class LogCoordinator(Coordinator):
                             reason=f"{[str(s) for s in dead_servers]} restore checkpoint {base} and replay "
                                    f"steps {base + 1}..{failure.committed} from the trainers' logs")
 
+    def on_shrink(self, failure: Failure, plan: RecoveryPlan) -> RecoveryPlan:
+        """A rollback: the logs hold rows by their old servers' local slots, not replayable onto
+        the new placement."""
+        plan = self.ckpt.on_shrink(failure, plan)
+        plan.reason = "full rollback: rows re-placed onto fewer servers (the logs address the old placement)"
+        self.fallbacks += 1
+        self.env.event("log_fallback", failure.step, detail=plan.reason[:250])
+        return plan
+
     def resume_steps(self) -> list[int]:
         return self.ckpt.resume_steps()
 
@@ -426,7 +435,9 @@ class LogCoordinator(Coordinator):
         self.ckpt.on_recovered(plan)
         if plan.scope is Scope.ROLLBACK:
             self.covered_from = plan.restored  # every trainer logs the re-executed steps
-        elif any(s.role == TRAINER for s in plan.replaced):
+        elif any(s.role == TRAINER for s in plan.replaced + plan.dropped):
+            # a replaced trainer has no log; after a trainer was dropped every trainer starts a new
+            # one (their agents are rebuilt for the new layout)
             self.covered_from = max(self.covered_from, plan.restored)
 
     def checkpoint_rows(self) -> list[tuple[Any, ...]]:
