@@ -1,0 +1,99 @@
+"""Elastic recovery under real kills (``layout.replacement = "shrink"``, no spare): the survivors
+take the dead rank's virtual shards or rows and every run ends with the failure-free checksum."""
+
+from __future__ import annotations
+
+import pytest
+from run_helpers import mpiec
+
+from mpiec.results import decode
+
+pytestmark = [pytest.mark.mpirun, pytest.mark.kill, pytest.mark.timeout(600)]
+
+SHRINK = ["--preset", "tiny", "--set", "layout.spares=0", "--set", "layout.replacement='shrink'"]
+ECRM = ["--strategy", "ecrm", "--set", "strategy.params.k=2", "--set", "strategy.params.r=1",
+        "--set", "strategy.params.fallback='ckpt'", "--set", "strategy.params.fallback_interval=5"]
+
+
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory):
+    run = mpiec(["run", "--preset", "tiny", "--strategy", "none"], out=tmp_path_factory.mktemp("ref"))
+    assert run.code == 0, run.stdout + run.stderr
+    return run.result().summary["param_checksum"]
+
+
+def shrink_run(tmp_path, strategy: list[str], kills: list[str], *sets: str):
+    args = ["run", *SHRINK, *strategy]
+    for kill in kills:
+        args += ["--kill", kill]
+    for s in sets:
+        args += ["--set", s]
+    return mpiec(args, out=tmp_path, timeout=240)
+
+
+def kinds(res, kind: str) -> list[str]:
+    return [decode(e["detail"]) for e in res.events if decode(e["kind"]) == kind]
+
+
+@pytest.mark.parametrize("strategy", [["--strategy", s] for s in ("ckpt", "cnr", "log")] + [ECRM],
+                         ids=["ckpt", "cnr", "log", "ecrm"])
+def test_a_server_kill_shrinks_onto_the_survivors_losslessly(strategy, reference, tmp_path):
+    run = shrink_run(tmp_path, strategy, ["server:1@step=15"], "layout.servers=4")
+    assert run.code == 0, run.stdout + run.stderr
+    res = run.result()
+    assert res.summary["param_checksum"] == reference and res.summary["kills_fired"] == 1
+    tl = res.timeline
+    # before the kill on 4 servers; after it (steps a rollback re-executes included) on 3
+    assert set(tl["servers"][tl["epoch"] == 0]) == {4} and set(tl["servers"][tl["epoch"] == 1]) == {3}
+    assert set(tl["trainers"]) == {2}
+    assert len(kinds(res, "relayout")) == 3  # the survivors, renumbered: server:2 -> server:1, ...
+
+
+def test_a_trainer_kill_hands_its_shards_to_the_survivors(reference, tmp_path):
+    run = shrink_run(tmp_path, ["--strategy", "ckpt"], ["trainer:0@step=15"])
+    assert run.code == 0, run.stdout + run.stderr
+    res = run.result()
+    assert res.summary["param_checksum"] == reference
+    assert set(res.timeline["trainers"][res.timeline["epoch"] == 1]) == {1}
+    assert kinds(res, "relayout") == ["trainer:1 -> trainer:0 of 1 trainers (dropped trainer:0)"]
+
+
+def test_a_server_kill_then_a_trainer_kill_under_ecrm(reference, tmp_path):
+    run = shrink_run(tmp_path, ECRM, ["server:1@step=12+3ms", "trainer:1@step=26"], "layout.servers=4",
+                     "layout.trainers=4", "training.batch_size=32")
+    assert run.code == 0, run.stdout + run.stderr
+    res = run.result()
+    assert res.summary["param_checksum"] == reference and res.summary["kills_fired"] == 2
+    last = res.timeline[res.timeline["step"] == 39]
+    assert int(last["trainers"][0]) == 3 and int(last["servers"][0]) == 3
+
+
+def test_a_second_kill_during_the_shrink_is_recovered_too(reference, tmp_path):
+    run = shrink_run(tmp_path, ["--strategy", "ckpt"], ["server:1@step=15", "server:2@step=15+40ms"],
+                     "layout.servers=4")
+    assert run.code == 0, run.stdout + run.stderr
+    res = run.result()
+    assert res.summary["param_checksum"] == reference
+    assert res.summary["kills_fired"] == 2 and int(res.timeline["servers"][-1]) == 2
+
+
+def test_what_cannot_shrink_says_why(tmp_path):
+    run = shrink_run(tmp_path / "a", ["--strategy", "ecrm", "--set", "strategy.params.k=2"],
+                     ["server:1@step=10"], "layout.servers=4")
+    out = run.stdout + run.stderr
+    assert run.code != 0 and "set strategy.fallback = 'ckpt', or give the run spares" in out
+    run = shrink_run(tmp_path / "b", ["--strategy", "ecrm"], ["server:1@step=10"], "layout.servers=3")
+    assert run.code != 0 and "strategy ecrm needs at least 3" in run.stdout + run.stderr
+
+
+def test_resume_onto_fewer_trainers_ends_with_the_same_checksum(reference, tmp_path):
+    ck = tmp_path / "ck"
+    first = mpiec(["run", "--preset", "tiny", "--strategy", "ckpt", "--set", "strategy.interval=10",
+                   "--set", f"strategy.dir='{ck}'", "--kill", "server:0@step=25"], out=tmp_path / "a")
+    assert first.code != 0 and list(ck.glob("step-*/MANIFEST.json")), first.stdout + first.stderr
+    run = mpiec(["run", "--resume", str(ck), "--set", "layout.trainers=1", "--set", "training.batch_size=128",
+                 "--set", "layout.servers=3"], out=tmp_path / "b")
+    assert run.code == 0, run.stdout + run.stderr
+    res = run.result()
+    assert res.summary["resumed_from_step"] >= 9 and res.summary["param_checksum"] == reference
+    assert set(res.timeline["trainers"]) == {1} and set(res.timeline["servers"]) == {3}
