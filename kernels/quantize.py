@@ -116,148 +116,176 @@ def _uniform_loss(x, r, levels, lo, hi):
 LANES = 64  # rows the range search runs side by side (one SIMD lane each, per-row sums in order)
 
 
-@njit(cache=True, nogil=True)
-def _lane_params(lo, hi, levels, nb, p, k):
-    """``p[k]``, ``p[k+1]``, ``p[k+2]`` = bias, scale, 1/scale of each lane's range
-    ``[lo, hi]``. A scale <= 0 becomes (lo, 0, 0): then q = 0 and d = x - (0 * 0 + lo) = x - lo
-    exactly, the scalar loss's degenerate branch, with no branch in the lanes' loop."""
-    b, s, i = p[k], p[k + 1], p[k + 2]
-    for j in range(nb):  # selects, no branches: vectorizes (1/0 = inf is computed, never kept)
-        scale = (hi[j] - lo[j]) / levels
-        pos = scale > 0
-        b[j] = lo[j]
-        s[j] = scale if pos else 0.0
-        i[j] = 1.0 / scale if pos else 0.0
-
-
 @njit(cache=True, nogil=True, inline="always")
-def _two_terms(x, b1, s1, i1, b2, s2, i2, levels, e1, e2):
-    # one column's squared error added to each of the two ranges' sums (the scalar loss's
-    # operations: float(math.floor) is its int64 floor widened back; clamps as selects, q is
-    # never NaN for finite rows)
-    q = float(math.floor((x - b1) * i1 + 0.5))
+def _term(x, b, s, i, levels, e):
+    # one column's squared error added to the range's sum: the scalar loss's operations (its
+    # float(math.floor(t)), an int64 round trip, is np.floor(t): t is bounded by the levels);
+    # the clamps as selects, the degenerate range (s = i = 0) as q = 0, d = x - lo exactly
+    q = np.floor((x - b) * i + 0.5)
     q = q if q > 0.0 else 0.0
     q = q if q < levels else levels
-    d = x - (q * s1 + b1)
-    e1 += d * d
-    q = float(math.floor((x - b2) * i2 + 0.5))
-    q = q if q > 0.0 else 0.0
-    q = q if q < levels else levels
-    d = x - (q * s2 + b2)
-    e2 += d * d
-    return e1, e2
+    d = x - (q * s + b)
+    return e + d * d
 
 
-@njit(cache=True, nogil=True)
-def _pair_loss(xt, nb, levels, p, acc):
-    """The L2 losses of two ranges per lane, every lane's sum in column order (the scalar
-    ``_uniform_loss``'s order, so each is bit-identical to it): ``p[0..2]`` bias, scale, 1/scale
-    of range 1, ``p[3..5]`` of range 2, per lane; ``acc[0]``, ``acc[1]`` receive the losses."""
-    dim = xt.shape[0]
-    a1 = acc[0]
-    a2 = acc[1]
-    b1, s1, i1, b2, s2, i2 = p[0], p[1], p[2], p[3], p[4], p[5]
-    for j in range(nb):
-        a1[j] = 0.0
-        a2[j] = 0.0
-    c = 0
-    while c + 4 <= dim:  # four columns a pass: the lane's parameters are loaded once for four
-        v0, v1, v2, v3 = xt[c], xt[c + 1], xt[c + 2], xt[c + 3]
-        for j in range(nb):  # lanes are independent: the loop vectorizes across rows
-            e1 = a1[j]
-            e2 = a2[j]
-            e1, e2 = _two_terms(v0[j], b1[j], s1[j], i1[j], b2[j], s2[j], i2[j], levels, e1, e2)
-            e1, e2 = _two_terms(v1[j], b1[j], s1[j], i1[j], b2[j], s2[j], i2[j], levels, e1, e2)
-            e1, e2 = _two_terms(v2[j], b1[j], s1[j], i1[j], b2[j], s2[j], i2[j], levels, e1, e2)
-            e1, e2 = _two_terms(v3[j], b1[j], s1[j], i1[j], b2[j], s2[j], i2[j], levels, e1, e2)
-            a1[j] = e1
-            a2[j] = e2
-        c += 4
-    while c < dim:
-        v0 = xt[c]
-        for j in range(nb):
-            a1[j], a2[j] = _two_terms(v0[j], b1[j], s1[j], i1[j], b2[j], s2[j], i2[j], levels,
-                                      a1[j], a2[j])
-        c += 1
-    for j in range(nb):
-        a1[j] = math.sqrt(a1[j])
-        a2[j] = math.sqrt(a2[j])
-
-
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, error_model="numpy")
 def adaptive_range(x, bits, n_bins, ratio):
     """Greedy range search per row; returns (lo, hi) float64 arrays.
 
     Rows are searched ``LANES`` at a time, side by side (a row per lane, transposed to float64
     once): every lane takes exactly the scalar search's steps, its losses summed in the same
     order, so the ranges are bit-identical to a row-by-row search (``_uniform_loss``); a lane
-    whose search ended idles until the block's last one ends."""
+    whose search ended idles until the block's last one ends. One function, no calls with
+    array arguments (each would cost every array an atomic reference count pair per step)."""
     n, dim = x.shape
     levels = float((1 << bits) - 1)
     lo_out = np.empty(n)
     hi_out = np.empty(n)
-    xt = np.empty((dim, LANES))
-    p = np.empty((6, LANES))
-    acc = np.empty((2, LANES))
-    clo = np.empty(LANES)
-    chi = np.empty(LANES)
-    tmp = np.empty(LANES)
-    cur = np.empty(LANES)
-    best = np.empty(LANES)
-    step = np.empty(LANES)
-    thr = np.empty(LANES)
+    # one buffer, 4096-aligned, laid out so that the loss loop's stores (a1, a2: the first 1 KiB
+    # of a page) never share their address's low 12 bits with a load in flight (the lanes'
+    # parameters fill the rest of that page, xt starts on the next): such "4K aliasing" stalls
+    # a load behind an unrelated store, and heap-placed arrays measured 2-3x slower in some runs
+    rows_xt = -(-dim * LANES // 512) * 512  # xt padded to whole pages
+    buf = np.empty(512 + 512 + rows_xt + 640)  # alignment, a1..i2, xt, the rest
+    off = ((4096 - (buf.ctypes.data & 4095)) & 4095) // 8
+    a1 = buf[off:off + LANES]
+    a2 = buf[off + 64:off + 64 + LANES]
+    b1 = buf[off + 128:off + 128 + LANES]
+    s1 = buf[off + 192:off + 192 + LANES]
+    i1 = buf[off + 256:off + 256 + LANES]
+    b2 = buf[off + 320:off + 320 + LANES]
+    s2 = buf[off + 384:off + 384 + LANES]
+    i2 = buf[off + 448:off + 448 + LANES]
+    xt = buf[off + 512:off + 512 + dim * LANES].reshape((dim, LANES))
+    o = off + 512 + rows_xt
+    clo = buf[o:o + LANES]
+    chi = buf[o + 64:o + 64 + LANES]
+    t1 = buf[o + 128:o + 128 + LANES]
+    t2 = buf[o + 192:o + 192 + LANES]
+    cur = buf[o + 256:o + 256 + LANES]
+    best = buf[o + 320:o + 320 + LANES]
+    step = buf[o + 384:o + 384 + LANES]
+    thr = buf[o + 448:o + 448 + LANES]
+    blo = buf[o + 512:o + 512 + LANES]
+    bhi = buf[o + 576:o + 576 + LANES]
     active = np.zeros(LANES, np.bool_)
+    mn = np.empty(LANES, x.dtype)
+    mx = np.empty(LANES, x.dtype)
+    first = True
     for r0 in range(0, n, LANES):
         nb = min(LANES, n - r0)
+        # the block's rows transposed, a column at a time (a row at a time stored 16 values a
+        # page apart, and a row read with such stores in flight measured up to 3x slower for some
+        # placements of x); each lane's min and max taken as the scalar search takes them, in
+        # float32, column by column (min/max of equal values keep the first: a signed zero)
         for j in range(nb):
-            r = r0 + j
-            xmin = float(x[r, 0])
-            xmax = xmin
-            for c in range(dim):
-                v = float(x[r, c])
+            v = float(x[r0 + j, 0])
+            mn[j] = v
+            mx[j] = v
+        for c in range(dim):
+            for j in range(nb):
+                v = float(x[r0 + j, c])
                 xt[c, j] = v
-                xmin = min(xmin, v)
-                xmax = max(xmax, v)
+                mn[j] = min(mn[j], v)
+                mx[j] = max(mx[j], v)
+        for j in range(nb):
+            xmin = mn[j]
+            xmax = mx[j]
             step[j] = (xmax - xmin) / n_bins
             thr[j] = n_bins * (1.0 - ratio) * step[j]
             clo[j], chi[j] = xmin, xmax
-            lo_out[r], hi_out[r], best[j] = xmin, xmax, np.inf
+            blo[j], bhi[j], best[j] = xmin, xmax, np.inf
             active[j] = clo[j] + thr[j] < chi[j]
-        _lane_params(clo, chi, levels, nb, p, 0)
-        _lane_params(clo, chi, levels, nb, p, 3)
-        _pair_loss(xt, nb, levels, p, acc)
-        for j in range(nb):
-            cur[j] = acc[0, j]
+        first = True  # the block's first pass: the loss of [min, max] (both "candidates")
         while True:
-            more = False
+            if not first:
+                more = False
+                for j in range(nb):
+                    more |= active[j]
+                if not more:
+                    break
+            # candidate 1: the low end moved up a bin; 2: the high end moved down a bin
+            if first:
+                for j in range(nb):
+                    t1[j] = clo[j]
+                    t2[j] = chi[j]
+            else:
+                for j in range(nb):
+                    t1[j] = clo[j] + step[j]
+                for j in range(nb):
+                    t2[j] = chi[j] - step[j]
+            # bias, scale, 1/scale of each lane's two ranges; a scale <= 0 becomes (lo, 0, 0):
+            # q = 0 and d = x - (0 * 0 + lo) = x - lo exactly, the scalar loss's degenerate
+            # branch, with no branch in the lanes' loop (which vectorizes: 1/0 is computed,
+            # never kept); written out, not called (see above)
             for j in range(nb):
-                more |= active[j]
-            if not more:
-                break
+                scale = (chi[j] - t1[j]) / levels
+                inv = 1.0 / scale  # the numpy error model: 1/0 = inf, not kept
+                pos = scale > 0
+                b1[j] = t1[j]
+                s1[j] = scale if pos else 0.0
+                i1[j] = inv if pos else 0.0
             for j in range(nb):
-                tmp[j] = clo[j] + step[j]
-            _lane_params(tmp, chi, levels, nb, p, 0)  # range 1: the low end moved up a bin
+                scale = (t2[j] - clo[j]) / levels
+                inv = 1.0 / scale  # the numpy error model: 1/0 = inf, not kept
+                pos = scale > 0
+                b2[j] = clo[j]
+                s2[j] = scale if pos else 0.0
+                i2[j] = inv if pos else 0.0
             for j in range(nb):
-                tmp[j] = chi[j] - step[j]
-            _lane_params(clo, tmp, levels, nb, p, 3)  # range 2: the high end moved down a bin
-            _pair_loss(xt, nb, levels, p, acc)
+                a1[j] = 0.0
+            for j in range(nb):
+                a2[j] = 0.0
+            c = 0
+            while c + 4 <= dim:  # four columns a pass: a lane's parameters loaded once for four
+                for j in range(nb):  # lanes are independent: the loop vectorizes across rows
+                    v0, v1, v2, v3 = xt[c, j], xt[c + 1, j], xt[c + 2, j], xt[c + 3, j]
+                    bb, ss, ii = b1[j], s1[j], i1[j]
+                    e = a1[j]
+                    e = _term(v0, bb, ss, ii, levels, e)
+                    e = _term(v1, bb, ss, ii, levels, e)
+                    e = _term(v2, bb, ss, ii, levels, e)
+                    e = _term(v3, bb, ss, ii, levels, e)
+                    a1[j] = e
+                    bb, ss, ii = b2[j], s2[j], i2[j]
+                    e = a2[j]
+                    e = _term(v0, bb, ss, ii, levels, e)
+                    e = _term(v1, bb, ss, ii, levels, e)
+                    e = _term(v2, bb, ss, ii, levels, e)
+                    e = _term(v3, bb, ss, ii, levels, e)
+                    a2[j] = e
+                c += 4
+            while c < dim:
+                for j in range(nb):
+                    v0 = xt[c, j]
+                    a1[j] = _term(v0, b1[j], s1[j], i1[j], levels, a1[j])
+                    a2[j] = _term(v0, b2[j], s2[j], i2[j], levels, a2[j])
+                c += 1
+            if first:
+                for j in range(nb):
+                    cur[j] = math.sqrt(a1[j])
+                first = False
+                continue
             for j in range(nb):  # the scalar search's step in selects: no branch to mispredict
                 act = active[j]
-                l1 = acc[0, j]
-                l2 = acc[1, j]
+                l1 = math.sqrt(a1[j])
+                l2 = math.sqrt(a2[j])
                 c0 = cur[j]
                 lo, hi = clo[j], chi[j]
                 local = act & (c0 < l1) & (c0 < l2) & (c0 < best[j])  # a local optimum, best so far
-                lo_out[r0 + j] = lo if local else lo_out[r0 + j]
-                hi_out[r0 + j] = hi if local else hi_out[r0 + j]
+                blo[j] = lo if local else blo[j]
+                bhi[j] = hi if local else bhi[j]
                 best[j] = c0 if local else best[j]
-                first = l1 < l2
-                nlo = lo + step[j] if first else lo
-                nhi = hi if first else hi - step[j]
+                go1 = l1 < l2
+                nlo = lo + step[j] if go1 else lo
+                nhi = hi if go1 else hi - step[j]
                 clo[j] = nlo if act else lo
                 chi[j] = nhi if act else hi
-                cur[j] = (l1 if first else l2) if act else c0
+                cur[j] = (l1 if go1 else l2) if act else c0
                 active[j] = act & (nlo + thr[j] < nhi)
+        for j in range(nb):  # written once a block: stores to a page-aligned output every step
+            lo_out[r0 + j] = blo[j]  # (4K-aliased with the loss loop's loads) cost up to 3x
+            hi_out[r0 + j] = bhi[j]
     return lo_out, hi_out
 
 
