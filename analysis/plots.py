@@ -148,6 +148,22 @@ def _first_times(r: RunResult, kinds: set[str]) -> list[float]:
     return out
 
 
+def _layout_changes(r: RunResult) -> list[tuple[float, str]]:
+    """(time, "T=2 S=3") where the timeline's layout differs from the step before (elastic recovery;
+    a file before schema v6 has none): the first step trained on the new layout starts there."""
+    tl = r.timeline
+    if not len(tl) or "servers" not in (tl.dtype.names or ()):
+        return []
+    tl = tl[np.argsort(tl["t_end"], kind="stable")]
+    out = []
+    for prev, row in zip(tl[:-1], tl[1:], strict=True):
+        if row["servers"] < 0 or prev["servers"] < 0:
+            continue
+        if (row["trainers"], row["servers"]) != (prev["trainers"], prev["servers"]):
+            out.append((float(row["t_end"] - row["dt"]), f"T={int(row['trainers'])} S={int(row['servers'])}"))
+    return out
+
+
 # -- figures ----------------------------------------------------------------------------------------
 
 def _throughput(plt: Any, pairs: list[tuple[RunResult, RunMetrics]], colors: dict[str, str],
@@ -190,6 +206,11 @@ def _throughput(plt: Any, pairs: list[tuple[RunResult, RunMetrics]], colors: dic
             for k in _first_times(r, {"abort"})[:1]:
                 ax.axvline(k, color="black", linewidth=1.6, zorder=4)
                 used.add("abort")
+            for k, label in _layout_changes(r):
+                ax.axvline(k, color="tab:purple", linewidth=1.2, linestyle="--", zorder=4)
+                ax.text(k, 0.97, f" {label}", color="tab:purple", fontsize=7, va="top", ha="left",
+                        transform=ax.get_xaxis_transform())
+                used.add("layout")
             for k in _first_times(r, {"checkpoint_end"}):
                 ax.plot([k], [0.0], marker="|", color=colors[v], markersize=7, clip_on=False, zorder=4,
                         transform=ax.get_xaxis_transform())
@@ -210,6 +231,8 @@ def _throughput(plt: Any, pairs: list[tuple[RunResult, RunMetrics]], colors: dic
         "slow": Patch(color="tab:orange", alpha=0.3, label="below 95 % of normal speed"),
         "abort": Line2D([], [], color="black", linewidth=1.6, label="run lost"),
         "ckpt": Line2D([], [], color="0.3", marker="|", linestyle="none", markersize=7, label="checkpoint"),
+        "layout": Line2D([], [], color="tab:purple", linewidth=1.2, linestyle="--",
+                         label="layout change (elastic recovery: trainers T, servers S)"),
     }
     handles = [p for k, p in proxies.items() if k in used]
     fig.tight_layout()

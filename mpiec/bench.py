@@ -17,7 +17,9 @@ Invariants:
   (Young's formula for ``ckpt``, the PLS target for ``cpr``) gets the scenario's MTBF
   through ``failures.mtbf_s`` / ``failures.mtbf_steps`` in both of its runs, unless the
   user set one; a variant with an explicit interval keeps it.
-* **Spares cover the kills**: ``layout.spares`` is raised to the number of kills.
+* **Spares cover the kills**: ``layout.spares`` is raised to the number of kills, except for a
+  variant that shrinks instead (``ckpt:replacement=shrink``): it runs without spares, beside the
+  same strategy with them.
 * Bad input (unknown scenario, strategy, malformed trace) fails before any run starts.
 * **Repeated and interleaved** (``--repeat N``, ``run_plan``): every variant runs N times
   failure-free and N times under the scenario, round by round; each round runs every variant once
@@ -208,9 +210,14 @@ def add_bench_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-report", action="store_true", help="print the tables only (no plots, no HTML)")
 
 
+#: keys of a variant that set the layout, not the strategy (``ckpt:replacement=shrink``)
+LAYOUT_KEYS = ("replacement", "spares")
+
+
 def variant_config(args: argparse.Namespace, variant: str, kill: list[str]) -> Config:
-    """``ckpt:interval=10:mode=async``: a strategy with its own keys. ``--set strategy.KEY=...``
-    applies only to the strategies that know KEY."""
+    """``ckpt:interval=10:mode=async``: a strategy with its own keys (``replacement`` and ``spares``
+    set ``layout.*`` instead: ``ckpt:replacement=shrink``). ``--set strategy.KEY=...`` applies only
+    to the strategies that know KEY."""
     from mpiec.strategies import get_strategy_class
 
     name, *own = variant.split(":")
@@ -226,7 +233,12 @@ def variant_config(args: argparse.Namespace, variant: str, kill: list[str]) -> C
     for item in own:
         if "=" not in item:
             raise MpiecError(f"--strategies: '{variant}': expected NAME:KEY=VALUE, got '{item}'")
-        sets.append(f"strategy.{item}")
+        key, _, value = item.partition("=")
+        if key.strip() in LAYOUT_KEYS:
+            value = value.strip()
+            sets.append(f"layout.{key.strip()}={value if value.isdigit() else repr(value)}")
+        else:
+            sets.append(f"strategy.{item}")
     return load_config(preset=args.preset, config_file=args.config, sets=sets, strategy=name.strip(),
                        kill=kill, steps=args.steps)
 
@@ -389,7 +401,8 @@ class Bench:
         cfg = dataclasses.replace(cfg)
         cfg.failures = dataclasses.replace(cfg.failures, kill=list(shifted if shifted is not None else kills)
                                            if failure else [])
-        cfg.layout = dataclasses.replace(cfg.layout, spares=max(cfg.layout.spares, self.spares))
+        if cfg.layout.replacement != "shrink":  # a shrinking variant runs on the spares it names (0)
+            cfg.layout = dataclasses.replace(cfg.layout, spares=max(cfg.layout.spares, self.spares))
         cfg.output = dataclasses.replace(cfg.output)
         if kills and not (cfg.failures.mtbf_s > 0 or cfg.failures.mtbf_steps > 0):
             probe = dataclasses.replace(cfg, failures=dataclasses.replace(cfg.failures, kill=list(kills)))

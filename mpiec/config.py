@@ -167,9 +167,11 @@ class Config:
 
     @property
     def variant(self) -> str:
-        """The strategy and its own keys as `mpiec bench --strategies` spells them (ckpt:interval=10)."""
+        """The strategy and its own keys as `mpiec bench --strategies` spells them (ckpt:interval=10),
+        then ``replacement=...`` unless the layout replaces dead ranks by spares (the default)."""
         params = sorted(self.strategy.params.items())
-        return ":".join([self.strategy.name] + [f"{k}={v}" for k, v in params])
+        layout = [f"replacement={self.layout.replacement}"] if self.layout.replacement != "spare" else []
+        return ":".join([self.strategy.name] + [f"{k}={v}" for k, v in params] + layout)
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

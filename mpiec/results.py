@@ -115,8 +115,9 @@ REPAIR_DEFAULTS: dict[str, Any] = {"unprotected_s": 0.0, "repair_throughput_rati
                                    "stall_time_lost_s": 0.0}
 SUMMARY_FIELDS_V5.update({"unprotected_s": float, "repair_throughput_ratio": float,
                           "stall_time_lost_s": float})
-_UNKNOWN: dict[str, dict[str, float]] = {"checkpoints": {"rows": -1, "stall_s": math.nan}, "ranks": {"node": -1, "cpu_s": math.nan},
-            "timeline": {"trainers": -1, "servers": -1}}
+_UNKNOWN: dict[str, dict[str, float]] = {
+    "checkpoints": {"rows": -1, "stall_s": math.nan}, "ranks": {"node": -1, "cpu_s": math.nan},
+    "timeline": {"trainers": -1, "servers": -1}}
 
 TIMELINE_DTYPE = np.dtype(
     [

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
 from mpiec.kernels.embedding import unique_inverse
+
 from mpiec.layout import trainer_blocks
 from mpiec.model.dlrm import pool_bags_backward
 from mpiec.roles.shards import merge_arrays, merge_rows, sum_pushes, tree_sum
