@@ -211,13 +211,13 @@ def add_bench_args(p: argparse.ArgumentParser) -> None:
 
 
 #: keys of a variant that set the layout, not the strategy (``ckpt:replacement=shrink``)
-LAYOUT_KEYS = ("replacement", "spares")
+LAYOUT_KEYS = ("replacement", "spares", "virtual_trainers")
 
 
 def variant_config(args: argparse.Namespace, variant: str, kill: list[str]) -> Config:
-    """``ckpt:interval=10:mode=async``: a strategy with its own keys (``replacement`` and ``spares``
-    set ``layout.*`` instead: ``ckpt:replacement=shrink``). ``--set strategy.KEY=...`` applies only
-    to the strategies that know KEY."""
+    """``ckpt:interval=10:mode=async``: a strategy with its own keys (``LAYOUT_KEYS`` set
+    ``layout.*`` instead: ``ckpt:replacement=shrink``, ``none:virtual_trainers=2``).
+    ``--set strategy.KEY=...`` applies only to the strategies that know KEY."""
     from mpiec.strategies import get_strategy_class
 
     name, *own = variant.split(":")

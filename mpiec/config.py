@@ -168,9 +168,11 @@ class Config:
     @property
     def variant(self) -> str:
         """The strategy and its own keys as `mpiec bench --strategies` spells them (ckpt:interval=10),
-        then ``replacement=...`` unless the layout replaces dead ranks by spares (the default)."""
+        then ``replacement=...`` unless the layout replaces dead ranks by spares (the default), and
+        ``virtual_trainers=...`` when set."""
         params = sorted(self.strategy.params.items())
         layout = [f"replacement={self.layout.replacement}"] if self.layout.replacement != "spare" else []
+        layout += [f"virtual_trainers={self.layout.virtual_trainers}"] if self.layout.virtual_trainers else []
         return ":".join([self.strategy.name] + [f"{k}={v}" for k, v in params] + layout)
 
     def to_dict(self) -> dict[str, Any]:

@@ -164,3 +164,15 @@ def test_failure_runs_alone_spread_their_kills_over_a_stated_interval():
     bench.kills = ["server:1@step=20"]
     assert [bench.shift_for("ckpt:interval=8", i)[0] for i in range(4)] == [0, 2, 4, 6]
     assert bench.shift_for("ckpt", 2) == (0, ["server:1@step=20"])
+
+
+def test_a_variant_can_shrink_instead_of_taking_spares():
+    from mpiec.bench import variant_config
+    from mpiec.cli_args import bench_parser
+
+    args = bench_parser().parse_args(["--preset", "tiny", "--set", "layout.servers=3"])
+    cfg = variant_config(args, "ckpt:interval=5:replacement=shrink", [])
+    assert cfg.layout.replacement == "shrink" and cfg.layout.servers == 3
+    assert cfg.strategy.params == {"interval": 5} and cfg.variant == "ckpt:interval=5:replacement=shrink"
+    assert variant_config(args, "ckpt:spares=2", []).layout.spares == 2
+    assert variant_config(args, "ckpt", []).variant == "ckpt"
