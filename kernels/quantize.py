@@ -145,29 +145,31 @@ def adaptive_range(x, bits, n_bins, ratio):
     # of a page) never share their address's low 12 bits with a load in flight (the lanes'
     # parameters fill the rest of that page, xt starts on the next): such "4K aliasing" stalls
     # a load behind an unrelated store, and heap-placed arrays measured 2-3x slower in some runs
-    rows_xt = -(-dim * LANES // 512) * 512  # xt padded to whole pages
-    buf = np.empty(512 + 512 + rows_xt + 640)  # alignment, a1..i2, xt, the rest
+    L = LANES
+    rows_xt = -(-dim * L // 512) * 512  # xt padded to whole pages
+    buf = np.empty(512 + 8 * L + rows_xt + 10 * L)  # alignment, a1..i2, xt, the rest
     off = ((4096 - (buf.ctypes.data & 4095)) & 4095) // 8
-    a1 = buf[off:off + LANES]
-    a2 = buf[off + 64:off + 64 + LANES]
-    b1 = buf[off + 128:off + 128 + LANES]
-    s1 = buf[off + 192:off + 192 + LANES]
-    i1 = buf[off + 256:off + 256 + LANES]
-    b2 = buf[off + 320:off + 320 + LANES]
-    s2 = buf[off + 384:off + 384 + LANES]
-    i2 = buf[off + 448:off + 448 + LANES]
-    xt = buf[off + 512:off + 512 + dim * LANES].reshape((dim, LANES))
-    o = off + 512 + rows_xt
-    clo = buf[o:o + LANES]
-    chi = buf[o + 64:o + 64 + LANES]
-    t1 = buf[o + 128:o + 128 + LANES]
-    t2 = buf[o + 192:o + 192 + LANES]
-    cur = buf[o + 256:o + 256 + LANES]
-    best = buf[o + 320:o + 320 + LANES]
-    step = buf[o + 384:o + 384 + LANES]
-    thr = buf[o + 448:o + 448 + LANES]
-    blo = buf[o + 512:o + 512 + LANES]
-    bhi = buf[o + 576:o + 576 + LANES]
+    a1 = buf[off:off + L]
+    a2 = buf[off + L:off + 2 * L]
+    b1 = buf[off + 2 * L:off + 3 * L]
+    s1 = buf[off + 3 * L:off + 4 * L]
+    i1 = buf[off + 4 * L:off + 5 * L]
+    b2 = buf[off + 5 * L:off + 6 * L]
+    s2 = buf[off + 6 * L:off + 7 * L]
+    i2 = buf[off + 7 * L:off + 8 * L]
+    o = off + 8 * L
+    xt = buf[o:o + dim * L].reshape((dim, L))
+    o += rows_xt
+    clo = buf[o:o + L]
+    chi = buf[o + L:o + 2 * L]
+    t1 = buf[o + 2 * L:o + 3 * L]
+    t2 = buf[o + 3 * L:o + 4 * L]
+    cur = buf[o + 4 * L:o + 5 * L]
+    best = buf[o + 5 * L:o + 6 * L]
+    step = buf[o + 6 * L:o + 7 * L]
+    thr = buf[o + 7 * L:o + 8 * L]
+    blo = buf[o + 8 * L:o + 9 * L]
+    bhi = buf[o + 9 * L:o + 10 * L]
     active = np.zeros(LANES, np.bool_)
     mn = np.empty(LANES, x.dtype)
     mx = np.empty(LANES, x.dtype)
@@ -639,37 +641,77 @@ def _put_code(packed, r, code, bits, acc, nacc, o):
     return acc, nacc, o
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, inline="always")
+def _pack_row(cb, dim, bits, packed, r):
+    """Codes ``cb[:dim]`` (each < 2^bits) into row ``r`` of ``packed``: ``pack_bits``' little-endian
+    bit stream; whole bytes of 8, 4 or 2 codes written directly (the same bytes), 3 bits through
+    ``_put_code``."""
+    if bits == 8:
+        for c in range(dim):
+            packed[r, c] = cb[c]
+    elif bits == 4:
+        for k in range(dim // 2):
+            packed[r, k] = cb[2 * k] | (cb[2 * k + 1] << 4)
+        if dim & 1:
+            packed[r, dim // 2] = cb[dim - 1]
+    elif bits == 2:
+        for k in range(dim // 4):
+            packed[r, k] = (cb[4 * k] | (cb[4 * k + 1] << 2) | (cb[4 * k + 2] << 4)
+                            | (cb[4 * k + 3] << 6))
+        t = dim & 3
+        if t:
+            k = dim // 4
+            v = cb[4 * k]
+            if t > 1:
+                v |= cb[4 * k + 1] << 2
+            if t > 2:
+                v |= cb[4 * k + 2] << 4
+            packed[r, k] = v
+    else:
+        acc = np.uint64(0)
+        nacc = 0
+        o = 0
+        for c in range(dim):
+            acc, nacc, o = _put_code(packed, r, cb[c], bits, acc, nacc, o)
+        if nacc > 0:
+            packed[r, o] = np.uint8(acc)
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
 def _quant_uniform_pack(x, dim, levels, scale, bias, bits, dscale, dbias, packed, err):
     """``_quant_uniform``, ``pack_bits`` and ``row_l2_error(x, dequantize(...))`` in one pass
     over each row (the same operations in the same order, so the bytes and errors are those of
     the three kernels): codes of the first ``dim`` columns of ``x`` from the widened fp16
     ``scale``/``bias``, packed into ``packed``; the row's L2 error against the float32
-    dequantization ``code * dscale + dbias`` into ``err`` (skipped when ``err`` is empty)."""
+    dequantization ``code * dscale + dbias`` into ``err`` (skipped when ``err`` is empty).
+
+    A row's codes are formed first, all columns at once (the divisions vectorize; the int64
+    ``math.floor`` of ``_quant_uniform`` is ``np.floor``: |t| < 2^42 for fp16 parameters and
+    values), then packed and measured."""
     want_err = err.size > 0
+    qb = np.empty(dim)
+    cb = np.empty(dim, np.uint8)
     for r in range(x.shape[0]):
         s = float(scale[r])
         b = float(bias[r])
         ds = dscale[r]
         db = dbias[r]
-        acc = np.uint64(0)
-        nacc = 0
-        o = 0
-        e = 0.0
+        if s > 0:
+            for c in range(dim):
+                q = np.floor((x[r, c] - b) / s + 0.5)
+                q = q if q > 0.0 else 0.0
+                qb[c] = q if q < levels else levels
+        else:
+            for c in range(dim):
+                qb[c] = 0.0
         for c in range(dim):
-            if s > 0:
-                q = math.floor((x[r, c] - b) / s + 0.5)
-                q = min(max(q, 0.0), levels)
-            else:
-                q = 0.0
-            code = np.uint8(q)
-            acc, nacc, o = _put_code(packed, r, code, bits, acc, nacc, o)
-            if want_err:
-                d = float(x[r, c]) - float(np.float32(code) * ds + db)
-                e += d * d
-        if nacc > 0:
-            packed[r, o] = np.uint8(acc)
+            cb[c] = np.uint8(qb[c])
+        _pack_row(cb, dim, bits, packed, r)
         if want_err:
+            e = 0.0
+            for c in range(dim):
+                d = float(x[r, c]) - float(np.float32(cb[c]) * ds + db)
+                e += d * d
             err[r] = math.sqrt(e)
 
 
