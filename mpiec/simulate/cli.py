@@ -128,12 +128,17 @@ def build_parser() -> argparse.ArgumentParser:
                    help="storage latency per part operation")
     h.add_argument("--interval-s", type=float, metavar="S",
                    help="checkpoint every S seconds (Ckpt-30: 1800) instead of each strategy's rule")
-    h.add_argument("--replacement", choices=("spare", "reschedule"), default="spare",
+    h.add_argument("--replacement", choices=("spare", "reschedule", "shrink"), default="spare",
                    help="spare: a warm spare takes a failed rank's place (the calibrated replace time; "
-                   "default); reschedule: no spare, the scheduler brings a new node after --reschedule-s")
+                   "default); reschedule: no spare, the scheduler brings a new node after --reschedule-s; "
+                   "shrink: no spare, the job goes on with fewer ranks (slower) until the new node joins "
+                   "after --reschedule-s (layout.replacement = shrink)")
     h.add_argument("--reschedule-s", type=float, metavar="S",
                    help=f"seconds to reschedule a failed rank (default {DEFAULT_RESCHEDULE_S:g}: an "
                    "assumption, see docs/simulate.md)")
+    h.add_argument("--spares", type=int, metavar="N",
+                   help="idle spare nodes the job holds (--replacement spare): adds the goodput per node "
+                   "the job holds, spares included, to compare with --replacement shrink")
     h.add_argument("--cnr-diff", choices=DIFF_POLICIES, help="cnr's diff policy (default: its strategy.diff)")
     h.add_argument("--cnr-bits", choices=("auto", "2", "3", "4", "8", "32"),
                    help="cnr's bits per saved weight: auto = Check-N-Run's rule on the expected restores; "
@@ -353,8 +358,13 @@ def _check_numbers(args: argparse.Namespace) -> None:
     _positive(args.network_gbps, "--network-gbps", 1e5)
     _positive(args.interval_s, "--interval-s", MAX_HOURS * HOUR_S)
     _positive(args.reschedule_s, "--reschedule-s", 1e6, low_included=True)
-    if args.reschedule_s is not None and args.replacement != "reschedule":
-        raise MpiecError("--reschedule-s needs --replacement reschedule")
+    if args.reschedule_s is not None and args.replacement == "spare":
+        raise MpiecError("--reschedule-s needs --replacement reschedule or shrink")
+    if args.spares is not None:
+        _whole(args.spares, "--spares", 0, 1_000_000)
+        if args.replacement != "spare":
+            raise MpiecError(f"--spares needs --replacement spare (--replacement {args.replacement} "
+                             "holds none)")
 
 
 def _setup(args: argparse.Namespace, costs: Costs, flags: dict | None = None) -> Setup:
@@ -369,11 +379,11 @@ def _setup(args: argparse.Namespace, costs: Costs, flags: dict | None = None) ->
         hw = Hardware(trainer_speedup=float(a.trainer_speedup), server_threads=int(a.server_threads),
                       network_Bps=float(a.network_gbps) * 1e9 / 8, overlap=not a.no_overlap)
     reschedule = None
-    if a.replacement == "reschedule":
+    if a.replacement in ("reschedule", "shrink"):
         reschedule = a.reschedule_s if a.reschedule_s is not None else DEFAULT_RESCHEDULE_S
     bits = None if a.cnr_bits is None else (0 if a.cnr_bits == "auto" else int(a.cnr_bits))
     return Setup(hardware=hw, storage=storage, interval_s=a.interval_s, reschedule_s=reschedule,
-                 diff=a.cnr_diff, bits=bits)
+                 diff=a.cnr_diff, bits=bits, shrink=a.replacement == "shrink", spares=int(a.spares or 0))
 
 
 def _with_speed(setup: Setup, costs: Costs, job: Job, step_s: float) -> Setup:
@@ -442,8 +452,10 @@ def run(args: argparse.Namespace) -> int:
         if setup.hardware:
             print(f"cluster: {setup.hardware.describe()}")
         print(f"storage: {setup.storage.describe() if setup.storage else 'the calibrated writes and reads'}; "
-              + (f"replacement: rescheduled in {setup.reschedule_s:g} s" if setup.reschedule_s is not None
-                 else "replacement: warm spares")
+              + (f"replacement: none, the job shrinks and grows back {setup.reschedule_s:g} s after "
+                 "each recovery" if setup.shrink else f"replacement: rescheduled in {setup.reschedule_s:g} s"
+                 if setup.reschedule_s is not None else "replacement: warm spares"
+                 + (f", {setup.spares} held idle" if setup.spares else ""))
               + (f"; checkpoints every {setup.interval_s:g} s" if setup.interval_s else ""))
         print(f"trials: at least {args.trials}, until the 95 % interval of ETTR is within "
               f"±{100 * args.ci_target:g} % (at most {args.max_trials}); seed {args.seed}; "
@@ -465,9 +477,13 @@ def run(args: argparse.Namespace) -> int:
             if r.step_path and (r.strategy in ("ecrm",) or r.strategy == names[0]) and \
                     r.nodes in (min(sizes), max(sizes)):
                 print(f"  {r.nodes:,} nodes, {r.strategy}: {r.step_path}")
-    print("ETTR = 1 - (time lost + checkpoint stall) / wall (the runtime's definition); goodput = samples "
+    print("ETTR = 1 - (time lost + checkpoint stall" + (" + throughput lost while shrunk" if setup.shrink
+                                                         else "")
+          + ") / wall (the runtime's definition); goodput = samples "
           "kept per second over failure-free none's; time lost per failure as the runtime measures it "
-          "(kill -> back to 95 % speed + re-executed steps)")
+          "(kill -> back to 95 % speed + re-executed steps)"
+          + ("; goodput / node = goodput x nodes / (nodes + idle spares)" if setup.spares or setup.shrink
+             else ""))
     if args.csv:
         with open(args.csv, "w", newline="") as fh:
             w = csv.writer(fh)

@@ -33,6 +33,15 @@ What each strategy does (``Policy.kind``, after ``docs/strategies.md``):
   members of one stripe (rotated placement: ``r + 1`` lost servers within ``k + r`` consecutive
   ones) cannot be decoded: the job restarts from scratch (``unrecoverable``).
 
+``Policy.shrink`` (the runtime's ``layout.replacement = "shrink"``, no spare held): a failure's ranks
+are not replaced. Lost servers are recovered as the runtime does it, by a rollback onto the
+survivors (``ecrm`` through its checkpoint fallback, a restart without one; ``cpr*``, which cannot
+re-place rows, restart); lost trainers cost only the latency. Until the failed nodes come back
+(``grow_back_s`` after the recovery: the scheduler's replacement, then re-placed onto — a growth the
+runtime does not build yet) the job runs on fewer ranks with the same global batch: a step takes
+``max(S / S_live, T / T_live)`` times as long. That lost throughput, ``Σ shrunk time × (1 − 1 /
+factor)``, counts in the ETTR beside the time lost (``Outcome.shrink_lost_s``).
+
 A trainer-only failure is the runtime's peer copy of the dense replica for every strategy but
 ``none``; all trainers lost at once rolls back (or restarts without checkpoints). A failure that
 arrives during a recovery is applied when that recovery ends. Step-triggered failures (``Failure.
@@ -130,6 +139,8 @@ class Policy:
     global_batch: int = 1
     k: int = 1
     r: int = 1
+    shrink: bool = False  # no spare: go on without the failed ranks (module docstring)
+    grow_back_s: float = 0.0  # shrink: recovery -> the failed nodes' replacements join again
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
@@ -160,6 +171,7 @@ class Outcome:
     wall_s: float
     finished: bool
     stall_s: float = 0.0  # checkpoint stalls on the critical path
+    shrink_lost_s: float = 0.0  # throughput lost while running on fewer ranks, in seconds
     checkpoints: int = 0
     interval_steps: int | None = None
     interval_rule: str = ""
@@ -185,7 +197,8 @@ class Outcome:
     def ettr(self) -> float:
         if not self.finished or self.wall_s <= 0:
             return 0.0 if not self.finished else math.nan
-        return max(0.0, 1.0 - min(self.wall_s, self.time_lost_s + self.stall_s) / self.wall_s)
+        lost = self.time_lost_s + self.stall_s + self.shrink_lost_s
+        return max(0.0, 1.0 - min(self.wall_s, lost) / self.wall_s)
 
     @property
     def goodput_ratio(self) -> float:
@@ -208,13 +221,24 @@ class _Run:
         self.next_partial = p.partial_every_steps
         self.slow_until = -math.inf  # rebuild window: steps starting before it run slower
         self.rebuilding: dict[int, float] = {}  # server -> end of its rebuild
+        self.down: list[tuple[float, int, int]] = []  # shrink: (back at, servers, trainers) missing
         self.out = Outcome(p.name, steps, 0, 0.0, False, interval_steps=p.interval_steps,
                            interval_rule=p.interval_rule, global_batch=p.global_batch, step_s=p.step_s)
 
     # -- stepping ------------------------------------------------------------------------
+    def shrink_factor(self) -> float:
+        """How much longer a step takes on the ranks left (1: none missing)."""
+        self.down = [d for d in self.down if d[0] > self.t]
+        if not self.down:
+            return 1.0
+        s = sum(d[1] for d in self.down)
+        tr = sum(d[2] for d in self.down)
+        p = self.p
+        return max(p.servers / max(1, p.servers - s), p.trainers / max(1, p.trainers - tr))
+
     def step_time(self) -> float:
         slow = self.t < self.slow_until
-        return self.p.run_step_s * (1.0 + self.p.rebuild_slowdown if slow else 1.0)
+        return self.p.run_step_s * (1.0 + self.p.rebuild_slowdown if slow else 1.0) * self.shrink_factor()
 
     def segment(self, limit_step: int) -> tuple[int, float]:
         """(target step, seconds a step takes) of the next stretch of equal-speed steps."""
@@ -223,8 +247,10 @@ class _Run:
             if nxt is not None and nxt > self.done:
                 target = min(target, nxt)
         st = self.step_time()
-        if self.t < self.slow_until:  # steps starting inside the window are slow, the rest not
-            target = min(target, self.done + max(1, math.ceil((self.slow_until - self.t) / st)))
+        ends = [self.slow_until] if self.t < self.slow_until else []
+        ends += [d[0] for d in self.down]  # shrink: the speed changes when missing nodes come back
+        if ends:  # steps starting before the change keep this speed, the rest not
+            target = min(target, self.done + max(1, math.ceil((min(ends) - self.t) / st)))
         return target, st
 
     # -- failures ------------------------------------------------------------------------
@@ -235,6 +261,11 @@ class _Run:
         d = self.done
         all_trainers = f.trainers >= p.trainers
         kind = p.kind
+        if p.shrink and f.servers:  # re-placed onto the survivors by a rollback (the runtime's on_shrink)
+            left = p.servers - len(set(f.servers)) - sum(d[1] for d in self.down if d[0] > at)
+            can_roll_back = kind in ("rollback", "replay") or (kind == "rebuild" and p.interval_steps)
+            kind = "rollback" if can_roll_back and left >= (p.k + p.r if p.kind == "rebuild" else 1) \
+                else "restart"
         if kind == "restart":
             how = "restart"
         elif f.servers or all_trainers:
@@ -274,8 +305,8 @@ class _Run:
             for s in set(f.servers):
                 self.rebuilding[s] = end
             self.slow_until = max(self.slow_until, end)
-        else:  # peer copy of the dense replica
-            recovery = p.latency_s + p.trainer_restore_s
+        else:  # peer copy of the dense replica (shrink: the survivors take the shards, no copy)
+            recovery = p.latency_s + (0.0 if p.shrink else p.trainer_restore_s)
             new_done = d
         counted_window = window if p.rebuild_slowdown > BACK_TO_NORMAL_SLOWDOWN else 0.0
         lost = partial_s + recovery + extra + reexec * p.run_step_s + counted_window
@@ -283,6 +314,10 @@ class _Run:
         out.lost_samples += lost_samples
         self.t = at + recovery + extra
         self.done = new_done
+        if p.shrink and how not in ("restart", "unrecoverable"):
+            self.down.append((self.t + p.grow_back_s, len(set(f.servers)), f.trainers))
+        elif how in ("restart", "unrecoverable"):
+            self.down.clear()  # a restarted job is scheduled whole again
         if self.p.interval_steps:
             self.next_ck = self.ckpt + self.p.interval_steps if new_done == self.ckpt else self.next_ck
             if how in ("restart", "unrecoverable"):
@@ -349,14 +384,17 @@ def simulate(p: Policy, steps: int, timed: Iterable[Failure] = (), at_steps: Ite
             run.fail(f, run.t, 0.0)
             continue
         end = run.t + (target - run.done) * st
+        slower = 1.0 - 1.0 / run.shrink_factor()  # shrink: the share of the throughput missing
         if nxt is not None and nxt[0] < end:
             n = int((nxt[0] - run.t) // st)
+            out.shrink_lost_s += (nxt[0] - run.t) * slower
             run.done += n
             at = nxt[0]
             partial = at - (run.t + n * st)
             f, nxt = nxt[1], next(it, None)
             run.fail(f, at, partial)
             continue
+        out.shrink_lost_s += (end - run.t) * slower
         run.t, run.done = end, target
         if run.done >= steps:
             break

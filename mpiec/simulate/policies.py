@@ -126,12 +126,17 @@ class Setup:
     this model (``checkpoint_io``) instead of the calibrated ones (strategies whose ``medium`` is
     ``memory`` keep theirs); ``interval_s``: a checkpoint interval fixed in seconds (Ckpt-30-like
     baselines) instead of the strategy's rule; ``reschedule_s``: no warm spare, a failed rank is
-    replaced by the scheduler after that many seconds (instead of the calibrated ``replace_s``)."""
+    replaced by the scheduler after that many seconds (instead of the calibrated ``replace_s``);
+    ``shrink``: no spare, the job goes on without the failed ranks and grows back when the scheduler's
+    replacements join ``reschedule_s`` later (``model.Policy.shrink``); ``spares``: idle spare nodes
+    the job holds (they train nothing: the figures per node count them)."""
 
     hardware: Hardware | None = None
     storage: StorageModel | None = None
     interval_s: float | None = None
     reschedule_s: float | None = None
+    shrink: bool = False
+    spares: int = 0
     # the job's aggregate caps reads too (a parallel file system's is shared both ways); a measured
     # run's replay turns it off: the runtime paces reads by the per-rank figure only
     aggregate_reads: bool = True
@@ -160,7 +165,7 @@ def build_policy(name: str, costs: Costs, job: Job, mtbf_job_s: float, *,
     kind = model.kind
     rt = costs.runtime
     latency = rt.latency_s(job.ranks, scale_agree)
-    if setup.reschedule_s is not None:
+    if setup.reschedule_s is not None and not setup.shrink:
         latency += setup.reschedule_s - rt.replace_s
     step_s, overhead, times = job.step_s, 0.0, None
     if setup.hardware is not None:
@@ -172,7 +177,8 @@ def build_policy(name: str, costs: Costs, job: Job, mtbf_job_s: float, *,
     common: dict[str, Any] = dict(name=name, kind=kind, step_s=step_s, latency_s=latency,
                                   servers=job.servers, trainers=job.trainers, global_batch=job.global_batch,
                                   k=job.k, r=job.r, resume_extra_s=sc.resume_extra_s,
-                                  trainer_restore_s=sc.trainer_restore_s, overhead_s=overhead)
+                                  trainer_restore_s=sc.trainer_restore_s, overhead_s=overhead,
+                                  shrink=setup.shrink, grow_back_s=setup.reschedule_s or 0.0)
     if kind == "restart":
         return _checked(Policy(**common))
     if kind == "rebuild":

@@ -49,6 +49,8 @@ class ScaleRow:
     step_s: float = math.nan  # none's step on this job (the step model's, or the given one)
     run_step_s: float = math.nan  # the strategy's failure-free step (protection work exposed)
     step_path: str = ""  # the step model's critical path, when it ran
+    # goodput over every node the job holds, idle spares included (nan: no spare count given)
+    per_node: float = math.nan
     # half-widths of the 95 % intervals over the trials (nan with one trial)
     ci: dict[str, float] = field(default_factory=dict)
 
@@ -197,7 +199,9 @@ def _row(n: int, s: str, j: Job, p: Policy, outs: list[Outcome], steps: int, ff_
         goodput=statistics.fmean(o.goodput_ratio for o in outs),
         finished=statistics.fmean(1.0 if o.finished else 0.0 for o in outs),
         unrecoverable=statistics.fmean(o.unrecoverable for o in outs), trials=len(outs),
-        step_s=p.step_s, run_step_s=p.run_step_s, step_path=path, ci=ci)
+        step_s=p.step_s, run_step_s=p.run_step_s, step_path=path, ci=ci,
+        per_node=(statistics.fmean(o.goodput_ratio for o in outs) * n / (n + setup.spares)
+                  if setup is not None and (setup.spares or setup.shrink) else math.nan))
 
 
 def _events(job: Job, process: ArrivalProcess, nodes: int, mtbf_s: float, policies: dict[str, Policy],
@@ -280,15 +284,20 @@ def _cells(r: ScaleRow) -> list[str]:
 
 def format_table(rows: list[ScaleRow], markdown: bool = False) -> str:
     body = [_cells(r) for r in rows]
+    header = list(HEADER)
+    if any(math.isfinite(r.per_node) for r in rows):  # spares held idle, or a shrinking job
+        header.insert(-1, "goodput / node %")
+        for r, cells in zip(rows, body, strict=True):
+            cells.insert(-1, f"{100 * r.per_node:.2f}" if math.isfinite(r.per_node) else "—")
     if markdown:
-        lines = ["| " + " | ".join(HEADER) + " |", "|" + "---|" * len(HEADER)]
+        lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
         return "\n".join(lines + ["| " + " | ".join(c) + " |" for c in body])
-    widths = [max(len(h), *(len(c[i]) for c in body)) for i, h in enumerate(HEADER)]
+    widths = [max(len(h), *(len(c[i]) for c in body)) for i, h in enumerate(header)]
     left = {1, 2}
     def line(cells: list[str]) -> str:
         return "  ".join(c.ljust(w) if i in left else c.rjust(w)
                          for i, (c, w) in enumerate(zip(cells, widths, strict=True))).rstrip()
-    return "\n".join([line(HEADER), "  ".join("-" * w for w in widths), *(line(c) for c in body)])
+    return "\n".join([line(header), "  ".join("-" * w for w in widths), *(line(c) for c in body)])
 
 
 def format_crossovers(cs: list[Crossover]) -> str:

@@ -108,10 +108,31 @@ def test_a_paper_preset_prints_its_headline_beside_the_simulated_figures(paper, 
 
 def test_cluster_flags_are_checked_in_one_line(capsys):
     for argv, message in ((["--servers", "5"], "--servers and --trainers go together"),
-                          (["--reschedule-s", "60"], "--reschedule-s needs --replacement reschedule"),
+                          (["--reschedule-s", "60"], "--reschedule-s needs --replacement reschedule or shrink"),
+                          (["--replacement", "shrink", "--spares", "2"], "--spares needs --replacement spare"),
                           (["--storage-profile", "tape"], "--storage-profile must be calibrated or one of"),
                           (["--server-threads", "0"], "--server-threads must be a whole number"),
                           (["--trainer-speedup", "0"], "--trainer-speedup must be a number > 0")):
         assert main([*argv, "--nodes", "8", "--trials", "1"]) == 2, argv
         err = capsys.readouterr().err
         assert err.startswith("mpiec: error: ") and message in err and err.count("\n") == 1, err
+
+
+def test_spares_held_idle_against_shrinking(capsys):
+    """The idle spares cost goodput per node; shrinking holds none and loses throughput instead."""
+    assert main(["--nodes", "8", "--trials", "2", "--strategies", "ckpt", "--spares", "8"]) == 0
+    spare = capsys.readouterr().out
+    assert main(["--nodes", "8", "--trials", "2", "--strategies", "ckpt", "--replacement", "shrink"]) == 0
+    shrink = capsys.readouterr().out
+    assert "8 held idle" in spare and "the job shrinks and grows back 300 s after each recovery" in shrink
+    for out in (spare, shrink):
+        assert "goodput / node %" in out and "goodput x nodes / (nodes + idle spares)" in out
+    assert "throughput lost while shrunk" in shrink and "throughput lost while shrunk" not in spare
+
+    def per_node(out: str) -> float:
+        header = next(line for line in out.splitlines() if line.startswith("nodes"))
+        row = next(line for line in out.splitlines() if line.strip().startswith("8  ckpt"))
+        cells = [c for c in row.split("  ") if c.strip()]
+        names = [c.strip() for c in header.split("  ") if c.strip()]
+        return float(cells[names.index("goodput / node %")])
+    assert per_node(spare) < 0.55 * per_node(shrink)  # 8 idle spares beside 8 nodes halve it

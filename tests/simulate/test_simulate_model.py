@@ -140,3 +140,29 @@ def test_partial_checkpoints_add_their_stall():
                                "ckpt_stall_s": 0.2, "restore_s": 0.3}), 100)
     n_partial = (100 - 1) // 5
     assert out.wall_s == pytest.approx(plain.wall_s + n_partial * 0.01)
+
+
+def test_shrink_runs_slower_until_the_node_comes_back():
+    """4 servers lose one: a rollback, then 4/3 as long per step for ``grow_back_s``; the missing
+    quarter of the throughput counts against the ETTR."""
+    base = ckpt()
+    shrunk = ckpt(shrink=True, grow_back_s=3.0)
+    f = [Failure(time_s=2.55, servers=(1,))]
+    a, b = simulate(base, 100, f), simulate(shrunk, 100, f)
+    assert [r.kind for r in b.recoveries] == ["rollback"] and b.recoveries[0].time_lost_s == pytest.approx(
+        a.recoveries[0].time_lost_s)
+    assert b.wall_s - a.wall_s == pytest.approx(3.0 / 4, abs=STEP)  # 3 s at 3/4 speed: ~0.75 s longer
+    assert b.shrink_lost_s == pytest.approx(b.wall_s - a.wall_s, abs=STEP)
+    assert b.ettr == pytest.approx(1 - (b.time_lost_s + b.stall_s + b.shrink_lost_s) / b.wall_s)
+
+
+def test_shrink_of_a_trainer_costs_no_copy_and_of_ecrm_without_fallback_a_restart():
+    p = ckpt(shrink=True, grow_back_s=1.0, trainer_restore_s=0.4)
+    out = simulate(p, 100, [Failure(time_s=2.55, trainers=1)])
+    assert out.recoveries[0].kind == "peer" and out.recoveries[0].recovery_s == pytest.approx(0.5)
+    assert out.shrink_lost_s == pytest.approx(1.0 / 4, abs=STEP)
+    ec = Policy(**{**BASE, "name": "ecrm", "kind": "rebuild", "k": 2, "r": 1, "shrink": True})
+    assert simulate(ec, 100, [Failure(time_s=2.55, servers=(1,))]).recoveries[0].kind == "restart"
+    with_fallback = Policy(**{**BASE, "name": "ecrm", "kind": "rebuild", "k": 2, "r": 1, "shrink": True,
+                              "interval_steps": 10})
+    assert simulate(with_fallback, 100, [Failure(time_s=2.55, servers=(1,))]).recoveries[0].kind == "rollback"
