@@ -76,6 +76,7 @@ class RankContext:
     awaiting_restore: bool = False  # promoted, state not restored yet
     role_slot: Slot | None = None  # the slot the rank's current role object was built for
     role: Role | None = None  # that role object (``runner.make_role``): survives an interrupted recovery
+    role_layout: tuple[int, int] = (0, 0)  # (trainers, servers) when that role object was built
     resume_from: str = ""  # checkpoint root of ``mpiec run --resume``
     resumed_step: int = -1  # the checkpoint step a resumed run started from
     worker_args: list[str] = field(default_factory=list)  # how this worker was started (spawn reuses them)
@@ -126,6 +127,11 @@ class RankContext:
         """Trainers in the current slot table: ``layout.trainers`` until an elastic recovery
         (``layout.replacement = "shrink"``) drops one; the same on every rank."""
         return sum(1 for s in self.slots if s.role == TRAINER)
+
+    @property
+    def layout_now(self) -> tuple[int, int]:
+        """(trainers, servers) of the current slot table."""
+        return self.n_trainers, self.n_servers
 
     @property
     def n_servers(self) -> int:

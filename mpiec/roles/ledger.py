@@ -24,6 +24,9 @@ class RecoveryLedger:
     unrecovered: list[Slot] = field(default_factory=list)  # slots dead since the last completed recovery
     report_deaths: list[Slot] = field(default_factory=list)  # slots that died during the final report
     empty_failures: int = 0  # monitor: consecutive failures in which no rank had died
+    # monitor: an unfinished recovery re-placed the rows over fewer servers (a failure cut it short):
+    # the next attempt must finish the re-placement (a rollback of every server onto it)
+    relayout: bool = False
     # monitor: (old world, emulated victims' ranks)
     retired: list[tuple[MPI.Intracomm, list[int]]] = field(default_factory=list)
     retired_world: MPI.Intracomm | None = None  # emulated victim: the world it left

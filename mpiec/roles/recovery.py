@@ -219,7 +219,7 @@ def make_plan(ctx: RankContext, failure: Failure) -> RecoveryPlan:
             spare = spares.pop(0)
             plan.assignments[spare] = dead
             slots[slots.index(spare)] = dead
-    if not plan.aborts and plan.dropped:
+    if not plan.aborts and (plan.dropped or ctx.ledger.relayout):
         plan = plan_shrink(ctx, failure, plan, slots)
     if not plan.aborts:
         replaced = ctx.ledger.pending | set(plan.assignments.values()) | set(plan.spawn)
@@ -253,7 +253,9 @@ def plan_shrink(ctx: RankContext, failure: Failure, plan: RecoveryPlan, slots: l
     must restore (``Coordinator.on_shrink``: a rollback), within its stripe width and the memory
     the receiving servers have; otherwise the plan aborts with the reason."""
     servers = [s for s in plan.dropped if s.role == SERVER]
-    if servers:
+    # ``ctx.ledger.relayout``: an attempt that a failure cut short already re-placed the rows (its
+    # slot table, renumbered, is the one in ``slots``): this one finishes that rollback
+    if servers or ctx.ledger.relayout:
         left = sum(1 for s in slots if s.role == SERVER)
         k, r = type(ctx.strategy).stripe_shape(ctx.cfg)
         if left < max(k + r, 1):
@@ -274,6 +276,7 @@ def plan_shrink(ctx: RankContext, failure: Failure, plan: RecoveryPlan, slots: l
             plan.step, plan.committed, plan.epoch, plan.consumed = (runtime.step, runtime.committed,
                                                                    runtime.epoch, runtime.consumed)
             plan.assignments, plan.spawn, plan.dropped = runtime.assignments, runtime.spawn, runtime.dropped
+        plan.relayout = True
     if not any(s.role == TRAINER for s in slots):
         return RecoveryPlan.abort("every trainer died: nothing is left to take their virtual shards")
     plan.renamed = {**shrink_slots(slots, TRAINER), **shrink_slots(slots, SERVER)}
@@ -309,6 +312,7 @@ def share_plan(ctx: RankContext, failure: Failure) -> RecoveryPlan:
         plan = ctx.comms.world.bcast(plan, root=0)
     if ctx.rank == 0:  # promoted slots stay pending until a recovery completes
         ctx.ledger.pending = set(plan.replaced)
+        ctx.ledger.relayout = ctx.ledger.relayout or plan.relayout
     return plan
 
 
@@ -380,18 +384,21 @@ def carry_out(ctx: RankContext, role: Role | None, plan: RecoveryPlan, detection
     for old in plan.renamed:
         ctx.holders.pop(old, None)
     ctx.holders.update(moved)
+    # The placement follows the slot table's server count on every rank, also on one whose earlier
+    # attempt (cut short by a failure) did not get as far as this.
+    if ctx.placement.servers != ctx.n_servers:
+        ctx.replace_placement()
     # An elastic recovery changed the trainer count: every trainer rebuilds its role for the new
     # layout (its virtual shards, maybe its index) and keeps its live state (``relayout``).
-    relayout = (any(s.role == TRAINER for s in plan.dropped) and not spawned and ctx.slot.role == TRAINER
-                and me_before is not None and me_before.role == TRAINER)
-    # Dropped servers: every row has a new owner; every server's shard is rebuilt for the new
-    # placement and restored by the plan's rollback, like a promoted spare's.
-    replaced_rows = any(s.role == SERVER for s in plan.dropped)
-    if replaced_rows:
-        ctx.replace_placement()
-    promoted = (spawned or (ctx.slot != me_before and not relayout)
-                or (replaced_rows and ctx.slot.role == SERVER))
-    if promoted:  # from now on this rank's state is not its slot's: it votes neutral until restored
+    relayout = (not spawned and ctx.slot.role == TRAINER and me_before is not None
+                and me_before.role == TRAINER
+                and (ctx.slot != me_before or ctx.role_layout[0] != ctx.n_trainers))
+    # Re-placed rows: every server's shard is rebuilt for the new placement (unless an earlier attempt
+    # did) and restored by the plan's rollback, like a promoted spare's.
+    replaced_rows = plan.relayout and ctx.slot.role == SERVER and not spawned
+    rebuild_shard = replaced_rows and (ctx.slot != me_before or ctx.role_layout[1] != ctx.n_servers)
+    promoted = spawned or (ctx.slot != me_before and not relayout) or rebuild_shard
+    if promoted or replaced_rows:  # from now on this rank's state is not its slot's: neutral until restored
         ctx.awaiting_restore = True
     ctx.comms.free()
     with guard("communicator rebuild"):
@@ -400,7 +407,7 @@ def carry_out(ctx: RankContext, role: Role | None, plan: RecoveryPlan, detection
         ctx.faults.disarm()
         role = make_role(ctx)
         who = "a spawned process" if spawned else str(me_before)
-        if replaced_rows and me_before is not None and me_before.role == SERVER and not spawned:
+        if rebuild_shard and me_before is not None and me_before.role == SERVER:
             rows = ctx.placement.n_local(ctx.slot.index)
             ctx.event("relayout", plan.step, ctx.rank,
                       detail=f"{me_before} -> {ctx.slot} of {ctx.n_servers} servers, {rows} rows "
@@ -433,6 +440,7 @@ def carry_out(ctx: RankContext, role: Role | None, plan: RecoveryPlan, detection
     ctx.agent.on_recovered(plan)
     if ctx.rank == 0:
         ctx.ledger.pending = set()
+        ctx.ledger.relayout = False
     ctx.ledger.unrecovered = []
     ctx.event("restore_end", plan.step, ctx.rank, detail=f"resume at step {restored + 1}")
     if promoted or not ctx.faults.armed:

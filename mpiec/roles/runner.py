@@ -61,7 +61,7 @@ def make_role(ctx: RankContext) -> Role:
     kinds: dict[str, Callable[[RankContext], Role]] = {MONITOR: Monitor, TRAINER: Trainer, SERVER: Server,
                                                        SPARE: Spare, PARITY: Parity}
     role = kinds[ctx.slot.role](ctx)
-    ctx.role_slot, ctx.role = ctx.slot, role
+    ctx.role_slot, ctx.role, ctx.role_layout = ctx.slot, role, ctx.layout_now
     ctx.agent = make_agent(ctx.strategy, RankEnv(ctx), ctx.slot.role, role)
     return role
 

@@ -62,6 +62,7 @@ class RecoveryPlan:
     # elastic (layout.replacement = "shrink"): dead slots left empty, survivors renumbered (old -> new)
     dropped: list[Slot] = field(default_factory=list)
     renamed: dict[Slot, Slot] = field(default_factory=dict)
+    relayout: bool = False  # every row re-placed (the server count changed): every server restores
 
     @classmethod
     def abort(cls, reason: str) -> RecoveryPlan:
