@@ -483,110 +483,202 @@ def _half_value(h):
     return -v if h & 0x8000 else v
 
 
-@njit(cache=True, nogil=True)
-def _kmeans_rows_pack(x, dim, iters, bits, book, packed, err, mixed):
-    """Per-row k-means of the first ``dim`` columns of ``x`` and the row's codes, packing and
-    error, one row at a time: ``_kmeans_book``, the fp16 codebook (``book``: uint16 bits, numpy's
-    rounding), ``_kmeans_pack`` against it, in one loop.
+KLANES = 64  # rows k-means runs side by side
 
-    Lloyd's iterations are ``_kmeans_1d_into``'s, written out here (a call with array arguments
-    costs each array a reference count increment and decrement per row, atomics, more than a
-    row's iteration). The centroids are sorted, so their fp16 roundings are too (rounding is
-    monotone) and sorting them (the previous ``book.sort(axis=1)``) could only reorder equal
-    values: a +0 and a -0, the one case whose bytes a sort may change; such rows are flagged in
-    ``mixed`` for the caller to sort as numpy does (their codes and errors are the same)."""
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def _kmeans_finish(x, dim, bits, fv, fc, frow, nf, book, packed, err, mixed):
+    """The rows ``frow[:nf]`` whose centroids ``fc[:, j]`` (values ``fv[:, j]``) are final: their
+    fp16 codebooks (numpy's rounding), codes against them (``_nearest``), packing and errors,
+    the rows side by side."""
     n_cent = 1 << bits
+    L = fv.shape[1]
+    fcu = fc.view(np.uint64)
+    h64 = np.empty((n_cent, L))
+    h32 = np.empty((n_cent, L), np.float32)
+    hb = np.empty((n_cent, L), np.uint16)
+    md = np.empty((n_cent, L))
+    code = np.empty((dim, L), np.int64)
+    cb = np.empty((L, dim), np.uint8)
+    dd = np.empty((dim, L), np.float32)
+    ee = np.empty(L)
+    for i in range(n_cent):
+        for j in range(nf):
+            h = _half_bits(fcu[i, j])
+            hb[i, j] = h
+            v = _half_value(h)
+            h64[i, j] = v
+            h32[i, j] = np.float32(v)
+    for k in range(n_cent - 1):
+        for j in range(nf):
+            md[k, j] = 0.5 * (h64[k, j] + h64[k + 1, j])
+    for c in range(dim):
+        for j in range(nf):
+            code[c, j] = 0
+        for k in range(n_cent - 1):
+            for j in range(nf):
+                code[c, j] += 1 if fv[c, j] > md[k, j] else 0
     want_err = err.size > 0
-    vals = np.empty(dim)
-    code = np.empty(dim, np.int64)
-    cent = np.empty(n_cent)
-    cu = cent.view(np.uint64)
-    sums = np.empty(n_cent)
-    cnt = np.empty(n_cent)
-    prev = np.empty(n_cent)
-    mids = np.empty(n_cent)
-    hb = np.empty(n_cent, np.uint16)
-    h64 = np.empty(n_cent)
-    h32 = np.empty(n_cent, np.float32)
-    for r in range(x.shape[0]):
-        vmin = float(x[r, 0])
-        vmax = vmin
-        for c in range(dim):  # min and max as vals.min() and vals.max(): the first of equal values
-            v = np.float64(x[r, c])
-            vals[c] = v
-            if v < vmin:
-                vmin = v
-            if v > vmax:
-                vmax = v
-        for i in range(n_cent):
-            cent[i] = vmin + (vmax - vmin) * i / (n_cent - 1)
-        for _ in range(iters):  # _kmeans_1d_into's iterations
-            for k in range(n_cent - 1):
-                mids[k] = 0.5 * (cent[k] + cent[k + 1])
-            for c in range(dim):
-                code[c] = 0
-            for k in range(n_cent - 1):  # _nearest
-                t = mids[k]
-                for c in range(dim):
-                    code[c] += 1 if vals[c] > t else 0
-            for i in range(n_cent):
-                sums[i] = 0.0
-                cnt[i] = 0.0
-            for c in range(dim):
-                a = code[c]
-                sums[a] += vals[c]
-                cnt[a] += 1
-            ordered = True
-            for i in range(n_cent):
-                c0 = cent[i]
-                prev[i] = c0
-                m = sums[i] / max(cnt[i], 1.0)
-                cent[i] = m if cnt[i] > 0 else c0
-            for i in range(n_cent - 1):
-                ordered &= not cent[i] > cent[i + 1]
-            if not ordered:
-                cent.sort()
-            same = True
-            for i in range(n_cent):
-                same &= cent[i] == prev[i]
-            if same:
-                break
+    for j in range(nf):
+        r = frow[j]
         pz = False
         nz = False
-        for k in range(n_cent):
-            h = _half_bits(cu[k])
-            hb[k] = h
-            v = _half_value(h)
-            h64[k] = v
-            h32[k] = np.float32(v)
-        for k in range(n_cent):
-            h = hb[k]
-            book[r, k] = h
+        for i in range(n_cent):
+            h = hb[i, j]
+            book[r, i] = h
             pz |= h == 0
             nz |= h == 0x8000
         mixed[r] = pz and nz
-        for k in range(n_cent - 1):
-            mids[k] = 0.5 * (h64[k] + h64[k + 1])
         for c in range(dim):
-            code[c] = 0
-        for k in range(n_cent - 1):
-            t = mids[k]
-            for c in range(dim):
-                code[c] += 1 if vals[c] > t else 0
-        acc = np.uint64(0)
-        nacc = 0
-        o = 0
-        e = 0.0
-        for c in range(dim):
-            cd = np.uint8(code[c])
-            acc, nacc, o = _put_code(packed, r, cd, bits, acc, nacc, o)
-            if want_err:
-                d = float(x[r, c]) - float(h32[cd])
-                e += d * d
-        if nacc > 0:
-            packed[r, o] = np.uint8(acc)
+            cb[j, c] = np.uint8(code[c, j])
         if want_err:
-            err[r] = math.sqrt(e)
+            for c in range(dim):
+                d = float(x[r, c]) - float(h32[cb[j, c], j])
+                dd[c, j] = d * d
+    _pack_block(cb, nf, dim, bits, packed, frow)
+    if want_err:
+        _lane_sums(dd, nf, dim, err, frow, ee)
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def _kmeans_rows_pack(x, dim, iters, bits, book, packed, err, mixed):
+    """Per-row k-means of the first ``dim`` columns of ``x`` and the row's codes, packing and
+    error: ``_kmeans_book``, the fp16 codebook (``book``: uint16 bits, numpy's rounding) and
+    ``_kmeans_pack`` against it, ``KLANES`` rows side by side (a row per SIMD lane).
+
+    Every lane runs ``_kmeans_1d_into``'s operations in its order: the assignment as
+    ``_nearest``'s count, each centroid's sum in column order (for up to 4 centroids every
+    centroid's sum is offered every value, a masked add), the means, the sort where an emptied
+    centroid fell out of order (the same sort on the same values). A lane whose row reached its
+    fixed point (or ``iters``) hands the row to ``_kmeans_finish`` (in blocks) and takes the
+    next row, so the lanes stay full whatever each row's iteration count. The centroids are
+    sorted, so their fp16 roundings are too (rounding is monotone) and sorting them (the
+    previous ``book.sort(axis=1)``) could only reorder equal values: a +0 and a -0, the one case
+    whose bytes a sort may change; such rows are flagged in ``mixed`` for the caller to sort as
+    numpy does (their codes and errors are the same)."""
+    n = x.shape[0]
+    n_cent = 1 << bits
+    L = KLANES
+    vt = np.empty((dim, L))
+    code = np.empty((dim, L), np.int64)
+    ct = np.empty((n_cent, L))
+    pv = np.empty((n_cent, L))
+    sm = np.empty((n_cent, L))
+    cn = np.empty((n_cent, L))
+    md = np.empty((n_cent, L))
+    row = np.empty(L, np.int64)
+    its = np.zeros(L, np.int64)
+    same = np.empty(L, np.bool_)
+    ordered = np.empty(L, np.bool_)
+    tmp = np.empty(n_cent)
+    fv = np.empty((dim, L))
+    fc = np.empty((n_cent, L))
+    frow = np.empty(L, np.int64)
+    nf = 0
+    na = 0  # lanes 0..na-1 hold a row still iterating
+    nxt = 0  # the next row to take
+    while True:
+        while na < L and nxt < n:  # a free lane takes the next row: its values, the grid
+            j = na
+            vmin = np.float64(x[nxt, 0])  # vals.min(), vals.max(): the first of equal values
+            vmax = vmin
+            for c in range(dim):
+                v = np.float64(x[nxt, c])
+                vt[c, j] = v
+                if v < vmin:
+                    vmin = v
+                if v > vmax:
+                    vmax = v
+            for i in range(n_cent):
+                ct[i, j] = vmin + (vmax - vmin) * i / (n_cent - 1)
+            row[j] = nxt
+            its[j] = 0
+            na += 1
+            nxt += 1
+        if na == 0:
+            break
+        if iters > 0:  # one of _kmeans_1d_into's iterations on every lane
+            for k in range(n_cent - 1):
+                for j in range(na):
+                    md[k, j] = 0.5 * (ct[k, j] + ct[k + 1, j])
+            for c in range(dim):  # _nearest, lane-wise
+                for j in range(na):
+                    code[c, j] = 0
+                for k in range(n_cent - 1):
+                    for j in range(na):
+                        code[c, j] += 1 if vt[c, j] > md[k, j] else 0
+            for i in range(n_cent):
+                for j in range(na):
+                    sm[i, j] = 0.0
+                    cn[i, j] = 0.0
+            if n_cent <= 4:  # sums[code] += value, every centroid's sum masked (one op each)
+                for c in range(dim):
+                    for i in range(n_cent):
+                        for j in range(na):
+                            hit = code[c, j] == i
+                            t = sm[i, j]
+                            sm[i, j] = t + vt[c, j] if hit else t
+                            t = cn[i, j]
+                            cn[i, j] = t + 1.0 if hit else t
+            else:
+                for j in range(na):
+                    for c in range(dim):
+                        a = code[c, j]
+                        sm[a, j] += vt[c, j]
+                        cn[a, j] += 1
+            for i in range(n_cent):
+                for j in range(na):
+                    c0 = ct[i, j]
+                    pv[i, j] = c0
+                    m = sm[i, j] / max(cn[i, j], 1.0)
+                    ct[i, j] = m if cn[i, j] > 0 else c0
+            for j in range(na):
+                ordered[j] = True
+                same[j] = True
+            for i in range(n_cent - 1):
+                for j in range(na):
+                    ordered[j] &= not ct[i, j] > ct[i + 1, j]
+            for j in range(na):
+                if not ordered[j]:
+                    for i in range(n_cent):
+                        tmp[i] = ct[i, j]
+                    tmp.sort()
+                    for i in range(n_cent):
+                        ct[i, j] = tmp[i]
+            for i in range(n_cent):
+                for j in range(na):
+                    same[j] &= ct[i, j] == pv[i, j]
+            for j in range(na):
+                its[j] += 1
+                same[j] |= its[j] >= iters  # finished: a fixed point, or iters iterations
+        else:
+            for j in range(na):
+                same[j] = True
+        j = 0
+        while j < na:  # finished rows to the finishing block; the last active lane fills the gap
+            if not same[j]:
+                j += 1
+                continue
+            for c in range(dim):
+                fv[c, nf] = vt[c, j]
+            for i in range(n_cent):
+                fc[i, nf] = ct[i, j]
+            frow[nf] = row[j]
+            nf += 1
+            if nf == L:
+                _kmeans_finish(x, dim, bits, fv, fc, frow, nf, book, packed, err, mixed)
+                nf = 0
+            na -= 1
+            if j != na:
+                for c in range(dim):
+                    vt[c, j] = vt[c, na]
+                for i in range(n_cent):
+                    ct[i, j] = ct[i, na]
+                row[j] = row[na]
+                its[j] = its[na]
+                same[j] = same[na]
+    if nf > 0:
+        _kmeans_finish(x, dim, bits, fv, fc, frow, nf, book, packed, err, mixed)
 
 
 @njit(cache=True, nogil=True)
@@ -641,40 +733,59 @@ def _put_code(packed, r, code, bits, acc, nacc, o):
     return acc, nacc, o
 
 
-@njit(cache=True, nogil=True, inline="always")
-def _pack_row(cb, dim, bits, packed, r):
-    """Codes ``cb[:dim]`` (each < 2^bits) into row ``r`` of ``packed``: ``pack_bits``' little-endian
-    bit stream; whole bytes of 8, 4 or 2 codes written directly (the same bytes), 3 bits through
-    ``_put_code``."""
-    if bits == 8:
-        for c in range(dim):
-            packed[r, c] = cb[c]
-    elif bits == 4:
-        for k in range(dim // 2):
-            packed[r, k] = cb[2 * k] | (cb[2 * k + 1] << 4)
-        if dim & 1:
-            packed[r, dim // 2] = cb[dim - 1]
-    elif bits == 2:
-        for k in range(dim // 4):
-            packed[r, k] = (cb[4 * k] | (cb[4 * k + 1] << 2) | (cb[4 * k + 2] << 4)
-                            | (cb[4 * k + 3] << 6))
-        t = dim & 3
-        if t:
-            k = dim // 4
-            v = cb[4 * k]
-            if t > 1:
-                v |= cb[4 * k + 1] << 2
-            if t > 2:
-                v |= cb[4 * k + 2] << 4
-            packed[r, k] = v
-    else:
-        acc = np.uint64(0)
-        nacc = 0
-        o = 0
-        for c in range(dim):
-            acc, nacc, o = _put_code(packed, r, cb[c], bits, acc, nacc, o)
-        if nacc > 0:
-            packed[r, o] = np.uint8(acc)
+@njit(cache=True, nogil=True)
+def _pack_block(cb, nb, dim, bits, packed, rows):
+    """Codes ``cb[j, :dim]`` (each < 2^bits) into rows ``rows[j]`` of ``packed``, ``j < nb``:
+    ``pack_bits``' little-endian bit stream; whole bytes of 8, 4 or 2 codes written directly (the
+    same bytes), 3 bits through ``_put_code``. Called once per block of rows (a call per row
+    would cost its arrays atomic reference counts per row)."""
+    for j in range(nb):
+        r = rows[j]
+        if bits == 8:
+            for c in range(dim):
+                packed[r, c] = cb[j, c]
+        elif bits == 4:
+            for k in range(dim // 2):
+                packed[r, k] = cb[j, 2 * k] | (cb[j, 2 * k + 1] << 4)
+            if dim & 1:
+                packed[r, dim // 2] = cb[j, dim - 1]
+        elif bits == 2:
+            for k in range(dim // 4):
+                packed[r, k] = (cb[j, 4 * k] | (cb[j, 4 * k + 1] << 2) | (cb[j, 4 * k + 2] << 4)
+                                | (cb[j, 4 * k + 3] << 6))
+            t = dim & 3
+            if t:
+                k = dim // 4
+                v = cb[j, 4 * k]
+                if t > 1:
+                    v |= cb[j, 4 * k + 1] << 2
+                if t > 2:
+                    v |= cb[j, 4 * k + 2] << 4
+                packed[r, k] = v
+        else:
+            acc = np.uint64(0)
+            nacc = 0
+            o = 0
+            for c in range(dim):
+                acc, nacc, o = _put_code(packed, r, cb[j, c], bits, acc, nacc, o)
+            if nacc > 0:
+                packed[r, o] = np.uint8(acc)
+
+
+@njit(cache=True, nogil=True)
+def _lane_sums(dd, nb, dim, err, rows, ee):
+    """``err[rows[j]] = sqrt(sum(dd[:dim, j]))``, each sum in float64 from 0.0 in column order
+    (a row's error loop's order, so bit for bit), the rows side by side (once per block)."""
+    for j in range(nb):
+        ee[j] = 0.0
+    for c in range(dim):
+        for j in range(nb):
+            ee[j] += dd[c, j]
+    for j in range(nb):
+        err[rows[j]] = math.sqrt(ee[j])
+
+
+PACK_ROWS = 64  # rows a block of _quant_uniform_pack
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
@@ -690,29 +801,37 @@ def _quant_uniform_pack(x, dim, levels, scale, bias, bits, dscale, dbias, packed
     values), then packed and measured."""
     want_err = err.size > 0
     qb = np.empty(dim)
-    cb = np.empty(dim, np.uint8)
-    for r in range(x.shape[0]):
-        s = float(scale[r])
-        b = float(bias[r])
-        ds = dscale[r]
-        db = dbias[r]
-        if s > 0:
+    cb = np.empty((PACK_ROWS, dim), np.uint8)
+    dd = np.empty((dim, PACK_ROWS), np.float32)
+    ee = np.empty(PACK_ROWS)
+    rows = np.empty(PACK_ROWS, np.int64)
+    n = x.shape[0]
+    for r0 in range(0, n, PACK_ROWS):
+        nb = min(PACK_ROWS, n - r0)
+        for j in range(nb):
+            r = r0 + j
+            rows[j] = r
+            s = float(scale[r])
+            b = float(bias[r])
+            if s > 0:
+                for c in range(dim):
+                    q = np.floor((x[r, c] - b) / s + 0.5)
+                    q = q if q > 0.0 else 0.0
+                    qb[c] = q if q < levels else levels
+            else:
+                for c in range(dim):
+                    qb[c] = 0.0
             for c in range(dim):
-                q = np.floor((x[r, c] - b) / s + 0.5)
-                q = q if q > 0.0 else 0.0
-                qb[c] = q if q < levels else levels
-        else:
-            for c in range(dim):
-                qb[c] = 0.0
-        for c in range(dim):
-            cb[c] = np.uint8(qb[c])
-        _pack_row(cb, dim, bits, packed, r)
+                cb[j, c] = np.uint8(qb[c])
+            if want_err:  # the squared errors (float32 products), summed below
+                ds = dscale[r]
+                db = dbias[r]
+                for c in range(dim):
+                    d = float(x[r, c]) - float(np.float32(cb[j, c]) * ds + db)
+                    dd[c, j] = d * d
+        _pack_block(cb, nb, dim, bits, packed, rows)
         if want_err:
-            e = 0.0
-            for c in range(dim):
-                d = float(x[r, c]) - float(np.float32(cb[c]) * ds + db)
-                e += d * d
-            err[r] = math.sqrt(e)
+            _lane_sums(dd, nb, dim, err, rows, ee)
 
 
 @njit(cache=True, nogil=True)
