@@ -486,6 +486,19 @@ def _half_value(h):
 KLANES = 64  # rows k-means runs side by side
 
 
+@njit(cache=True, nogil=True, inline="always")
+def _lane_codes(vt, md, n_cent, dim, na, code):
+    """``code[c, j]`` = ``_nearest`` of value ``vt[c, j]`` among lane ``j``'s midpoints
+    ``md[:n_cent - 1, j]`` (non-decreasing), counted lane-wise (a branch-free binary search
+    with gathers measured 5x slower at 16 centroids)."""
+    for c in range(dim):
+        for j in range(na):
+            code[c, j] = 0
+        for k in range(n_cent - 1):
+            for j in range(na):
+                code[c, j] += 1 if vt[c, j] > md[k, j] else 0
+
+
 @njit(cache=True, nogil=True, error_model="numpy")
 def _kmeans_finish(x, dim, bits, fv, fc, frow, nf, book, packed, err, mixed):
     """The rows ``frow[:nf]`` whose centroids ``fc[:, j]`` (values ``fv[:, j]``) are final: their
@@ -512,12 +525,7 @@ def _kmeans_finish(x, dim, bits, fv, fc, frow, nf, book, packed, err, mixed):
     for k in range(n_cent - 1):
         for j in range(nf):
             md[k, j] = 0.5 * (h64[k, j] + h64[k + 1, j])
-    for c in range(dim):
-        for j in range(nf):
-            code[c, j] = 0
-        for k in range(n_cent - 1):
-            for j in range(nf):
-                code[c, j] += 1 if fv[c, j] > md[k, j] else 0
+    _lane_codes(fv, md, n_cent, dim, nf, code)
     want_err = err.size > 0
     for j in range(nf):
         r = frow[j]
@@ -585,10 +593,8 @@ def _kmeans_rows_pack(x, dim, iters, bits, book, packed, err, mixed):
             for c in range(dim):
                 v = np.float64(x[nxt, c])
                 vt[c, j] = v
-                if v < vmin:
-                    vmin = v
-                if v > vmax:
-                    vmax = v
+                vmin = v if v < vmin else vmin
+                vmax = v if v > vmax else vmax
             for i in range(n_cent):
                 ct[i, j] = vmin + (vmax - vmin) * i / (n_cent - 1)
             row[j] = nxt
@@ -601,12 +607,7 @@ def _kmeans_rows_pack(x, dim, iters, bits, book, packed, err, mixed):
             for k in range(n_cent - 1):
                 for j in range(na):
                     md[k, j] = 0.5 * (ct[k, j] + ct[k + 1, j])
-            for c in range(dim):  # _nearest, lane-wise
-                for j in range(na):
-                    code[c, j] = 0
-                for k in range(n_cent - 1):
-                    for j in range(na):
-                        code[c, j] += 1 if vt[c, j] > md[k, j] else 0
+            _lane_codes(vt, md, n_cent, dim, na, code)
             for i in range(n_cent):
                 for j in range(na):
                     sm[i, j] = 0.0
