@@ -282,6 +282,8 @@ def recovery_breakdown(recoveries: list[list[dict[str, float]]], kill_times: lis
     n = len(timeline)
     t_end = timeline["t_end"] if n else np.zeros(0)
     phases = []
+    grown: set[int] = set()
+    previous = -math.inf  # the previous recovery's end: a kill before it was that one's
     for epoch in sorted(by_epoch):
         recs = by_epoch[epoch]
         first = min(r.get("first_detect", r.get("detect", math.inf)) for r in recs)
@@ -289,9 +291,12 @@ def recovery_breakdown(recoveries: list[list[dict[str, float]]], kill_times: lis
         planned = max(r.get("plan", agreed) for r in recs)
         replaced = max(r["replaced"] for r in recs)
         restored = max(r["restored"] for r in recs)
-        before = [t for t in kill_times if t <= first + 1e-6]
-        killed = max(before) if before else first
+        before = [t for t in kill_times if previous < t <= first + 1e-6]
+        killed = max(before) if before else first  # no kill: a growth (or a death seen first)
+        if any(r.get("grow") for r in recs):
+            grown.add(epoch)
         phases.append((epoch, first, agreed, planned, replaced, restored, killed))
+        previous = restored
     # the window of each recovery starts at the last step end before its kill (else at the kill)
     starts = [float(t_end[t_end <= p[6]][-1]) if n and (t_end <= p[6]).any() else p[6] for p in phases]
     stalls = _events_of(events, "stall")
@@ -329,7 +334,7 @@ def recovery_breakdown(recoveries: list[list[dict[str, float]]], kill_times: lis
         ratio, steps = _repair_throughput(timeline, iv, exp, ref, max(r_start, restored), r_end, limit) \
             if r_end > restored + 1e-9 else (math.nan, [])
         recovery_s = restored - killed
-        out.append({"epoch": epoch, "kill": killed, "detection_s": first - killed,
+        out.append({"epoch": epoch, "grow": epoch in grown, "kill": killed, "detection_s": first - killed,
                     "shrink_agree_s": agreed - first, "plan_s": planned - agreed,
                     "replace_s": replaced - planned, "restore_s": restored - replaced,
                     "back_to_normal_s": max(0.0, back - restored), "recovery_s": recovery_s,

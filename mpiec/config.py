@@ -75,6 +75,9 @@ class LayoutConfig:
     # spare: warmed-up spare ranks; spawn: MPI_Comm_spawn when no spare is left; shrink: when no spare
     # is left, go on with fewer trainers (the survivors take the dead one's virtual shards)
     replacement: str = "spare"
+    # replacement = shrink: N steps after a shrink the run spawns processes for the missing slots and
+    # re-places rows and virtual shards onto them at a step boundary (ULFM only); 0 = never
+    grow_back_steps: int = 0
     # shards of the global batch whose gradients sum in a fixed tree (layout.trainer_blocks): the
     # result is the same on any trainer count that divides into them; 0 = auto (4, or more trainers)
     virtual_trainers: int = 0
@@ -469,6 +472,10 @@ def validate(cfg: Config, memory: bool = True) -> None:
     _need(lay.ranks_per_node >= 0, f"layout.ranks_per_node must be >= 0, got {lay.ranks_per_node}")
     _need(lay.replacement in ("spare", "spawn", "shrink"),
           f"layout.replacement must be spare, spawn or shrink, got '{lay.replacement}'")
+    _need(lay.grow_back_steps >= 0, f"layout.grow_back_steps must be >= 0, got {lay.grow_back_steps}")
+    _need(lay.grow_back_steps == 0 or lay.replacement == "shrink",
+          f"layout.grow_back_steps = {lay.grow_back_steps} needs layout.replacement = 'shrink' "
+          f"(got '{lay.replacement}')")
     _need(lay.wait in ("auto", "spin", "sleep"),
           f"layout.wait must be auto, spin or sleep, got '{lay.wait}'")
     _need(cfg.n_ranks <= MAX_RANKS,

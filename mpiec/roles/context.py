@@ -77,6 +77,7 @@ class RankContext:
     role_slot: Slot | None = None  # the slot the rank's current role object was built for
     role: Role | None = None  # that role object (``runner.make_role``): survives an interrupted recovery
     role_layout: tuple[int, int] = (0, 0)  # (trainers, servers) when that role object was built
+    grow_at: int = -1  # layout.grow_back_steps: the step before which trainer 0 starts the growth
     resume_from: str = ""  # checkpoint root of ``mpiec run --resume``
     resumed_step: int = -1  # the checkpoint step a resumed run started from
     worker_args: list[str] = field(default_factory=list)  # how this worker was started (spawn reuses them)

@@ -22,8 +22,10 @@ import time
 from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
+from mpi4py import MPI
 
-from mpiec.comm import check_world
+from mpiec.comm import PeerFailure, check_world
+from mpiec.layout import TRAINER, Slot
 from mpiec.roles.exchange import STATUS_DYING, STATUS_OK, Diverged
 
 if TYPE_CHECKING:
@@ -92,6 +94,10 @@ def run_steps(ctx: RankContext, role: SteppingRole, agent: StepAgent) -> bool:
         t_start = time.perf_counter()
         ctx.progress.current_step = step
         status = STATUS_DYING if ctx.faults.fire_if_due(step) else STATUS_OK
+        if step == ctx.grow_at and ctx.slot == Slot(TRAINER, 0):
+            # layout.grow_back_steps: trainer 0 starts the growth at this step boundary; the revoke in
+            # the recovery's detection brings every rank there (``recovery.plan_grow``)
+            raise PeerFailure(MPI.ERR_REVOKED, f"the growth back planned before step {step}")
         if ctx.ulfm:
             check_world(ctx.comms.world)
         role.stall.at(step)

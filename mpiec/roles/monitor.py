@@ -206,7 +206,12 @@ class Monitor:
         self.next_print = 0
         replaced = ", ".join([f"{a} -> {b}" for a, b in plan.assignments.items()] +
                              [f"spawned -> {b}" for b in plan.spawn]) or "no replacement"
-        say(f"recovered ({plan.scope.value}): {replaced}; training resumes at step {plan.restored + 1}")
+        if plan.grow:
+            say(f"{plan.reason}: {replaced}; training resumes at step {plan.restored + 1}")
+            return
+        dropped = f", went on without {', '.join(map(str, plan.dropped))}" if plan.dropped else ""
+        say(f"recovered ({plan.scope.value}): {replaced}{dropped}; training resumes at step "
+            f"{plan.restored + 1}")
 
     def final_report(self) -> dict[str, Any]:
         return {}
@@ -359,6 +364,12 @@ class Monitor:
         if s.get("abort_reason"):
             say(f"the run was lost: {s['abort_reason']}")
         for b in breakdown:
+            if b.get("grow"):
+                say(f"growth {b['epoch']}: {b['recovery_s']:.3f} s from trainer 0's signal to resume "
+                    f"(shrink+agree {b['shrink_agree_s']:.3f}, plan {b['plan_s']:.3f}, spawn and "
+                    f"re-placement {b['replace_s']:.3f}, restore {b['restore_s']:.3f}); time lost "
+                    f"{b['time_lost_s']:.3f} s")
+                continue
             say(f"recovery {b['epoch']}: {b['recovery_s']:.3f} s from kill to resume (detection "
                 f"{b['detection_s']:.3f}, shrink+agree {b['shrink_agree_s']:.3f}, plan {b['plan_s']:.3f}, "
                 f"replacement {b['replace_s']:.3f}, restore {b['restore_s']:.3f}); back to normal speed "

@@ -188,9 +188,13 @@ def make_plan(ctx: RankContext, failure: Failure) -> RecoveryPlan:
         failure.step = ctx.progress.current_step
     # the survivors may be ahead of the progress the monitor heard of
     ctx.progress.current_step = max(ctx.progress.current_step, failure.committed + 1)
-    ctx.ledger.empty_failures = 0 if failure.dead else ctx.ledger.empty_failures + 1
+    # trainer 0's planned growth (layout.grow_back_steps): the revoke it started, at the step it was due
+    grow = not failure.dead and 0 <= ctx.grow_at <= failure.committed + 1 and not ctx.ledger.relayout
+    ctx.ledger.empty_failures = 0 if failure.dead or grow else ctx.ledger.empty_failures + 1
     if ctx.ledger.empty_failures > 3:  # an MPI error that is no rank's death, again and again
         plan = RecoveryPlan.abort("repeated MPI errors without a failed process (see the ranks' messages)")
+    elif grow:
+        plan = plan_grow(ctx)
     else:
         plan = ctx.coordinator().plan(failure)
     plan.step, plan.committed = failure.step, failure.committed
@@ -230,7 +234,14 @@ def make_plan(ctx: RankContext, failure: Failure) -> RecoveryPlan:
                                       f"{ctx.cfg.strategy.name} keeps no copy of it")
     plan.slots = slots + list(plan.spawn)
     plan.failure = failure
-    replaced = ctx.ledger.pending | set(plan.assignments.values()) | set(plan.spawn)
+    # when trainer 0 starts a growth: N steps after a shrink; not again after one (a failure during
+    # it ends in a rollback); else as before
+    grow_back = ctx.cfg.layout.grow_back_steps
+    plan.grow_at = (-1 if plan.grow or plan.aborts else failure.committed + 1 + grow_back
+                    if plan.dropped and grow_back and ctx.ulfm else ctx.grow_at)
+    # a growth's spawned servers receive their rows from the others (``move_rows``), not a restore
+    grown = {s for s in plan.spawn if s.role == SERVER} if plan.grow else set()
+    replaced = ctx.ledger.pending | set(plan.assignments.values()) | (set(plan.spawn) - grown)
     plan.replaced = sorted(replaced, key=slot_order)
     return plan
 
@@ -283,6 +294,27 @@ def plan_shrink(ctx: RankContext, failure: Failure, plan: RecoveryPlan, slots: l
     return plan
 
 
+def plan_grow(ctx: RankContext) -> RecoveryPlan:
+    """Monitor, at trainer 0's planned growth (``layout.grow_back_steps`` after a shrink): spawn a
+    process for every trainer and server slot the configured layout has and the run lacks. The
+    trainers always grow (a new one copies the dense replica; every trainer takes its new block of
+    shards). The servers grow if the strategy agrees (``Coordinator.on_grow``): every row then moves
+    to its owner under the larger placement (``roles.server.move_rows``), nothing is restored and no
+    step re-executed; otherwise the run goes on with the servers it has."""
+    lay = ctx.cfg.layout
+    trainers = [Slot(TRAINER, i) for i in range(ctx.n_trainers, lay.trainers)]
+    servers = [Slot(SERVER, i) for i in range(ctx.n_servers, lay.servers)]
+    plan = RecoveryPlan(Scope.COMMITTED, reason="grow back onto spawned ranks")
+    plan.grow = True
+    if servers:
+        plan.relayout = True
+        if not ctx.coordinator().on_grow(plan):
+            plan.relayout, servers = False, []
+            plan.reason += f" (trainers only: strategy {ctx.cfg.strategy.name} keeps its servers)"
+    plan.spawn = trainers + servers
+    return plan
+
+
 def shrink_room(ctx: RankContext, servers: int) -> str:
     """Monitor: "" if the ``servers`` survivors have memory for the rows they receive, else why not.
 
@@ -308,7 +340,8 @@ def shrink_room(ctx: RankContext, servers: int) -> str:
 def share_plan(ctx: RankContext, failure: Failure) -> RecoveryPlan:
     """The monitor's plan, on every rank (collective over ``world``)."""
     plan = make_plan(ctx, failure) if ctx.rank == 0 else None
-    with guard("recovery plan"):
+    # (a recovery's collectives may meet a peer that just died: Open MPI may say MPI_ERR_OTHER then)
+    with guard("recovery plan", nonblocking_collective=True):
         plan = ctx.comms.world.bcast(plan, root=0)
     if ctx.rank == 0:  # promoted slots stay pending until a recovery completes
         ctx.ledger.pending = set(plan.replaced)
@@ -392,7 +425,7 @@ def carry_out(ctx: RankContext, role: Role | None, plan: RecoveryPlan, detection
     # layout (its virtual shards, maybe its index) and keeps its live state (``relayout``).
     relayout = (not spawned and ctx.slot.role == TRAINER and me_before is not None
                 and me_before.role == TRAINER
-                and (ctx.slot != me_before or ctx.role_layout[0] != ctx.n_trainers))
+                and (ctx.slot != me_before or ctx.role_layout != ctx.layout_now))
     # Re-placed rows: every server's shard is rebuilt for the new placement (unless an earlier attempt
     # did) and restored by the plan's rollback, like a promoted spare's.
     replaced_rows = plan.relayout and ctx.slot.role == SERVER and not spawned
@@ -401,28 +434,34 @@ def carry_out(ctx: RankContext, role: Role | None, plan: RecoveryPlan, detection
     if promoted or replaced_rows:  # from now on this rank's state is not its slot's: neutral until restored
         ctx.awaiting_restore = True
     ctx.comms.free()
-    with guard("communicator rebuild"):
+    with guard("communicator rebuild", nonblocking_collective=True):
         ctx.comms = build_comms(ctx.comms.world, ctx.slot, ctx.n_trainers, ctx.n_servers)
+    old_role = role
     if promoted:
         ctx.faults.disarm()
         role = make_role(ctx)
         who = "a spawned process" if spawned else str(me_before)
         if rebuild_shard and me_before is not None and me_before.role == SERVER:
             rows = ctx.placement.n_local(ctx.slot.index)
+            why = f"dropped {', '.join(map(str, plan.dropped))}" if plan.dropped else "grown back"
             ctx.event("relayout", plan.step, ctx.rank,
-                      detail=f"{me_before} -> {ctx.slot} of {ctx.n_servers} servers, {rows} rows "
-                             f"(dropped {', '.join(map(str, plan.dropped))})")
+                      detail=f"{me_before} -> {ctx.slot} of {ctx.n_servers} servers, {rows} rows ({why})")
         else:
             ctx.event("replace", plan.step, ctx.rank, detail=f"{who} takes {ctx.slot}")
     elif relayout:
         old_role = cast("Trainer", step_role(ctx, role))
         role = make_role(ctx)
         cast("Trainer", role).adopt(old_role)
+        why = f"dropped {', '.join(map(str, plan.dropped))}" if plan.dropped else "grown back"
         ctx.event("relayout", plan.step, ctx.rank,
-                  detail=f"{me_before} -> {ctx.slot} of {ctx.n_trainers} trainers "
-                         f"(dropped {', '.join(map(str, plan.dropped))})")
+                  detail=f"{me_before} -> {ctx.slot} of {ctx.n_trainers} trainers ({why})")
     if role is None:  # only a spawned process comes without a role, and it was promoted above
         raise RuntimeError(f"{ctx.slot}: no role to resume after the recovery")
+    if plan.grow and plan.relayout and ctx.slot.role in (SERVER, PARITY):
+        from mpiec.roles.server import Server, move_rows
+
+        move_rows(ctx, old_role.shard if isinstance(old_role, Server) and not spawned else None,
+                  role if isinstance(role, Server) else None)
     t_replaced = ctx.now()
 
     # 5. restore
@@ -436,6 +475,7 @@ def carry_out(ctx: RankContext, role: Role | None, plan: RecoveryPlan, detection
     ctx.progress.current_step = restored + 1
     ctx.awaiting_restore = False
     ctx.epoch = plan.epoch
+    ctx.grow_at = plan.grow_at
     role.after_recovery(plan)
     ctx.agent.on_recovered(plan)
     if ctx.rank == 0:
@@ -446,6 +486,8 @@ def carry_out(ctx: RankContext, role: Role | None, plan: RecoveryPlan, detection
     if promoted or not ctx.faults.armed:
         ctx.faults.arm()
     times = {"epoch": plan.epoch, "replaced": t_replaced, "restored": ctx.now(), **detection.times}
+    if plan.grow:
+        times["grow"] = 1.0  # a planned growth, not a failure's recovery (``accounting``)
     if not spawned:  # a spawned process starts after the plan: its clock says nothing about planning
         times["plan"] = t_plan
     ctx.ledger.recoveries.append(times)
@@ -484,7 +526,7 @@ def failure_cause(ctx: RankContext, since: int) -> str:
     (a ``rebuild_failed`` or ``restore_failed`` event since event number ``since``), so the line
     that ends the run names it (e.g. the stripe beyond the code's tolerance); "" if none did."""
     mine = next((e[6] for e in ctx.events[since:] if e[2] in ("rebuild_failed", "restore_failed")), "")
-    with guard("failure cause"):
+    with guard("failure cause", nonblocking_collective=True):
         causes = ctx.comms.world.allgather(mine)
     return next((c for c in causes if c), "")
 
@@ -498,7 +540,7 @@ def copy_dense_replica(ctx: RankContext, role: StateRole, plan: RecoveryPlan) ->
     state = role.state()
     for name in sorted(state):
         buf = np.ascontiguousarray(state[name])
-        with guard("dense replica copy"):
+        with guard("dense replica copy", nonblocking_collective=True):
             ctx.comms.trainers_comm().Bcast(buf, root=source)
         state[name] = buf
     role.load_state(state)

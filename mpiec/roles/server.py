@@ -86,6 +86,43 @@ def init_shard(ctx: RankContext, server: int, values: bool = True) -> ServerShar
                        dim=ctx.cfg.model.dim)
 
 
+def move_rows(ctx: RankContext, old: ServerShard | None, new: Server | None) -> None:
+    """Collective over ``servers`` (servers, then dedicated parity ranks, which pass None, None): a
+    growth's re-placement. Every row of ``old`` (this server's shard under the previous placement)
+    goes to its owner under ``ctx.placement`` and is loaded into ``new`` (this server's role built
+    for it), with its optimizer state; a spawned server sends nothing. Raises if ``new`` did not
+    receive every one of its rows."""
+    from mpi4py import MPI
+
+    from mpiec.comm import alltoallv_buffers, guard
+
+    comm = ctx.comms.servers
+    assert comm is not None  # a server or parity rank
+    size = comm.Get_size()
+    width = (new.shard.table.shape[1] if new is not None else
+             ctx.cfg.model.dim + (1 if ctx.cfg.training.optimizer == "adagrad" else 0))
+    ids, rows = np.empty(0, np.int64), np.empty((0, width), np.float32)
+    scounts = np.zeros(size, dtype=np.int64)
+    if old is not None:
+        real = old.global_rows >= 0
+        owner = ctx.placement.owner(old.global_rows[real])
+        order = np.argsort(owner, kind="stable")
+        ids = np.ascontiguousarray(old.global_rows[real][order])
+        rows = np.ascontiguousarray(old.table[real][order])
+        scounts[: ctx.n_servers] = np.bincount(owner, minlength=ctx.n_servers)
+    rcounts = np.empty(size, dtype=np.int64)
+    with guard("row re-placement", nonblocking_collective=True):
+        comm.Alltoall([scounts, 1, MPI.INT64_T], [rcounts, 1, MPI.INT64_T])
+        n = int(rcounts.sum())
+        rids, rrows = np.empty(n, np.int64), np.empty((n, width), np.float32)
+        comm.Alltoallv(*alltoallv_buffers(ids, scounts, rids, rcounts))
+        comm.Alltoallv(*alltoallv_buffers(rows, scounts, rrows, rcounts, width))
+    if new is not None:
+        loaded = new.load_rows(rids, rrows)
+        if loaded != new.n_rows():
+            raise RuntimeError(f"{ctx.slot}: the re-placement brought {loaded} of its {new.n_rows()} rows")
+
+
 class Server:
     def __init__(self, ctx: RankContext) -> None:
         self.ctx = ctx

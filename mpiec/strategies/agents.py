@@ -167,6 +167,15 @@ class Coordinator(Agent):
         return RecoveryPlan.abort(f"strategy {self.env.cfg.strategy.name} cannot restore rows onto "
                                   "fewer servers (layout.replacement = shrink): give the run spares")
 
+    def on_grow(self, plan: RecoveryPlan) -> bool:
+        """``layout.grow_back_steps``: the runtime is about to grow the servers back at a step
+        boundary (spawned processes; every row moves to its owner under the larger placement, the
+        survivors' rows are sent, not restored, so no step is re-executed; every server gets a fresh
+        agent). Monitor only, before the plan is broadcast. True if this strategy's state survives
+        that (its agents rebuild what they need in ``on_recovered``, ``plan.relayout``); False keeps
+        the servers as they are (trainers still grow). Default: False."""
+        return False
+
     def resume_steps(self) -> list[int]:
         """``mpiec run --resume``, before training: the checkpointed steps every trainer and server
         can restore (``restore`` with scope ROLLBACK), newest first; [] when there is none."""

@@ -260,6 +260,12 @@ class CkptCoordinator(Coordinator):
         self.committer.drop_pending()
         return rollback_plan(self.store, failure.committed)
 
+    def on_grow(self, plan: RecoveryPlan) -> bool:
+        """Checkpoints need nothing but the new number of parts (the committer reads it); the one in
+        flight is dropped (its parts are of the old placement)."""
+        self.committer.drop_pending()
+        return True
+
     def on_shrink(self, failure: Failure, plan: RecoveryPlan) -> RecoveryPlan:
         """Every shard is restored from the checkpoint onto the new placement (rows by global id)."""
         self.committer.drop_pending()

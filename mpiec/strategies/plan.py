@@ -62,7 +62,9 @@ class RecoveryPlan:
     # elastic (layout.replacement = "shrink"): dead slots left empty, survivors renumbered (old -> new)
     dropped: list[Slot] = field(default_factory=list)
     renamed: dict[Slot, Slot] = field(default_factory=dict)
-    relayout: bool = False  # every row re-placed (the server count changed): every server restores
+    relayout: bool = False  # every row re-placed (the server count changed)
+    grow: bool = False  # a planned growth back onto spawned ranks (no failure): rows move, none restored
+    grow_at: int = -1  # every rank's ``grow_at`` after this recovery (the step trainer 0 starts a growth)
 
     @classmethod
     def abort(cls, reason: str) -> RecoveryPlan:

@@ -108,8 +108,8 @@ def test_a_paper_preset_prints_its_headline_beside_the_simulated_figures(paper, 
 
 def test_cluster_flags_are_checked_in_one_line(capsys):
     for argv, message in ((["--servers", "5"], "--servers and --trainers go together"),
-                          (["--reschedule-s", "60"], "--reschedule-s needs --replacement reschedule or shrink"),
-                          (["--replacement", "shrink", "--spares", "2"], "--spares needs --replacement spare"),
+                          (["--reschedule-s", "60"], "--reschedule-s needs --replacement reschedule"),
+                          (["--replacement", "shrink", "--spares", "2"], "--spares needs --replacement"),
                           (["--storage-profile", "tape"], "--storage-profile must be calibrated or one of"),
                           (["--server-threads", "0"], "--server-threads must be a whole number"),
                           (["--trainer-speedup", "0"], "--trainer-speedup must be a number > 0")):

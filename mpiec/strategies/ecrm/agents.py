@@ -286,6 +286,13 @@ class EcrmCoordinator(Coordinator):
             return plan
         return RecoveryPlan(scope=Scope.COMMITTED)
 
+    def on_grow(self, plan: RecoveryPlan) -> bool:
+        """Every holder re-encodes the parity of the new stripes from the moved rows
+        (``Member.on_recovered``); the fallback's checkpoints get their new parts."""
+        if self.fallback is not None:
+            self.fallback.on_grow(plan)
+        return True
+
     def on_shrink(self, failure: Failure, plan: RecoveryPlan) -> RecoveryPlan:
         """The fallback's rollback onto the new placement; every holder then re-encodes the parity
         of the new stripes (``Member.on_recovered``). Decoding the lost rows straight onto their

@@ -280,9 +280,10 @@ class Member:
         return True
 
     def on_recovered(self, plan: RecoveryPlan) -> None:
-        """After a rollback (the fallback) every holder re-encodes its parity from the restored
-        rows (collective over ``servers``); nothing stays in flight past the restored step."""
-        if plan.scope is Scope.ROLLBACK:
+        """After a rollback (the fallback) or a re-placement of the rows (``plan.relayout``) every
+        holder re-encodes its parity from the rows as they are (collective over ``servers``); nothing
+        stays in flight past the restored step."""
+        if plan.scope is Scope.ROLLBACK or plan.relayout:
             self.rebuilder = None
             self.pipeline.outgoing.clear()
             if self.store is not None:

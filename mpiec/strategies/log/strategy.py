@@ -419,6 +419,11 @@ class LogCoordinator(Coordinator):
                             reason=f"{[str(s) for s in dead_servers]} restore checkpoint {base} and replay "
                                    f"steps {base + 1}..{failure.committed} from the trainers' logs")
 
+    def on_grow(self, plan: RecoveryPlan) -> bool:
+        """The trainers' logs start afresh (``on_recovered``): a server failure before the next
+        checkpoint then rolls back."""
+        return self.ckpt.on_grow(plan)
+
     def on_shrink(self, failure: Failure, plan: RecoveryPlan) -> RecoveryPlan:
         """A rollback: the logs hold rows by their old servers' local slots, not replayable onto
         the new placement."""
@@ -435,7 +440,7 @@ class LogCoordinator(Coordinator):
         self.ckpt.on_recovered(plan)
         if plan.scope is Scope.ROLLBACK:
             self.covered_from = plan.restored  # every trainer logs the re-executed steps
-        elif any(s.role == TRAINER for s in plan.replaced + plan.dropped):
+        elif plan.relayout or any(s.role == TRAINER for s in plan.replaced + plan.dropped):
             # a replaced trainer has no log; after a trainer was dropped every trainer starts a new
             # one (their agents are rebuilt for the new layout)
             self.covered_from = max(self.covered_from, plan.restored)
