@@ -148,6 +148,8 @@ def adaptive_range(x, bits, n_bins, ratio):
     whose search ended idles until the block's last one ends. One function, no calls with
     array arguments (each would cost every array an atomic reference count pair per step)."""
     n, dim = x.shape
+    if n > 0 and n_bins == 0:  # the numpy error model would divide silently: raise as before
+        raise ZeroDivisionError("division by zero")
     levels = float((1 << bits) - 1)
     lo_out = np.empty(n)
     hi_out = np.empty(n)

@@ -574,6 +574,14 @@ def test_fp16_rounding_is_numpys():
     assert back[fin].tobytes() == ref.astype(np.float64)[fin].tobytes()
 
 
+def test_zero_bins_raise_as_before():
+    x = _inputs(16)
+    with pytest.raises(ZeroDivisionError):
+        _reference(x, 16, "adaptive", 4, n_bins=0)
+    with pytest.raises(ZeroDivisionError):
+        Q.quantize_rows(x, 16, "adaptive", 4, n_bins=0)
+
+
 def test_zero_rows():
     for method in Q.METHODS:
         q, err = Q.quantize_rows(np.empty((0, 17), np.float32), 16, method, 4)
