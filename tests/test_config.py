@@ -173,10 +173,24 @@ def test_a_directory_is_not_reported_as_missing(tmp_path):
         load_config("tiny", config_file=tmp_path / "nope.toml")
 
 
-def test_replacement_is_spare_or_spawn():
+def test_replacement_is_spare_spawn_or_shrink():
     assert load_config(preset="tiny", sets=["layout.replacement='spawn'"]).layout.replacement == "spawn"
-    with pytest.raises(ConfigError, match="layout.replacement must be spare or spawn"):
+    assert load_config(preset="tiny", sets=["layout.replacement='shrink'"]).layout.replacement == "shrink"
+    with pytest.raises(ConfigError, match="layout.replacement must be spare, spawn or shrink"):
         load_config(preset="tiny", sets=["layout.replacement='magic'"])
+    with pytest.raises(ConfigError, match="layout.grow_back_steps = 5 needs layout.replacement = 'shrink'"):
+        load_config(preset="tiny", sets=["layout.grow_back_steps=5"])
+
+
+def test_virtual_trainers_are_a_power_of_two_covering_the_trainers():
+    assert load_config(preset="tiny").virtual_trainers == 4
+    eight = load_config(preset="tiny", sets=["layout.trainers=8", "training.batch_size=16"])
+    assert eight.virtual_trainers == 8
+    for sets, message in ((["layout.virtual_trainers=6"], "must be a power of two >= layout.trainers"),
+                          (["layout.virtual_trainers=1"], "power of two >= layout.trainers \\(2\\)"),
+                          (["layout.virtual_trainers=256"], "more than the global batch \\(128")):
+        with pytest.raises(ConfigError, match=message):
+            load_config(preset="tiny", sets=sets)
 
 
 def test_multi_hot_is_one_bag_size_per_table():

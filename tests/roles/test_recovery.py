@@ -98,7 +98,10 @@ def test_shrink_says_why_it_cannot(tmp_path):
     ctx = context(tmp_path, "ecrm", spares=0, **{"layout.replacement": "'shrink'", "layout.servers": 4,
                                                   "strategy.params.k": 2})
     plan = make_plan(ctx, fail(ctx, [Slot("server", 2)]))
-    assert plan.aborts and "cannot restore rows onto fewer servers" in plan.reason
+    assert plan.aborts and "its fallback's rollback: set strategy.fallback = 'ckpt'" in plan.reason
+    ctx = context(tmp_path, "cpr", spares=0, **{"layout.replacement": "'shrink'", "layout.servers": 3})
+    plan = make_plan(ctx, fail(ctx, [Slot("server", 2)]))
+    assert plan.aborts and "strategy cpr cannot restore rows onto fewer servers" in plan.reason
 
 
 def test_none_loses_the_run(tmp_path):

@@ -34,6 +34,7 @@ class Env:
 
     def __init__(self, cfg: Any, slot: Slot, tmp: Path, rank: int = 1) -> None:
         self.cfg, self.slot, self.rank = cfg, slot, rank
+        self.n_trainers, self.n_servers = cfg.layout.trainers, cfg.layout.servers  # the live layout
         self.epoch, self.completed, self.resume_from = 0, -1, ""
         self.out_path = tmp / "run.h5"
         self.t = 0.0

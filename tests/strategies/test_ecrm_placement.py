@@ -209,6 +209,7 @@ class Env:
 
     def __init__(self, cfg, slot, tmp) -> None:
         self.cfg, self.slot, self.rank, self.first_rank = cfg, slot, 1, 1
+        self.n_trainers, self.n_servers = cfg.layout.trainers, cfg.layout.servers  # the live layout
         self.epoch, self.completed, self.resume_from = 0, -1, ""
         self.out_path = tmp / "run.h5"
         self.events: list = []

@@ -159,6 +159,7 @@ class Env:
 
     def __init__(self, cfg, slot: Slot, tmp: Path | None = None, rank: int = 1) -> None:
         self.cfg, self.slot, self.rank = cfg, slot, rank
+        self.n_trainers, self.n_servers = cfg.layout.trainers, cfg.layout.servers  # the live layout
         self.epoch, self.completed, self.resume_from = 0, -1, ""
         self.out_path = (tmp or Path("/nonexistent")) / "run.h5"
         self.placement = SimpleNamespace(n_local=lambda s: 100)
