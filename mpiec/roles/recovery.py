@@ -460,8 +460,12 @@ def carry_out(ctx: RankContext, role: Role | None, plan: RecoveryPlan, detection
     if plan.grow and plan.relayout and ctx.slot.role in (SERVER, PARITY):
         from mpiec.roles.server import Server, move_rows
 
-        move_rows(ctx, old_role.shard if isinstance(old_role, Server) and not spawned else None,
-                  role if isinstance(role, Server) else None)
+        t_move = ctx.now()
+        old_shard = old_role.shard if isinstance(old_role, Server) and not spawned else None
+        sent, nbytes = move_rows(ctx, old_shard, role if isinstance(role, Server) else None)
+        if sent:
+            ctx.event("rows_moved", plan.step, ctx.rank, detail=f"{sent} rows, {nbytes} bytes sent to "
+                      f"their new owners in {ctx.now() - t_move:.3f} s")
     t_replaced = ctx.now()
 
     # 5. restore

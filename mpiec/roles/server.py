@@ -86,12 +86,12 @@ def init_shard(ctx: RankContext, server: int, values: bool = True) -> ServerShar
                        dim=ctx.cfg.model.dim)
 
 
-def move_rows(ctx: RankContext, old: ServerShard | None, new: Server | None) -> None:
+def move_rows(ctx: RankContext, old: ServerShard | None, new: Server | None) -> tuple[int, int]:
     """Collective over ``servers`` (servers, then dedicated parity ranks, which pass None, None): a
     growth's re-placement. Every row of ``old`` (this server's shard under the previous placement)
     goes to its owner under ``ctx.placement`` and is loaded into ``new`` (this server's role built
     for it), with its optimizer state; a spawned server sends nothing. Raises if ``new`` did not
-    receive every one of its rows."""
+    receive every one of its rows. Returns (rows, bytes) this rank sent to other servers."""
     from mpi4py import MPI
 
     from mpiec.comm import alltoallv_buffers, guard
@@ -121,6 +121,9 @@ def move_rows(ctx: RankContext, old: ServerShard | None, new: Server | None) -> 
         loaded = new.load_rows(rids, rrows)
         if loaded != new.n_rows():
             raise RuntimeError(f"{ctx.slot}: the re-placement brought {loaded} of its {new.n_rows()} rows")
+    me = comm.Get_rank()
+    moved = int(scounts.sum() - scounts[me])
+    return moved, moved * (8 + 4 * width)
 
 
 class Server:
