@@ -33,7 +33,6 @@ from mpiec.kernels.embedding import (
     sgd_apply,
     sgd_apply_delta,
 )
-from mpiec.layout import trainer_blocks
 from mpiec.roles.context import RankContext, server_rows
 from mpiec.roles.driver import eval_due, eval_rounds, run_steps
 from mpiec.roles.exchange import STATUS_OK, exchange_headers
@@ -139,6 +138,7 @@ class Server:
         self.lr = np.float32(cfg.training.lr)
         self.eps = np.float32(cfg.training.eps)
         self.adagrad = cfg.training.optimizer == "adagrad"
+        self.virtual = cfg.virtual_trainers  # the shards whose tree the pushes are summed in
         self.needs_delta = type(ctx.strategy).needs_delta
         # The rows before each apply are the one-step undo record of reconciliation.
         self.needs_old = type(ctx.strategy).needs_old or type(ctx.strategy).recovers
@@ -225,9 +225,7 @@ class Server:
         """Sum the step's pushes per row (``counts[i]`` rows from trainer ``i``, in trainer order;
         ``roles.shards``) and apply the optimizer; then the strategy's ``after_apply``."""
         t0, c0 = time.perf_counter(), time.thread_time()
-        cfg = self.ctx.cfg
-        uniq, acc = sum_pushes(slots, grads, np.asarray(counts, dtype=np.int64),
-                               trainer_blocks(len(counts), cfg.virtual_trainers), cfg.virtual_trainers)
+        uniq, acc = sum_pushes(slots, grads, np.asarray(counts, dtype=np.int64), self.virtual)
         table = self.shard.table
         old = table[uniq] if self.needs_old else None  # fancy indexing copies
         if old is not None:

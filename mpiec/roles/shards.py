@@ -27,6 +27,7 @@ from typing import TypeVar
 import numpy as np
 
 from mpiec.kernels.embedding import scatter_add_rows, unique_inverse
+from mpiec.layout import trainer_blocks
 
 X = TypeVar("X")
 Rows = tuple[np.ndarray, np.ndarray]  # (row ids [n], values [n, dim]): rows of one node
@@ -53,27 +54,28 @@ def merge_arrays(left: np.ndarray, right: np.ndarray) -> np.ndarray:
     return out
 
 
-def merge_rows(left: Rows, right: Rows) -> Rows:
-    """``(0 + left) + right`` over the union of two nodes' rows (each node's ids unique): the
-    ids sorted ascending, a row in one node only is ``0 +`` its value."""
-    ids = np.concatenate([left[0], right[0]])
+def sum_rows(ids: np.ndarray, values: np.ndarray) -> Rows:
+    """``0 +`` the values of each id, in the order given: (ids sorted ascending, sums)."""
     uniq, inv = unique_inverse(ids)
-    out = np.zeros((uniq.size, left[1].shape[1]), dtype=np.float32)
-    scatter_add_rows(np.concatenate([left[1], right[1]]), inv, out)
+    out = np.zeros((uniq.size, values.shape[1]), dtype=np.float32)
+    scatter_add_rows(values, inv, out)
     return uniq, out
 
 
-def sum_pushes(slots: np.ndarray, grads: np.ndarray, counts: np.ndarray,
-               blocks: list[tuple[int, int]], virtual: int) -> Rows:
+def merge_rows(left: Rows, right: Rows) -> Rows:
+    """``(0 + left) + right`` over the union of two nodes' rows (each node's ids unique): the
+    ids sorted ascending, a row in one node only is ``0 +`` its value."""
+    return sum_rows(np.concatenate([left[0], right[0]]), np.concatenate([left[1], right[1]]))
+
+
+def sum_pushes(slots: np.ndarray, grads: np.ndarray, counts: np.ndarray, virtual: int) -> Rows:
     """A server: the step's gradient per row from the trainers' pushes (``counts[i]`` rows from
-    trainer ``i``, which holds ``blocks[i]``, each trainer's ids unique), as ``(sorted ids,
-    sums)``. The root always passes through ``merge_rows`` once more (``0 +``, a no-op on a node;
-    it sorts one trainer's rows)."""
-    if len(blocks) <= 2:  # one or two trainers: one pass over the pushes as they arrived
-        uniq, inv = unique_inverse(slots)
-        out = np.zeros((uniq.size, grads.shape[1]), dtype=np.float32)
-        scatter_add_rows(grads, inv, out)
-        return uniq, out
+    trainer ``i``, which holds ``layout.trainer_blocks(len(counts), virtual)[i]``, each trainer's
+    ids unique), as ``(sorted ids, sums)``. The root always passes through ``sum_rows`` once more
+    (``0 +``, a no-op on a node; it sorts one trainer's rows)."""
+    if len(counts) <= 2:  # one or two trainers (the tree's root, or its two halves): one pass
+        return sum_rows(slots, grads)
+    blocks = trainer_blocks(len(counts), virtual)
     ends = np.cumsum(counts)
     starts = ends - counts
     nodes = {blocks[i]: (slots[starts[i]:ends[i]], grads[starts[i]:ends[i]])
@@ -82,4 +84,4 @@ def sum_pushes(slots: np.ndarray, grads: np.ndarray, counts: np.ndarray,
     return merge_rows(empty, tree_sum(nodes, 0, virtual, merge_rows))
 
 
-__all__ = ["Rows", "merge_arrays", "merge_rows", "sum_pushes", "tree_sum"]
+__all__ = ["Rows", "merge_arrays", "merge_rows", "sum_pushes", "sum_rows", "tree_sum"]

@@ -45,7 +45,7 @@ def one_run(ids: list[np.ndarray], grads: list[np.ndarray], trainers: int) -> tu
         counts.append(uniq.size)
     slots = np.concatenate([p[0] for p in pushes])
     rows = np.concatenate([p[1] for p in pushes])
-    return sum_pushes(slots, rows, np.array(counts), trainer_blocks(trainers, V), V)
+    return sum_pushes(slots, rows, np.array(counts), V)
 
 
 @pytest.mark.parametrize("seed", range(5))
