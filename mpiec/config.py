@@ -161,6 +161,12 @@ class Config:
         return self.training.batch_size * self.layout.trainers
 
     @property
+    def row_floats(self) -> int:
+        """float32 values of one embedding row as servers hold it: weights, then the row-wise
+        Adagrad accumulator when used."""
+        return self.model.dim + (1 if self.training.optimizer == "adagrad" else 0)
+
+    @property
     def virtual_trainers(self) -> int:
         """``layout.virtual_trainers``, or its automatic value (``layout.auto_virtual_trainers``)."""
         from mpiec.layout import auto_virtual_trainers

@@ -139,12 +139,16 @@ class RankContext:
         """Servers in the current slot table: ``layout.servers`` until an elastic recovery drops one."""
         return sum(1 for s in self.slots if s.role == SERVER)
 
-    def replace_placement(self) -> None:
-        """After an elastic recovery changed the server count: every row's new owner, as a run that
-        started with ``n_servers`` servers places it (``--resume`` onto that count does the same)."""
+    def placement_for(self, servers: int) -> RowPlacement:
+        """Every row's owner as a run started with ``servers`` servers places it (``--resume`` onto
+        that count does the same)."""
         k, r = type(self.strategy).stripe_shape(self.cfg)
-        layout = dataclasses.replace(self.cfg.layout, servers=self.n_servers)
-        self.placement = stripe_placement(layout, int(self.offsets[-1]), k, r)
+        layout = dataclasses.replace(self.cfg.layout, servers=servers)
+        return stripe_placement(layout, int(self.offsets[-1]), k, r)
+
+    def replace_placement(self) -> None:
+        """After an elastic recovery changed the server count: the placement for ``n_servers``."""
+        self.placement = self.placement_for(self.n_servers)
 
     @property
     def monitor_rank(self) -> int:

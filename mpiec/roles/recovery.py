@@ -35,7 +35,6 @@ Invariants:
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, cast
@@ -45,7 +44,7 @@ from mpi4py import MPI
 
 from mpiec.comm import Comms, PeerFailure, agree_min, build_comms, guard, intracomm, shrink
 from mpiec.errors import MpiecError
-from mpiec.layout import MONITOR, PARITY, SERVER, SPARE, TRAINER, Slot, stripe_placement
+from mpiec.layout import MONITOR, PARITY, SERVER, SPARE, TRAINER, Slot
 from mpiec.roles.context import RankContext
 from mpiec.roles.driver import Role, StateRole
 from mpiec.strategies.base import Failure, RecoveryPlan, Scope
@@ -323,12 +322,10 @@ def shrink_room(ctx: RankContext, servers: int) -> str:
     asked of this host's ``MemAvailable`` (one host; on several, each host's share is smaller)."""
     from mpiec.config import mem_total
 
-    k, r = type(ctx.strategy).stripe_shape(ctx.cfg)
-    width = 4 * (ctx.cfg.model.dim + (1 if ctx.cfg.training.optimizer == "adagrad" else 0))
-    new = stripe_placement(dataclasses.replace(ctx.cfg.layout, servers=servers), int(ctx.offsets[-1]), k, r)
-    grow = sum(new.n_local(s) for s in range(servers)) - sum(
+    new = ctx.placement_for(servers)
+    received = sum(new.n_local(s) for s in range(servers)) - sum(
         ctx.placement.n_local(s) for s in range(ctx.n_servers) if Slot(SERVER, s) in ctx.slots)
-    need = 2 * max(grow, 0) * width  # the rows received, and a part read beside them
+    need = 2 * max(received, 0) * 4 * ctx.cfg.row_floats  # the rows received, and a part read beside them
     have = mem_total("MemAvailable")
     if have is not None and need > have:
         return (f"re-placing the rows of the dead server(s) over {servers} server(s) needs "
@@ -437,13 +434,13 @@ def carry_out(ctx: RankContext, role: Role | None, plan: RecoveryPlan, detection
     with guard("communicator rebuild", nonblocking_collective=True):
         ctx.comms = build_comms(ctx.comms.world, ctx.slot, ctx.n_trainers, ctx.n_servers)
     old_role = role
+    why = f"dropped {', '.join(map(str, plan.dropped))}" if plan.dropped else "grown back"  # relayouts
     if promoted:
         ctx.faults.disarm()
         role = make_role(ctx)
         who = "a spawned process" if spawned else str(me_before)
         if rebuild_shard and me_before is not None and me_before.role == SERVER:
             rows = ctx.placement.n_local(ctx.slot.index)
-            why = f"dropped {', '.join(map(str, plan.dropped))}" if plan.dropped else "grown back"
             ctx.event("relayout", plan.step, ctx.rank,
                       detail=f"{me_before} -> {ctx.slot} of {ctx.n_servers} servers, {rows} rows ({why})")
         else:
@@ -452,7 +449,6 @@ def carry_out(ctx: RankContext, role: Role | None, plan: RecoveryPlan, detection
         old_role = cast("Trainer", step_role(ctx, role))
         role = make_role(ctx)
         cast("Trainer", role).adopt(old_role)
-        why = f"dropped {', '.join(map(str, plan.dropped))}" if plan.dropped else "grown back"
         ctx.event("relayout", plan.step, ctx.rank,
                   detail=f"{me_before} -> {ctx.slot} of {ctx.n_trainers} trainers ({why})")
     if role is None:  # only a spawned process comes without a role, and it was promoted above

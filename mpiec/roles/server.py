@@ -23,8 +23,9 @@ import time
 from typing import Any
 
 import numpy as np
+from mpi4py import MPI
 
-from mpiec.comm import ialltoallv, wait, waitall
+from mpiec.comm import alltoallv_buffers, guard, ialltoallv, wait, waitall
 from mpiec.data.rng import init_embedding_rows
 from mpiec.kernels.embedding import (
     adagrad_apply,
@@ -63,9 +64,8 @@ def initial_rows(ctx: RankContext, rows: np.ndarray, values: bool = True) -> np.
     last table, the stripe padding, are zero rows): a pure function of the seed."""
     cfg = ctx.cfg
     dim = cfg.model.dim
-    state = 1 if cfg.training.optimizer == "adagrad" else 0
     rows = np.asarray(rows, dtype=np.int64)
-    table = np.zeros((rows.size, dim + state), dtype=np.float32)
+    table = np.zeros((rows.size, cfg.row_floats), dtype=np.float32)
     real = (rows >= 0) & (rows < ctx.offsets[-1])
     tables = np.searchsorted(ctx.offsets, rows[real], side="right") - 1
     local = np.flatnonzero(real)
@@ -91,15 +91,10 @@ def move_rows(ctx: RankContext, old: ServerShard | None, new: Server | None) -> 
     goes to its owner under ``ctx.placement`` and is loaded into ``new`` (this server's role built
     for it), with its optimizer state; a spawned server sends nothing. Raises if ``new`` did not
     receive every one of its rows. Returns (rows, bytes) this rank sent to other servers."""
-    from mpi4py import MPI
-
-    from mpiec.comm import alltoallv_buffers, guard
-
     comm = ctx.comms.servers
     assert comm is not None  # a server or parity rank
     size = comm.Get_size()
-    width = (new.shard.table.shape[1] if new is not None else
-             ctx.cfg.model.dim + (1 if ctx.cfg.training.optimizer == "adagrad" else 0))
+    width = ctx.cfg.row_floats
     ids, rows = np.empty(0, np.int64), np.empty((0, width), np.float32)
     scounts = np.zeros(size, dtype=np.int64)
     if old is not None:

@@ -167,6 +167,10 @@ class Trainer:
     def batch(self, step: int) -> Batch:
         if self._next is not None and self._next[0] == step:
             return self._next[1]
+        return self.read(step)
+
+    def read(self, step: int) -> Batch:
+        """This trainer's samples of ``step`` from the source (its block of the global batch)."""
         return self.source.batch(step * self.G + self.first, self.n_local)
 
     def shard_gradients(self, batch: Batch, emb: np.ndarray, inv: np.ndarray,
@@ -256,7 +260,7 @@ class Trainer:
 
         t0 = time.perf_counter()  # overlap: generate the next batch while gradients travel
         if step + 1 < cfg.training.steps:
-            self._next = (step + 1, self.source.batch((step + 1) * self.G + self.first, self.n_local))
+            self._next = (step + 1, self.read(step + 1))
         t_data += time.perf_counter() - t0
 
         t0 = time.perf_counter()
