@@ -324,7 +324,7 @@ def shrink_room(ctx: RankContext, servers: int) -> str:
 
     new = ctx.placement_for(servers)
     received = sum(new.n_local(s) for s in range(servers)) - sum(
-        ctx.placement.n_local(s) for s in range(ctx.n_servers) if Slot(SERVER, s) in ctx.slots)
+        ctx.placement.n_local(s.index) for s in ctx.slots if s.role == SERVER)
     need = 2 * max(received, 0) * 4 * ctx.cfg.row_floats  # the rows received, and a part read beside them
     have = mem_total("MemAvailable")
     if have is not None and need > have:
