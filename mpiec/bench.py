@@ -179,7 +179,8 @@ def core_case(n_ranks: int, cores: int) -> tuple[bool, str]:
 def add_bench_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--strategies", metavar="A,B:KEY=V,...",
                    help="strategies (variants with their own keys, e.g. none,ckpt:interval=10,"
-                        "ckpt:mode=async) to run (default: all)")
+                        "ckpt:mode=async; replacement=, spares= and virtual_trainers= set the layout: "
+                        "ckpt:replacement=shrink) to run (default: all)")
     p.add_argument("--scenario", default=None, choices=list(SCENARIOS),
                    help="failure scenario of the failure runs (default: server; --kill and --trace "
                         "replace it): " + "; ".join(f"{k}: {v}" for k, v in SCENARIOS.items()))

@@ -105,8 +105,9 @@ GROW = ["--set", "layout.grow_back_steps=5"]
 
 @pytest.mark.parametrize("strategy,kill", [(["--strategy", "ckpt"], "server:1@step=10"),
                                            (ECRM, "server:2@step=10+2ms"),
+                                           (["--strategy", "log"], "server:2@step=10"),
                                            (["--strategy", "ckpt"], "trainer:0@step=10")],
-                         ids=["ckpt-server", "ecrm-server", "ckpt-trainer"])
+                         ids=["ckpt-server", "ecrm-server", "log-server", "ckpt-trainer"])
 def test_a_shrink_grows_back_onto_a_spawned_rank_losslessly(strategy, kill, reference, tmp_path):
     run = shrink_run(tmp_path, [*strategy, *GROW], [kill], "layout.servers=4")
     assert run.code == 0, run.stdout + run.stderr
