@@ -274,6 +274,13 @@ class RowPlacement:
         rows = stripes[mine] * k + member[mine]
         return rows[rows < self.total_rows]
 
+    def slot_rows(self, server: int) -> np.ndarray:
+        """Global id of each local data slot of a server, -1 for the stripe padding."""
+        rows = self.rows_of(server)
+        out = np.full(self.n_local(server), -1, dtype=np.int64)
+        out[: rows.size] = rows
+        return out
+
     def n_local(self, server: int) -> int:
         """Number of local data slots of a server, padding rows of the last stripe included."""
         S, k = self.servers, self.k

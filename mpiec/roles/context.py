@@ -244,11 +244,7 @@ def peak_rss_mb() -> float:
 
 def server_rows(ctx: RankContext, server: int) -> np.ndarray:
     """Global row id of each local slot of a server (-1 for stripe padding)."""
-    rows = ctx.placement.rows_of(server)
-    n = ctx.placement.n_local(server)
-    out = np.full(n, -1, dtype=np.int64)
-    out[: rows.size] = rows
-    return out
+    return ctx.placement.slot_rows(server)
 
 
 __all__ = ["RankContext", "server_rows"]

@@ -48,7 +48,7 @@ from mpiec.roles.context import (
 )
 from mpiec.roles.exchange import EmulatedFailure
 from mpiec.strategies.base import merge_summaries
-from mpiec.strategies.plan import RecoveryPlan
+from mpiec.strategies.plan import RecoveryPlan, Scope
 
 if TYPE_CHECKING:
     from mpiec.config import Config
@@ -210,6 +210,8 @@ class Monitor:
             say(f"{plan.reason}: {replaced}; training resumes at step {plan.restored + 1}")
             return
         dropped = f", went on without {', '.join(map(str, plan.dropped))}" if plan.dropped else ""
+        if plan.handover or (plan.dropped and plan.scope is Scope.ROLLBACK):
+            dropped += f" ({plan.reason})"
         say(f"recovered ({plan.scope.value}): {replaced}{dropped}; training resumes at step "
             f"{plan.restored + 1}")
 

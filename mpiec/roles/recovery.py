@@ -47,7 +47,8 @@ from mpiec.errors import MpiecError
 from mpiec.layout import MONITOR, PARITY, SERVER, SPARE, TRAINER, Slot
 from mpiec.roles.context import RankContext
 from mpiec.roles.driver import Role, StateRole
-from mpiec.strategies.base import Failure, RecoveryPlan, Scope
+from mpiec.strategies.base import Failure, RecoveryPlan, Scope, ServerShard
+from mpiec.strategies.replay import RebuildError
 
 if TYPE_CHECKING:
     from mpiec.roles.trainer import Trainer
@@ -280,9 +281,14 @@ def plan_shrink(ctx: RankContext, failure: Failure, plan: RecoveryPlan, slots: l
             plan = ctx.coordinator().on_shrink(failure, plan)
             if plan.aborts:
                 return plan
-            if plan.scope is not Scope.ROLLBACK:
+            if plan.handover and ctx.ledger.pending:
+                return RecoveryPlan.abort("a failure came before slots promoted in an earlier recovery were "
+                                          f"restored ({', '.join(map(str, sorted(ctx.ledger.pending)))}): "
+                                          "their rows cannot be handed over")
+            if plan.scope is not Scope.ROLLBACK and not plan.handover:
                 return RecoveryPlan.abort(f"strategy {ctx.cfg.strategy.name}: on_shrink must roll back "
-                                          f"every server onto the new placement, it answered {plan.scope}")
+                                          f"every server onto the new placement or hand the rows over, it "
+                                          f"answered {plan.scope}")
             plan.step, plan.committed, plan.epoch, plan.consumed = (runtime.step, runtime.committed,
                                                                    runtime.epoch, runtime.consumed)
             plan.assignments, plan.spawn, plan.dropped = runtime.assignments, runtime.spawn, runtime.dropped
@@ -433,6 +439,9 @@ def carry_out(ctx: RankContext, role: Role | None, plan: RecoveryPlan, detection
     ctx.comms.free()
     with guard("communicator rebuild", nonblocking_collective=True):
         ctx.comms = build_comms(ctx.comms.world, ctx.slot, ctx.n_trainers, ctx.n_servers)
+    handed = hand_over(ctx, plan, spawned) if plan.handover else []
+    if handed is None:
+        return None
     old_role = role
     why = f"dropped {', '.join(map(str, plan.dropped))}" if plan.dropped else "grown back"  # relayouts
     if promoted:
@@ -453,12 +462,12 @@ def carry_out(ctx: RankContext, role: Role | None, plan: RecoveryPlan, detection
                   detail=f"{me_before} -> {ctx.slot} of {ctx.n_trainers} trainers ({why})")
     if role is None:  # only a spawned process comes without a role, and it was promoted above
         raise RuntimeError(f"{ctx.slot}: no role to resume after the recovery")
-    if plan.grow and plan.relayout and ctx.slot.role in (SERVER, PARITY):
+    if (plan.grow or plan.handover) and plan.relayout and ctx.slot.role in (SERVER, PARITY):
         from mpiec.roles.server import Server, move_rows
 
         t_move = ctx.now()
-        old_shard = old_role.shard if isinstance(old_role, Server) and not spawned else None
-        sent, nbytes = move_rows(ctx, old_shard, role if isinstance(role, Server) else None)
+        old_shards = [old_role.shard] if isinstance(old_role, Server) and not spawned else []
+        sent, nbytes = move_rows(ctx, old_shards + handed, role if isinstance(role, Server) else None)
         if sent:
             ctx.event("rows_moved", plan.step, ctx.rank, detail=f"{sent} rows, {nbytes} bytes sent to "
                       f"their new owners in {ctx.now() - t_move:.3f} s")
@@ -492,6 +501,31 @@ def carry_out(ctx: RankContext, role: Role | None, plan: RecoveryPlan, detection
         times["plan"] = t_plan
     ctx.ledger.recoveries.append(times)
     return role
+
+
+def hand_over(ctx: RankContext, plan: RecoveryPlan, spawned: bool) -> list[ServerShard] | None:
+    """A shrink without rollback (``plan.handover``): the old agents of the trainers and servers
+    rebuild the dropped servers' rows (``StepAgent.handover``) before the roles are rebuilt for
+    the new layout; the outcome is agreed over ``world``. Returns the rows this server rebuilt
+    (for ``move_rows``), or None on every rank when they cannot be rebuilt (``plan.reason`` says
+    why). Collective over ``world``."""
+    handed: list[ServerShard] = []
+    logged = len(ctx.events)
+    ok = True
+    if ctx.slot.role in (TRAINER, SERVER, PARITY) and not spawned:
+        try:
+            shard = ctx.step_agent().handover(plan)
+        except RebuildError as exc:
+            ctx.event("rebuild_failed", plan.step, ctx.rank, detail=str(exc)[:250])
+            ok = False
+        else:
+            handed = [shard] if shard is not None else []
+    if agree_all(ctx, ok):
+        return handed
+    why = failure_cause(ctx, logged)
+    plan.reason = f"strategy {ctx.cfg.strategy.name} could not rebuild the dropped servers' rows" + (
+        f": {why}" if why else "")
+    return None
 
 
 def restore(ctx: RankContext, role: Role | None, plan: RecoveryPlan, replaced: bool) -> int | None:

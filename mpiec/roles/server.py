@@ -85,11 +85,12 @@ def init_shard(ctx: RankContext, server: int, values: bool = True) -> ServerShar
                        dim=ctx.cfg.model.dim)
 
 
-def move_rows(ctx: RankContext, old: ServerShard | None, new: Server | None) -> tuple[int, int]:
-    """Collective over ``servers`` (servers, then dedicated parity ranks, which pass None, None): a
-    growth's re-placement. Every row of ``old`` (this server's shard under the previous placement)
-    goes to its owner under ``ctx.placement`` and is loaded into ``new`` (this server's role built
-    for it), with its optimizer state; a spawned server sends nothing. Raises if ``new`` did not
+def move_rows(ctx: RankContext, old: list[ServerShard], new: Server | None) -> tuple[int, int]:
+    """Collective over ``servers`` (servers, then dedicated parity ranks, which pass [], None): a
+    re-placement without restore (a growth; a shrink's handover). Every row of the shards ``old``
+    (this server's shard under the previous placement; a dropped server's rows it rebuilt) goes
+    to its owner under ``ctx.placement`` and is loaded into ``new`` (this server's role built for
+    it), with its optimizer state; a spawned server sends nothing. Raises if ``new`` did not
     receive every one of its rows. Returns (rows, bytes) this rank sent to other servers."""
     comm = ctx.comms.servers
     assert comm is not None  # a server or parity rank
@@ -97,12 +98,13 @@ def move_rows(ctx: RankContext, old: ServerShard | None, new: Server | None) -> 
     width = ctx.cfg.row_floats
     ids, rows = np.empty(0, np.int64), np.empty((0, width), np.float32)
     scounts = np.zeros(size, dtype=np.int64)
-    if old is not None:
-        real = old.global_rows >= 0
-        owner = ctx.placement.owner(old.global_rows[real])
+    if old:
+        every_id = np.concatenate([o.global_rows for o in old])
+        real = every_id >= 0
+        owner = ctx.placement.owner(every_id[real])
         order = np.argsort(owner, kind="stable")
-        ids = np.ascontiguousarray(old.global_rows[real][order])
-        rows = np.ascontiguousarray(old.table[real][order])
+        ids = np.ascontiguousarray(every_id[real][order])
+        rows = np.ascontiguousarray(np.concatenate([o.table for o in old])[real][order])
         scounts[: ctx.n_servers] = np.bincount(owner, minlength=ctx.n_servers)
     rcounts = np.empty(size, dtype=np.int64)
     with guard("row re-placement", nonblocking_collective=True):
@@ -215,6 +217,19 @@ class Server:
         step's state exactly."""
         self.apply(step, slots, grads, counts, replayed=True)
 
+    def replay_into(self, table: np.ndarray, slots: np.ndarray, grads: np.ndarray, counts: np.ndarray) -> None:
+        """``replay`` onto another shard's ``table`` (a dropped server's rows this server rebuilt
+        in a shrink's handover): the same sum and optimizer, no strategy hook, no undo record."""
+        uniq, acc = sum_pushes(slots, grads, np.asarray(counts, dtype=np.int64), self.virtual)
+        self.optimize(table, uniq, acc)
+
+    def optimize(self, table: np.ndarray, uniq: np.ndarray, acc: np.ndarray) -> None:
+        """The row-wise optimizer on ``table``'s rows ``uniq`` with their summed gradients ``acc``."""
+        if self.adagrad:
+            adagrad_apply(table, uniq, acc, self.lr, self.eps)
+        else:
+            sgd_apply(table, uniq, acc, self.lr)
+
     def apply(self, step: int, slots: np.ndarray, grads: np.ndarray, counts: np.ndarray,
               replayed: bool = False) -> None:
         """Sum the step's pushes per row (``counts[i]`` rows from trainer ``i``, in trainer order;
@@ -232,10 +247,8 @@ class Server:
                 adagrad_apply_delta(table, uniq, acc, self.lr, self.eps, delta)
             else:
                 sgd_apply_delta(table, uniq, acc, self.lr, delta)
-        elif self.adagrad:
-            adagrad_apply(table, uniq, acc, self.lr, self.eps)
         else:
-            sgd_apply(table, uniq, acc, self.lr)
+            self.optimize(table, uniq, acc)
         if not replayed:
             self.ctx.progress.applied = step  # the table holds it now, completed or not (recovery.reconcile)
             self.apply_cpu_s += time.thread_time() - c0  # the optimizer's own, before after_apply

@@ -36,6 +36,7 @@ from mpiec.strategies.plan import Failure, RecoveryPlan
 
 if TYPE_CHECKING:
     from mpiec.layout import Slot
+    from mpiec.strategies.base import ServerShard
     from mpiec.strategies.env import RankEnv
 
 
@@ -93,6 +94,21 @@ class StepAgent(Agent):
         the state is unusable (e.g. a corrupted part); the runtime agrees on the outcome over every
         rank and tries the plan's next candidate. Local."""
         return False
+
+    def handover(self, plan: RecoveryPlan) -> ServerShard | None:
+        """A shrink without a rollback (``plan.handover``, which only this strategy's
+        ``Coordinator.on_shrink`` answers): the dropped servers' rows at ``plan.committed``.
+
+        On every trainer, server and parity rank that was in the step loop, with the agent built
+        for the layout before the failure (its placement, its kept state), after the survivors'
+        communicators are rebuilt and reconciled, before the roles are rebuilt for the new layout;
+        collective over ``data`` and ``servers``. A server returns the rows of a dropped server it
+        rebuilt (a shard of the old placement) or None; the runtime then moves every row to its
+        owner under the new placement (``roles.server.move_rows``) and the fresh agents run
+        ``rebuild`` and ``on_recovered`` with ``plan.relayout`` as after a growth. Raises
+        ``RebuildError`` on every rank alike when the rows cannot be rebuilt (the run is lost)."""
+        raise NotImplementedError(f"strategy {self.env.cfg.strategy.name} answered a shrink with a "
+                                  "handover but its agents do not implement it")
 
 
 class TrainerAgent(StepAgent):
@@ -162,8 +178,11 @@ class Coordinator(Agent):
         re-places every row over the ``env.n_servers - len(dead)`` survivors (the placement of a
         run started with that many). Called on the monitor, before the plan is broadcast, only
         when ``plan`` (this agent's ``plan(failure)``) is not already a ROLLBACK; the answer must
-        restore every server onto the new placement, i.e. a ROLLBACK (``checkpointing.rollback_plan``),
-        or abort. Default: abort, saying why."""
+        restore every server onto the new placement: a ROLLBACK (``checkpointing.rollback_plan``),
+        or ``plan`` with ``handover`` set (the step agents rebuild the dropped servers' rows at the
+        committed step, ``StepAgent.handover``, and nothing is re-executed), or abort. It is asked
+        again when a failure cut the first answer short (the ranks' state may be half re-placed).
+        Default: abort, saying why."""
         return RecoveryPlan.abort(f"strategy {self.env.cfg.strategy.name} cannot restore rows onto "
                                   "fewer servers (layout.replacement = shrink): give the run spares")
 

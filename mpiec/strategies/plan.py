@@ -63,6 +63,8 @@ class RecoveryPlan:
     dropped: list[Slot] = field(default_factory=list)
     renamed: dict[Slot, Slot] = field(default_factory=dict)
     relayout: bool = False  # every row re-placed (the server count changed)
+    # a shrink without rollback: the step agents rebuild the dropped servers' rows (``handover``)
+    handover: bool = False
     grow: bool = False  # a planned growth back onto spawned ranks (no failure): rows move, none restored
     grow_at: int = -1  # every rank's ``grow_at`` after this recovery (the step trainer 0 starts a growth)
 

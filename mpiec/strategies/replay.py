@@ -19,7 +19,7 @@ Invariants:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
@@ -63,7 +63,8 @@ class Kept(Protocol):
 
 def replay_steps(env: RankEnv, kept: Kept | None, versions: dict[int, int], committed: int,
                  verify: Callable[[Sequence[int]], str] | None = None, *, trainer: int | None = None,
-                 server: int | None = None) -> Iterator[tuple[int, np.ndarray, np.ndarray, np.ndarray]]:
+                 server: int | None = None, route: Mapping[int, int] | None = None
+                 ) -> Iterator[tuple[int, np.ndarray, np.ndarray, np.ndarray]]:
     """Collective over ``data``: the kept gradients of the steps after each lost server's
     version, sent to it. ``versions`` maps a lost server's index to the step its rows are at
     (it receives the steps ``versions[d] + 1 .. committed``). The caller says what this rank is:
@@ -72,8 +73,15 @@ def replay_steps(env: RankEnv, kept: Kept | None, versions: dict[int, int], comm
     copies of some steps: "" when usable, else what is wrong); ``server`` = its index on a
     server, which receives if it is in ``versions``. Yields, on a lost server, ``(step, slots,
     gradients, rows from each trainer)`` of each step it needs, in step order; every rank must
-    exhaust the iterator.
+    exhaust the iterator. ``route``: lost server ``d``'s gradients go to server ``route[d]`` of the
+    current ``data`` communicator (a shrink's ``handover``: ``d`` has no process, a survivor
+    rebuilds its rows; one lost server per receiver), whose ``server`` argument is then its own
+    index; the kept pushes still address the layout they were pushed in (``T`` trainers first).
     Raises ``RebuildError`` on every rank if a trainer cannot send."""
+    to = dict(route) if route is not None else {d: d for d in versions}
+    if len(set(to.values())) != len(to):
+        raise ValueError(f"one lost server per receiving server: {to}")
+    mine = next((d for d, s in to.items() if s == server), None) if server is not None else None
     data = env.comms.data_comm()
     T = env.n_trainers
     dim = env.cfg.model.dim
@@ -95,12 +103,12 @@ def replay_steps(env: RankEnv, kept: Kept | None, versions: dict[int, int], comm
         if trainer is not None and kept is not None:  # (kept: checked above, on every rank)
             slots, counts, grads = kept[t]
             starts = np.concatenate([[0], np.cumsum(counts)])
-            for d in sorted(versions):
+            for d in sorted(versions, key=to.__getitem__):  # blocks in destination order
                 if t > versions[d]:
                     lo, hi = starts[T + d], starts[T + d + 1]
                     sslots.append(slots[lo:hi])
                     sgrads.append(grads[lo:hi])
-                    scounts[T + d] = hi - lo
+                    scounts[T + to[d]] = hi - lo
         rcounts = np.empty(size, dtype=np.int64)
         with collective("replay"):
             data.Alltoall([scounts, 1, MPI.INT64_T], [rcounts, 1, MPI.INT64_T])
@@ -111,5 +119,5 @@ def replay_steps(env: RankEnv, kept: Kept | None, versions: dict[int, int], comm
             sg = np.ascontiguousarray(np.concatenate(sgrads or [np.empty((0, dim), np.float32)]))
             data.Alltoallv(*alltoallv_buffers(ss, scounts, rslots, rcounts))
             data.Alltoallv(*alltoallv_buffers(sg, scounts, rgrads, rcounts, dim))
-        if server is not None and server in versions and t > versions[server]:
+        if mine is not None and mine in versions and t > versions[mine]:
             yield t, rslots, rgrads, rcounts[:T]

@@ -6,7 +6,8 @@
   under rotated placement it is a holder too;
 * ``EcrmParity``: a dedicated parity rank's ``Member`` (a holder only), in lockstep with the servers;
 * ``EcrmTrainer``: the row gradients it pushed in the last steps, replayed to a rebuilt server;
-* ``EcrmCoordinator``: the plan (the tolerance check, or the fallback's rollback);
+* ``EcrmCoordinator``: the plan (the tolerance check, or the fallback's rollback; a shrink's
+  handover of the dropped servers' rows to the survivors, ``handover``);
 * ``EcrmSpare``: a spare; it loaded the code's kernels at start-up.
 
 With ``strategy.fallback = "ckpt"`` the coordinator, trainers and servers also hold the agent of
@@ -28,6 +29,7 @@ import numpy as np
 
 from mpiec.layout import TRAINER, servers_rank
 from mpiec.strategies.agents import Agent, Coordinator, ParityAgent, ServerAgent, TrainerAgent
+from mpiec.strategies.ecrm.handover import handover_server, handover_trainer
 from mpiec.strategies.ecrm.rebuild import rebuild_parity, rebuild_server, rebuild_trainer
 from mpiec.strategies.ecrm.stripes import residue_holders, stripe_losses
 from mpiec.strategies.ecrm.transfer import RebuildError
@@ -35,6 +37,7 @@ from mpiec.strategies.plan import Failure, RecoveryPlan, Scope
 
 if TYPE_CHECKING:
     from mpiec.layout import Slot
+    from mpiec.strategies.base import ServerShard
     from mpiec.strategies.ckpt import CkptCoordinator, CkptServer, CkptTrainer
     from mpiec.strategies.ecrm.member import Member
     from mpiec.strategies.env import RankEnv, ShardState
@@ -135,6 +138,10 @@ class EcrmServer(ServerAgent):
     def rebuild(self, plan: RecoveryPlan) -> bool:
         return self.member.rebuild(plan, lambda: rebuild_server(self.member, self.shard, plan))
 
+    def handover(self, plan: RecoveryPlan) -> ServerShard | None:
+        """The dropped servers' rows decoded on the survivors (``handover``)."""
+        return handover_server(self.member, self.shard, plan)
+
     def on_recovered(self, plan: RecoveryPlan) -> None:
         if self.fallback is not None:
             self.fallback.on_recovered(plan)
@@ -221,6 +228,10 @@ class EcrmTrainer(TrainerAgent):
             return self.fallback is not None and self.fallback.restore(plan, step, replaced)
         return True
 
+    def handover(self, plan: RecoveryPlan) -> None:
+        """Send the dropped servers' hosts the gradients the rebuilt rows still need."""
+        handover_trainer(self.env, self.pushed, plan)
+
     def rebuild(self, plan: RecoveryPlan) -> bool:
         try:
             rebuild_trainer(self.env, self.pushed, plan)
@@ -255,6 +266,7 @@ class EcrmCoordinator(Coordinator):
         self.immediate = immediate
         self.figures = figures
         self.fallback = fallback
+        self.handing_over = False  # a handover planned and not completed (``on_shrink``)
 
     def on_message(self, source: Slot, payload: Any) -> None:
         if self.fallback is not None:
@@ -288,23 +300,47 @@ class EcrmCoordinator(Coordinator):
 
     def on_grow(self, plan: RecoveryPlan) -> bool:
         """Every holder re-encodes the parity of the new stripes from the moved rows
-        (``Member.on_recovered``); the fallback's checkpoints get their new parts."""
+        (``Member.on_recovered``); the fallback's checkpoints get their new parts. Not with
+        dedicated parity ranks: they keep the placement they were built for."""
+        if self.env.cfg.layout.parity_ranks:
+            return False
         if self.fallback is not None:
             self.fallback.on_grow(plan)
         return True
 
     def on_shrink(self, failure: Failure, plan: RecoveryPlan) -> RecoveryPlan:
-        """The fallback's rollback onto the new placement; every holder then re-encodes the parity
-        of the new stripes (``Member.on_recovered``). Decoding the lost rows straight onto their
-        new owners, without the rollback, is not built."""
+        """A handover (``handover``): the survivors decode the dropped servers' rows and re-place
+        every row, nothing re-executed; every holder then re-encodes the parity of the new stripes
+        (``Member.on_recovered``). Where a handover cannot be (``handover_refusal``), the
+        fallback's rollback onto the new placement, else the run ends saying why."""
+        if self.env.cfg.layout.parity_ranks:
+            return RecoveryPlan.abort("ecrm with dedicated parity ranks (layout.parity_ranks) cannot shrink: "
+                                      "they keep the placement they were built for; give the run spares")
+        why = self.handover_refusal(failure, plan)
+        if not why:
+            self.handing_over = True
+            plan.handover = True
+            plan.reason = "the dropped servers' rows decoded on the survivors, re-placed, parity re-encoded"
+            return plan
         if self.fallback is None:
-            return RecoveryPlan.abort("ecrm re-places rows onto fewer servers only through its fallback's "
-                                      "rollback: set strategy.fallback = 'ckpt', or give the run spares")
+            return RecoveryPlan.abort(f"ecrm cannot re-place the rows onto fewer servers: {why}; set "
+                                      "strategy.fallback = 'ckpt', or give the run spares")
         plan = self.fallback.on_shrink(failure, plan)
-        plan.reason = "rollback to the fallback checkpoint onto fewer servers, parity re-encoded"
+        plan.reason = f"rollback to the fallback checkpoint onto fewer servers ({why}), parity re-encoded"
         return plan
 
+    def handover_refusal(self, failure: Failure, plan: RecoveryPlan) -> str:
+        """Why the survivors cannot decode the dropped servers' rows themselves, or ""."""
+        if self.handing_over:
+            return "a failure interrupted the re-placement of the dropped servers' rows"
+        if any(s.role == TRAINER for s in failure.dead):
+            return "a trainer died in the same failure (with the gradients the decoded rows may need)"
+        if plan.assignments or plan.spawn:
+            return "another dead slot is taken over in the same recovery"
+        return ""
+
     def on_recovered(self, plan: RecoveryPlan) -> None:
+        self.handing_over = False
         if self.fallback is not None:
             self.fallback.on_recovered(plan)
 

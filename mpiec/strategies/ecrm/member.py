@@ -23,7 +23,7 @@ import math
 import os
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 from mpi4py import MPI
@@ -32,6 +32,7 @@ from mpiec.data.rng import init_embedding_rows
 from mpiec.kernels.codes import SumCode
 from mpiec.kernels.rebuild import take_rows
 from mpiec.layout import RowPlacement, table_offsets
+from mpiec.strategies.ecrm.holders import HolderComm
 from mpiec.strategies.ecrm.parity import ParityStore
 from mpiec.strategies.ecrm.pipeline import DeltaPipeline, Outgoing, build_outgoing
 from mpiec.strategies.ecrm.rebuilder import Rebuilder, encode_jobs
@@ -108,6 +109,7 @@ class Member:
         self.chunk = ROUND_ROWS if self.paced else int(params.rebuild_rows)
         self.rebuilder: Rebuilder | None = None  # the rebuild in progress, None when complete
         self.replaced_self = False  # this member is being rebuilt (its parity rows are not usable)
+        self.holder_comm: HolderComm | None = None  # set by a shrink's ``handover`` only
         # paced rebuild: rounds of ``chunk`` rows, ``gap`` steps apart so that a round's CPU, every
         # member's summed (asking, the peers' answers, the transfer, forming and installing rows),
         # spread over the steps to the next one, stays within ``rebuild_budget`` of a step's time
@@ -132,7 +134,10 @@ class Member:
 
     @property
     def comm(self) -> MPI.Intracomm:
-        """The current ``servers`` communicator (rebuilt by every recovery)."""
+        """The current ``servers`` communicator (rebuilt by every recovery); during a shrink's
+        ``handover``, that communicator in this member's old holder numbering."""
+        if self.holder_comm is not None:
+            return cast(MPI.Intracomm, self.holder_comm)
         comm = self.env.comms.servers
         assert comm is not None, "a member of servers"
         return comm

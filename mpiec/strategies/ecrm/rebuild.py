@@ -87,6 +87,7 @@ def sync(m: Member, targets: dict[int, int], tables: list, silent: frozenset[int
     # where the undo landed (batched commits: on the commit before the first one undone)
     with collective("ecrm parity versions after undo"):
         after = comm.allgather((store.applied.copy() if store is not None else None, problem))
+    after = [(None, "") if a is None else a for a in after]  # a dropped holder (``HolderComm``)
     tables = [None if t is None else after[h][0] for h, t in enumerate(tables)]
     problem = next((p for _, p in after if p), "")
     for src in sorted(silent):
@@ -145,15 +146,20 @@ def holder_tables(m: Member) -> list:
     mine = None if (m.store is None or m.replaced_self) else m.store.applied.copy()
     carried = sorted(m.rebuilder.lost) if m.rebuilder is not None else []
     with collective("ecrm parity versions"):
-        return m.comm.allgather((mine, carried))
+        tables = m.comm.allgather((mine, carried))
+    return [(None, []) if t is None else t for t in tables]  # a dropped holder (``HolderComm``)
 
 
-def sync_survivors(m: Member, plan: RecoveryPlan, times: dict[str, float]) -> dict[int, int]:
+def sync_survivors(m: Member, plan: RecoveryPlan, times: dict[str, float],
+                   dropped: frozenset[int] | None = None) -> dict[int, int]:
     """Servers and parity ranks (collective over ``servers``): the lost members, the rebuilder,
     parity synced to the survivors at ``C``; returns each lost source's decoded version ``V_d``.
-    Raises ``RebuildError`` on every member alike (beyond tolerance, kept deltas missing)."""
+    The lost members are the plan's replaced ones, or ``dropped`` (a shrink's ``handover``: holders
+    without a process). Raises ``RebuildError`` on every member alike (beyond tolerance, kept
+    deltas missing)."""
     C, S = plan.committed, m.pl.servers
-    replaced = {r for s in plan.replaced if (r := servers_rank(s, S)) is not None}
+    replaced = set(dropped) if dropped is not None else {
+        r for s in plan.replaced if (r := servers_rank(s, S)) is not None}
     versions: dict[int, int] = {}
     comm = m.comm
     m.replaced_self = comm.Get_rank() in replaced
@@ -190,13 +196,14 @@ def share_versions(env: RankEnv, versions: dict[int, int], problem: str) -> tupl
 
 
 def replay(env: RankEnv, kept: Mapping[int, Pushed] | None, versions: dict[int, int],
-           plan: RecoveryPlan, *, trainer: int | None = None,
-           server: int | None = None) -> tuple[list[Replayed], str]:
+           plan: RecoveryPlan, *, trainer: int | None = None, server: int | None = None,
+           route: Mapping[int, int] | None = None) -> tuple[list[Replayed], str]:
     """Collective over ``data``: the trainers' kept gradients (``kept``; None on a server) of the
     steps after each lost server's decoded version, sent to it (``replay.replay_steps``); returns
     (the steps a lost server received, "" or why the replay is impossible) alike on every rank."""
     try:
-        return list(replay_steps(env, kept, versions, plan.committed, trainer=trainer, server=server)), ""
+        return list(replay_steps(env, kept, versions, plan.committed, trainer=trainer, server=server,
+                                 route=route)), ""
     except RebuildError as exc:  # e.g. a trainer replaced in this recovery kept no gradients
         problem = str(exc)
         if any(s.role == TRAINER for s in plan.replaced):

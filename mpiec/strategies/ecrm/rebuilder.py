@@ -136,14 +136,21 @@ class Rebuilder:
     (``kernels.rebuild.combine_into``; ``sum``: its own decode). No Python per row."""
 
     def __init__(self, m: Member, lost: frozenset[int], chunk: int,
-                 carried: frozenset[int] = frozenset()) -> None:
+                 carried: frozenset[int] = frozenset(), *, decode_for: int | None = None,
+                 into: np.ndarray | None = None) -> None:
+        """``decode_for``, ``into``: this member decodes the data rows of lost server ``decode_for``
+        into ``into`` (uint8 ``[its local slots, row bytes]``) instead of its own (a shrink's
+        ``handover``: the rows have no replacement to go to); it re-encodes nothing."""
         a = self.a = m
         self.lost, self.chunk = lost, max(1, int(chunk))
         pl = a.pl
         self.plan = residue_plan(pl, lost, carried)
         me = a.comm.Get_rank()
-        self.decoding = me in lost and a.source is not None  # a replaced data server decodes its rows
-        self.encoding = me in lost and a.store is not None
+        # a replaced data server decodes its rows (or a survivor another's, ``decode_for``)
+        self.decoding = decode_for is not None or (me in lost and a.source is not None)
+        self.encoding = decode_for is None and me in lost and a.store is not None
+        self.into = into
+        target = me if decode_for is None else decode_for
         self.phase: str | None = "decode"
         self.cursor = 0
         self.todo_rows = 0  # rows of this replacement not rebuilt yet (kept, not recounted: O(1))
@@ -152,7 +159,7 @@ class Rebuilder:
         self.widths = sorted({a.row_bytes, a.width})  # one fetch per width, on every member alike
         self.coefs: dict[tuple[int, tuple[int, ...]], np.ndarray] = {}
         if self.decoding:
-            self.stripes, self.members = data_stripes(pl, me)
+            self.stripes, self.members = data_stripes(pl, target)
             self.res = self.stripes % S
             self.rebuilt = np.zeros(self.stripes.size, dtype=bool)
             self.seen = np.zeros(self.stripes.size, dtype=bool)  # scratch of ``pending_rows``
@@ -284,7 +291,7 @@ class Rebuilder:
             self.cpu_phase["decode"] += time.thread_time() - t0
             return
         t1 = time.thread_time()
-        table = a.table_bytes()
+        table = self.into if self.into is not None else a.table_bytes()
 
         def install(part: np.ndarray, rows: np.ndarray) -> None:
             table[part] = rows
