@@ -283,7 +283,7 @@ def plan_shrink(ctx: RankContext, failure: Failure, plan: RecoveryPlan, slots: l
                 return plan
             if plan.handover and ctx.ledger.pending:
                 return RecoveryPlan.abort("a failure came before slots promoted in an earlier recovery were "
-                                          f"restored ({', '.join(map(str, sorted(ctx.ledger.pending)))}): "
+                                          f"restored ({', '.join(sorted(map(str, ctx.ledger.pending)))}): "
                                           "their rows cannot be handed over")
             if plan.scope is not Scope.ROLLBACK and not plan.handover:
                 return RecoveryPlan.abort(f"strategy {ctx.cfg.strategy.name}: on_shrink must roll back "

@@ -217,7 +217,8 @@ class Server:
         step's state exactly."""
         self.apply(step, slots, grads, counts, replayed=True)
 
-    def replay_into(self, table: np.ndarray, slots: np.ndarray, grads: np.ndarray, counts: np.ndarray) -> None:
+    def replay_into(self, table: np.ndarray, slots: np.ndarray, grads: np.ndarray,
+                    counts: np.ndarray) -> None:
         """``replay`` onto another shard's ``table`` (a dropped server's rows this server rebuilt
         in a shrink's handover): the same sum and optimizer, no strategy hook, no undo record."""
         uniq, acc = sum_pushes(slots, grads, np.asarray(counts, dtype=np.int64), self.virtual)

@@ -175,7 +175,8 @@ class ShardState(DenseState, Protocol):
         from trainer ``i``): the rows reach that step's state."""
         ...
 
-    def replay_into(self, table: np.ndarray, slots: np.ndarray, grads: np.ndarray, counts: np.ndarray) -> None:
+    def replay_into(self, table: np.ndarray, slots: np.ndarray, grads: np.ndarray,
+                    counts: np.ndarray) -> None:
         """``replay`` onto another shard's ``table`` (rows this server rebuilt for a dropped one),
         with this server's optimizer and no strategy hook."""
         ...

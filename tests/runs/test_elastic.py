@@ -11,8 +11,8 @@ from mpiec.results import decode
 pytestmark = [pytest.mark.mpirun, pytest.mark.kill, pytest.mark.timeout(600)]
 
 SHRINK = ["--preset", "tiny", "--set", "layout.spares=0", "--set", "layout.replacement='shrink'"]
-ECRM = ["--strategy", "ecrm", "--set", "strategy.params.k=2", "--set", "strategy.params.r=1",
-        "--set", "strategy.params.fallback='ckpt'", "--set", "strategy.params.fallback_interval=5"]
+ECRM_PLAIN = ["--strategy", "ecrm", "--set", "strategy.params.k=2", "--set", "strategy.params.r=1"]
+ECRM = [*ECRM_PLAIN, "--set", "strategy.params.fallback='ckpt'", "--set", "strategy.params.fallback_interval=5"]
 
 
 @pytest.fixture(scope="module")
@@ -35,10 +35,10 @@ def kinds(res, kind: str) -> list[str]:
     return [decode(e["detail"]) for e in res.events if decode(e["kind"]) == kind]
 
 
-@pytest.mark.parametrize("strategy", [["--strategy", s] for s in ("ckpt", "cnr", "log")] + [ECRM],
-                         ids=["ckpt", "cnr", "log", "ecrm"])
+@pytest.mark.parametrize("strategy", [["--strategy", s] for s in ("ckpt", "cnr", "log")] + [ECRM_PLAIN, ECRM],
+                         ids=["ckpt", "cnr", "log", "ecrm", "ecrm-fallback"])
 def test_a_server_kill_shrinks_onto_the_survivors_losslessly(strategy, reference, tmp_path):
-    run = shrink_run(tmp_path, strategy, ["server:1@step=15"], "layout.servers=4")
+    run = shrink_run(tmp_path, strategy, ["server:1@step=15+2ms"], "layout.servers=4")
     assert run.code == 0, run.stdout + run.stderr
     res = run.result()
     assert res.summary["param_checksum"] == reference and res.summary["kills_fired"] == 1
@@ -48,6 +48,10 @@ def test_a_server_kill_shrinks_onto_the_survivors_losslessly(strategy, reference
     assert set(tl["trainers"]) == {2}
     # every survivor server rebuilt for the new placement (server:2 -> server:1, ...)
     assert len([d for d in kinds(res, "relayout") if d.startswith("server:")]) == 3
+    if "ecrm" in strategy:  # the dropped rows decoded on a survivor, nothing re-executed (fallback or not)
+        assert "rows decoded on the survivors" in run.stdout and res.summary["reexecuted_steps"] == 0
+        decoded = [d for d in kinds(res, "rebuild_end") if d.startswith("server 1's ")]
+        assert len(decoded) == 1 and " rows decoded at step " in decoded[0], kinds(res, "rebuild_end")
 
 
 def test_a_trainer_kill_hands_its_shards_to_the_survivors(reference, tmp_path):
@@ -60,7 +64,7 @@ def test_a_trainer_kill_hands_its_shards_to_the_survivors(reference, tmp_path):
 
 
 def test_a_server_kill_then_a_trainer_kill_under_ecrm(reference, tmp_path):
-    run = shrink_run(tmp_path, ECRM, ["server:1@step=12+3ms", "trainer:1@step=26"], "layout.servers=4",
+    run = shrink_run(tmp_path, ECRM_PLAIN, ["server:1@step=12+3ms", "trainer:1@step=26"], "layout.servers=4",
                      "layout.trainers=4", "training.batch_size=32")
     assert run.code == 0, run.stdout + run.stderr
     res = run.result()
@@ -79,10 +83,10 @@ def test_a_second_kill_during_the_shrink_is_recovered_too(reference, tmp_path):
 
 
 def test_what_cannot_shrink_says_why(tmp_path):
-    run = shrink_run(tmp_path / "a", ["--strategy", "ecrm", "--set", "strategy.params.k=2"],
+    run = shrink_run(tmp_path / "a", [*ECRM_PLAIN, "--set", "layout.parity_ranks=1"],
                      ["server:1@step=10"], "layout.servers=4")
     out = run.stdout + run.stderr
-    assert run.code != 0 and "set strategy.fallback = 'ckpt', or give the run spares" in out
+    assert run.code != 0 and "dedicated parity ranks (layout.parity_ranks) cannot shrink" in out
     run = shrink_run(tmp_path / "b", ["--strategy", "ecrm"], ["server:1@step=10"], "layout.servers=3")
     assert run.code != 0 and "strategy ecrm needs at least 3" in run.stdout + run.stderr
 

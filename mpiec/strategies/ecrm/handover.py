@@ -115,8 +115,8 @@ def _handover(m: Member, state: ShardState, plan: RecoveryPlan, dropped: list[in
     rb.finish()  # every member: the hosts' decode rounds (the others answer)
     m.rebuilder = None
     times["decode"] = time.perf_counter()
-    if shard is not None:
-        for t, slots, grads, counts in steps:
+    if shard is not None and target is not None:
+        for _, slots, grads, counts in steps:
             state.replay_into(shard.table, slots, grads, counts)
         m.stats["replayed_steps"] = max(m.stats["replayed_steps"], len(steps))
         env.event("rebuild_end", plan.step,
