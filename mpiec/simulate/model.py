@@ -34,9 +34,12 @@ What each strategy does (``Policy.kind``, after ``docs/strategies.md``):
   ones) cannot be decoded: the job restarts from scratch (``unrecoverable``).
 
 ``Policy.shrink`` (the runtime's ``layout.replacement = "shrink"``, no spare held): a failure's ranks
-are not replaced. Lost servers are recovered as the runtime does it, by a rollback onto the
-survivors (``ecrm`` through its checkpoint fallback, a restart without one; ``cpr*``, which cannot
-re-place rows, restart); lost trainers cost only the latency. Until the failed nodes come back
+are not replaced. Lost servers are recovered as the runtime does it: by a rollback onto the
+survivors (``ckpt``, ``cnr``, ``log``; ``cpr*``, which cannot re-place rows, restart), or, for
+``ecrm`` with at least ``k + r`` servers left, by a ``handover`` (the survivors decode the lost
+shard and re-place every row: latency + the rebuild's synchronous part + a restore, nothing
+re-executed; with a trainer lost in the same failure its fallback's rollback, else a restart);
+lost trainers cost only the latency. Until the failed nodes come back
 (``grow_back_s`` after the recovery: the scheduler's replacement, then re-placed onto — a growth the
 runtime does not build yet) the job runs on fewer ranks with the same global batch: a step takes
 ``max(S / S_live, T / T_live)`` times as long. That lost throughput, ``Σ shrunk time × (1 − 1 /
@@ -155,7 +158,7 @@ class Policy:
 class RecoveryRecord:
     time_s: float  # the failure
     step: int  # steps completed when it hit
-    kind: str  # rollback | partial | rebuild | peer | restart | unrecoverable
+    kind: str  # rollback | partial | rebuild | handover | peer | restart | unrecoverable
     recovery_s: float  # failure -> training resumes
     reexec_steps: int
     time_lost_s: float  # the runtime's definition (module docstring)
@@ -261,11 +264,13 @@ class _Run:
         d = self.done
         all_trainers = f.trainers >= p.trainers
         kind = p.kind
-        if p.shrink and f.servers:  # re-placed onto the survivors by a rollback (the runtime's on_shrink)
+        if p.shrink and f.servers:  # re-placed onto the survivors (the runtime's on_shrink)
             left = p.servers - len(set(f.servers)) - sum(d[1] for d in self.down if d[0] > at)
-            can_roll_back = kind in ("rollback", "replay") or (kind == "rebuild" and p.interval_steps)
-            kind = "rollback" if can_roll_back and left >= (p.k + p.r if p.kind == "rebuild" else 1) \
-                else "restart"
+            if kind == "rebuild":  # ecrm: a handover, or its fallback's rollback when a trainer died too
+                kind = ("restart" if left < p.k + p.r else "handover" if not f.trainers
+                        else "rollback" if p.interval_steps else "restart")
+            else:
+                kind = "rollback" if kind in ("rollback", "replay") and left >= 1 else "restart"
         if kind == "restart":
             how = "restart"
         elif f.servers or all_trainers:
@@ -296,6 +301,12 @@ class _Run:
             lost_samples = int(lost * (1.0 - p.partial_coverage))
         elif how == "replay":
             recovery = p.latency_s + p.restore_s + (d - self.ckpt) * p.replay_s_per_step
+            new_done = d
+        elif how == "handover":
+            # the survivors decode the lost shard and re-place every row before training resumes:
+            # modelled as the rebuild's synchronous part plus a restore's worth of rows loaded
+            # (every server receives about a shard), not calibrated on handovers
+            recovery = p.latency_s + p.sync_restore_s + p.restore_s
             new_done = d
         elif how == "rebuild":
             recovery = p.latency_s + p.sync_restore_s

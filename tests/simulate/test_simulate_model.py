@@ -156,13 +156,20 @@ def test_shrink_runs_slower_until_the_node_comes_back():
     assert b.ettr == pytest.approx(1 - (b.time_lost_s + b.stall_s + b.shrink_lost_s) / b.wall_s)
 
 
-def test_shrink_of_a_trainer_costs_no_copy_and_of_ecrm_without_fallback_a_restart():
+def test_shrink_of_a_trainer_costs_no_copy_and_ecrm_hands_its_rows_over():
     p = ckpt(shrink=True, grow_back_s=1.0, trainer_restore_s=0.4)
     out = simulate(p, 100, [Failure(time_s=2.55, trainers=1)])
     assert out.recoveries[0].kind == "peer" and out.recoveries[0].recovery_s == pytest.approx(0.5)
     assert out.shrink_lost_s == pytest.approx(1.0 / 4, abs=STEP)
-    ec = Policy(**{**BASE, "name": "ecrm", "kind": "rebuild", "k": 2, "r": 1, "shrink": True})
-    assert simulate(ec, 100, [Failure(time_s=2.55, servers=(1,))]).recoveries[0].kind == "restart"
-    with_fallback = Policy(**{**BASE, "name": "ecrm", "kind": "rebuild", "k": 2, "r": 1, "shrink": True,
-                              "interval_steps": 10})
-    assert simulate(with_fallback, 100, [Failure(time_s=2.55, servers=(1,))]).recoveries[0].kind == "rollback"
+    ec = dict(BASE, name="ecrm", kind="rebuild", k=2, r=1, shrink=True, sync_restore_s=0.1, restore_s=0.2)
+    server = [Failure(time_s=2.55, servers=(1,))]
+    rec = simulate(Policy(**ec), 100, server).recoveries[0]  # the survivors decode: nothing re-executed
+    assert (rec.kind, rec.reexec_steps) == ("handover", 0)
+    assert rec.recovery_s == pytest.approx(0.5 + 0.1 + 0.2)
+    # a trainer lost with the server: the fallback's rollback, or a restart without one
+    both = [Failure(time_s=2.55, servers=(1,), trainers=1)]
+    assert simulate(Policy(**ec), 100, both).recoveries[0].kind == "restart"
+    assert simulate(Policy(**ec, interval_steps=10), 100, both).recoveries[0].kind == "rollback"
+    # fewer than k + r = 3 servers left: a restart
+    two = [Failure(time_s=2.55, servers=(1, 2))]
+    assert simulate(Policy(**{**ec, "r": 2}), 100, two).recoveries[0].kind == "restart"

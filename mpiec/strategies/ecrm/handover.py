@@ -106,8 +106,6 @@ def _handover(m: Member, state: ShardState, plan: RecoveryPlan, dropped: list[in
         rows = m.pl.slot_rows(target)
         shard = ServerShard(index=target, table=np.zeros((rows.size, m.row_bytes // 4), np.float32),
                             global_rows=rows, dim=env.cfg.model.dim)
-        env.event("rebuild_start", plan.step, detail=f"server {target}'s rows, dropped, decoded on this "
-                                                     f"survivor for the new placement")
         m.rebuilder = Rebuilder(m, lost, m.chunk, decode_for=target,
                                 into=shard.table.view(np.uint8).reshape(rows.size, m.row_bytes))
     assert m.rebuilder is not None
@@ -119,7 +117,7 @@ def _handover(m: Member, state: ShardState, plan: RecoveryPlan, dropped: list[in
         for _, slots, grads, counts in steps:
             state.replay_into(shard.table, slots, grads, counts)
         m.stats["replayed_steps"] = max(m.stats["replayed_steps"], len(steps))
-        env.event("rebuild_end", plan.step,
+        env.event("handover", plan.step,
                   detail=f"server {target}'s {rb.rows} rows decoded at step {versions[target]} "
                          f"({rb.bytes} bytes fetched) and {len(steps)} steps replayed in "
                          f"{time.perf_counter() - times['start']:.3f} s")
