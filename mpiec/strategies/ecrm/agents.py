@@ -273,6 +273,14 @@ class EcrmCoordinator(Coordinator):
             self.fallback.on_message(source, payload)
 
     def plan(self, failure: Failure) -> RecoveryPlan:
+        if self.handing_over:  # the ranks' rows may be half re-placed: only a rollback is sure
+            why = "a failure interrupted the handover of the dropped servers' rows"
+            if self.fallback is None:
+                return RecoveryPlan.abort(f"{why}; without strategy.fallback = 'ckpt' nothing can "
+                                          "restore them")
+            plan = self.fallback.plan(failure)
+            plan.reason = f"{why}: rollback to the fallback checkpoint"
+            return plan
         S = self.env.n_servers
         placement = self.env.placement
         lost = {r: s for s in failure.dead if (r := servers_rank(s, S)) is not None}
@@ -331,8 +339,6 @@ class EcrmCoordinator(Coordinator):
 
     def handover_refusal(self, failure: Failure, plan: RecoveryPlan) -> str:
         """Why the survivors cannot decode the dropped servers' rows themselves, or ""."""
-        if self.handing_over:
-            return "a failure interrupted the re-placement of the dropped servers' rows"
         if any(s.role == TRAINER for s in failure.dead):
             return "a trainer died in the same failure (with the gradients the decoded rows may need)"
         if plan.assignments or plan.spawn:
