@@ -466,6 +466,36 @@ def cpu_per_step(reports: list[dict[str, Any]]) -> dict[str, float]:
     return out
 
 
+def layout_throughput(timeline: np.ndarray) -> dict[str, float]:
+    """Throughput under the layouts an elastic run had, as ratios to the first layout's:
+    ``throughput_shrunk_ratio`` (median step time on the first layout, before its first change,
+    over the median on any other layout) and ``throughput_regrown_ratio`` (over the median once
+    back on the first layout after a change; NaN if it never came back). The first 5 steps and
+    the first 2 of every later stretch of one layout (a recovery's, a warm-up's) are left out.
+    Empty when the layout never changed."""
+    if not len(timeline) or "servers" not in (timeline.dtype.names or ()):
+        return {}
+    lay = timeline["trainers"].astype(np.int64) * (1 << 20) + timeline["servers"]
+    changes = np.flatnonzero(lay[1:] != lay[:-1]) + 1
+    if not changes.size:
+        return {}
+    starts = np.concatenate([[0], changes])
+    ends = np.concatenate([changes, [len(timeline)]])
+    first, shrunk, back = [], [], []
+    for i, (a, b) in enumerate(zip(starts.tolist(), ends.tolist(), strict=True)):
+        skip = 5 if i == 0 else 2
+        dts = timeline["dt"][a + skip:b] if b - a > skip else timeline["dt"][a:b]
+        (first if i == 0 else back if lay[a] == lay[0] else shrunk).append(dts)
+
+    def median(parts: list[np.ndarray]) -> float:
+        every = np.concatenate(parts) if parts else np.empty(0)
+        return float(np.median(every)) if every.size else math.nan
+
+    ref = median(first)
+    return {"throughput_shrunk_ratio": ref / median(shrunk) if shrunk else math.nan,
+            "throughput_regrown_ratio": ref / median(back) if back else math.nan}
+
+
 def unique_steps(timeline: np.ndarray) -> int:
     """Steps trained at least once (re-executions not counted)."""
     return int(np.unique(timeline["step"]).size) if len(timeline) else 0
@@ -475,6 +505,7 @@ def reexecuted_steps(timeline: np.ndarray) -> int:
     return int(timeline["reexec"].sum()) if len(timeline) else 0
 
 
-__all__ = ["Reference", "efficiency", "expected_s", "final_samples", "merge_timelines", "param_checksum",
+__all__ = ["Reference", "efficiency", "expected_s", "final_samples", "layout_throughput", "merge_timelines",
+           "param_checksum",
            "recovery_breakdown", "reexecuted_steps", "reference", "stall_losses", "step_intervals",
            "summary_efficiency", "unique_steps"]

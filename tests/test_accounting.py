@@ -11,6 +11,7 @@ from mpiec.accounting import (
     cpu_per_step,
     efficiency,
     final_samples,
+    layout_throughput,
     merge_timelines,
     param_checksum,
     recovery_breakdown,
@@ -188,3 +189,17 @@ def test_cpu_per_step_pools_the_ranks_of_a_role_over_the_steps_they_ran():
                    "server_apply_cpu_s_per_step": 0.75 / 150}
     assert cpu_per_step([report("monitor", 1.0, 0)]) == {}  # no step executed: no figure, no division by 0
 
+
+
+def test_layout_throughput_compares_each_layout_with_the_first():
+    """4 servers at 10 ms a step, 3 at 20 ms, 4 again at 12.5 ms: ratios 0.5 and 0.8 (the first
+    steps of each stretch, a recovery's, are left out); no change, no keys."""
+    tl = np.zeros(60, TIMELINE_DTYPE)
+    tl["trainers"] = 2
+    tl["servers"] = [4] * 20 + [3] * 20 + [4] * 20
+    tl["dt"] = [0.01] * 20 + [9.0, 9.0] + [0.02] * 18 + [9.0, 9.0] + [0.0125] * 18
+    out = layout_throughput(tl)
+    assert out["throughput_shrunk_ratio"] == pytest.approx(0.5)
+    assert out["throughput_regrown_ratio"] == pytest.approx(0.8)
+    assert math.isnan(layout_throughput(tl[:40])["throughput_regrown_ratio"])
+    assert layout_throughput(tl[:20]) == {}

@@ -25,6 +25,7 @@ from mpi4py import MPI
 from mpiec import __version__
 from mpiec.accounting import (
     cpu_per_step,
+    layout_throughput,
     merge_timelines,
     param_checksum,
     recovery_breakdown,
@@ -290,6 +291,7 @@ class Monitor:
             "kills_fired": len(kills),
             "recoveries": len(breakdown),
             "reexecuted_steps": reexecuted_steps(tl),
+            **layout_throughput(tl),
             "time_lost_s": float(sum(b["time_lost_s"] for b in breakdown) +
                                  sum(x["time_lost_s"] for x in stalls)),
             "unprotected_s": float(sum(b["unprotected_s"] for b in breakdown)),
