@@ -481,7 +481,9 @@ def layout_throughput(timeline: np.ndarray) -> dict[str, float]:
         return {}
     starts = np.concatenate([[0], changes])
     ends = np.concatenate([changes, [len(timeline)]])
-    first, shrunk, back = [], [], []
+    first: list[np.ndarray] = []
+    shrunk: list[np.ndarray] = []
+    back: list[np.ndarray] = []
     for i, (a, b) in enumerate(zip(starts.tolist(), ends.tolist(), strict=True)):
         skip = 5 if i == 0 else 2
         dts = timeline["dt"][a + skip:b] if b - a > skip else timeline["dt"][a:b]
