@@ -95,13 +95,27 @@ def test_shrink_says_why_it_cannot(tmp_path):
     ctx = context(tmp_path, spares=0, **{"layout.replacement": "'shrink'", "layout.servers": 1})
     plan = make_plan(ctx, fail(ctx, [Slot("server", 0)]))
     assert plan.aborts and "0 server(s) left" in plan.reason
-    ctx = context(tmp_path, "ecrm", spares=0, **{"layout.replacement": "'shrink'", "layout.servers": 4,
-                                                  "strategy.params.k": 2})
+    ecrm = {"layout.replacement": "'shrink'", "layout.servers": 4, "strategy.params.k": 2}
+    ctx = context(tmp_path, "ecrm", spares=0, **ecrm)  # a trainer's gradients gone with the server
+    plan = make_plan(ctx, fail(ctx, [Slot("server", 2), Slot("trainer", 1)]))
+    assert plan.aborts and "a trainer died in the same failure" in plan.reason
+    assert "set strategy.fallback = 'ckpt', or give the run spares" in plan.reason
+    ctx = context(tmp_path, "ecrm", spares=0, **ecrm, **{"layout.parity_ranks": 1})
     plan = make_plan(ctx, fail(ctx, [Slot("server", 2)]))
-    assert plan.aborts and "its fallback's rollback: set strategy.fallback = 'ckpt'" in plan.reason
+    assert plan.aborts and "dedicated parity ranks (layout.parity_ranks) cannot shrink" in plan.reason
     ctx = context(tmp_path, "cpr", spares=0, **{"layout.replacement": "'shrink'", "layout.servers": 3})
     plan = make_plan(ctx, fail(ctx, [Slot("server", 2)]))
     assert plan.aborts and "strategy cpr cannot restore rows onto fewer servers" in plan.reason
+
+
+def test_ecrm_hands_a_dropped_servers_rows_over_to_the_survivors(tmp_path):
+    """No rollback: the survivors decode the rows at the committed step (``StepAgent.handover``)."""
+    ctx = context(tmp_path, "ecrm", spares=0, **{"layout.replacement": "'shrink'", "layout.servers": 4,
+                                                  "strategy.params.k": 2})
+    plan = make_plan(ctx, fail(ctx, [Slot("server", 2)]))
+    assert not plan.aborts and plan.scope is Scope.COMMITTED and plan.handover and plan.relayout
+    assert plan.dropped == [Slot("server", 2)] and plan.renamed == {Slot("server", 3): Slot("server", 2)}
+    assert plan.replaced == [] and "rows decoded on the survivors" in plan.reason
 
 
 def test_none_loses_the_run(tmp_path):
