@@ -155,6 +155,21 @@ def _write_all(f: io.RawIOBase, buf: memoryview) -> None:
         buf = buf[n:]
 
 
+def _open_in(d: Path, path: Path, attempts: int = 8) -> io.FileIO:
+    """``path`` (in directory ``d``) opened for writing, unbuffered. Another rank's failed part of
+    the same step removes the directory when it is empty (``_rmdir_if_empty``), also between a
+    re-creation here and the open (seen once: a trainer's part failed with ENOENT on a full disk
+    where the real cause was ENOSPC); so re-create and retry a few times."""
+    for attempt in range(attempts):
+        try:
+            return open(path, "wb", buffering=0)
+        except FileNotFoundError:
+            if attempt == attempts - 1:
+                raise
+            d.mkdir(parents=True, exist_ok=True)
+    raise AssertionError("unreachable")
+
+
 def _rmdir_if_empty(d: Path) -> None:
     try:
         d.rmdir()
@@ -413,11 +428,7 @@ class CheckpointStore:
         step = pacer.chunk()
         crc = 0
         try:
-            try:
-                f = open(tmp, "wb", buffering=0)
-            except FileNotFoundError:  # another rank's failed part of this step removed the empty directory
-                d.mkdir(parents=True, exist_ok=True)
-                f = open(tmp, "wb", buffering=0)
+            f = _open_in(d, tmp)
             with f:
                 for buf in (memoryview(header), data):
                     for i in range(0, len(buf), step):
