@@ -6,9 +6,12 @@ global batch (``--trainers`` x the preset's batch size), single-threaded on the 
 setting of an mpiec run, one BLAS thread per rank. Per global step:
 
 * **mpiec** (this process): for each trainer, route the batch's ids (``route_rows``), gather the
-  rows from the servers' tables, ``pool_bags``, ``forward_backward``, ``pool_bags_backward``; the
-  dense gradients summed in trainer order; each server sums its rows' gradients in trainer order
-  and applies row-wise Adagrad (``adagrad_apply``); the dense Adagrad update. What an mpiec run
+  rows from the servers' tables, ``pool_bags``, then per virtual shard it holds (``layout.
+  virtual_trainers``, default 4: two per trainer of 2) ``forward_backward`` and
+  ``pool_bags_backward``, summed in the fixed tree (``roles.shards.block_gradients``); the dense
+  gradients of the trainers' blocks summed in the tree; each server sums its rows' gradients in
+  the tree (``sum_pushes``) and applies row-wise Adagrad (``adagrad_apply``); the dense Adagrad
+  update. What an mpiec run
   does on its trainers and servers, less the MPI exchanges and the data generation (timed apart).
 * **PyTorch** (a worker in a separate environment, ``--torch-python``): ``nn.EmbeddingBag(mode=
   "sum", sparse=True)`` per table, ``nn.Linear`` + ReLU layers, ``torch.bmm`` dot interaction with
@@ -154,13 +157,15 @@ class MpiecStep:
 
     def __init__(self, cfg, batches) -> None:
         from mpiec.data.source import bag_bounds
-        from mpiec.layout import stripe_placement, table_offsets
+        from mpiec.layout import stripe_placement, table_offsets, trainer_blocks
         from mpiec.model.dlrm import init_params
         from mpiec.roles.trainer import model_shape
 
         self.cfg, self.batches = cfg, batches
         self.shape = model_shape(cfg)
         self.T = cfg.layout.trainers
+        self.V = cfg.virtual_trainers  # virtual shards of a step (layout.virtual_trainers)
+        self.blocks = trainer_blocks(self.T, self.V)
         self.S = cfg.layout.servers
         self.gb = float(cfg.global_batch)
         offsets = table_offsets(cfg.data.cardinalities)
@@ -180,24 +185,18 @@ class MpiecStep:
         self.loss = 0.0
 
     def step(self, times: dict[str, float]) -> None:
-        from mpiec.kernels.embedding import (
-            adagrad_apply,
-            gather_rows,
-            scatter_add_rows,
-            sgd_apply,
-            unique_inverse,
-        )
+        from mpiec.kernels.embedding import adagrad_apply, gather_rows, sgd_apply
 
-        from mpiec.model.dlrm import forward_backward, pool_bags, pool_bags_backward
+        from mpiec.model.dlrm import pool_bags
+        from mpiec.roles.shards import block_gradients, merge_arrays, sum_pushes, tree_sum
         clock = time.thread_time
         tr = self.cfg.training
         dim = self.shape.dim
         parts = self.batches[self.k % len(self.batches)]
         self.k += 1
-        dense_g = np.zeros(self.params.size, dtype=np.float32)
+        dense_nodes: dict[tuple[int, int], np.ndarray] = {}
         pushed: list[list[tuple[np.ndarray, np.ndarray]]] = [[] for _ in range(self.S)]
-        loss = 0.0
-        for b in parts:  # trainers in index order
+        for b, block in zip(parts, self.blocks, strict=True):  # trainers in index order
             t0 = clock()
             slots, counts, inv = _route_rows(b.ids, self.col, self.pl, self.T + self.S, self.T)
             t1 = clock()
@@ -211,12 +210,12 @@ class MpiecStep:
             index = inv.reshape(b.ids.shape)
             emb = pool_bags(rows, index, self.bounds)
             t3 = clock()
-            lsum, _, gp, gemb = forward_backward(self.shape, self.params, b.dense, emb, b.labels, self.gb)
-            t4 = clock()
-            grows = pool_bags_backward(gemb, index, self.bounds, slots.size)
-            t5 = clock()
-            dense_g += gp  # the all-reduce's sum, in trainer order
-            loss += lsum
+            # the trainer's virtual shards, each a forward/backward and its bags' backward, summed in
+            # the fixed tree (Trainer.shard_gradients)
+            node, grows = block_gradients(self.shape, self.params, b.dense, emb, b.labels, index, self.bounds,
+                                          slots.size, int(self.gb), self.V, block)
+            t4 = t5 = clock()
+            dense_nodes[block] = node
             o = 0
             for s in range(self.S):
                 pushed[s].append((slots[o:o + per[s]], grows[o:o + per[s]]))
@@ -224,15 +223,15 @@ class MpiecStep:
             times["route"] += t1 - t0
             times["gather"] += t2 - t1
             times["pool"] += t3 - t2
-            times["fwd_bwd"] += t4 - t3
+            times["fwd_bwd"] += t4 - t3  # (with the bags' backward and the block's tree)
             times["pool_bwd"] += t5 - t4
         t0 = clock()
-        for s in range(self.S):  # Server.apply: sum each row's gradients in trainer order, update
+        root = tree_sum(dense_nodes, 0, self.V, merge_arrays) if self.T > 1 else dense_nodes[(0, self.V)]
+        dense_g, loss = root[:-1], float(root[-1])  # Trainer.reduce_dense
+        for s in range(self.S):  # Server.apply: each row's gradients summed in the tree, update
             sl = np.concatenate([p[0] for p in pushed[s]])
             gr = np.concatenate([p[1] for p in pushed[s]])
-            uniq, inv = unique_inverse(sl)
-            acc = np.zeros((uniq.size, dim), dtype=np.float32)
-            scatter_add_rows(gr, inv, acc)
+            uniq, acc = sum_pushes(sl, gr, np.array([p[0].size for p in pushed[s]]), self.V)
             if self.adagrad:
                 adagrad_apply(self.tables[s], uniq, acc, tr.lr, tr.eps)
             else:

@@ -27,7 +27,8 @@ from typing import TypeVar
 import numpy as np
 
 from mpiec.kernels.embedding import scatter_add_rows, unique_inverse
-from mpiec.layout import trainer_blocks
+from mpiec.layout import shard_samples, trainer_blocks
+from mpiec.model.dlrm import DLRMShape, forward_backward, pool_bags_backward
 
 X = TypeVar("X")
 Rows = tuple[np.ndarray, np.ndarray]  # (row ids [n], values [n, dim]): rows of one node
@@ -43,6 +44,30 @@ def tree_sum(nodes: Mapping[tuple[int, int], X], lo: int, hi: int, merge: Callab
         raise ValueError(f"virtual shard {lo} has no value: the blocks do not cover [{lo}, {hi})")
     mid = (lo + hi) // 2
     return merge(tree_sum(nodes, lo, mid, merge), tree_sum(nodes, mid, hi, merge))
+
+
+def block_gradients(shape: DLRMShape, params: np.ndarray, dense: np.ndarray, emb: np.ndarray,
+                    labels: np.ndarray, index: np.ndarray, bounds: np.ndarray, n_rows: int,
+                    global_batch: int, virtual: int, block: tuple[int, int]) -> Rows:
+    """A trainer's block ``[lo, hi)`` of virtual shards of one step: (dense gradients + loss sum
+    ``[P + 1]``, row gradients ``[n_rows, dim]`` indexed like the pulled rows), each leaf the
+    gradient of one shard's samples, summed in the fixed tree. ``dense``, ``emb``, ``labels`` and
+    ``index`` (pooled bags' rows) hold the block's samples, in order."""
+    first = shard_samples(global_batch, virtual, block[0])[0]
+    leaves: dict[tuple[int, int], Rows] = {}
+    for v in range(*block):
+        a, b = (i - first for i in shard_samples(global_batch, virtual, v))
+        loss_sum, _, gparams, gemb = forward_backward(shape, params, dense[a:b], emb[a:b], labels[a:b],
+                                                      float(global_batch))
+        node = np.empty(gparams.size + 1, dtype=np.float32)
+        node[:-1] = gparams
+        node[-1] = loss_sum
+        leaves[(v, v + 1)] = (node, pool_bags_backward(gemb, index[a:b], bounds, n_rows))
+
+    def merge(left: Rows, right: Rows) -> Rows:
+        return merge_arrays(left[0], right[0]), merge_arrays(left[1], right[1])
+
+    return tree_sum(leaves, *block, merge)
 
 
 def merge_arrays(left: np.ndarray, right: np.ndarray) -> np.ndarray:

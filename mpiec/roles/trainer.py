@@ -33,7 +33,7 @@ from mpiec.data.factory import check_eval_size, make_source
 from mpiec.data.source import Batch, bag_bounds
 from mpiec.kernels.embedding import group_by_owner, unique_inverse
 from mpiec.layout import RowPlacement, shard_samples, trainer_blocks
-from mpiec.model.dlrm import DLRMShape, forward_backward, init_params, pool_bags, pool_bags_backward, predict
+from mpiec.model.dlrm import DLRMShape, init_params, pool_bags, predict
 from mpiec.model.metrics import accuracy, auc, logloss
 from mpiec.results import EVAL_DTYPE, TIMELINE_DTYPE
 from mpiec.roles.context import TAG_DONE, TAG_EVAL, TAG_FAILURE, TAG_STEPS, RankContext
@@ -45,7 +45,7 @@ from mpiec.roles.exchange import (
     EmulatedFailure,
     exchange_headers,
 )
-from mpiec.roles.shards import merge_arrays, tree_sum
+from mpiec.roles.shards import block_gradients, merge_arrays, tree_sum
 from mpiec.stall import StallHook
 from mpiec.strategies.plan import RecoveryPlan
 
@@ -178,24 +178,9 @@ class Trainer:
         """This trainer's block of the step's gradient: (dense gradients + loss sum ``[P + 1]``,
         row gradients ``[n_rows, dim]`` in the pushed order), summed over its virtual shards in
         the fixed tree (``roles.shards``)."""
-        cfg = self.ctx.cfg
-        bounds = bag_bounds(cfg.data.bags)
-        index = inv.reshape(batch.ids.shape)
-        leaves: dict[tuple[int, int], tuple[np.ndarray, np.ndarray]] = {}
-        for v in range(*self.block):
-            a, b = (i - self.first for i in shard_samples(self.G, self.V, v))
-            loss_sum, _, gparams, gemb = forward_backward(
-                self.shape, self.params, batch.dense[a:b], emb[a:b], batch.labels[a:b], float(self.G))
-            dense = np.empty(self.P + 1, dtype=np.float32)
-            dense[: self.P] = gparams
-            dense[self.P] = loss_sum
-            leaves[(v, v + 1)] = (dense, pool_bags_backward(gemb, index[a:b], bounds, n_rows))
-
-        def merge(left: tuple[np.ndarray, np.ndarray],
-                  right: tuple[np.ndarray, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
-            return merge_arrays(left[0], right[0]), merge_arrays(left[1], right[1])
-
-        return tree_sum(leaves, *self.block, merge)
+        return block_gradients(self.shape, self.params, batch.dense, emb, batch.labels,
+                               inv.reshape(batch.ids.shape), bag_bounds(self.ctx.cfg.data.bags), n_rows,
+                               self.G, self.V, self.block)
 
     def reduce_dense(self) -> None:
         """Every trainer: the step's dense gradient and loss sum into ``dense_buf``, from the
