@@ -1,4 +1,4 @@
-"""``mpiec kernels``: OSU-style micro-benchmark of the kernels.
+"""The kernels' micro-benchmark (``mpiec kernels`` prints it: ``mpiec.kernels_cli``).
 
 Owns: timing of the hot kernels against an ``np.copyto`` reference measured in
 the same run, at cache-resident and DRAM sizes. Every kernel is warmed up
@@ -32,9 +32,7 @@ stream reaches ~1.1-1.3x of the copy on the development machine.
 from __future__ import annotations
 
 import argparse
-import json
 import re
-import sys
 import time
 from collections.abc import Callable
 
@@ -220,20 +218,6 @@ def pipeline_cases(repeat: int, rows: int = PIPE_ROWS) -> list[dict]:
     return out
 
 
-def pipeline_mpi(steps: int, rows: int = PIPE_ROWS) -> dict:
-    """The whole pipeline between two ranks (``mpiec.strategies.ecrm.pipebench``, under mpiexec).
-
-    This process never initialises MPI: the ranks are two new processes."""
-    import mpi4py
-
-    if "mpi4py.MPI" not in sys.modules:  # importing the strategy package imports mpi4py.MPI
-        mpi4py.rc.initialize = False
-        mpi4py.rc.finalize = False
-    from mpiec.strategies.ecrm.pipebench import launch
-
-    return launch(rows=rows, steps=steps, width=PIPE_WIDTH)
-
-
 def format_pipeline(cases: list[dict], mpi: dict | None) -> str:
     """The pipeline table: ns per delta row, median [p10, p90], and its ratio to the copy."""
     head = f"{'parity pipeline, per delta row':<38}{'rows':>7}{'ns/row':>9}{'[p10, p90]':>16}{'x copy':>8}"
@@ -269,68 +253,3 @@ def format_table(results: list[dict]) -> str:
         lines.append(f"{r['kernel']:<24}{r['size']:>20}{r['seconds'] * 1e3:>10.2f}"
                      f"{r['payload_gbs']:>14.2f}{r['traffic_gbs']:>14.2f}{xc:>8}{xl:>8}")
     return "\n".join(lines)
-
-
-def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="mpiec kernels",
-                                description="Micro-benchmark of mpiec's numba kernels.")
-    p.add_argument("--sizes", default="1MiB,256MiB",
-                   help="comma-separated payload sizes (default: 1MiB,256MiB)")
-    p.add_argument("--repeat", type=int, default=5, help="timed runs per kernel (best is kept)")
-    p.add_argument("--json", metavar="FILE", help="also write the results as JSON")
-    p.add_argument("--quick", action="store_true",
-                   help="small sizes and few repeats (smoke test)")
-    p.add_argument("--no-mpi", action="store_true",
-                   help="leave out the parity pipeline between two ranks (which starts mpiexec -n 2)")
-    p.add_argument("--no-checkpoint", action="store_true",
-                   help="leave out the checkpoint paths (kernels/ckptbench.py)")
-    args = p.parse_args(argv)
-    try:
-        sizes = [parse_size(s) for s in args.sizes.split(",") if s.strip()]
-    except argparse.ArgumentTypeError as e:
-        p.error(str(e))
-    if not sizes:
-        p.error("--sizes names no size")
-    if args.repeat < 1:
-        p.error(f"--repeat must be >= 1, got {args.repeat}")
-    repeat = args.repeat
-    adagrad_table = 1 << 20
-    if args.quick:
-        sizes = [min(s, 4 << 20) for s in sizes]
-        repeat = min(repeat, 2)
-        adagrad_table = 1 << 17
-    from . import gf256
-
-    # the path the kernels take now (run-time choice), not what was compiled or cached
-    path = gf256.path_name()
-    print(f"# mpiec kernels: best of {repeat}; GF multiply path: {path}"
-          f"{'' if gf256.CPU_HAS_GFNI else ' (this CPU has no GFNI)'}")
-    results = run(sizes, repeat, adagrad_table)
-    print(format_table(results))
-    pipe = pipeline_cases(repeat)
-    mpi = None
-    if not args.no_mpi:
-        try:
-            mpi = pipeline_mpi(steps=60 if args.quick else 300)
-        except Exception as exc:  # noqa: BLE001 - no mpiexec, a failed launch: say so, keep the rest
-            print(f"# parity pipeline between two ranks not measured: {str(exc).strip()[:300]}")
-    print()
-    print(format_pipeline(pipe, mpi))
-    ckpt = None
-    if not args.no_checkpoint:  # the checkpoint paths beside a copy (kernels/ckptbench.py)
-        from . import ckptbench
-
-        rows = 1 << 12 if args.quick else ckptbench.SHARD_ROWS
-        ckpt = ckptbench.run(max(repeat, 3), rows)
-        print()
-        print(ckptbench.format_table(ckpt, max(repeat, 3), rows))
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump({"gfni": gf256.gfni_active(), "gf_path": path, "repeat": repeat,
-                       "results": results, "pipeline": pipe, "pipeline_2_ranks": mpi,
-                       "checkpoint": ckpt}, f, indent=1)
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -247,7 +247,7 @@ def build_parser() -> argparse.ArgumentParser:
                             add_help=False)
     report.set_defaults(func=None)  # main() hands its arguments to mpiec.analysis.report
     kernels = sub.add_parser("kernels", help="micro-benchmark the numba kernels", add_help=False)
-    kernels.set_defaults(func=None)  # main() hands its arguments to mpiec.kernels.bench
+    kernels.set_defaults(func=None)  # main() hands its arguments to mpiec.kernels_cli
     simulate = sub.add_parser("simulate", help="model a job at cluster scale, calibrated by measured runs",
                               add_help=False)
     simulate.set_defaults(func=None)  # main() hands its arguments to mpiec.simulate.cli
@@ -280,7 +280,7 @@ def main(argv: list[str] | None = None) -> int:
 
             return report_main(argv[1:])
         if argv and argv[0] == "kernels":
-            from mpiec.kernels.bench import main as kernels_main
+            from mpiec.kernels_cli import main as kernels_main
 
             return kernels_main(argv[1:])
         if argv and argv[0] == "reproduce":

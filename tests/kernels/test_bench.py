@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import pytest
-from mpiec.kernels.bench import main, parse_size
+from mpiec.kernels.bench import parse_size
+
+from mpiec.kernels_cli import main
 
 
 @pytest.mark.parametrize("argv, needle", [

@@ -29,6 +29,7 @@ the wall clock. The cases run round-robin, the order rotated each round, every o
 
 from __future__ import annotations
 
+import functools
 import subprocess
 import sys
 import tempfile
@@ -100,7 +101,7 @@ def _before_cases(rev: str, table: np.ndarray, gids: np.ndarray, tracker_bits: n
 
     for method, widths in QUANT:
         for bits in widths:
-            out[f"cnr quantize {method} {bits}b"] = lambda m=method, b=bits: encode(m, b)
+            out[f"cnr quantize {method} {bits}b"] = functools.partial(encode, method, bits)
     path = tmp / "before.spill"
     step = [0]
 
@@ -129,7 +130,6 @@ def cases(rows: int, rng: np.random.Generator, tmp: Path,
         mpi4py.rc.finalize = False
     from mpiec.kernels.codes import make_code
     from mpiec.kernels.embedding import adagrad_apply, scatter_add_rows, unique_inverse
-
     from mpiec.strategies.checkpointing.chain import ChainTracker
     from mpiec.strategies.cnr import encode_rows, snapshot_rows
     from mpiec.strategies.ecsnap.snapshot import as_bytes, mac_into
@@ -174,7 +174,7 @@ def cases(rows: int, rng: np.random.Generator, tmp: Path,
     for method, widths in QUANT:
         for bits in widths:
             out.append((f"cnr quantize {method} {bits}b", block.nbytes,
-                        lambda m=method, b=bits: encode_rows(block, DIM, m, b)))
+                        functools.partial(encode_rows, block, DIM, method, bits)))
 
     # log: one trainer's push record, spilled to a file in the page cache and read back
     n = min(RECORD_ROWS, rows)
@@ -277,7 +277,7 @@ def format_table(results: list[dict], repeat: int, rows: int) -> str:
 def main(argv: list[str] | None = None) -> int:
     import argparse
 
-    p = argparse.ArgumentParser(prog="python -m mpiec.kernels.ckptbench",
+    p = argparse.ArgumentParser(prog="python -m mpiec.checkpoint_paths",
                                 description="The checkpoint paths' MB/s beside a memory copy.")
     p.add_argument("--repeat", type=int, default=11)
     p.add_argument("--rows", type=int, default=SHARD_ROWS)
