@@ -169,3 +169,14 @@ def test_analysis_and_simulate_do_not_import_roles():
            if module.startswith(("mpiec.analysis", "mpiec.simulate"))}
     bad = {module: targets for module, targets in bad.items() if targets}
     assert not bad, f"analysis / simulation modules importing a role: {bad}"
+
+
+def test_kernels_import_only_kernels():
+    """Kernels are pure functions on arrays: no runtime module (strategies, roles, comm) behind them."""
+    graph = import_graph()
+    def kernel(name: str) -> bool:
+        return name == "mpiec.kernels" or name.startswith("mpiec.kernels.")
+
+    bad = {module: sorted(t for t in targets if not kernel(t)) for module, targets in graph.items() if kernel(module)}
+    bad = {module: targets for module, targets in bad.items() if targets}
+    assert not bad, f"kernel modules importing runtime modules: {bad}"
