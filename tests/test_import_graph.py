@@ -177,6 +177,7 @@ def test_kernels_import_only_kernels():
     def kernel(name: str) -> bool:
         return name == "mpiec.kernels" or name.startswith("mpiec.kernels.")
 
-    bad = {module: sorted(t for t in targets if not kernel(t)) for module, targets in graph.items() if kernel(module)}
+    bad = {module: sorted(t for t in targets if not kernel(t))
+           for module, targets in graph.items() if kernel(module)}
     bad = {module: targets for module, targets in bad.items() if targets}
     assert not bad, f"kernel modules importing runtime modules: {bad}"
