@@ -43,9 +43,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from mpiec.blas import configure  # noqa: E402
-
-BLAS_ENV = configure()  # the settings of a rank (mpiec/worker.py): one thread, the GEMM kernels
+for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "NUMBA_NUM_THREADS"):
+    os.environ.setdefault(_var, "1")  # one thread: the setting of a rank (mpiec/worker.py)
 
 import numpy as np  # noqa: E402
 
