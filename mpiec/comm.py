@@ -23,6 +23,7 @@ Invariants:
 from __future__ import annotations
 
 import os
+import pickle
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -178,12 +179,18 @@ def check_world(world: MPI.Intracomm) -> None:
 def guard(where: str, nonblocking_collective: bool = False) -> Iterator[None]:
     """Turn a failed or revoked peer inside the block into ``PeerFailure``.
 
-    ``nonblocking_collective``: Open MPI's libnbc reports a round it cannot start
-    because a peer died as ``MPI_ERR_OTHER`` ("Error in NBC_Start_round()"), seen in
-    about 1 of 10 double server kills here; under ULFM that is a peer failure too.
+    ``nonblocking_collective`` (a recovery's collectives): Open MPI's libnbc reports a round it
+    cannot start because a peer died as ``MPI_ERR_OTHER`` ("Error in NBC_Start_round()"), seen in
+    about 1 of 10 double server kills here; under ULFM that is a peer failure too. So is a pickled
+    object that arrives garbled (seen once in 5 runs with a second server kill ~30 ms into an
+    ``ecrm`` handover: an ``allgather`` that the dying peer took part in).
     """
     try:
         yield
+    except (pickle.UnpicklingError, EOFError) as exc:
+        if not (nonblocking_collective and _NBC_ERRORS):
+            raise
+        raise PeerFailure(MPI.ERR_OTHER, f"{where} (a garbled message: {exc})") from None
     except MPI.Exception as exc:
         cls = failure_class(exc)
         if cls is None and nonblocking_collective and _NBC_ERRORS and exc.Get_error_class() in _NBC_ERRORS:

@@ -19,15 +19,13 @@ Invariants:
 
 from __future__ import annotations
 
-import pickle
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
 from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 from mpi4py import MPI
 
-from mpiec.comm import PeerFailure, alltoallv_buffers, guard
+from mpiec.comm import alltoallv_buffers, guard
 
 if TYPE_CHECKING:
     from mpiec.strategies.env import RankEnv
@@ -36,18 +34,12 @@ if TYPE_CHECKING:
 Pushed = tuple[np.ndarray, np.ndarray, np.ndarray]
 
 
-@contextmanager
-def collective(where: str) -> Iterator[None]:
+def collective(where: str):  # noqa: ANN201 - a context manager
     """``guard`` for a recovery's collectives: under ULFM, Open MPI reports some collectives
-    that meet a dead peer as ``MPI_ERR_OTHER``; that is a peer failure here too (it restarts the
-    recovery, and the runtime ends a run whose failures show no dead rank). So is a pickled
-    object that arrives garbled: seen once in 5 runs with a second server kill ~30 ms into an
-    ``ecrm`` handover (an ``allgather`` of the survivors' tables that a dying peer took part in)."""
-    with guard(where, nonblocking_collective=True):
-        try:
-            yield
-        except (pickle.UnpicklingError, EOFError) as exc:
-            raise PeerFailure(MPI.ERR_OTHER, f"{where} (a garbled message: {exc})") from None
+    that meet a dead peer as ``MPI_ERR_OTHER``, or delivers a pickled object garbled; that is a
+    peer failure here too (it restarts the recovery, and the runtime ends a run whose failures
+    show no dead rank)."""
+    return guard(where, nonblocking_collective=True)
 
 
 class RebuildError(Exception):
