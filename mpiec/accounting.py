@@ -508,6 +508,5 @@ def reexecuted_steps(timeline: np.ndarray) -> int:
 
 
 __all__ = ["Reference", "efficiency", "expected_s", "final_samples", "layout_throughput", "merge_timelines",
-           "param_checksum",
-           "recovery_breakdown", "reexecuted_steps", "reference", "stall_losses", "step_intervals",
-           "summary_efficiency", "unique_steps"]
+           "param_checksum", "recovery_breakdown", "reexecuted_steps", "reference", "stall_losses",
+           "step_intervals", "summary_efficiency", "unique_steps"]

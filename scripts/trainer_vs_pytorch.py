@@ -153,7 +153,9 @@ def _route_rows(ids, col, pl, n_data, base):
 class MpiecStep:
     """One global step of mpiec's training computation, all trainers and servers in this process."""
 
-    PHASES = ("route", "gather", "pool", "fwd_bwd", "pool_bwd", "server_apply", "dense_apply")
+    # fwd_bwd: each virtual shard's forward_backward and pool_bags_backward, and the block's tree
+    # dense_apply: the trainers' dense blocks summed in the tree, and the dense optimizer
+    PHASES = ("route", "gather", "pool", "fwd_bwd", "server_apply", "dense_apply")
 
     def __init__(self, cfg, batches) -> None:
         from mpiec.data.source import bag_bounds
@@ -214,7 +216,7 @@ class MpiecStep:
             # the fixed tree (Trainer.shard_gradients)
             node, grows = block_gradients(self.shape, self.params, b.dense, emb, b.labels, index, self.bounds,
                                           slots.size, int(self.gb), self.V, block)
-            t4 = t5 = clock()
+            t4 = clock()
             dense_nodes[block] = node
             o = 0
             for s in range(self.S):
@@ -223,11 +225,8 @@ class MpiecStep:
             times["route"] += t1 - t0
             times["gather"] += t2 - t1
             times["pool"] += t3 - t2
-            times["fwd_bwd"] += t4 - t3  # (with the bags' backward and the block's tree)
-            times["pool_bwd"] += t5 - t4
+            times["fwd_bwd"] += t4 - t3
         t0 = clock()
-        root = tree_sum(dense_nodes, 0, self.V, merge_arrays) if self.T > 1 else dense_nodes[(0, self.V)]
-        dense_g, loss = root[:-1], float(root[-1])  # Trainer.reduce_dense
         for s in range(self.S):  # Server.apply: each row's gradients summed in the tree, update
             sl = np.concatenate([p[0] for p in pushed[s]])
             gr = np.concatenate([p[1] for p in pushed[s]])
@@ -237,6 +236,8 @@ class MpiecStep:
             else:
                 sgd_apply(self.tables[s], uniq, acc, tr.lr)
         t1 = clock()
+        root = tree_sum(dense_nodes, 0, self.V, merge_arrays) if self.T > 1 else dense_nodes[(0, self.V)]
+        dense_g, loss = root[:-1], float(root[-1])  # Trainer.reduce_dense
         if tr.dense_optimizer == "adagrad":  # Trainer.apply_dense
             self.state += dense_g * dense_g
             self.params -= np.float32(tr.dense_lr) * dense_g / (np.sqrt(self.state) + np.float32(tr.eps))
