@@ -99,12 +99,12 @@ def move_rows(ctx: RankContext, old: list[ServerShard], new: Server | None) -> t
     ids, rows = np.empty(0, np.int64), np.empty((0, width), np.float32)
     scounts = np.zeros(size, dtype=np.int64)
     if old:
-        every_id = np.concatenate([o.global_rows for o in old])
-        real = every_id >= 0
+        every_id = np.concatenate([o.global_rows for o in old]) if len(old) > 1 else old[0].global_rows
+        table = np.concatenate([o.table for o in old]) if len(old) > 1 else old[0].table
+        real = np.flatnonzero(every_id >= 0)
         owner = ctx.placement.owner(every_id[real])
-        order = np.argsort(owner, kind="stable")
-        ids = np.ascontiguousarray(every_id[real][order])
-        rows = np.ascontiguousarray(np.concatenate([o.table for o in old])[real][order])
+        pick = real[np.argsort(owner, kind="stable")]  # one gather of the rows, by new owner
+        ids, rows = every_id[pick], table[pick]
         scounts[: ctx.n_servers] = np.bincount(owner, minlength=ctx.n_servers)
     rcounts = np.empty(size, dtype=np.int64)
     with guard("row re-placement", nonblocking_collective=True):

@@ -37,7 +37,7 @@ import numpy as np
 from mpiec.layout import SERVER
 from mpiec.strategies.base import ServerShard
 from mpiec.strategies.ecrm.holders import HolderComm
-from mpiec.strategies.ecrm.rebuild import replay, share_versions, sync_survivors
+from mpiec.strategies.ecrm.rebuild import rebuild_trainer, replay, share_versions, sync_survivors
 from mpiec.strategies.ecrm.rebuilder import Rebuilder
 from mpiec.strategies.ecrm.transfer import RebuildError, check_all
 
@@ -111,12 +111,10 @@ def _handover(m: Member, state: ShardState, plan: RecoveryPlan, dropped: list[in
     assert m.rebuilder is not None
     rb = m.rebuilder
     rb.finish()  # every member: the hosts' decode rounds (the others answer)
-    m.rebuilder = None
-    times["decode"] = time.perf_counter()
+    m.rebuilder = None  # (this member is dropped with its agent: the new layout builds fresh ones)
     if shard is not None and target is not None:
         for _, slots, grads, counts in steps:
             state.replay_into(shard.table, slots, grads, counts)
-        m.stats["replayed_steps"] = max(m.stats["replayed_steps"], len(steps))
         env.event("handover", plan.step,
                   detail=f"server {target}'s {rb.rows} rows decoded at step {versions[target]} "
                          f"({rb.bytes} bytes fetched) and {len(steps)} steps replayed in "
@@ -127,13 +125,7 @@ def _handover(m: Member, state: ShardState, plan: RecoveryPlan, dropped: list[in
 def handover_trainer(env: RankEnv, kept: Mapping[int, Pushed], plan: RecoveryPlan) -> None:
     """A trainer: send the dropped servers' hosts the gradients it kept (``kept``, by step)."""
     dropped = dropped_servers(plan)
-    _, route = hosts(env.n_servers + len(dropped), dropped)
-    versions, problem = share_versions(env, {}, "")
-    if problem:
-        raise RebuildError(problem)
-    _, problem = replay(env, kept, versions, plan, trainer=env.slot.index, route=route)
-    if problem:
-        raise RebuildError(problem)
+    rebuild_trainer(env, kept, plan, route=hosts(env.n_servers + len(dropped), dropped)[1])
 
 
 __all__ = ["handover_server", "handover_trainer"]

@@ -274,11 +274,13 @@ def rebuild_parity(m: Member, plan: RecoveryPlan) -> dict[str, float]:
     return times
 
 
-def rebuild_trainer(env: RankEnv, kept: Mapping[int, Pushed], plan: RecoveryPlan) -> None:
-    """A trainer: send the lost servers the gradients it kept (``kept``, by step)."""
+def rebuild_trainer(env: RankEnv, kept: Mapping[int, Pushed], plan: RecoveryPlan,
+                    route: Mapping[int, int] | None = None) -> None:
+    """A trainer: send the lost servers the gradients it kept (``kept``, by step); ``route``: to
+    the survivors that rebuild them instead (a shrink's ``handover``, ``replay_steps``)."""
     versions, problem = share_versions(env, {}, "")
     if problem:
         raise RebuildError(problem)
-    _, problem = replay(env, kept, versions, plan, trainer=env.slot.index)
+    _, problem = replay(env, kept, versions, plan, trainer=env.slot.index, route=route)
     if problem:
         raise RebuildError(problem)
