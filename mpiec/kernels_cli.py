@@ -39,7 +39,6 @@ def pipeline_mpi(steps: int, rows: int = PIPE_ROWS) -> dict:
     return launch(rows=rows, steps=steps, width=PIPE_WIDTH)
 
 
-
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="mpiec kernels",
                                 description="Micro-benchmark of mpiec's numba kernels.")
