@@ -199,7 +199,10 @@ def make_plan(ctx: RankContext, failure: Failure) -> RecoveryPlan:
         plan = ctx.coordinator().plan(failure)
     plan.step, plan.committed = failure.step, failure.committed
     plan.epoch = ctx.epoch + 1
-    plan.consumed = consumed_kills(ctx, failure)
+    # every kill fired so far, not only this failure's: a rank that a second failure cut off before
+    # it received the interrupted attempt's plan learns that attempt's kills here (one that did not
+    # fired the same kill again when its slot's step was re-executed, killing another server)
+    plan.consumed = sorted(ctx.faults.consumed | set(consumed_kills(ctx, failure)))
     slots = list(ctx.slots)
     if not plan.aborts:
         held = set(slots)

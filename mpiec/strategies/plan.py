@@ -53,7 +53,7 @@ class RecoveryPlan:
     committed: int = -1  # survivors' agreed committed step
     assignments: dict[Slot, Slot] = field(default_factory=dict)  # spare slot -> dead slot it takes
     spawn: list[Slot] = field(default_factory=list)  # dead slots taken by spawned processes (spawn mode)
-    consumed: list[int] = field(default_factory=list)  # seq of the planned kills that fired
+    consumed: list[int] = field(default_factory=list)  # seq of every planned kill fired so far
     epoch: int = 0  # recoveries so far, this one included
     restored: int = -1  # the step whose state every rank holds after restore (ROLLBACK: chosen candidate)
     slots: list[Slot] = field(default_factory=list)  # the slot table after the recovery, by world rank

@@ -164,3 +164,14 @@ def test_reconcile_leaves_a_rank_at_the_agreed_step_and_every_rollback_alone(tmp
     reconcile(ctx, role, RecoveryPlan(scope=Scope.COMMITTED, committed=5))
     assert role.undone == [5]
 
+
+
+def test_a_plan_carries_every_kill_fired_so_far(tmp_path):
+    """A rank that a second failure cut off before it received the first plan learns that plan's
+    kills from the next one (it fired the first kill again on its renamed slot once)."""
+    ctx = context(tmp_path, kills="server:1@step=10;server:0@step=10+20ms")
+    first = make_plan(ctx, fail(ctx, [Slot("server", 1)]))
+    ctx.faults.consumed.update(first.consumed)  # the monitor's own log_detection
+    second = make_plan(ctx, fail(ctx, [Slot("server", 1), Slot("server", 0)]))
+    assert [str(k) for k in ctx.faults.kills if k.seq in second.consumed] == ["server:1@step=10",
+                                                                               "server:0@step=10+20ms"]
