@@ -75,6 +75,18 @@ def test_a_server_kill_then_a_trainer_kill_under_ecrm(reference, tmp_path):
     assert int(last["trainers"][0]) == 3 and int(last["servers"][0]) == 3
 
 
+def test_two_server_kills_under_ecrm_are_handed_over_or_rolled_back_losslessly(reference, tmp_path):
+    """Two servers of different stripes (6 servers, k = 2, r = 1) killed 25 ms apart: both handed
+    over in one recovery, or the second kill interrupts the first handover and the fallback rolls
+    back; either way the failure-free checksum on 4 servers."""
+    run = shrink_run(tmp_path, ECRM, ["server:1@step=15+1ms", "server:4@step=15+25ms"], "layout.servers=6")
+    assert run.code == 0, run.stdout + run.stderr
+    res = run.result()
+    assert res.summary["param_checksum"] == reference and res.summary["kills_fired"] == 2
+    assert int(res.timeline["servers"][-1]) == 4
+    assert "rows decoded on the survivors" in run.stdout or "interrupted the handover" in run.stdout
+
+
 def test_a_second_kill_during_the_shrink_is_recovered_too(reference, tmp_path):
     run = shrink_run(tmp_path, ["--strategy", "ckpt"], ["server:1@step=15", "server:2@step=15+40ms"],
                      "layout.servers=4")
