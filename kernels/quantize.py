@@ -46,7 +46,9 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-from numba import njit
+from llvmlite import ir
+from numba import njit, types
+from numba.extending import intrinsic
 
 __all__ = [
     "METHODS",
@@ -102,55 +104,84 @@ def unpack_bits(packed, bits, dim, out):
             out[r, c] = np.uint8((v >> np.uint16(sh)) & mask)
 
 
+@intrinsic
+def _fma32(typingctx, a, b, c):
+    """a * b + c rounded once (``llvm.fma.f32``: one FMA where the CPU has it, libm's exact
+    ``fmaf`` where not, so the value is the same on every machine)."""
+    if not (a == b == c == types.float32):
+        return None
+
+    def codegen(context, builder, signature, args):
+        f = ir.FloatType()
+        fn = builder.module.declare_intrinsic("llvm.fma", [f], ir.FunctionType(f, [f, f, f]))
+        return builder.call(fn, list(args))
+
+    return types.float32(types.float32, types.float32, types.float32), codegen
+
+
 @njit(cache=True, nogil=True)
 def _uniform_loss(x, r, levels, lo, hi):
-    # L2 error of asymmetric quantization of row r over [lo, hi] (float32 params); the scalar
-    # reference of _pair_loss (tests compare the two)
+    # squared L2 error of asymmetric quantization of row r over [lo, hi] in float32, the search's
+    # objective (x float32; levels, lo, hi float32): the scalar reference of adaptive_range's
+    # lanes (tests compare the two). Per value u = x - lo, q = clamp(floor(u / scale + 1/2)),
+    # d = u - q * scale, the two multiply-adds fused; scale = (hi - lo) * (1 / levels)
     dim = x.shape[1]
-    scale = (hi - lo) / levels
-    s = 0.0
-    if scale <= 0:
+    zero = np.float32(0.0)
+    half = np.float32(0.5)
+    scale = (hi - lo) * (np.float32(1.0) / levels)
+    s = zero
+    if scale <= zero:
         for c in range(dim):
             d = x[r, c] - lo
-            s += d * d
-        return math.sqrt(s)
-    inv = 1.0 / scale
+            s = _fma32(d, d, s)
+        return s
+    inv = np.float32(1.0) / scale
     for c in range(dim):
-        q = math.floor((x[r, c] - lo) * inv + 0.5)
-        q = min(max(q, 0.0), levels)
-        d = x[r, c] - (q * scale + lo)
-        s += d * d
-    return math.sqrt(s)
+        u = x[r, c] - lo
+        q = np.floor(_fma32(u, inv, half))
+        q = min(max(q, zero), levels)
+        d = _fma32(-q, scale, u)
+        s = _fma32(d, d, s)
+    return s
 
 
-LANES = 64  # rows the range search runs side by side (one SIMD lane each, per-row sums in order)
+LANES = 128  # rows the range search runs side by side (one SIMD lane each, per-row sums in order)
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _term(x, b, s, i, levels, e):
-    # one column's squared error added to the range's sum: the scalar loss's operations (its
-    # float(math.floor(t)), an int64 round trip, is np.floor(t): t is bounded by the levels);
-    # the clamps as selects, the degenerate range (s = i = 0) as q = 0, d = x - lo exactly
-    q = np.floor((x - b) * i + 0.5)
-    q = q if q > 0.0 else 0.0
+def _term(x, b, s, i, levels, e, zero, half):
+    # one column's squared error added to the range's sum, in float32: the scalar loss's
+    # operations, the clamps as selects, the degenerate range (s = i = 0) as q = 0 and
+    # d = x - lo exactly (every argument float32: a float64 literal would widen the lane)
+    u = x - b
+    q = np.floor(_fma32(u, i, half))
+    q = q if q > zero else zero
     q = q if q < levels else levels
-    d = x - (q * s + b)
-    return e + d * d
+    d = _fma32(-q, s, u)
+    return _fma32(d, d, e)
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
 def adaptive_range(x, bits, n_bins, ratio):
-    """Greedy range search per row; returns (lo, hi) float64 arrays.
+    """Greedy range search per row (fbgemm's / caffe2's ``param_search_greedy``, computed in
+    float32 as theirs is); returns (lo, hi) float64 arrays holding float32 values.
 
-    Rows are searched ``LANES`` at a time, side by side (a row per lane, transposed to float64
-    once): every lane takes exactly the scalar search's steps, its losses summed in the same
-    order, so the ranges are bit-identical to a row-by-row search (``_uniform_loss``); a lane
-    whose search ended idles until the block's last one ends. One function, no calls with
-    array arguments (each would cost every array an atomic reference count pair per step)."""
+    Rows are searched ``LANES`` at a time, side by side (a row per lane, transposed once): every
+    lane takes exactly the scalar search's steps, its losses summed in the same order, so the
+    ranges are bit-identical to a row-by-row search (``_uniform_loss``); a lane whose search
+    ended idles until the block's last one ends. One function, no calls with array arguments
+    (each would cost every array an atomic reference count pair per step)."""
     n, dim = x.shape
     if n > 0 and n_bins == 0:  # the numpy error model would divide silently: raise as before
         raise ZeroDivisionError("division by zero")
-    levels = float((1 << bits) - 1)
+    f32 = np.float32
+    zero = f32(0.0)
+    half = f32(0.5)
+    levels = f32((1 << bits) - 1)
+    rlev = f32(1.0) / levels
+    nb32 = f32(n_bins)
+    max_steps = int(math.ceil(n_bins)) + 2 if n > 0 else 0
+    min_bins = nb32 * (f32(1.0) - f32(ratio))
     lo_out = np.empty(n)
     hi_out = np.empty(n)
     # one buffer, 4096-aligned, laid out so that the loss loop's stores (a1, a2: the first 1 KiB
@@ -158,9 +189,9 @@ def adaptive_range(x, bits, n_bins, ratio):
     # parameters fill the rest of that page, xt starts on the next): such "4K aliasing" stalls
     # a load behind an unrelated store, and heap-placed arrays measured 2-3x slower in some runs
     L = LANES
-    rows_xt = -(-dim * L // 512) * 512  # xt padded to whole pages
-    buf = np.empty(512 + 8 * L + rows_xt + 10 * L)  # alignment, a1..i2, xt, the rest
-    off = ((4096 - (buf.ctypes.data & 4095)) & 4095) // 8
+    rows_xt = -(-dim * L // 1024) * 1024  # xt padded to whole pages
+    buf = np.empty(1024 + 8 * L + rows_xt + 10 * L, np.float32)  # alignment, a1..i2, xt, rest
+    off = ((4096 - (buf.ctypes.data & 4095)) & 4095) // 4
     a1 = buf[off:off + L]
     a2 = buf[off + L:off + 2 * L]
     b1 = buf[off + 2 * L:off + 3 * L]
@@ -183,34 +214,36 @@ def adaptive_range(x, bits, n_bins, ratio):
     blo = buf[o + 8 * L:o + 9 * L]
     bhi = buf[o + 9 * L:o + 10 * L]
     active = np.zeros(LANES, np.bool_)
-    mn = np.empty(LANES, x.dtype)
-    mx = np.empty(LANES, x.dtype)
+    mn = np.empty(LANES, np.float32)
+    mx = np.empty(LANES, np.float32)
+    inf = f32(np.inf)
     first = True
     for r0 in range(0, n, LANES):
         nb = min(LANES, n - r0)
         # the block's rows transposed, a column at a time (a row at a time stored 16 values a
         # page apart, and a row read with such stores in flight measured up to 3x slower for some
-        # placements of x); each lane's min and max taken as the scalar search takes them, in
-        # float32, column by column (min/max of equal values keep the first: a signed zero)
+        # placements of x); each lane's min and max taken column by column (min/max of equal
+        # values keep the first: a signed zero)
         for j in range(nb):
-            v = float(x[r0 + j, 0])
+            v = f32(x[r0 + j, 0])
             mn[j] = v
             mx[j] = v
         for c in range(dim):
             for j in range(nb):
-                v = float(x[r0 + j, c])
+                v = f32(x[r0 + j, c])
                 xt[c, j] = v
                 mn[j] = min(mn[j], v)
                 mx[j] = max(mx[j], v)
         for j in range(nb):
             xmin = mn[j]
             xmax = mx[j]
-            step[j] = (xmax - xmin) / n_bins
-            thr[j] = n_bins * (1.0 - ratio) * step[j]
+            step[j] = (xmax - xmin) / nb32
+            thr[j] = min_bins * step[j]
             clo[j], chi[j] = xmin, xmax
-            blo[j], bhi[j], best[j] = xmin, xmax, np.inf
+            blo[j], bhi[j], best[j] = xmin, xmax, inf
             active[j] = clo[j] + thr[j] < chi[j]
         first = True  # the block's first pass: the loss of [min, max] (both "candidates")
+        steps = 0
         while True:
             if not first:
                 more = False
@@ -218,6 +251,8 @@ def adaptive_range(x, bits, n_bins, ratio):
                     more |= active[j]
                 if not more:
                     break
+                steps += 1
+            going = steps < max_steps  # a lane's step count is the block's while it is active
             # candidate 1: the low end moved up a bin; 2: the high end moved down a bin
             if first:
                 for j in range(nb):
@@ -233,57 +268,57 @@ def adaptive_range(x, bits, n_bins, ratio):
             # branch, with no branch in the lanes' loop (which vectorizes: 1/0 is computed,
             # never kept); written out, not called (see above)
             for j in range(nb):
-                scale = (chi[j] - t1[j]) / levels
-                inv = 1.0 / scale  # the numpy error model: 1/0 = inf, not kept
-                pos = scale > 0
+                scale = (chi[j] - t1[j]) * rlev
+                inv = f32(1.0) / scale  # the numpy error model: 1/0 = inf, not kept
+                pos = scale > zero
                 b1[j] = t1[j]
-                s1[j] = scale if pos else 0.0
-                i1[j] = inv if pos else 0.0
+                s1[j] = scale if pos else zero
+                i1[j] = inv if pos else zero
             for j in range(nb):
-                scale = (t2[j] - clo[j]) / levels
-                inv = 1.0 / scale  # the numpy error model: 1/0 = inf, not kept
-                pos = scale > 0
+                scale = (t2[j] - clo[j]) * rlev
+                inv = f32(1.0) / scale  # the numpy error model: 1/0 = inf, not kept
+                pos = scale > zero
                 b2[j] = clo[j]
-                s2[j] = scale if pos else 0.0
-                i2[j] = inv if pos else 0.0
+                s2[j] = scale if pos else zero
+                i2[j] = inv if pos else zero
             for j in range(nb):
-                a1[j] = 0.0
+                a1[j] = zero
             for j in range(nb):
-                a2[j] = 0.0
+                a2[j] = zero
             c = 0
             while c + 4 <= dim:  # four columns a pass: a lane's parameters loaded once for four
                 for j in range(nb):  # lanes are independent: the loop vectorizes across rows
                     v0, v1, v2, v3 = xt[c, j], xt[c + 1, j], xt[c + 2, j], xt[c + 3, j]
                     bb, ss, ii = b1[j], s1[j], i1[j]
                     e = a1[j]
-                    e = _term(v0, bb, ss, ii, levels, e)
-                    e = _term(v1, bb, ss, ii, levels, e)
-                    e = _term(v2, bb, ss, ii, levels, e)
-                    e = _term(v3, bb, ss, ii, levels, e)
+                    e = _term(v0, bb, ss, ii, levels, e, zero, half)
+                    e = _term(v1, bb, ss, ii, levels, e, zero, half)
+                    e = _term(v2, bb, ss, ii, levels, e, zero, half)
+                    e = _term(v3, bb, ss, ii, levels, e, zero, half)
                     a1[j] = e
                     bb, ss, ii = b2[j], s2[j], i2[j]
                     e = a2[j]
-                    e = _term(v0, bb, ss, ii, levels, e)
-                    e = _term(v1, bb, ss, ii, levels, e)
-                    e = _term(v2, bb, ss, ii, levels, e)
-                    e = _term(v3, bb, ss, ii, levels, e)
+                    e = _term(v0, bb, ss, ii, levels, e, zero, half)
+                    e = _term(v1, bb, ss, ii, levels, e, zero, half)
+                    e = _term(v2, bb, ss, ii, levels, e, zero, half)
+                    e = _term(v3, bb, ss, ii, levels, e, zero, half)
                     a2[j] = e
                 c += 4
             while c < dim:
                 for j in range(nb):
                     v0 = xt[c, j]
-                    a1[j] = _term(v0, b1[j], s1[j], i1[j], levels, a1[j])
-                    a2[j] = _term(v0, b2[j], s2[j], i2[j], levels, a2[j])
+                    a1[j] = _term(v0, b1[j], s1[j], i1[j], levels, a1[j], zero, half)
+                    a2[j] = _term(v0, b2[j], s2[j], i2[j], levels, a2[j], zero, half)
                 c += 1
             if first:
                 for j in range(nb):
-                    cur[j] = math.sqrt(a1[j])
+                    cur[j] = a1[j]
                 first = False
                 continue
             for j in range(nb):  # the scalar search's step in selects: no branch to mispredict
                 act = active[j]
-                l1 = math.sqrt(a1[j])
-                l2 = math.sqrt(a2[j])
+                l1 = a1[j]
+                l2 = a2[j]
                 c0 = cur[j]
                 lo, hi = clo[j], chi[j]
                 local = act & (c0 < l1) & (c0 < l2) & (c0 < best[j])  # a local optimum, best so far
@@ -296,7 +331,10 @@ def adaptive_range(x, bits, n_bins, ratio):
                 clo[j] = nlo if act else lo
                 chi[j] = nhi if act else hi
                 cur[j] = (l1 if go1 else l2) if act else c0
-                active[j] = act & (nlo + thr[j] < nhi)
+                # a step too small to move an end in float32 (a row whose range is a few ulps of
+                # its values) would loop forever: such a lane ends, as one past max_steps does
+                moved = (nlo != lo) | (nhi != hi)
+                active[j] = act & moved & going & (nlo + thr[j] < nhi)
         for j in range(nb):  # written once a block: stores to a page-aligned output every step
             lo_out[r0 + j] = blo[j]  # (4K-aliased with the loss loop's loads) cost up to 3x
             hi_out[r0 + j] = bhi[j]

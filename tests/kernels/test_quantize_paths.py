@@ -7,6 +7,8 @@ row-by-row reference (the scalar loss ``_uniform_loss``, ``_quant_uniform`` + ``
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 from mpiec.kernels import quantize as Q
@@ -25,40 +27,63 @@ def _rows(seed: int, n: int = 300, dim: int = 16) -> np.ndarray:
 
 @njit
 def _scalar_range(x, bits, n_bins, ratio):
-    """The greedy search row by row: the kernel before rows ran side by side, verbatim (its
-    ``float(x[r, c])`` of a float32 stays float32 in numba, so min, max and step are float32)."""
+    """The greedy search row by row, in float32 (fbgemm's ``param_search_greedy``)."""
     n, dim = x.shape
-    levels = float((1 << bits) - 1)
+    f32 = np.float32
+    levels = f32((1 << bits) - 1)
+    min_bins = f32(n_bins) * (f32(1.0) - f32(ratio))
     lo_out = np.empty(n)
     hi_out = np.empty(n)
     for r in range(n):
-        xmin = float(x[r, 0])
+        xmin = x[r, 0]
         xmax = xmin
         for c in range(dim):
-            v = float(x[r, c])
-            xmin = min(xmin, v)
-            xmax = max(xmax, v)
-        step = (xmax - xmin) / n_bins
-        thr = n_bins * (1.0 - ratio) * step
+            xmin = min(xmin, x[r, c])
+            xmax = max(xmax, x[r, c])
+        step = (xmax - xmin) / f32(n_bins)
+        thr = min_bins * step
         cur_lo, cur_hi = xmin, xmax
         cur = Q._uniform_loss(x, r, levels, xmin, xmax)
-        best_lo, best_hi, best = xmin, xmax, np.inf
+        best_lo, best_hi, best = xmin, xmax, f32(np.inf)
+        steps = 0
         while cur_lo + thr < cur_hi:
+            steps += 1
             l1 = Q._uniform_loss(x, r, levels, cur_lo + step, cur_hi)
             l2 = Q._uniform_loss(x, r, levels, cur_lo, cur_hi - step)
             if cur < l1 and cur < l2 and cur < best:
                 best_lo, best_hi, best = cur_lo, cur_hi, cur
+            before = (cur_lo, cur_hi)
             if l1 < l2:
                 cur_lo, cur = cur_lo + step, l1
             else:
                 cur_hi, cur = cur_hi - step, l2
+            if (cur_lo, cur_hi) == before or steps >= math.ceil(n_bins) + 2:
+                break  # a step that moves nothing in float32, or the step cap
         lo_out[r] = best_lo
         hi_out[r] = best_hi
     return lo_out, hi_out
 
 
+def _stuck_rows() -> np.ndarray:
+    """Rows whose range is a few float32 ulps of their values: a search step moves nothing."""
+    x = np.full((70, 16), 1000.0, np.float32)
+    x[:, 3] = np.nextafter(np.float32(1000.0), np.float32(2000.0))
+    x[1::2, 5] = np.nextafter(np.float32(1000.0), np.float32(0.0))
+    x[2:, 9] += np.arange(68, dtype=np.float32) * np.float32(6.1e-5)
+    return x
+
+
+def test_a_search_whose_step_moves_nothing_ends():
+    x = _stuck_rows()
+    for bits in (2, 4):
+        lo, hi = Q.adaptive_range(x, bits, 200.0, 0.16)
+        rlo, rhi = _scalar_range(x, bits, 200.0, 0.16)
+        assert lo.tobytes() == rlo.tobytes() and hi.tobytes() == rhi.tobytes()
+        assert np.all(lo >= x.min(axis=1)) and np.all(hi <= x.max(axis=1))
+
+
 @pytest.mark.parametrize("bits", [2, 3, 4, 8])
-@pytest.mark.parametrize("n", [1, 63, 64, 65, 200])
+@pytest.mark.parametrize("n", [1, 63, 64, 65, 127, 128, 129, 300])
 def test_side_by_side_range_search_is_the_scalar_one(bits, n):
     x = np.ascontiguousarray(_rows(bits * 7 + n, n)[:, :16])
     lo, hi = Q.adaptive_range(x, bits, 200.0, 0.16)
