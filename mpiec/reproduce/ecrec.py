@@ -475,8 +475,9 @@ def _drop_finding(f: Figures) -> Finding:
     m = measured_from(f.drop, "1 − repair_throughput_vs_twin of ECRM k=4's failure runs (the steps trained "
                               "during the background rebuild against the failure-free twin's same steps)")
     limit = ""
-    note = (f"Rebuild paced at rebuild_budget = {REBUILD_BUDGET:g} (a round up to one step, at the servers' "
-            "idle point).")
+    note = (f"Rebuild paced at rebuild_budget = {REBUILD_BUDGET:g} (rounds at the servers' idle point, "
+            "spaced so that a round's CPU, every member's summed, spread over the steps until the next "
+            "round is at most one step's time per step).")
     if f.shared and m.known and not claim.rule.passes(m.value, claim.rule.reproduced):
         limit = ("ranks share cores: every rebuild round's CPU is taken from the trainers, where ECRec's "
                  "background thread ran on cores of its own (the measured drop is an upper bound)")
@@ -613,7 +614,8 @@ class EcrecPaper:
                       "no optimizer slot: nothing replicated, parity r/k"),
             RegimeRow("rebuild", "background thread, full speed, training continues [C]",
                       f"background, rebuild_budget = {REBUILD_BUDGET:g}", True,
-                      "a round up to one step at the servers' idle point"),
+                      "rounds at the servers' idle point; a round's CPU (all members) spread over the steps "
+                      "to the next is at most one step's time per step"),
             RegimeRow("rebuild time / interval", "not given [U]", "real CPU", False,
                       "the rebuild is CPU on this machine, not time-compressed: the recovery ratio scales "
                       "with the compression"),
