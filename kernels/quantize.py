@@ -30,8 +30,9 @@ place (``_quant_uniform_pack``, blocks of ``PACK_ROWS``); ``adaptive_range`` sea
 in the same order; per-row k-means (``_kmeans_rows_pack``) runs ``KLANES`` rows side by side,
 a lane taking the next row when its own reached the fixed point of Lloyd's iterations (which
 every later iteration would keep), per midpoint a branch-free count and sum of the values above
-it (exact sums; column order where a row's exponents span too far), the fp16 codebook rounded in the kernel as numpy rounds. A row's minimum
-or maximum that is a zero met with both signs is the one met first.
+it (exact sums; column order where a row's exponents span too far), the fp16 codebook rounded
+in the kernel as numpy rounds. A row's minimum or maximum that is a zero met with both signs is
+the one met first.
 
 Performance rules these kernels follow (each measured): no call with array arguments inside a
 per-row or per-step loop (numba increments and decrements every array's reference count
