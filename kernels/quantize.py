@@ -29,9 +29,10 @@ place (``_quant_uniform_pack``, blocks of ``PACK_ROWS``); ``adaptive_range`` sea
 ``LANES`` rows side by side, every lane taking the scalar search's steps with its loss summed
 in the same order; per-row k-means (``_kmeans_rows_pack``) runs ``KLANES`` rows side by side,
 a lane taking the next row when its own reached the fixed point of Lloyd's iterations (which
-every later iteration would keep), the assignment a branch-free count of the sorted
-centroids' midpoints, the fp16 codebook rounded in the kernel as numpy rounds. A row's minimum
-or maximum that is a zero met with both signs is the one met first.
+every later iteration would keep), per midpoint a branch-free count and sum of the values above
+it (exact sums; column order where a row's exponents span too far), the fp16 codebook rounded
+in the kernel as numpy rounds. A row's minimum or maximum that is a zero met with both signs is
+the one met first.
 
 Performance rules these kernels follow (each measured): no call with array arguments inside a
 per-row or per-step loop (numba increments and decrements every array's reference count
@@ -537,31 +538,37 @@ KLANES = 64  # rows k-means runs side by side
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _lane_codes(vt, md, n_cent, dim, na, code):
-    """``code[c, j]`` = ``_nearest`` of value ``vt[c, j]`` among lane ``j``'s midpoints
-    ``md[:n_cent - 1, j]`` (non-decreasing), counted lane-wise (a branch-free binary search
-    with gathers measured 5x slower at 16 centroids)."""
-    for c in range(dim):
-        for j in range(na):
-            code[c, j] = 0
-        for k in range(n_cent - 1):
-            for j in range(na):
-                code[c, j] += 1 if vt[c, j] > md[k, j] else 0
+def _half_f64(h):
+    """``_half_value(h)`` from bits alone (no table gather, so a lane loop of it vectorizes):
+    a normal fp16's sign, exponent and significand moved into a double's fields, a subnormal
+    (or zero) ``m * 2^-24``, exponent 31 a double's inf or NaN."""
+    hh = np.uint64(h)
+    e = (hh >> _U(10)) & _U(0x1F)
+    m = hh & _U(0x3FF)
+    s = (hh & _U(0x8000)) << _U(48)
+    de = _U(0x7FF) if e == _U(31) else e + _U(1008)
+    nrm = np.uint64(s | (de << _U(52)) | (m << _U(42))).view(np.float64)
+    sub = float(m) * 5.9604644775390625e-08  # 2^-24
+    sub = -sub if s != _U(0) else sub
+    return nrm if e != _U(0) else sub
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
 def _kmeans_finish(x, dim, bits, fv, fc, frow, nf, book, packed, err, mixed):
     """The rows ``frow[:nf]`` whose centroids ``fc[:, j]`` (values ``fv[:, j]``) are final: their
-    fp16 codebooks (numpy's rounding), codes against them (``_nearest``), packing and errors,
-    the rows side by side."""
+    fp16 codebooks (numpy's rounding), codes against them (``_nearest``'s count of the fp16
+    centroids' midpoints), packing and errors, the rows side by side. A value's dequantized
+    centroid is selected during the count (the count's comparisons hold for a prefix of the
+    midpoints, so the last one that holds names the centroid): no gather."""
     n_cent = 1 << bits
     L = fv.shape[1]
     fcu = fc.view(np.uint64)
-    h64 = np.empty((n_cent, L))
-    h32 = np.empty((n_cent, L), np.float32)
+    kp = -(-(n_cent - 1) // 4) * 4  # midpoints padded to whole groups of 4 (+inf: never below)
+    h64 = np.zeros((kp + 1, L))
     hb = np.empty((n_cent, L), np.uint16)
-    md = np.empty((n_cent, L))
+    md = np.empty((kp, L))
     code = np.empty((dim, L), np.int64)
+    h32 = np.empty((n_cent, L), np.float32)
     cb = np.empty((L, dim), np.uint8)
     dd = np.empty((dim, L), np.float32)
     ee = np.empty(L)
@@ -569,14 +576,31 @@ def _kmeans_finish(x, dim, bits, fv, fc, frow, nf, book, packed, err, mixed):
         for j in range(nf):
             h = _half_bits(fcu[i, j])
             hb[i, j] = h
-            v = _half_value(h)
+            v = _half_f64(h)
             h64[i, j] = v
             h32[i, j] = np.float32(v)
     for k in range(n_cent - 1):
         for j in range(nf):
             md[k, j] = 0.5 * (h64[k, j] + h64[k + 1, j])
-    _lane_codes(fv, md, n_cent, dim, nf, code)
+    for k in range(n_cent - 1, kp):
+        for j in range(nf):
+            md[k, j] = np.inf
+    for c in range(dim):  # the count, 4 midpoints a pass (a lane's count in a register)
+        for j in range(nf):
+            code[c, j] = 0
+        for k0 in range(0, kp, 4):
+            for j in range(nf):
+                v = fv[c, j]
+                a = code[c, j]
+                for q in range(4):
+                    a += 1 if v > md[k0 + q, j] else 0
+                code[c, j] = a
     want_err = err.size > 0
+    if want_err:  # the squared errors against the float32 codebook, in float32
+        for c in range(dim):
+            for j in range(nf):
+                d = np.float32(fv[c, j]) - h32[code[c, j], j]
+                dd[c, j] = d * d
     for j in range(nf):
         r = frow[j]
         pz = False
@@ -589,10 +613,6 @@ def _kmeans_finish(x, dim, bits, fv, fc, frow, nf, book, packed, err, mixed):
         mixed[r] = pz and nz
         for c in range(dim):
             cb[j, c] = np.uint8(code[c, j])
-        if want_err:
-            for c in range(dim):
-                d = float(x[r, c]) - float(h32[cb[j, c], j])
-                dd[c, j] = d * d
     _pack_block(cb, nf, dim, bits, packed, frow)
     if want_err:
         _lane_sums(dd, nf, dim, err, frow, ee)
@@ -604,26 +624,44 @@ def _kmeans_rows_pack(x, dim, iters, bits, book, packed, err, mixed):
     error: ``_kmeans_book``, the fp16 codebook (``book``: uint16 bits, numpy's rounding) and
     ``_kmeans_pack`` against it, ``KLANES`` rows side by side (a row per SIMD lane).
 
-    Every lane runs ``_kmeans_1d_into``'s operations in its order: the assignment as
-    ``_nearest``'s count, each centroid's sum in column order (for up to 4 centroids every
-    centroid's sum is offered every value, a masked add), the means, the sort where an emptied
-    centroid fell out of order (the same sort on the same values). A lane whose row reached its
-    fixed point (or ``iters``) hands the row to ``_kmeans_finish`` (in blocks) and takes the
-    next row, so the lanes stay full whatever each row's iteration count. The centroids are
-    sorted, so their fp16 roundings are too (rounding is monotone) and sorting them (the
-    previous ``book.sort(axis=1)``) could only reorder equal values: a +0 and a -0, the one case
-    whose bytes a sort may change; such rows are flagged in ``mixed`` for the caller to sort as
-    numpy does (their codes and errors are the same)."""
+    Every lane computes ``_kmeans_1d_into``'s centroids, bit for bit. An iteration counts, for
+    each midpoint ``k`` of the sorted centroids, the values above it and sums them (``cnt_k``,
+    ``sum_k``, one masked add per value and midpoint, no assignment stored): ``_nearest`` gives
+    a value the code ``i`` where it is above midpoints ``0..i-1`` only, so centroid ``i`` holds
+    ``cnt_{i-1} - cnt_i`` values summing to ``sum_{i-1} - sum_i`` (``cnt_{-1}``, ``sum_{-1}``:
+    the row's). That sum is the scalar loop's (each centroid's values added in column order)
+    where every sum of the row's values is exact in float64: all are multiples of the smallest
+    nonzero value's ulp, below ``dim`` times the largest value's binade, so a row whose
+    exponents (``max(e, 1)`` of the float32 exponent field ``e``, nonzero values) span at most
+    ``29 - ceil(log2(dim))`` has exact sums in any order and exact differences. A row outside
+    that span (rare: ~1e-8 of a value's magnitude beside the largest) is summed in column order
+    as the scalar loop does. Then the means, the sort where an emptied centroid fell out of
+    order (the same sort on the same values). A lane whose row reached its fixed point (or
+    ``iters``) hands the row to ``_kmeans_finish`` (in blocks) and takes the next row, so the
+    lanes stay full whatever each row's iteration count. The centroids are sorted, so their
+    fp16 roundings are too (rounding is monotone) and sorting them (the previous
+    ``book.sort(axis=1)``) could only reorder equal values: a +0 and a -0, the one case whose
+    bytes a sort may change; such rows are flagged in ``mixed`` for the caller to sort as numpy
+    does (their codes and errors are the same)."""
     n = x.shape[0]
     n_cent = 1 << bits
     L = KLANES
-    vt = np.empty((dim, L))
-    code = np.empty((dim, L), np.int64)
+    lg = 0
+    while (1 << lg) < dim:
+        lg += 1
+    span = 29 - lg  # the widest exponent span whose sums are exact (see above)
+    dp = -(-dim // 8) * 8  # the values padded to whole groups of 8 (-inf: above no midpoint)
+    vt = np.full((dp, L), -np.inf)
+    vtu = vt.view(np.uint64)
     ct = np.empty((n_cent, L))
     pv = np.empty((n_cent, L))
     sm = np.empty((n_cent, L))
     cn = np.empty((n_cent, L))
     md = np.empty((n_cent, L))
+    pc = np.empty((n_cent, L))  # values above midpoint k: count
+    ps = np.empty((n_cent, L))  # and sum
+    tot = np.empty(L)
+    exact = np.empty(L, np.bool_)
     row = np.empty(L, np.int64)
     its = np.zeros(L, np.int64)
     same = np.empty(L, np.bool_)
@@ -632,6 +670,7 @@ def _kmeans_rows_pack(x, dim, iters, bits, book, packed, err, mixed):
     fv = np.empty((dim, L))
     fc = np.empty((n_cent, L))
     frow = np.empty(L, np.int64)
+    fdim = float(dim)
     nf = 0
     na = 0  # lanes 0..na-1 hold a row still iterating
     nxt = 0  # the next row to take
@@ -640,11 +679,23 @@ def _kmeans_rows_pack(x, dim, iters, bits, book, packed, err, mixed):
             j = na
             vmin = np.float64(x[nxt, 0])  # vals.min(), vals.max(): the first of equal values
             vmax = vmin
+            s = 0.0
+            emax = 0
+            emin = 255
             for c in range(dim):
                 v = np.float64(x[nxt, c])
                 vt[c, j] = v
                 vmin = v if v < vmin else vmin
                 vmax = v if v > vmax else vmax
+                s += v
+                # the float32 exponent field from the double's (896 apart; a float32
+                # subnormal, a smaller double exponent, has the ulp of field 1)
+                e = np.int64((vtu[c, j] >> _U(52)) & _U(0x7FF)) - 896
+                e1 = e if e > 1 else 1
+                emax = e1 if e1 > emax else emax
+                emin = e1 if (v != 0.0 and e1 < emin) else emin
+            tot[j] = s
+            exact[j] = emax - emin <= span
             for i in range(n_cent):
                 ct[i, j] = vmin + (vmax - vmin) * i / (n_cent - 1)
             row[j] = nxt
@@ -657,26 +708,42 @@ def _kmeans_rows_pack(x, dim, iters, bits, book, packed, err, mixed):
             for k in range(n_cent - 1):
                 for j in range(na):
                     md[k, j] = 0.5 * (ct[k, j] + ct[k + 1, j])
-            _lane_codes(vt, md, n_cent, dim, na, code)
-            for i in range(n_cent):
+            for k in range(n_cent - 1):
                 for j in range(na):
-                    sm[i, j] = 0.0
-                    cn[i, j] = 0.0
-            if n_cent <= 4:  # sums[code] += value, every centroid's sum masked (one op each)
-                for c in range(dim):
+                    pc[k, j] = 0.0
+                    ps[k, j] = 0.0
+                for c0 in range(0, dp, 8):  # 8 values a pass: a lane's count and sum in registers
+                    for j in range(na):
+                        t = md[k, j]
+                        a = pc[k, j]
+                        b = ps[k, j]
+                        for q in range(8):
+                            v = vt[c0 + q, j]
+                            hit = v > t
+                            a = a + 1.0 if hit else a
+                            b = b + v if hit else b
+                        pc[k, j] = a
+                        ps[k, j] = b
+            for j in range(na):
+                sm[0, j] = tot[j] - ps[0, j]
+                cn[0, j] = fdim - pc[0, j]
+            for i in range(1, n_cent - 1):
+                for j in range(na):
+                    sm[i, j] = ps[i - 1, j] - ps[i, j]
+                    cn[i, j] = pc[i - 1, j] - pc[i, j]
+            for j in range(na):
+                sm[n_cent - 1, j] = ps[n_cent - 2, j]
+                cn[n_cent - 1, j] = pc[n_cent - 2, j]
+            for j in range(na):
+                if not exact[j]:  # the scalar loop's sums, in column order
                     for i in range(n_cent):
-                        for j in range(na):
-                            hit = code[c, j] == i
-                            t = sm[i, j]
-                            sm[i, j] = t + vt[c, j] if hit else t
-                            t = cn[i, j]
-                            cn[i, j] = t + 1.0 if hit else t
-            else:
-                for j in range(na):
+                        sm[i, j] = 0.0
                     for c in range(dim):
-                        a = code[c, j]
-                        sm[a, j] += vt[c, j]
-                        cn[a, j] += 1
+                        v = vt[c, j]
+                        a = 0
+                        for k in range(n_cent - 1):
+                            a += 1 if v > md[k, j] else 0
+                        sm[a, j] += v
             for i in range(n_cent):
                 for j in range(na):
                     c0 = ct[i, j]
@@ -728,6 +795,8 @@ def _kmeans_rows_pack(x, dim, iters, bits, book, packed, err, mixed):
                 row[j] = row[na]
                 its[j] = its[na]
                 same[j] = same[na]
+                tot[j] = tot[na]
+                exact[j] = exact[na]
     if nf > 0:
         _kmeans_finish(x, dim, bits, fv, fc, frow, nf, book, packed, err, mixed)
 

@@ -608,3 +608,19 @@ def test_zero_rows():
     for method in Q.METHODS:
         q, err = Q.quantize_rows(np.empty((0, 17), np.float32), 16, method, 4)
         assert q.packed.shape == (0, 8) and err.shape == (0,)
+
+
+def test_kmeans_rows_with_wide_exponent_spans():
+    """Rows whose values span more binades than float64 sums them exactly in any order (the
+    kernel's column-order fallback) beside rows just inside the span, every width."""
+    rng = np.random.default_rng(5)
+    x = rng.normal(0, 0.05, (400, 17)).astype(np.float32)
+    scale = np.float32(2.0) ** rng.integers(-40, 1, (400, 17)).astype(np.float32)
+    x[:200] *= scale[:200]                      # most rows far outside the exact span
+    x[200:300, 0] = np.float32(2.0 ** -20)      # spans near the limit, either side
+    x[200:300, 1] = np.float32(2.0 ** 5) * np.sign(x[200:300, 1])
+    x[300:, 2] = np.float32(1e-44)              # a float32 subnormal beside normal values
+    for bits in (2, 3, 4, 8):
+        for iters in (1, 20):
+            _same(Q.quantize_rows(x, 16, "kmeans", bits, kmeans_iters=iters),
+                  _reference(x, 16, "kmeans", bits, kmeans_iters=iters))
