@@ -13,7 +13,8 @@ Invariants:
   all optimizer arithmetic is float32 with no fused multiply-add and no
   reassociation, so a result depends only on the inputs;
 * the fused ``*_apply_delta`` kernels give exactly the table of the plain ones
-  and ``delta_out[i] = old_bytes XOR new_bytes`` of row ``slots[i]``;
+  and ``delta_out[i] = old_bytes XOR new_bytes`` of row ``slots[i]`` and/or
+  ``old_out[i]``, the row before the update;
 * slots passed to the optimizers are unique within a call (the caller
   de-duplicates and sums gradients first, in a fixed order).
 
@@ -396,54 +397,78 @@ PREFETCH_AHEAD = 8  # rows ahead; covers DRAM latency at ~10-20 ns of work per r
 
 
 @njit(cache=True)
-def _sgd_delta_kernel(table, slots, grads, lr, delta):
+def _sgd_delta_kernel(table, slots, grads, lr, delta, old_out):
+    # delta (n, w) uint32 or (0, w): not wanted; old_out (n, w) float32 or (0, w): not wanted
     lr32 = np.float32(lr)
     dim = grads.shape[1]
     w_all = table.shape[1]
     n = slots.size
+    want_delta = delta.shape[0] > 0
+    keep = old_out.shape[0] > 0
     for i in range(n):
         if i + PREFETCH_AHEAD < n:
             prefetch_row(table, slots[i + PREFETCH_AHEAD])
         s = slots[i]
+        if keep:  # the row before the update, copied while it is in cache (the undo record)
+            for c in range(w_all):
+                old_out[i, c] = table[s, c]
         for c in range(dim):
             old = table[s, c]
             new = old - lr32 * grads[i, c]
             table[s, c] = new
-            delta[i, c] = f32_bits(old) ^ f32_bits(new)
-        for c in range(dim, w_all):
-            delta[i, c] = 0  # optimizer state does not change under SGD
+            if want_delta:
+                delta[i, c] = f32_bits(old) ^ f32_bits(new)
+        if want_delta:
+            for c in range(dim, w_all):
+                delta[i, c] = 0  # optimizer state does not change under SGD
 
 
 @njit(cache=True)
-def _adagrad_delta_kernel(table, slots, grads, lr, eps, delta):
+def _adagrad_delta_kernel(table, slots, grads, lr, eps, delta, old_out):
+    # delta (n, w) uint32 or (0, w): not wanted; old_out (n, w) float32 or (0, w): not wanted
     lr32 = np.float32(lr)
     eps32 = np.float32(eps)
     dim = grads.shape[1]
     w_all = table.shape[1]
     inv_dim = np.float32(dim)
     n = slots.size
+    want_delta = delta.shape[0] > 0
+    keep = old_out.shape[0] > 0
     for i in range(n):
         if i + PREFETCH_AHEAD < n:
             prefetch_row(table, slots[i + PREFETCH_AHEAD])
         s = slots[i]
+        if keep:  # the row before the update, copied while it is in cache (the undo record)
+            for c in range(w_all):
+                old_out[i, c] = table[s, c]
         old_acc = table[s, dim]
         acc = old_acc + _row_sum_squares_v(grads, i, dim) / inv_dim
         table[s, dim] = acc
-        delta[i, dim] = f32_bits(old_acc) ^ f32_bits(acc)
         m = lr32 / (np.float32(np.sqrt(acc)) + eps32)
-        for c in range(dim):
-            old = table[s, c]
-            new = old - m * grads[i, c]
-            table[s, c] = new
-            delta[i, c] = f32_bits(old) ^ f32_bits(new)
-        for c in range(dim + 1, w_all):
-            delta[i, c] = 0
+        if want_delta:
+            delta[i, dim] = f32_bits(old_acc) ^ f32_bits(acc)
+            for c in range(dim):
+                old = table[s, c]
+                new = old - m * grads[i, c]
+                table[s, c] = new
+                delta[i, c] = f32_bits(old) ^ f32_bits(new)
+            for c in range(dim + 1, w_all):
+                delta[i, c] = 0
+        else:
+            for c in range(dim):
+                table[s, c] = table[s, c] - m * grads[i, c]
 
 
-def _delta_views(table: np.ndarray, delta_out: np.ndarray, m: int):
+def _table_checked(table: np.ndarray) -> None:
     if table.dtype != np.float32 or table.ndim != 2 or not table.flags.c_contiguous:
         raise ValueError("table must be a C-contiguous float32 (n, dim + s) array")
+
+
+def _delta_views(table: np.ndarray, delta_out: np.ndarray | None, m: int) -> np.ndarray:
+    _table_checked(table)
     row_bytes = table.shape[1] * 4
+    if delta_out is None:
+        return np.empty((0, table.shape[1]), np.uint32)
     if delta_out.shape != (m, row_bytes) or delta_out.dtype != np.uint8:
         raise ValueError(f"delta_out must be uint8 ({m}, {row_bytes})")
     if not delta_out.flags.c_contiguous:
@@ -451,11 +476,22 @@ def _delta_views(table: np.ndarray, delta_out: np.ndarray, m: int):
     return delta_out.view(np.uint32)
 
 
+def _old_view(table: np.ndarray, old_out: np.ndarray | None, m: int) -> np.ndarray:
+    if old_out is None:
+        return np.empty((0, table.shape[1]), np.float32)
+    if old_out.shape != (m, table.shape[1]) or old_out.dtype != np.float32 or not old_out.flags.c_contiguous:
+        raise ValueError(f"old_out must be C-contiguous float32 ({m}, {table.shape[1]})")
+    return old_out
+
+
 def sgd_apply_delta(
-    table: np.ndarray, slots: np.ndarray, grads: np.ndarray, lr: float, delta_out: np.ndarray
+    table: np.ndarray, slots: np.ndarray, grads: np.ndarray, lr: float, delta_out: np.ndarray | None,
+    old_out: np.ndarray | None = None,
 ) -> None:
-    """sgd_apply plus ``delta_out[i] = old XOR new`` bytes of row ``slots[i]``."""
-    _sgd_delta_kernel(table, slots, grads, lr, _delta_views(table, delta_out, slots.size))
+    """sgd_apply plus ``delta_out[i] = old XOR new`` bytes of row ``slots[i]`` and (``old_out``)
+    a copy of the row before the update; either output may be None."""
+    _sgd_delta_kernel(table, slots, grads, lr, _delta_views(table, delta_out, slots.size),
+                      _old_view(table, old_out, slots.size))
 
 
 def adagrad_apply_delta(
@@ -464,9 +500,13 @@ def adagrad_apply_delta(
     grads: np.ndarray,
     lr: float,
     eps: float,
-    delta_out: np.ndarray,
+    delta_out: np.ndarray | None,
+    old_out: np.ndarray | None = None,
 ) -> None:
-    """adagrad_apply plus ``delta_out[i] = old XOR new`` bytes of row ``slots[i]``."""
+    """adagrad_apply plus ``delta_out[i] = old XOR new`` bytes of row ``slots[i]`` and
+    (``old_out``) a copy of the row before the update, taken while the kernel has it in cache
+    (a separate ``table[slots]`` gather misses the cache a second time); either output may be
+    None. The table is adagrad_apply's, bit for bit."""
     d = _delta_views(table, delta_out, slots.size)
     grads = np.ascontiguousarray(grads, dtype=np.float32)  # no-op for the usual C float32
-    _adagrad_delta_kernel(table, slots, grads, lr, eps, d)
+    _adagrad_delta_kernel(table, slots, grads, lr, eps, d, _old_view(table, old_out, slots.size))

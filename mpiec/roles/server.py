@@ -238,18 +238,17 @@ class Server:
         t0, c0 = time.perf_counter(), time.thread_time()
         uniq, acc = sum_pushes(slots, grads, np.asarray(counts, dtype=np.int64), self.virtual)
         table = self.shard.table
-        old = table[uniq] if self.needs_old else None  # fancy indexing copies
+        # the rows before the update, copied by the optimizer while it has them in cache
+        old = np.empty((uniq.size, table.shape[1]), np.float32) if self.needs_old else None
+        delta = np.empty((uniq.size, table.shape[1] * 4), dtype=np.uint8) if self.needs_delta else None
+        if old is None and delta is None:
+            self.optimize(table, uniq, acc)
+        elif self.adagrad:
+            adagrad_apply_delta(table, uniq, acc, self.lr, self.eps, delta, old)
+        else:
+            sgd_apply_delta(table, uniq, acc, self.lr, delta, old)
         if old is not None:
             self._undo = (step, uniq, old)
-        delta = None
-        if self.needs_delta:
-            delta = np.empty((uniq.size, table.shape[1] * 4), dtype=np.uint8)
-            if self.adagrad:
-                adagrad_apply_delta(table, uniq, acc, self.lr, self.eps, delta)
-            else:
-                sgd_apply_delta(table, uniq, acc, self.lr, delta)
-        else:
-            self.optimize(table, uniq, acc)
         if not replayed:
             self.ctx.progress.applied = step  # the table holds it now, completed or not (recovery.reconcile)
             self.apply_cpu_s += time.thread_time() - c0  # the optimizer's own, before after_apply

@@ -90,6 +90,33 @@ def test_optimizers_match_reference_and_fused(dim):
     assert delta.any()
 
 
+@pytest.mark.parametrize("adagrad", [True, False])
+@pytest.mark.parametrize("want_delta", [True, False])
+def test_fused_optimizers_keep_the_rows_before(adagrad, want_delta):
+    rng = np.random.default_rng(7)
+    n, m, dim = 300, 57, 16
+    slots = np.sort(rng.choice(n, m, replace=False))
+    grads = rng.normal(size=(m, dim)).astype(np.float32)
+    t0 = rng.normal(size=(n, dim + adagrad)).astype(np.float32)
+    if adagrad:
+        t0[:, dim] = np.abs(t0[:, dim])
+    plain, fused = t0.copy(), t0.copy()
+    old = np.full((m, t0.shape[1]), np.nan, np.float32)
+    delta = np.empty((m, t0.shape[1] * 4), np.uint8) if want_delta else None
+    if adagrad:
+        E.adagrad_apply(plain, slots, grads, 0.05, 1e-8)
+        E.adagrad_apply_delta(fused, slots, grads, 0.05, 1e-8, delta, old)
+    else:
+        E.sgd_apply(plain, slots, grads, 0.05)
+        E.sgd_apply_delta(fused, slots, grads, 0.05, delta, old)
+    assert np.array_equal(plain.view(np.uint32), fused.view(np.uint32))
+    assert np.array_equal(old.view(np.uint32), t0[slots].view(np.uint32))
+    if want_delta:
+        assert np.array_equal(delta, t0[slots].view(np.uint8) ^ fused[slots].view(np.uint8))
+    with pytest.raises(ValueError, match="old_out"):
+        E.sgd_apply_delta(fused, slots, grads, 0.05, None, np.empty((m, 3), np.float32))
+
+
 @pytest.mark.parametrize("dim", [1, 7, 8, 13, 64, 100])
 def test_simd_sum_squares_same_bits(dim):
     g = np.random.default_rng(dim).normal(size=(30, dim)).astype(np.float32)
