@@ -189,6 +189,12 @@ def warm_up() -> None:
 
     bounds = np.array([0, 1, 3], dtype=np.int64)  # embedding bags: one-hot and multi-hot
     pool_bags_backward(pool_bags(rows, inv.reshape(1, 3), bounds), inv.reshape(1, 3), bounds, 2)
+    from mpiec.model.elementwise import bias_relu, column_sums, relu_mask
+
+    h = np.zeros((2, 2), dtype=np.float32)
+    bias_relu(h, np.zeros(2, dtype=np.float32), relu=True)
+    relu_mask(h, h)
+    column_sums(h, np.zeros(2, dtype=np.float32))
 
 
 if __name__ == "__main__":

@@ -33,6 +33,8 @@ Invariants:
   accurate (2.4e-7 on the same weights). Everything is ``float32`` (BLAS ``sgemm``)
   except the returned ``loss_sum`` (a float64 sum). Same inputs, same BLAS threads
   and kernels → same bits.
+* The float32 MLP's elementwise passes (bias and ReLU, the ReLU mask of the backward, the bias
+  gradient's column sums) run in ``elementwise.py``'s one-pass kernels, with numpy's bits.
 * The float32 interaction runs in ``interaction.py``'s SIMD kernels, which give exactly the
   bits of the scalar ``_interact_fwd`` / ``_interact_bwd`` here (the reference, and the path of
   other dtypes: float64 in the gradient tests).
@@ -47,6 +49,7 @@ import numba as nb
 import numpy as np
 
 from mpiec.data.rng import hash_normal
+from mpiec.model.elementwise import bias_relu, column_sums, relu_mask
 from mpiec.model.interaction import interact_bwd, interact_fwd
 
 __all__ = [
@@ -237,8 +240,7 @@ def _forward(shape: DLRMShape, layers, dense, emb):
     h = acts[0]
     for W, b in layers[:n_bot]:
         h = h @ W.T
-        h += b
-        np.maximum(h, 0.0, out=h)
+        bias_relu(h, b, relu=True)
         acts.append(h)
     x = h  # [B, dim]
     bsz, T, d = emb.shape
@@ -253,9 +255,7 @@ def _forward(shape: DLRMShape, layers, dense, emb):
     top = layers[n_bot:]
     for k, (W, b) in enumerate(top):
         h = h @ W.T
-        h += b
-        if k < len(top) - 1:
-            np.maximum(h, 0.0, out=h)
+        bias_relu(h, b, relu=k < len(top) - 1)
         tacts.append(h)
     return h[:, 0], acts, tacts
 
@@ -316,10 +316,10 @@ def _forward_backward(shape, params, dense, emb, labels, scale):
         W, _ = top[k]
         gW, gb = gtop[k]
         np.matmul(delta.T, tacts[k], out=gW)
-        np.sum(delta, axis=0, out=gb)
+        column_sums(delta, gb)
         delta = delta @ W
         if k > 0:
-            delta *= tacts[k] > 0
+            relu_mask(delta, tacts[k])
     # delta = dL/dR; split into x part and interaction part
     d = shape.dim
     dx = delta[:, :d].copy()
@@ -335,9 +335,9 @@ def _forward_backward(shape, params, dense, emb, labels, scale):
     for k in range(n_bot - 1, -1, -1):
         W, _ = bot[k]
         gW, gb = gbot[k]
-        delta *= acts[k + 1] > 0
+        relu_mask(delta, acts[k + 1])
         np.matmul(delta.T, acts[k], out=gW)
-        np.sum(delta, axis=0, out=gb)
+        column_sums(delta, gb)
         if k > 0:
             delta = delta @ W
     return loss_sum, probs, grad, grad_emb
