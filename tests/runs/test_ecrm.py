@@ -48,6 +48,15 @@ def events(res, kind):
 LOSSLESS_CASES = [
     ("server-at-step", 3, 1, "server:1@step=20", []),
     ("server-rebuilt-in-the-recovery", 3, 1, "server:1@step=20", ["strategy.rebuild='sync'"]),
+    # the data rows decoded in the recovery, the parity rows in rounds after: no degraded read
+    ("server-data-in-the-recovery", 3, 1, "server:1@step=20+3ms", ["strategy.rebuild='data'"]),
+    # a second server dies the step after a rebuild that re-encoded the replacement's parity rows at
+    # once: the replacement's parity versions must be those of the data it encoded (they stayed at
+    # the spare's -1, and the holders were asked to undo back to it: the run was lost)
+    ("second-kill-after-a-sync-rebuild", 6, 2, "server:1@step=20;server:4@step=21",
+     ["strategy.k=2", "strategy.rebuild='sync'"]),
+    ("second-kill-after-a-data-rebuild", 6, 2, "server:1@step=20;server:4@step=21",
+     ["strategy.k=2", "strategy.rebuild='data'"]),
     ("server-mid-step", 3, 1, "server:1@step=20+3ms", []),
     ("server-mid-step-immediate-exchange", 3, 1, "server:1@step=20+3ms", ["strategy.exchange='immediate'"]),
     ("trainer", 3, 1, "trainer:1@step=25", []),
@@ -82,7 +91,9 @@ def test_recovery_within_tolerance_is_lossless(case, servers, spares, kill, sets
     assert s["verify_checks"] >= 2 and s["verify_mismatches"] == 0
     if "server" in kill or "random" in kill:
         assert s["rebuild_rows"] > 0 and events(run.result(), "rebuild_end")
-        if "sync" not in str(sets):
+        if "data" in str(sets):
+            assert s["degraded_rows"] == 0 and s["rebuild_shard_steps"] == 0 and s["rebuild_rounds"] > 1
+        elif "sync" not in str(sets):
             assert s["rebuild_rounds"] > 1 and s["degraded_rows"] > 0  # training went on during it
     if "parity:" in kill:
         assert s["reencoded_rows"] > 0

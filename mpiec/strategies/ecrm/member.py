@@ -191,6 +191,11 @@ class Member:
                                                     step + 1 - self.rebuild_step0)
         self.stats["rebuild_round_wall_s"] += self.last_round
         if not more:
+            if rb.encoding and self.store is not None:
+                # the re-encoded parity rows encode the data as the round read it: every step
+                # before this one (a rebuild drains each step's deltas at its end), and no history
+                # before that (a failure right after must not find this holder at its spare's -1)
+                self.store.reset_versions(step - 1)
             self.rebuild_done(step)
 
     def drain(self, step: int) -> None:
@@ -280,7 +285,10 @@ class Member:
                           ("rebuild_replay_s", "decode", "replay"), ("rebuild_encode_s", "replay", "encode")):
             if a in times and b in times:
                 self.stats[key] = max(self.stats[key], times[b] - times[a])
-        if self.rebuilder is not None and self.rebuilder.phase is None:
+        rb = self.rebuilder
+        if rb is not None and rb.decoding and rb.phase != "decode":  # decoded inside the recovery
+            self.shard_back = True
+        if rb is not None and rb.phase is None:
             self.rebuild_done(plan.step)
         return True
 

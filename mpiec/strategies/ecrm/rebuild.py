@@ -21,7 +21,8 @@ calls its own; they meet in the collectives). In order, on the ranks concerned:
    the server's normal apply, in trainer order: the rows reach exactly the
    failure-free state at ``C``; their deltas go to the holders (**sync** again).
 3. the other lost rows and parity rows are rebuilt by ``rebuilder.Rebuilder``:
-   at once (``strategy.rebuild = "sync"``) or in rounds while training goes on.
+   at once (``strategy.rebuild = "sync"``), the data rows at once and the parity rows in rounds
+   (``"data"``), or both in rounds while training goes on (``"background"``).
 
 With batched commits (``strategy.parity_every = N > 1``) versions are commit
 steps: an undo lands on the commit before the first one it takes out (maybe
@@ -218,7 +219,7 @@ def settle(m: Member, plan: RecoveryPlan, versions: dict[int, int], rows: np.nda
            apply: Callable[[], Any], times: dict[str, float]) -> None:
     """Collective over ``servers``: the rows the replay updates decoded (at ``V_d``), the replay
     applied (``apply``), its deltas sent to the holders; then the rest of the rebuild at once
-    (``strategy.rebuild = "sync"``) or later in rounds."""
+    (``strategy.rebuild = "sync"``), its data rows at once (``"data"``), or later in rounds."""
     C, S = plan.committed, m.pl.servers
     rb = m.rebuilder
     assert rb is not None  # made by ``sync_survivors``
@@ -235,6 +236,10 @@ def settle(m: Member, plan: RecoveryPlan, versions: dict[int, int], rows: np.nda
         m.store.drop_after(C)
     if m.rebuild_mode == "sync":
         rb.finish()
+        if rb.encoding and m.store is not None:  # re-encoded from the data at C (see Member.overlap)
+            m.store.reset_versions(C)
+    elif m.rebuild_mode == "data":
+        rb.finish_decode()
     times["encode"] = time.perf_counter()
 
 

@@ -402,3 +402,10 @@ class Rebuilder:
         """Collective: everything left, in big rounds (inside a recovery, or after the last step)."""
         while self.step(max(self.chunk, 1 << 17)):
             pass
+
+    def finish_decode(self) -> None:
+        """Collective: every lost data row, in big rounds (``rebuild = "data"``, inside the
+        recovery); the parity rows are left to the background rounds. The phase follows from the
+        status every round gathers, so every member leaves the loop in the same round."""
+        while self.phase == "decode" and self.step(max(self.chunk, 1 << 17)):
+            pass

@@ -98,8 +98,9 @@ class EcrmParams:
     sum_dtype: Literal["float32", "float64"] = param("float32", "sum code: the parity's float type")
     verify_every: int = param(0, "re-encode every stripe and compare it with the parity every N steps "
                               "(0: never)", ge=0)
-    rebuild: Literal["background", "sync"] = param(
+    rebuild: Literal["background", "data", "sync"] = param(
         "background", "background: rebuild the rest of a lost shard in rounds while training goes on; "
+        "data: its data rows inside the recovery, its parity rows in rounds after (no degraded reads); "
         "sync: all of it inside the recovery")
     rebuild_rows: int | Literal["auto"] = param(
         "auto", "rows decoded per background round, one round a step (auto: rounds of 32768 rows, "
