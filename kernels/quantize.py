@@ -569,7 +569,11 @@ def _kmeans_finish(x, dim, bits, fv, fc, frow, nf, book, packed, err, mixed):
     md = np.empty((kp, L))
     code = np.empty((dim, L), np.int64)
     h32 = np.empty((n_cent, L), np.float32)
-    cb = np.empty((L, dim), np.uint8)
+    nbytes = (dim * bits + 7) // 8
+    pk = np.empty((nbytes, L), np.uint8)
+    acc = np.empty(L, np.uint64)
+    pz = np.empty(L, np.bool_)
+    nz = np.empty(L, np.bool_)
     dd = np.empty((dim, L), np.float32)
     ee = np.empty(L)
     for i in range(n_cent):
@@ -601,19 +605,41 @@ def _kmeans_finish(x, dim, bits, fv, fc, frow, nf, book, packed, err, mixed):
             for j in range(nf):
                 d = np.float32(fv[c, j]) - h32[code[c, j], j]
                 dd[c, j] = d * d
+    # pack_bits' little-endian bit stream, the lanes side by side: a lane's pending bits in
+    # acc, its bytes into pk (the byte positions are every lane's, so no branch per lane)
+    for j in range(nf):
+        acc[j] = 0
+    nacc = 0
+    o = 0
+    for c in range(dim):
+        for j in range(nf):
+            acc[j] |= np.uint64(code[c, j]) << np.uint64(nacc)
+        nacc += bits
+        while nacc >= 8:
+            for j in range(nf):
+                a = acc[j]
+                pk[o, j] = np.uint8(a & _U(0xFF))
+                acc[j] = a >> _U(8)
+            nacc -= 8
+            o += 1
+    if nacc > 0:
+        for j in range(nf):
+            pk[o, j] = np.uint8(acc[j])
+    for j in range(nf):  # a +0 and a -0 centroid
+        pz[j] = False
+        nz[j] = False
+    for i in range(n_cent):
+        for j in range(nf):
+            h = hb[i, j]
+            pz[j] |= h == 0
+            nz[j] |= h == 0x8000
     for j in range(nf):
         r = frow[j]
-        pz = False
-        nz = False
         for i in range(n_cent):
-            h = hb[i, j]
-            book[r, i] = h
-            pz |= h == 0
-            nz |= h == 0x8000
-        mixed[r] = pz and nz
-        for c in range(dim):
-            cb[j, c] = np.uint8(code[c, j])
-    _pack_block(cb, nf, dim, bits, packed, frow)
+            book[r, i] = hb[i, j]
+        mixed[r] = pz[j] and nz[j]
+        for k in range(nbytes):
+            packed[r, k] = pk[k, j]
     if want_err:
         _lane_sums(dd, nf, dim, err, frow, ee)
 
@@ -777,26 +803,33 @@ def _kmeans_rows_pack(x, dim, iters, bits, book, packed, err, mixed):
             if not same[j]:
                 j += 1
                 continue
-            for c in range(dim):
-                fv[c, nf] = vt[c, j]
-            for i in range(n_cent):
-                fc[i, nf] = ct[i, j]
-            frow[nf] = row[j]
-            nf += 1
-            if nf == L:
-                _kmeans_finish(x, dim, bits, fv, fc, frow, nf, book, packed, err, mixed)
-                nf = 0
-            na -= 1
-            if j != na:
+            # lane j, then the finished lanes at the end (so no finished row is moved), to the
+            # finishing block
+            q = j
+            while True:
+                for c in range(dim):
+                    fv[c, nf] = vt[c, q]
+                for i in range(n_cent):
+                    fc[i, nf] = ct[i, q]
+                frow[nf] = row[q]
+                nf += 1
+                if nf == L:
+                    _kmeans_finish(x, dim, bits, fv, fc, frow, nf, book, packed, err, mixed)
+                    nf = 0
+                na -= 1
+                if na <= j or not same[na]:
+                    break
+                q = na
+            if j < na:  # the last active lane, still iterating, into lane j
                 for c in range(dim):
                     vt[c, j] = vt[c, na]
                 for i in range(n_cent):
                     ct[i, j] = ct[i, na]
                 row[j] = row[na]
                 its[j] = its[na]
-                same[j] = same[na]
                 tot[j] = tot[na]
                 exact[j] = exact[na]
+                j += 1
     if nf > 0:
         _kmeans_finish(x, dim, bits, fv, fc, frow, nf, book, packed, err, mixed)
 
