@@ -553,29 +553,39 @@ def _half_f64(h):
     return nrm if e != _U(0) else sub
 
 
-@njit(cache=True, nogil=True, error_model="numpy")
-def _kmeans_finish(x, dim, bits, fv, fc, frow, nf, book, packed, err, mixed):
-    """The rows ``frow[:nf]`` whose centroids ``fc[:, j]`` (values ``fv[:, j]``) are final: their
-    fp16 codebooks (numpy's rounding), codes against them (``_nearest``'s count of the fp16
-    centroids' midpoints), packing and errors, the rows side by side. A value's dequantized
-    centroid is selected during the count (the count's comparisons hold for a prefix of the
-    midpoints, so the last one that holds names the centroid): no gather."""
+@njit(cache=True, nogil=True)
+def _kmeans_scratch(dim, bits, L):
+    """``_kmeans_finish``'s scratch arrays for blocks of ``L`` rows."""
     n_cent = 1 << bits
-    L = fv.shape[1]
-    fcu = fc.view(np.uint64)
     kp = -(-(n_cent - 1) // 4) * 4  # midpoints padded to whole groups of 4 (+inf: never below)
-    h64 = np.zeros((kp + 1, L))
+    h64 = np.zeros((n_cent, L))
     hb = np.empty((n_cent, L), np.uint16)
     md = np.empty((kp, L))
     code = np.empty((dim, L), np.int64)
     h32 = np.empty((n_cent, L), np.float32)
-    nbytes = (dim * bits + 7) // 8
-    pk = np.empty((nbytes, L), np.uint8)
+    pk = np.empty(((dim * bits + 7) // 8, L), np.uint8)
     acc = np.empty(L, np.uint64)
     pz = np.empty(L, np.bool_)
     nz = np.empty(L, np.bool_)
     dd = np.empty((dim, L), np.float32)
     ee = np.empty(L)
+    return h64, hb, md, code, h32, pk, acc, pz, nz, dd, ee
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def _kmeans_finish(x, dim, bits, fv, fc, frow, nf, book, packed, err, mixed, h64, hb, md, code, h32,
+                   pk, acc, pz, nz, dd, ee):
+    """The rows ``frow[:nf]`` whose centroids ``fc[:, j]`` (values ``fv[:, j]``) are final: their
+    fp16 codebooks (numpy's rounding), codes against them (``_nearest``'s count of the fp16
+    centroids' midpoints), packing and errors, the rows side by side. A value's dequantized
+    centroid is selected during the count (the count's comparisons hold for a prefix of the
+    midpoints, so the last one that holds names the centroid): no gather. The scratch arrays
+    from ``h64`` on are ``_kmeans_scratch``'s (allocated once per call of the caller, not per
+    block)."""
+    n_cent = 1 << bits
+    fcu = fc.view(np.uint64)
+    kp = md.shape[0]
+    nbytes = pk.shape[0]
     for i in range(n_cent):
         for j in range(nf):
             h = _half_bits(fcu[i, j])
@@ -696,6 +706,7 @@ def _kmeans_rows_pack(x, dim, iters, bits, book, packed, err, mixed):
     fv = np.empty((dim, L))
     fc = np.empty((n_cent, L))
     frow = np.empty(L, np.int64)
+    fh64, fhb, fmd, fcode, fh32, fpk, facc, fpz, fnz, fdd, fee = _kmeans_scratch(dim, bits, L)
     fdim = float(dim)
     nf = 0
     na = 0  # lanes 0..na-1 hold a row still iterating
@@ -814,7 +825,8 @@ def _kmeans_rows_pack(x, dim, iters, bits, book, packed, err, mixed):
                 frow[nf] = row[q]
                 nf += 1
                 if nf == L:
-                    _kmeans_finish(x, dim, bits, fv, fc, frow, nf, book, packed, err, mixed)
+                    _kmeans_finish(x, dim, bits, fv, fc, frow, nf, book, packed, err, mixed, fh64, fhb, fmd,
+                       fcode, fh32, fpk, facc, fpz, fnz, fdd, fee)
                     nf = 0
                 na -= 1
                 if na <= j or not same[na]:
@@ -831,7 +843,8 @@ def _kmeans_rows_pack(x, dim, iters, bits, book, packed, err, mixed):
                 exact[j] = exact[na]
                 j += 1
     if nf > 0:
-        _kmeans_finish(x, dim, bits, fv, fc, frow, nf, book, packed, err, mixed)
+        _kmeans_finish(x, dim, bits, fv, fc, frow, nf, book, packed, err, mixed, fh64, fhb, fmd,
+                       fcode, fh32, fpk, facc, fpz, fnz, fdd, fee)
 
 
 @njit(cache=True, nogil=True)
