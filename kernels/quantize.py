@@ -708,12 +708,22 @@ def _kmeans_rows_pack(x, dim, iters, bits, book, packed, err, mixed):
     frow = np.empty(L, np.int64)
     fh64, fhb, fmd, fcode, fh32, fpk, facc, fpz, fnz, fdd, fee = _kmeans_scratch(dim, bits, L)
     fdim = float(dim)
+    fr = np.empty(L, np.int64)  # lanes freed by finished rows: fr[:nfr]
+    hole = np.zeros(L, np.bool_)
+    nfr = 0
     nf = 0
-    na = 0  # lanes 0..na-1 hold a row still iterating
+    na = 0  # lanes 0..na-1 hold a row still iterating (but the freed lanes fr[:nfr])
     nxt = 0  # the next row to take
     while True:
-        while na < L and nxt < n:  # a free lane takes the next row: its values, the grid
-            j = na
+        # a free lane takes the next row, its values and the grid: a lane freed in place (by a
+        # finished row), else the next lane above the active ones
+        while nxt < n and (nfr > 0 or na < L):
+            if nfr > 0:
+                nfr -= 1
+                j = fr[nfr]
+            else:
+                j = na
+                na += 1
             vmin = np.float64(x[nxt, 0])  # vals.min(), vals.max(): the first of equal values
             vmax = vmin
             s = 0.0
@@ -737,8 +747,30 @@ def _kmeans_rows_pack(x, dim, iters, bits, book, packed, err, mixed):
                 ct[i, j] = vmin + (vmax - vmin) * i / (n_cent - 1)
             row[j] = nxt
             its[j] = 0
-            na += 1
             nxt += 1
+        if nfr > 0:  # the rows ran out: the last active lanes fill the freed lanes below them
+            for t in range(nfr):
+                hole[fr[t]] = True
+            h = 0
+            while True:
+                while h < na and not hole[h]:
+                    h += 1
+                if h >= na:
+                    break
+                na -= 1
+                if hole[na]:
+                    hole[na] = False
+                    continue
+                for c in range(dim):
+                    vt[c, h] = vt[c, na]
+                for i in range(n_cent):
+                    ct[i, h] = ct[i, na]
+                row[h] = row[na]
+                its[h] = its[na]
+                tot[h] = tot[na]
+                exact[h] = exact[na]
+                hole[h] = False
+            nfr = 0
         if na == 0:
             break
         if iters > 0:  # one of _kmeans_1d_into's iterations on every lane
@@ -809,39 +841,20 @@ def _kmeans_rows_pack(x, dim, iters, bits, book, packed, err, mixed):
         else:
             for j in range(na):
                 same[j] = True
-        j = 0
-        while j < na:  # finished rows to the finishing block; the last active lane fills the gap
-            if not same[j]:
-                j += 1
-                continue
-            # lane j, then the finished lanes at the end (so no finished row is moved), to the
-            # finishing block
-            q = j
-            while True:
+        for j in range(na):  # finished rows to the finishing block, their lanes freed in place
+            if same[j]:
                 for c in range(dim):
-                    fv[c, nf] = vt[c, q]
+                    fv[c, nf] = vt[c, j]
                 for i in range(n_cent):
-                    fc[i, nf] = ct[i, q]
-                frow[nf] = row[q]
+                    fc[i, nf] = ct[i, j]
+                frow[nf] = row[j]
                 nf += 1
                 if nf == L:
                     _kmeans_finish(x, dim, bits, fv, fc, frow, nf, book, packed, err, mixed, fh64, fhb, fmd,
-                       fcode, fh32, fpk, facc, fpz, fnz, fdd, fee)
+                                   fcode, fh32, fpk, facc, fpz, fnz, fdd, fee)
                     nf = 0
-                na -= 1
-                if na <= j or not same[na]:
-                    break
-                q = na
-            if j < na:  # the last active lane, still iterating, into lane j
-                for c in range(dim):
-                    vt[c, j] = vt[c, na]
-                for i in range(n_cent):
-                    ct[i, j] = ct[i, na]
-                row[j] = row[na]
-                its[j] = its[na]
-                tot[j] = tot[na]
-                exact[j] = exact[na]
-                j += 1
+                fr[nfr] = j
+                nfr += 1
     if nf > 0:
         _kmeans_finish(x, dim, bits, fv, fc, frow, nf, book, packed, err, mixed, fh64, fhb, fmd,
                        fcode, fh32, fpk, facc, fpz, fnz, fdd, fee)
