@@ -674,11 +674,19 @@ def _kmeans_rows_pack(x, dim, iters, bits, book, packed, err, mixed):
     as the scalar loop does. Then the means, the sort where an emptied centroid fell out of
     order (the same sort on the same values). A lane whose row reached its fixed point (or
     ``iters``) hands the row to ``_kmeans_finish`` (in blocks) and takes the next row, so the
-    lanes stay full whatever each row's iteration count. The centroids are sorted, so their
-    fp16 roundings are too (rounding is monotone) and sorting them (the previous
-    ``book.sort(axis=1)``) could only reorder equal values: a +0 and a -0, the one case whose
-    bytes a sort may change; such rows are flagged in ``mixed`` for the caller to sort as numpy
-    does (their codes and errors are the same)."""
+    lanes stay full whatever each row's iteration count (the lane is freed in place and takes
+    the next row; only once the rows run out do the last lanes fill the holes). The last,
+    confirming iteration of most rows is a test by counts alone, in the round after a full
+    iteration: a row whose centroids that iteration left unsorted, and whose counts above the
+    new midpoints equal the iteration's (the values above a midpoint are a prefix of the sorted
+    values, so equal counts are the same partition: the same sums, in the same order, and the
+    same means, an emptied centroid kept), would get its centroids back bit for bit from the
+    next iteration, which is the fixed point; so it is finished without the sums and the
+    divisions (a lane the test does not finish runs the full iteration next round). The
+    centroids are sorted, so their fp16 roundings are too (rounding is monotone) and sorting
+    them (the previous ``book.sort(axis=1)``) could only reorder equal values: a +0 and a -0,
+    the one case whose bytes a sort may change; such rows are flagged in ``mixed`` for the
+    caller to sort as numpy does (their codes and errors are the same)."""
     n = x.shape[0]
     n_cent = 1 << bits
     L = KLANES
@@ -709,6 +717,9 @@ def _kmeans_rows_pack(x, dim, iters, bits, book, packed, err, mixed):
     fh64, fhb, fmd, fcode, fh32, fpk, facc, fpz, fnz, fdd, fee = _kmeans_scratch(dim, bits, L)
     fdim = float(dim)
     fr = np.empty(L, np.int64)  # lanes freed by finished rows: fr[:nfr]
+    pt = np.empty((n_cent, L))  # the fixed-point test's counts
+    elig = np.zeros(L, np.bool_)  # lanes the test may finish
+    test = False
     hole = np.zeros(L, np.bool_)
     nfr = 0
     nf = 0
@@ -747,6 +758,7 @@ def _kmeans_rows_pack(x, dim, iters, bits, book, packed, err, mixed):
                 ct[i, j] = vmin + (vmax - vmin) * i / (n_cent - 1)
             row[j] = nxt
             its[j] = 0
+            elig[j] = False
             nxt += 1
         if nfr > 0:  # the rows ran out: the last active lanes fill the freed lanes below them
             for t in range(nfr):
@@ -769,11 +781,32 @@ def _kmeans_rows_pack(x, dim, iters, bits, book, packed, err, mixed):
                 its[h] = its[na]
                 tot[h] = tot[na]
                 exact[h] = exact[na]
+                elig[h] = False  # (its counts not moved: the next full iteration decides)
                 hole[h] = False
             nfr = 0
         if na == 0:
             break
-        if iters > 0:  # one of _kmeans_1d_into's iterations on every lane
+        if test:  # the fixed-point test by counts alone (see above), then the freed lanes refilled
+            test = False
+            for k in range(n_cent - 1):
+                for j in range(na):
+                    md[k, j] = 0.5 * (ct[k, j] + ct[k + 1, j])
+            for k in range(n_cent - 1):
+                for j in range(na):
+                    pt[k, j] = 0.0
+                for c0 in range(0, dp, 8):
+                    for j in range(na):
+                        t = md[k, j]
+                        a = pt[k, j]
+                        for q in range(8):
+                            a = a + 1.0 if vt[c0 + q, j] > t else a
+                        pt[k, j] = a
+            for j in range(na):
+                same[j] = elig[j]
+            for k in range(n_cent - 1):
+                for j in range(na):
+                    same[j] &= pt[k, j] == pc[k, j]
+        elif iters > 0:  # one of _kmeans_1d_into's iterations on every lane
             for k in range(n_cent - 1):
                 for j in range(na):
                     md[k, j] = 0.5 * (ct[k, j] + ct[k + 1, j])
@@ -838,6 +871,10 @@ def _kmeans_rows_pack(x, dim, iters, bits, book, packed, err, mixed):
             for j in range(na):
                 its[j] += 1
                 same[j] |= its[j] >= iters  # finished: a fixed point, or iters iterations
+            test = False
+            for j in range(na):  # a lane still iterating whose centroids were not sorted
+                elig[j] = ordered[j] and not same[j]
+                test |= elig[j]
         else:
             for j in range(na):
                 same[j] = True
