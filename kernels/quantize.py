@@ -738,21 +738,26 @@ def _kmeans_rows_pack(x, dim, iters, bits, book, packed, err, mixed):
             vmin = np.float64(x[nxt, 0])  # vals.min(), vals.max(): the first of equal values
             vmax = vmin
             s = 0.0
-            emax = 0
-            emin = 255
+            amin = np.inf  # the smallest nonzero |value|
             for c in range(dim):
                 v = np.float64(x[nxt, c])
                 vt[c, j] = v
                 vmin = v if v < vmin else vmin
                 vmax = v if v > vmax else vmax
                 s += v
-                # the float32 exponent field from the double's (896 apart; a float32
-                # subnormal, a smaller double exponent, has the ulp of field 1)
-                e = np.int64((vtu[c, j] >> _U(52)) & _U(0x7FF)) - 896
-                e1 = e if e > 1 else 1
-                emax = e1 if e1 > emax else emax
-                emin = e1 if (v != 0.0 and e1 < emin) else emin
+                av = abs(v)
+                amin = av if (av < amin) & (av != 0.0) else amin
             tot[j] = s
+            # the exponent span: the float32 exponent field from the double's (896 apart; a
+            # float32 subnormal, a smaller double exponent, has the ulp of field 1), monotone in
+            # |value|, so the largest is the largest |value|'s and the smallest the smallest
+            # nonzero |value|'s (255 if none: above every field)
+            amax = -vmin if -vmin > vmax else vmax
+            emax = np.int64((np.uint64(np.float64(amax).view(np.uint64)) >> _U(52)) & _U(0x7FF)) - 896
+            emax = emax if emax > 1 else 1
+            emin = np.int64((np.uint64(np.float64(amin).view(np.uint64)) >> _U(52)) & _U(0x7FF)) - 896
+            emin = emin if emin > 1 else 1
+            emin = emin if emin < 255 else 255
             exact[j] = emax - emin <= span
             for i in range(n_cent):
                 ct[i, j] = vmin + (vmax - vmin) * i / (n_cent - 1)
