@@ -553,25 +553,40 @@ def _half_f64(h):
     return nrm if e != _U(0) else sub
 
 
-@njit(cache=True, nogil=True, error_model="numpy")
-def _kmeans_finish(x, dim, bits, fv, fc, frow, nf, book, packed, err, mixed):
-    """The rows ``frow[:nf]`` whose centroids ``fc[:, j]`` (values ``fv[:, j]``) are final: their
-    fp16 codebooks (numpy's rounding), codes against them (``_nearest``'s count of the fp16
-    centroids' midpoints), packing and errors, the rows side by side. A value's dequantized
-    centroid is selected during the count (the count's comparisons hold for a prefix of the
-    midpoints, so the last one that holds names the centroid): no gather."""
+@njit(cache=True, nogil=True)
+def _kmeans_scratch(dim, bits, L):
+    """``_kmeans_finish``'s scratch arrays for blocks of ``L`` rows."""
     n_cent = 1 << bits
-    L = fv.shape[1]
-    fcu = fc.view(np.uint64)
     kp = -(-(n_cent - 1) // 4) * 4  # midpoints padded to whole groups of 4 (+inf: never below)
-    h64 = np.zeros((kp + 1, L))
+    h64 = np.zeros((n_cent, L))
     hb = np.empty((n_cent, L), np.uint16)
     md = np.empty((kp, L))
     code = np.empty((dim, L), np.int64)
     h32 = np.empty((n_cent, L), np.float32)
-    cb = np.empty((L, dim), np.uint8)
+    pk = np.empty(((dim * bits + 7) // 8, L), np.uint8)
+    acc = np.empty(L, np.uint64)
+    pz = np.empty(L, np.bool_)
+    nz = np.empty(L, np.bool_)
     dd = np.empty((dim, L), np.float32)
     ee = np.empty(L)
+    return h64, hb, md, code, h32, pk, acc, pz, nz, dd, ee
+
+
+@njit(cache=True, nogil=True, error_model="numpy", inline="always")
+def _kmeans_finish(x, dim, bits, fv, fc, frow, nf, book, packed, err, mixed, h64, hb, md, code, h32,
+                   pk, acc, pz, nz, dd, ee):
+    """The rows ``frow[:nf]`` whose centroids ``fc[:, j]`` (values ``fv[:, j]``) are final: their
+    fp16 codebooks (numpy's rounding), codes against them (``_nearest``'s count of the fp16
+    centroids' midpoints), packing and errors, the rows side by side. A value's dequantized
+    centroid is selected during the count (the count's comparisons hold for a prefix of the
+    midpoints, so the last one that holds names the centroid): no gather. The scratch arrays
+    from ``h64`` on are ``_kmeans_scratch``'s (allocated once per call of the caller, not per
+    block). Inlined into ``_kmeans_rows_pack`` (numba IR): no call, so no reference counts of its
+    22 arrays per block."""
+    n_cent = 1 << bits
+    fcu = fc.view(np.uint64)
+    kp = md.shape[0]
+    nbytes = pk.shape[0]
     for i in range(n_cent):
         for j in range(nf):
             h = _half_bits(fcu[i, j])
@@ -601,19 +616,41 @@ def _kmeans_finish(x, dim, bits, fv, fc, frow, nf, book, packed, err, mixed):
             for j in range(nf):
                 d = np.float32(fv[c, j]) - h32[code[c, j], j]
                 dd[c, j] = d * d
+    # pack_bits' little-endian bit stream, the lanes side by side: a lane's pending bits in
+    # acc, its bytes into pk (the byte positions are every lane's, so no branch per lane)
+    for j in range(nf):
+        acc[j] = 0
+    nacc = 0
+    o = 0
+    for c in range(dim):
+        for j in range(nf):
+            acc[j] |= np.uint64(code[c, j]) << np.uint64(nacc)
+        nacc += bits
+        while nacc >= 8:
+            for j in range(nf):
+                a = acc[j]
+                pk[o, j] = np.uint8(a & _U(0xFF))
+                acc[j] = a >> _U(8)
+            nacc -= 8
+            o += 1
+    if nacc > 0:
+        for j in range(nf):
+            pk[o, j] = np.uint8(acc[j])
+    for j in range(nf):  # a +0 and a -0 centroid
+        pz[j] = False
+        nz[j] = False
+    for i in range(n_cent):
+        for j in range(nf):
+            h = hb[i, j]
+            pz[j] |= h == 0
+            nz[j] |= h == 0x8000
     for j in range(nf):
         r = frow[j]
-        pz = False
-        nz = False
         for i in range(n_cent):
-            h = hb[i, j]
-            book[r, i] = h
-            pz |= h == 0
-            nz |= h == 0x8000
-        mixed[r] = pz and nz
-        for c in range(dim):
-            cb[j, c] = np.uint8(code[c, j])
-    _pack_block(cb, nf, dim, bits, packed, frow)
+            book[r, i] = hb[i, j]
+        mixed[r] = pz[j] and nz[j]
+        for k in range(nbytes):
+            packed[r, k] = pk[k, j]
     if want_err:
         _lane_sums(dd, nf, dim, err, frow, ee)
 
@@ -638,11 +675,19 @@ def _kmeans_rows_pack(x, dim, iters, bits, book, packed, err, mixed):
     as the scalar loop does. Then the means, the sort where an emptied centroid fell out of
     order (the same sort on the same values). A lane whose row reached its fixed point (or
     ``iters``) hands the row to ``_kmeans_finish`` (in blocks) and takes the next row, so the
-    lanes stay full whatever each row's iteration count. The centroids are sorted, so their
-    fp16 roundings are too (rounding is monotone) and sorting them (the previous
-    ``book.sort(axis=1)``) could only reorder equal values: a +0 and a -0, the one case whose
-    bytes a sort may change; such rows are flagged in ``mixed`` for the caller to sort as numpy
-    does (their codes and errors are the same)."""
+    lanes stay full whatever each row's iteration count (the lane is freed in place and takes
+    the next row; only once the rows run out do the last lanes fill the holes). The last,
+    confirming iteration of most rows is a test by counts alone, in the round after a full
+    iteration: a row whose centroids that iteration left unsorted, and whose counts above the
+    new midpoints equal the iteration's (the values above a midpoint are a prefix of the sorted
+    values, so equal counts are the same partition: the same sums, in the same order, and the
+    same means, an emptied centroid kept), would get its centroids back bit for bit from the
+    next iteration, which is the fixed point; so it is finished without the sums and the
+    divisions (a lane the test does not finish runs the full iteration next round). The
+    centroids are sorted, so their fp16 roundings are too (rounding is monotone) and sorting
+    them (the previous ``book.sort(axis=1)``) could only reorder equal values: a +0 and a -0,
+    the one case whose bytes a sort may change; such rows are flagged in ``mixed`` for the
+    caller to sort as numpy does (their codes and errors are the same)."""
     n = x.shape[0]
     n_cent = 1 << bits
     L = KLANES
@@ -670,41 +715,104 @@ def _kmeans_rows_pack(x, dim, iters, bits, book, packed, err, mixed):
     fv = np.empty((dim, L))
     fc = np.empty((n_cent, L))
     frow = np.empty(L, np.int64)
+    fh64, fhb, fmd, fcode, fh32, fpk, facc, fpz, fnz, fdd, fee = _kmeans_scratch(dim, bits, L)
     fdim = float(dim)
+    fr = np.empty(L, np.int64)  # lanes freed by finished rows: fr[:nfr]
+    pt = np.empty((n_cent, L))  # the fixed-point test's counts
+    elig = np.zeros(L, np.bool_)  # lanes the test may finish
+    test = False
+    hole = np.zeros(L, np.bool_)
+    nfr = 0
     nf = 0
-    na = 0  # lanes 0..na-1 hold a row still iterating
+    na = 0  # lanes 0..na-1 hold a row still iterating (but the freed lanes fr[:nfr])
     nxt = 0  # the next row to take
     while True:
-        while na < L and nxt < n:  # a free lane takes the next row: its values, the grid
-            j = na
+        # a free lane takes the next row, its values and the grid: a lane freed in place (by a
+        # finished row), else the next lane above the active ones
+        while nxt < n and (nfr > 0 or na < L):
+            if nfr > 0:
+                nfr -= 1
+                j = fr[nfr]
+            else:
+                j = na
+                na += 1
             vmin = np.float64(x[nxt, 0])  # vals.min(), vals.max(): the first of equal values
             vmax = vmin
             s = 0.0
-            emax = 0
-            emin = 255
+            amin = np.inf  # the smallest nonzero |value|
             for c in range(dim):
                 v = np.float64(x[nxt, c])
                 vt[c, j] = v
                 vmin = v if v < vmin else vmin
                 vmax = v if v > vmax else vmax
                 s += v
-                # the float32 exponent field from the double's (896 apart; a float32
-                # subnormal, a smaller double exponent, has the ulp of field 1)
-                e = np.int64((vtu[c, j] >> _U(52)) & _U(0x7FF)) - 896
-                e1 = e if e > 1 else 1
-                emax = e1 if e1 > emax else emax
-                emin = e1 if (v != 0.0 and e1 < emin) else emin
+                av = abs(v)
+                amin = av if (av < amin) & (av != 0.0) else amin
             tot[j] = s
+            # the exponent span: the float32 exponent field from the double's (896 apart; a
+            # float32 subnormal, a smaller double exponent, has the ulp of field 1), monotone in
+            # |value|, so the largest is the largest |value|'s and the smallest the smallest
+            # nonzero |value|'s (255 if none: above every field)
+            amax = -vmin if -vmin > vmax else vmax
+            emax = np.int64((np.uint64(np.float64(amax).view(np.uint64)) >> _U(52)) & _U(0x7FF)) - 896
+            emax = emax if emax > 1 else 1
+            emin = np.int64((np.uint64(np.float64(amin).view(np.uint64)) >> _U(52)) & _U(0x7FF)) - 896
+            emin = emin if emin > 1 else 1
+            emin = emin if emin < 255 else 255
             exact[j] = emax - emin <= span
             for i in range(n_cent):
                 ct[i, j] = vmin + (vmax - vmin) * i / (n_cent - 1)
             row[j] = nxt
             its[j] = 0
-            na += 1
+            elig[j] = False
             nxt += 1
+        if nfr > 0:  # the rows ran out: the last active lanes fill the freed lanes below them
+            for t in range(nfr):
+                hole[fr[t]] = True
+            h = 0
+            while True:
+                while h < na and not hole[h]:
+                    h += 1
+                if h >= na:
+                    break
+                na -= 1
+                if hole[na]:
+                    hole[na] = False
+                    continue
+                for c in range(dim):
+                    vt[c, h] = vt[c, na]
+                for i in range(n_cent):
+                    ct[i, h] = ct[i, na]
+                row[h] = row[na]
+                its[h] = its[na]
+                tot[h] = tot[na]
+                exact[h] = exact[na]
+                elig[h] = False  # (its counts not moved: the next full iteration decides)
+                hole[h] = False
+            nfr = 0
         if na == 0:
             break
-        if iters > 0:  # one of _kmeans_1d_into's iterations on every lane
+        if test:  # the fixed-point test by counts alone (see above), then the freed lanes refilled
+            test = False
+            for k in range(n_cent - 1):
+                for j in range(na):
+                    md[k, j] = 0.5 * (ct[k, j] + ct[k + 1, j])
+            for k in range(n_cent - 1):
+                for j in range(na):
+                    pt[k, j] = 0.0
+                for c0 in range(0, dp, 8):
+                    for j in range(na):
+                        t = md[k, j]
+                        a = pt[k, j]
+                        for q in range(8):
+                            a = a + 1.0 if vt[c0 + q, j] > t else a
+                        pt[k, j] = a
+            for j in range(na):
+                same[j] = elig[j]
+            for k in range(n_cent - 1):
+                for j in range(na):
+                    same[j] &= pt[k, j] == pc[k, j]
+        elif iters > 0:  # one of _kmeans_1d_into's iterations on every lane
             for k in range(n_cent - 1):
                 for j in range(na):
                     md[k, j] = 0.5 * (ct[k, j] + ct[k + 1, j])
@@ -769,36 +877,30 @@ def _kmeans_rows_pack(x, dim, iters, bits, book, packed, err, mixed):
             for j in range(na):
                 its[j] += 1
                 same[j] |= its[j] >= iters  # finished: a fixed point, or iters iterations
+            test = False
+            for j in range(na):  # a lane still iterating whose centroids were not sorted
+                elig[j] = ordered[j] and not same[j]
+                test |= elig[j]
         else:
             for j in range(na):
                 same[j] = True
-        j = 0
-        while j < na:  # finished rows to the finishing block; the last active lane fills the gap
-            if not same[j]:
-                j += 1
-                continue
-            for c in range(dim):
-                fv[c, nf] = vt[c, j]
-            for i in range(n_cent):
-                fc[i, nf] = ct[i, j]
-            frow[nf] = row[j]
-            nf += 1
-            if nf == L:
-                _kmeans_finish(x, dim, bits, fv, fc, frow, nf, book, packed, err, mixed)
-                nf = 0
-            na -= 1
-            if j != na:
+        for j in range(na):  # finished rows to the finishing block, their lanes freed in place
+            if same[j]:
                 for c in range(dim):
-                    vt[c, j] = vt[c, na]
+                    fv[c, nf] = vt[c, j]
                 for i in range(n_cent):
-                    ct[i, j] = ct[i, na]
-                row[j] = row[na]
-                its[j] = its[na]
-                same[j] = same[na]
-                tot[j] = tot[na]
-                exact[j] = exact[na]
+                    fc[i, nf] = ct[i, j]
+                frow[nf] = row[j]
+                nf += 1
+                if nf == L:
+                    _kmeans_finish(x, dim, bits, fv, fc, frow, nf, book, packed, err, mixed, fh64, fhb, fmd,
+                                   fcode, fh32, fpk, facc, fpz, fnz, fdd, fee)
+                    nf = 0
+                fr[nfr] = j
+                nfr += 1
     if nf > 0:
-        _kmeans_finish(x, dim, bits, fv, fc, frow, nf, book, packed, err, mixed)
+        _kmeans_finish(x, dim, bits, fv, fc, frow, nf, book, packed, err, mixed, fh64, fhb, fmd,
+                       fcode, fh32, fpk, facc, fpz, fnz, fdd, fee)
 
 
 @njit(cache=True, nogil=True)

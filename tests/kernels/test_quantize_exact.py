@@ -624,3 +624,17 @@ def test_kmeans_rows_with_wide_exponent_spans():
         for iters in (1, 20):
             _same(Q.quantize_rows(x, 16, "kmeans", bits, kmeans_iters=iters),
                   _reference(x, 16, "kmeans", bits, kmeans_iters=iters))
+
+
+@pytest.mark.parametrize("n", [1, 63, 64, 65, 130, 700])
+def test_kmeans_lanes_freed_and_refilled(n):
+    """Rows of every iteration count shuffled together, so lanes free up in place at every
+    position and, once the rows run out, the last lanes fill the holes: every row count around
+    the lane count (64), iteration limits that stop rows early or not."""
+    rng = np.random.default_rng(n)
+    pool = np.vstack([_edge_rows(16, 3), _random_rows(2 * n, 16, n)])
+    x = np.ascontiguousarray(pool[rng.permutation(pool.shape[0])[:n]])
+    for bits in (2, 3, 4, 8):
+        for iters in (2, 3, 20):
+            _same(Q.quantize_rows(x, 16, "kmeans", bits, kmeans_iters=iters),
+                  _reference(x, 16, "kmeans", bits, kmeans_iters=iters))
