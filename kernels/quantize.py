@@ -697,7 +697,6 @@ def _kmeans_rows_pack(x, dim, iters, bits, book, packed, err, mixed):
     span = 29 - lg  # the widest exponent span whose sums are exact (see above)
     dp = -(-dim // 8) * 8  # the values padded to whole groups of 8 (-inf: above no midpoint)
     vt = np.full((dp, L), -np.inf)
-    vtu = vt.view(np.uint64)
     ct = np.empty((n_cent, L))
     pv = np.empty((n_cent, L))
     sm = np.empty((n_cent, L))
