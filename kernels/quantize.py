@@ -558,31 +558,47 @@ def _kmeans_scratch(dim, bits, L):
     """``_kmeans_finish``'s scratch arrays for blocks of ``L`` rows."""
     n_cent = 1 << bits
     kp = -(-(n_cent - 1) // 4) * 4  # midpoints padded to whole groups of 4 (+inf: never below)
-    h64 = np.zeros((n_cent, L))
     hb = np.empty((n_cent, L), np.uint16)
-    md = np.empty((kp, L))
-    code = np.empty((dim, L), np.int64)
-    h32 = np.empty((n_cent, L), np.float32)
+    hw = np.empty((n_cent // 4, L), np.uint64)
+    md = np.empty((kp, L), np.float32)
+    code = np.empty((dim, L), np.float32)  # (counts below 256: exact)
+    h32 = np.zeros((kp + 1, L), np.float32)
     pk = np.empty(((dim * bits + 7) // 8, L), np.uint8)
     acc = np.empty(L, np.uint64)
     pz = np.empty(L, np.bool_)
     nz = np.empty(L, np.bool_)
     dd = np.empty((dim, L), np.float32)
     ee = np.empty(L)
-    return h64, hb, md, code, h32, pk, acc, pz, nz, dd, ee
+    return hb, hw, md, code, h32, pk, acc, pz, nz, dd, ee
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _below32(m):
+    """The largest float32 not above the float64 ``m`` (rounded down): for a float32 ``v``,
+    ``v > m`` exactly when ``v > _below32(m)`` (no float32 lies strictly between the two
+    roundings of an ``m`` they do not represent). ``m`` is a midpoint of fp16 values: zero or at
+    least 2^-25 in magnitude, so its float32 rounding is nonzero and of its sign, and the next
+    float32 down is one step of the bits (down for a positive, up for a negative)."""
+    f = np.float32(m)
+    u = np.float32(f).view(np.uint32)
+    u = np.uint32(u + np.uint32(1) if f < np.float32(0.0) else u - np.uint32(1))
+    return f if np.float64(f) <= m else u.view(np.float32)
 
 
 @njit(cache=True, nogil=True, error_model="numpy", inline="always")
-def _kmeans_finish(x, dim, bits, fv, fc, frow, nf, book, packed, err, mixed, h64, hb, md, code, h32,
+def _kmeans_finish(x, dim, bits, fv, fc, frow, nf, book, packed, err, mixed, hb, hw, md, code, h32,
                    pk, acc, pz, nz, dd, ee):
-    """The rows ``frow[:nf]`` whose centroids ``fc[:, j]`` (values ``fv[:, j]``) are final: their
-    fp16 codebooks (numpy's rounding), codes against them (``_nearest``'s count of the fp16
-    centroids' midpoints), packing and errors, the rows side by side. A value's dequantized
-    centroid is selected during the count (the count's comparisons hold for a prefix of the
-    midpoints, so the last one that holds names the centroid): no gather. The scratch arrays
-    from ``h64`` on are ``_kmeans_scratch``'s (allocated once per call of the caller, not per
-    block). Inlined into ``_kmeans_rows_pack`` (numba IR): no call, so no reference counts of its
-    22 arrays per block."""
+    """The rows ``frow[:nf]`` whose centroids ``fc[:, j]`` (float32 values ``fv[:, j]``) are
+    final: their fp16 codebooks (numpy's rounding), codes against them (``_nearest``'s count of
+    the fp16 centroids' midpoints), packing and errors, the rows side by side. The count runs
+    in float32 (16 lanes a vector), each float64 midpoint rounded down to float32
+    (``_below32``: the same comparisons); a value's dequantized centroid is selected during the
+    count (the count's comparisons hold for a prefix of the midpoints, so the last one that
+    holds names the centroid): no gather. The scratch arrays from ``hb`` on are
+    ``_kmeans_scratch``'s (allocated once per call of the caller, not per block). Inlined into
+    ``_kmeans_rows_pack`` (numba IR): no call, so no reference counts of its 22 arrays per
+    block. A row's codebook and (whole 8-byte words of) packed codes are written a word at a
+    time: the fp16 bits of 4 centroids per uint64."""
     n_cent = 1 << bits
     fcu = fc.view(np.uint64)
     kp = md.shape[0]
@@ -591,30 +607,34 @@ def _kmeans_finish(x, dim, bits, fv, fc, frow, nf, book, packed, err, mixed, h64
         for j in range(nf):
             h = _half_bits(fcu[i, j])
             hb[i, j] = h
-            v = _half_f64(h)
-            h64[i, j] = v
-            h32[i, j] = np.float32(v)
+            h32[i, j] = np.float32(_half_f64(h))
     for k in range(n_cent - 1):
         for j in range(nf):
-            md[k, j] = 0.5 * (h64[k, j] + h64[k + 1, j])
+            m = 0.5 * (np.float64(h32[k, j]) + np.float64(h32[k + 1, j]))
+            md[k, j] = _below32(m)
     for k in range(n_cent - 1, kp):
         for j in range(nf):
             md[k, j] = np.inf
-    for c in range(dim):  # the count, 4 midpoints a pass (a lane's count in a register)
+    want_err = err.size > 0
+    for c in range(dim):  # the count, 4 midpoints a pass (a lane's count and centroid in registers)
         for j in range(nf):
-            code[c, j] = 0
+            code[c, j] = np.float32(0.0)
+            dd[c, j] = h32[0, j]
         for k0 in range(0, kp, 4):
             for j in range(nf):
                 v = fv[c, j]
                 a = code[c, j]
+                h = dd[c, j]
                 for q in range(4):
-                    a += 1 if v > md[k0 + q, j] else 0
+                    hit = v > md[k0 + q, j]
+                    t = h32[k0 + q + 1, j]  # (loaded outside the select: a load in it is a branch)
+                    a = a + np.float32(1.0) if hit else a
+                    h = t if hit else h
                 code[c, j] = a
-    want_err = err.size > 0
-    if want_err:  # the squared errors against the float32 codebook, in float32
-        for c in range(dim):
+                dd[c, j] = h
+        if want_err:  # the squared error against the float32 codebook, in float32
             for j in range(nf):
-                d = np.float32(fv[c, j]) - h32[code[c, j], j]
+                d = fv[c, j] - dd[c, j]
                 dd[c, j] = d * d
     # pack_bits' little-endian bit stream, the lanes side by side: a lane's pending bits in
     # acc, its bytes into pk (the byte positions are every lane's, so no branch per lane)
@@ -644,10 +664,15 @@ def _kmeans_finish(x, dim, bits, fv, fc, frow, nf, book, packed, err, mixed, h64
             h = hb[i, j]
             pz[j] |= h == 0
             nz[j] |= h == 0x8000
+    for w in range(n_cent // 4):  # 4 centroids' bits a word, little-endian as book's bytes
+        for j in range(nf):
+            hw[w, j] = (np.uint64(hb[4 * w, j]) | (np.uint64(hb[4 * w + 1, j]) << _U(16))
+                        | (np.uint64(hb[4 * w + 2, j]) << _U(32)) | (np.uint64(hb[4 * w + 3, j]) << _U(48)))
+    bw = book.view(np.uint64)
     for j in range(nf):
         r = frow[j]
-        for i in range(n_cent):
-            book[r, i] = hb[i, j]
+        for w in range(n_cent // 4):
+            bw[r, w] = hw[w, j]
         mixed[r] = pz[j] and nz[j]
         for k in range(nbytes):
             packed[r, k] = pk[k, j]
@@ -711,10 +736,10 @@ def _kmeans_rows_pack(x, dim, iters, bits, book, packed, err, mixed):
     same = np.empty(L, np.bool_)
     ordered = np.empty(L, np.bool_)
     tmp = np.empty(n_cent)
-    fv = np.empty((dim, L))
+    fv = np.empty((dim, L), np.float32)
     fc = np.empty((n_cent, L))
     frow = np.empty(L, np.int64)
-    fh64, fhb, fmd, fcode, fh32, fpk, facc, fpz, fnz, fdd, fee = _kmeans_scratch(dim, bits, L)
+    fhb, fhw, fmd, fcode, fh32, fpk, facc, fpz, fnz, fdd, fee = _kmeans_scratch(dim, bits, L)
     fdim = float(dim)
     fr = np.empty(L, np.int64)  # lanes freed by finished rows: fr[:nfr]
     pt = np.empty((n_cent, L))  # the fixed-point test's counts
@@ -886,19 +911,19 @@ def _kmeans_rows_pack(x, dim, iters, bits, book, packed, err, mixed):
         for j in range(na):  # finished rows to the finishing block, their lanes freed in place
             if same[j]:
                 for c in range(dim):
-                    fv[c, nf] = vt[c, j]
+                    fv[c, nf] = np.float32(vt[c, j])
                 for i in range(n_cent):
                     fc[i, nf] = ct[i, j]
                 frow[nf] = row[j]
                 nf += 1
                 if nf == L:
-                    _kmeans_finish(x, dim, bits, fv, fc, frow, nf, book, packed, err, mixed, fh64, fhb, fmd,
+                    _kmeans_finish(x, dim, bits, fv, fc, frow, nf, book, packed, err, mixed, fhb, fhw, fmd,
                                    fcode, fh32, fpk, facc, fpz, fnz, fdd, fee)
                     nf = 0
                 fr[nfr] = j
                 nfr += 1
     if nf > 0:
-        _kmeans_finish(x, dim, bits, fv, fc, frow, nf, book, packed, err, mixed, fh64, fhb, fmd,
+        _kmeans_finish(x, dim, bits, fv, fc, frow, nf, book, packed, err, mixed, fhb, fhw, fmd,
                        fcode, fh32, fpk, facc, fpz, fnz, fdd, fee)
 
 
