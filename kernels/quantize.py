@@ -746,6 +746,12 @@ def _kmeans_rows_pack(x, dim, iters, bits, book, packed, err, mixed):
     elig = np.zeros(L, np.bool_)  # lanes the test may finish
     test = False
     hole = np.zeros(L, np.bool_)
+    new = np.zeros(L, np.bool_)  # lanes that took a row this round: nnew of them
+    nnew = 0
+    lmin = np.empty(L)  # the lanes' row statistics
+    lmax = np.empty(L)
+    lamin = np.empty(L)
+    d8 = dim // 8 * 8
     nfr = 0
     nf = 0
     na = 0  # lanes 0..na-1 hold a row still iterating (but the freed lanes fr[:nfr])
@@ -760,36 +766,72 @@ def _kmeans_rows_pack(x, dim, iters, bits, book, packed, err, mixed):
             else:
                 j = na
                 na += 1
-            vmin = np.float64(x[nxt, 0])  # vals.min(), vals.max(): the first of equal values
-            vmax = vmin
+            # the values and their sum in column order (the other statistics below, lanes side
+            # by side); the sum's order also keeps the loop from being vectorized into scatters
+            # (vscatterqpd), slower than scalar stores
             s = 0.0
-            amin = np.inf  # the smallest nonzero |value|
             for c in range(dim):
                 v = np.float64(x[nxt, c])
                 vt[c, j] = v
-                vmin = v if v < vmin else vmin
-                vmax = v if v > vmax else vmax
                 s += v
-                av = abs(v)
-                amin = av if (av < amin) & (av != 0.0) else amin
             tot[j] = s
-            # the exponent span: the float32 exponent field from the double's (896 apart; a
-            # float32 subnormal, a smaller double exponent, has the ulp of field 1), monotone in
-            # |value|, so the largest is the largest |value|'s and the smallest the smallest
-            # nonzero |value|'s (255 if none: above every field)
-            amax = -vmin if -vmin > vmax else vmax
-            emax = np.int64((np.uint64(np.float64(amax).view(np.uint64)) >> _U(52)) & _U(0x7FF)) - 896
-            emax = emax if emax > 1 else 1
-            emin = np.int64((np.uint64(np.float64(amin).view(np.uint64)) >> _U(52)) & _U(0x7FF)) - 896
-            emin = emin if emin > 1 else 1
-            emin = emin if emin < 255 else 255
-            exact[j] = emax - emin <= span
-            for i in range(n_cent):
-                ct[i, j] = vmin + (vmax - vmin) * i / (n_cent - 1)
+            new[j] = True
+            nnew += 1
             row[j] = nxt
             its[j] = 0
             elig[j] = False
             nxt += 1
+        if nnew > 0:
+            # the new rows' min, max (the first of equal values) and smallest nonzero |value|,
+            # each in column order as a row's scalar loop has them, every lane computed (a
+            # vector loop; most lanes took a row) and the new lanes' kept: their grid and
+            # exponent span. The values 8 columns a pass (a lane's statistics in registers)
+            for j in range(na):
+                lmin[j] = vt[0, j]
+                lmax[j] = vt[0, j]
+                lamin[j] = np.inf
+            for c0 in range(0, d8, 8):
+                for j in range(na):
+                    vmin = lmin[j]
+                    vmax = lmax[j]
+                    amin = lamin[j]
+                    for q in range(8):
+                        v = vt[c0 + q, j]
+                        vmin = v if v < vmin else vmin
+                        vmax = v if v > vmax else vmax
+                        av = abs(v)
+                        amin = av if (av < amin) & (av != 0.0) else amin
+                    lmin[j] = vmin
+                    lmax[j] = vmax
+                    lamin[j] = amin
+            for c in range(d8, dim):
+                for j in range(na):
+                    v = vt[c, j]
+                    lmin[j] = v if v < lmin[j] else lmin[j]
+                    lmax[j] = v if v > lmax[j] else lmax[j]
+                    av = abs(v)
+                    lamin[j] = av if (av < lamin[j]) & (av != 0.0) else lamin[j]
+            for j in range(na):
+                vmin = lmin[j]
+                vmax = lmax[j]
+                # the exponent span: the float32 exponent field from the double's (896 apart; a
+                # float32 subnormal, a smaller double exponent, has the ulp of field 1), monotone
+                # in |value|, so the largest is the largest |value|'s and the smallest the
+                # smallest nonzero |value|'s (255 if none: above every field)
+                amax = -vmin if -vmin > vmax else vmax
+                emax = np.int64((np.uint64(np.float64(amax).view(np.uint64)) >> _U(52)) & _U(0x7FF)) - 896
+                emax = emax if emax > 1 else 1
+                emin = np.int64((np.uint64(np.float64(lamin[j]).view(np.uint64)) >> _U(52)) & _U(0x7FF)) - 896
+                emin = emin if emin > 1 else 1
+                emin = emin if emin < 255 else 255
+                exact[j] = emax - emin <= span if new[j] else exact[j]
+            for i in range(n_cent):
+                for j in range(na):
+                    g = lmin[j] + (lmax[j] - lmin[j]) * i / (n_cent - 1)
+                    ct[i, j] = g if new[j] else ct[i, j]
+            for j in range(na):
+                new[j] = False
+            nnew = 0
         if nfr > 0:  # the rows ran out: the last active lanes fill the freed lanes below them
             for t in range(nfr):
                 hole[fr[t]] = True
