@@ -638,3 +638,29 @@ def test_kmeans_lanes_freed_and_refilled(n):
         for iters in (2, 3, 20):
             _same(Q.quantize_rows(x, 16, "kmeans", bits, kmeans_iters=iters),
                   _reference(x, 16, "kmeans", bits, kmeans_iters=iters))
+
+
+def test_kmeans_midpoints_rounded_down_to_float32():
+    """The finishing count compares float32 values with each fp16 midpoint rounded down to
+    float32 (``Q._below32``): the same comparisons as against the float64 midpoint, for every
+    float32 near it. Midpoints of every kind of fp16 pair: random, subnormal, zero (both signs),
+    the largest, neighbours, far apart (midpoints no float32 holds), equal."""
+    rng = np.random.default_rng(11)
+    h = rng.integers(0, 0x7C00, 20000).astype(np.uint16) | (rng.integers(0, 2, 20000) << 15).astype(np.uint16)
+    special = np.array([0x0000, 0x8000, 0x0001, 0x8001, 0x03FF, 0x0400, 0x7BFF, 0xFBFF, 0x3C00, 0x3C01,
+                        0xBC00, 0x6400, 0x0002], np.uint16)
+    a = np.concatenate([h, np.repeat(special, special.size)]).view(np.float16).astype(np.float64)
+    b = np.concatenate([np.roll(h, 1), np.tile(special, special.size)]).view(np.float16).astype(np.float64)
+    b[:2000] = np.nextafter(a[:2000].astype(np.float16), np.float16(np.inf)).astype(np.float64)  # neighbours
+    mids = 0.5 * (a + b)
+    inexact = 0
+    for m in mids:
+        f = np.float32(Q._below32(m))
+        assert f <= m and np.nextafter(f, np.float32(np.inf)) > m
+        inexact += float(f) != m
+        up, down = np.float32(np.inf), np.float32(-np.inf)
+        near = [np.float32(m), f, np.nextafter(f, up), np.nextafter(f, down),
+                np.nextafter(np.float32(m), up), np.nextafter(np.float32(m), down)]
+        for v in near:
+            assert (float(v) > m) == (v > f), (m, v, f)
+    assert inexact > 1000  # many midpoints are not float32 values: the rounding is exercised
