@@ -38,7 +38,9 @@ Performance rules these kernels follow (each measured): no call with array argum
 per-row or per-step loop (numba increments and decrements every array's reference count
 atomically per call); no stores into an output array from a loop whose loads could share
 their address's low 12 bits ("4K aliasing": the search ran 2-2.5x slower in some processes);
-branch-free lane loops (a ternary around a division kept one from vectorizing).
+branch-free lane loops (a ternary around a division kept one from vectorizing); lane arrays
+on whole cache lines (``_empty_lines``: numba's 32-byte alignment split k-means' vector
+accesses across lines for some heap placements, up to ~20% slower).
 """
 
 from __future__ import annotations
@@ -49,7 +51,9 @@ from dataclasses import dataclass
 import numpy as np
 from llvmlite import ir
 from numba import njit, types
+from numba.core import cgutils
 from numba.extending import intrinsic
+from numba.np.arrayobj import make_array, populate_array
 
 __all__ = [
     "METHODS",
@@ -537,6 +541,51 @@ def _half_value(h):
 KLANES = 64  # rows k-means runs side by side
 
 
+@intrinsic
+def _empty_lines(typingctx, shape, dtype):
+    """``np.empty(shape, dtype)`` (C order, small: no overflow check) whose data starts on a
+    64-byte boundary, a cache line (numba's ``np.empty`` asks its runtime for 32 bytes): the
+    same runtime allocation with another alignment, so the array is an ordinary array, freed
+    as any other. (Views cut at a cache line from larger ``np.empty`` buffers are not the same:
+    k-means on such views measured ~14% slower than on these arrays, the cause not found;
+    see ``_kmeans_rows_pack`` for why the alignment.)"""
+    if isinstance(shape, types.Integer):
+        nd = 1
+    elif isinstance(shape, types.UniTuple) and isinstance(shape.dtype, types.Integer):
+        nd = shape.count
+    else:
+        return None
+    if not isinstance(dtype, (types.NumberClass, types.DType)):
+        return None
+    arrty = types.Array(dtype.dtype, nd, "C")
+
+    def codegen(context, builder, signature, args):
+        intp = context.get_value_type(types.intp)
+        if nd == 1:
+            dims = [context.cast(builder, args[0], shape, types.intp)]
+        else:
+            dims = [context.cast(builder, d, shape.dtype, types.intp)
+                    for d in cgutils.unpack_tuple(builder, args[0], nd)]
+        item = context.get_abi_sizeof(context.get_data_type(arrty.dtype))
+        strides = [ir.Constant(intp, item)]
+        for d in reversed(dims[1:]):
+            strides.append(builder.mul(strides[-1], d))
+        strides.reverse()
+        size = builder.mul(strides[0], dims[0])
+        meminfo = context.nrt.meminfo_alloc_aligned(builder, size, 64)
+        with builder.if_then(cgutils.is_null(builder, meminfo), likely=False):
+            context.call_conv.return_user_exc(builder, MemoryError, ("out of memory",))
+        data = context.nrt.meminfo_data(builder, meminfo)
+        ary = make_array(arrty)(context, builder)
+        populate_array(ary, data=builder.bitcast(data, context.get_data_type(arrty.dtype).as_pointer()),
+                       shape=cgutils.pack_array(builder, dims, ty=intp),
+                       strides=cgutils.pack_array(builder, strides, ty=intp),
+                       itemsize=ir.Constant(intp, item), meminfo=meminfo)
+        return ary._getvalue()
+
+    return arrty(shape, dtype), codegen
+
+
 @njit(cache=True, nogil=True, inline="always")
 def _half_f64(h):
     """``_half_value(h)`` from bits alone (no table gather, so a lane loop of it vectorizes):
@@ -555,20 +604,22 @@ def _half_f64(h):
 
 @njit(cache=True, nogil=True)
 def _kmeans_scratch(dim, bits, L):
-    """``_kmeans_finish``'s scratch arrays for blocks of ``L`` rows."""
+    """``_kmeans_finish``'s scratch arrays for blocks of ``L`` rows, each on a cache line
+    (``_empty_lines``; see ``_kmeans_rows_pack``)."""
     n_cent = 1 << bits
     kp = -(-(n_cent - 1) // 4) * 4  # midpoints padded to whole groups of 4 (+inf: never below)
-    hb = np.empty((n_cent, L), np.uint16)
-    hw = np.empty((n_cent // 4, L), np.uint64)
-    md = np.empty((kp, L), np.float32)
-    code = np.empty((dim, L), np.float32)  # (counts below 256: exact)
-    h32 = np.zeros((kp + 1, L), np.float32)
-    pk = np.empty(((dim * bits + 7) // 8, L), np.uint8)
-    acc = np.empty(L, np.uint64)
-    pz = np.empty(L, np.bool_)
-    nz = np.empty(L, np.bool_)
-    dd = np.empty((dim, L), np.float32)
-    ee = np.empty(L)
+    hb = _empty_lines((n_cent, L), np.uint16)
+    hw = _empty_lines((n_cent // 4, L), np.uint64)
+    md = _empty_lines((kp, L), np.float32)
+    code = _empty_lines((dim, L), np.float32)  # (counts below 256: exact)
+    h32 = _empty_lines((kp + 1, L), np.float32)
+    h32[:] = 0.0
+    pk = _empty_lines(((dim * bits + 7) // 8, L), np.uint8)
+    acc = _empty_lines(L, np.uint64)
+    pz = _empty_lines(L, np.bool_)
+    nz = _empty_lines(L, np.bool_)
+    dd = _empty_lines((dim, L), np.float32)
+    ee = _empty_lines(L, np.float64)
     return hb, hw, md, code, h32, pk, acc, pz, nz, dd, ee
 
 
@@ -721,36 +772,50 @@ def _kmeans_rows_pack(x, dim, iters, bits, book, packed, err, mixed):
         lg += 1
     span = 29 - lg  # the widest exponent span whose sums are exact (see above)
     dp = -(-dim // 8) * 8  # the values padded to whole groups of 8 (-inf: above no midpoint)
-    vt = np.full((dp, L), -np.inf)
-    ct = np.empty((n_cent, L))
-    pv = np.empty((n_cent, L))
-    sm = np.empty((n_cent, L))
-    cn = np.empty((n_cent, L))
-    md = np.empty((n_cent, L))
-    pc = np.empty((n_cent, L))  # values above midpoint k: count
-    ps = np.empty((n_cent, L))  # and sum
-    tot = np.empty(L)
-    exact = np.empty(L, np.bool_)
-    row = np.empty(L, np.int64)
-    its = np.zeros(L, np.int64)
-    same = np.empty(L, np.bool_)
-    ordered = np.empty(L, np.bool_)
-    tmp = np.empty(n_cent)
-    fv = np.empty((dim, L), np.float32)
-    fc = np.empty((n_cent, L))
-    frow = np.empty(L, np.int64)
+    # Every scratch array starts on a cache line (_empty_lines, not np.empty): a row of L = 64
+    # lanes is then whole 64-byte lines (512 bytes of float64, 256 of float32, 128 of uint16),
+    # so each 64-byte vector load or store of a lane loop touches one line. np.empty's arrays
+    # start 0 or 32 bytes into a line as the heap places them, and at 32 half of those
+    # accesses touch two lines: that was the 466..567 MB/s spread (4 bits) between calls, not
+    # 4K aliasing. Measured over 2000 calls, their addresses recorded: a call's speed followed
+    # each 2-D array's address mod 64 (vt +6%, ct, pc, ps, fmd ~+2% each, the others less)
+    # and no relation of the arrays' low 12 bits; every array 32 bytes into a line ran ~20%
+    # slower than this layout, and every array page-aligned (all the same low 12 bits) as fast.
+    vt = _empty_lines((dp, L), np.float64)
+    vt[:] = -np.inf
+    ct = _empty_lines((n_cent, L), np.float64)
+    pv = _empty_lines((n_cent, L), np.float64)
+    sm = _empty_lines((n_cent, L), np.float64)
+    cn = _empty_lines((n_cent, L), np.float64)
+    md = _empty_lines((n_cent, L), np.float64)
+    pc = _empty_lines((n_cent, L), np.float64)  # values above midpoint k: count
+    ps = _empty_lines((n_cent, L), np.float64)  # and sum
+    tot = _empty_lines(L, np.float64)
+    exact = _empty_lines(L, np.bool_)
+    row = _empty_lines(L, np.int64)
+    its = _empty_lines(L, np.int64)
+    its[:] = 0
+    same = _empty_lines(L, np.bool_)
+    ordered = _empty_lines(L, np.bool_)
+    tmp = _empty_lines(n_cent, np.float64)
+    fv = _empty_lines((dim, L), np.float32)
+    fc = _empty_lines((n_cent, L), np.float64)
+    frow = _empty_lines(L, np.int64)
     fhb, fhw, fmd, fcode, fh32, fpk, facc, fpz, fnz, fdd, fee = _kmeans_scratch(dim, bits, L)
     fdim = float(dim)
-    fr = np.empty(L, np.int64)  # lanes freed by finished rows: fr[:nfr]
-    pt = np.empty((n_cent, L))  # the fixed-point test's counts
-    elig = np.zeros(L, np.bool_)  # lanes the test may finish
+    fr = _empty_lines(L, np.int64)  # lanes freed by finished rows: fr[:nfr]
+    pt = _empty_lines((n_cent, L), np.float64)  # the fixed-point test's counts
+    elig = _empty_lines(L, np.bool_)  # lanes the test may finish
+    elig[:] = False
     test = False
-    hole = np.zeros(L, np.bool_)
-    new = np.zeros(L, np.bool_)  # lanes that took a row this round: nnew of them
+    hole = _empty_lines(L, np.bool_)
+    hole[:] = False
+    new = _empty_lines(L, np.bool_)  # lanes that took a row this round: nnew of them
+    new[:] = False
     nnew = 0
-    lmin = np.empty(L)  # the lanes' row statistics
-    lmax = np.empty(L)
-    lamin = np.empty(L)
+    lmin = _empty_lines(L, np.float64)  # the lanes' row statistics
+    lmax = _empty_lines(L, np.float64)
+    lamin = _empty_lines(L, np.float64)
     d8 = dim // 8 * 8
     nfr = 0
     nf = 0
