@@ -265,14 +265,28 @@ class RowPlacement:
         pos = (stripe + rows % self.k) % self.servers
         return (stripe // self.servers) * self.k + self._data_pos[pos, stripe % self.servers]
 
+    def data_stripes(self, server: int) -> tuple[np.ndarray, np.ndarray]:
+        """(stripe, member) of each local data slot of a server, in slot order (padding included).
+
+        The server is data member ``m`` of the stripes ``s = position - m (mod S)``, ``m < k``:
+        ``k`` residue classes, so its stripes in ascending order are every whole rotation's
+        residues, sorted, then the last rotation's prefix. Built by broadcasting, without a
+        pass of modulos over all the stripes (a promoted spare computes this inside a recovery)."""
+        S, k = self.servers, self.k
+        members = np.arange(k, dtype=np.int64)
+        residues = (self.position[server] - members) % S
+        order = np.argsort(residues, kind="stable")
+        residues, members = residues[order], members[order]
+        rotations = -(-self.n_stripes // S)
+        stripes = (np.arange(rotations, dtype=np.int64)[:, None] * S + residues[None, :]).ravel()
+        n = self.n_local(server)  # ascending: the stripes below n_stripes are a prefix
+        return stripes[:n], np.broadcast_to(members, (rotations, k)).ravel()[:n]
+
     def rows_of(self, server: int) -> np.ndarray:
         """Global ids of a server's data rows, in local-slot order (padding rows excluded)."""
-        S, k = self.servers, self.k
-        stripes = np.arange(self.n_stripes, dtype=np.int64)
-        member = (self.position[server] - stripes) % S
-        mine = member < k
-        rows = stripes[mine] * k + member[mine]
-        return rows[rows < self.total_rows]
+        stripes, members = self.data_stripes(server)
+        rows = stripes * self.k + members  # one member per stripe: ascending with the stripes
+        return rows[: int(np.searchsorted(rows, self.total_rows))]
 
     def slot_rows(self, server: int) -> np.ndarray:
         """Global id of each local data slot of a server, -1 for the stripe padding."""
@@ -282,10 +296,11 @@ class RowPlacement:
         return out
 
     def n_local(self, server: int) -> int:
-        """Number of local data slots of a server, padding rows of the last stripe included."""
-        S, k = self.servers, self.k
-        stripes = np.arange(self.n_stripes, dtype=np.int64)
-        return int(np.count_nonzero((self.position[server] - stripes) % S < k))
+        """Number of local data slots of a server, padding rows of the last stripe included: the
+        stripes below ``n_stripes`` in each of its ``k`` residue classes (``data_stripes``)."""
+        S, n = self.servers, self.n_stripes
+        residues = (int(self.position[server]) - np.arange(self.k, dtype=np.int64)) % S
+        return int(sum((n - int(c) + S - 1) // S for c in residues if c < n))
 
     # -- parity rows ------------------------------------------------------
     def parity_holder(self, stripes: np.ndarray, i: int) -> np.ndarray:

@@ -100,3 +100,28 @@ def test_shard_samples_cut_the_global_batch_without_gaps():
     assert all(a[1] == b[0] for a, b in zip(cuts, cuts[1:], strict=False))
     assert [auto_virtual_trainers(t, 128) for t in (1, 2, 3, 4, 5, 8)] == [4, 4, 4, 4, 8, 8]
     assert auto_virtual_trainers(1, 3) == 2
+
+
+def _by_modulo(pl: RowPlacement, server: int) -> tuple[np.ndarray, np.ndarray]:
+    """The data slots' (stripe, member) by the definition: a pass of modulos over every stripe."""
+    stripes = np.arange(pl.n_stripes, dtype=np.int64)
+    member = (pl.position[server] - stripes) % pl.servers
+    mine = member < pl.k
+    return stripes[mine], member[mine]
+
+
+@pytest.mark.parametrize("total", [1, 2, 5, 7, 64, 1001, 4099])
+@pytest.mark.parametrize("servers,k,r", [(1, 1, 0), (2, 1, 1), (3, 2, 1), (5, 4, 1), (6, 4, 2), (7, 3, 2),
+                                         (4, 4, 0), (9, 1, 4)])
+def test_closed_form_data_slots_equal_the_modulo_definition(total, servers, k, r):
+    rng = np.random.default_rng(total * 31 + servers)
+    for order in (None, list(rng.permutation(servers))):
+        pl = RowPlacement(total, servers, k, r, order=order)
+        for server in range(servers):
+            want_s, want_m = _by_modulo(pl, server)
+            got_s, got_m = pl.data_stripes(server)
+            assert np.array_equal(got_s, want_s) and np.array_equal(got_m, want_m)
+            assert pl.n_local(server) == want_s.size
+            rows = want_s * k + want_m
+            assert np.array_equal(pl.rows_of(server), rows[rows < total])
+            assert np.array_equal(pl.local_slot(pl.rows_of(server)), np.arange(pl.rows_of(server).size))

@@ -10,7 +10,6 @@ from mpiec.layout import RowPlacement
 from mpiec.strategies.ecrm.parity import Deltas, ParityStore, pack_words, unpack_words
 from mpiec.strategies.ecrm.pipeline import build_outgoing
 from mpiec.strategies.ecrm.stripes import (
-    data_stripes,
     member_holder,
     member_index,
     parity_stripes,
@@ -32,14 +31,17 @@ def test_every_stripe_member_has_one_place_and_places_are_distinct(rows, S, k, r
             assert (m < k, int(a), int(b)) not in seen
             seen.add((m < k, int(a), int(b)))
         assert all(residue_holders(pl, int(s) % S)[m] == int(a) for s, a in zip(stripes, h, strict=True))
+    n_used = 0
     for rank in range(S + (r if dedicated else 0)):  # parity slots are the inverse of member_index
         st, ii = parity_stripes(pl, rank)
         used = st >= 0
+        n_used += int(used.sum())
         for slot in np.flatnonzero(used):
             assert member_holder(pl, st[slot:slot + 1], k + ii[slot])[0] == rank
             assert member_index(pl, st[slot:slot + 1], k + ii[slot])[0] == slot
+    assert n_used == pl.n_stripes * r  # and every stripe's parity members have a slot
     for server in range(S):  # data slots: the server's rows in slot order
-        st, mm = data_stripes(pl, server)
+        st, mm = pl.data_stripes(server)
         assert st.size == pl.n_local(server)
         assert np.array_equal(pl.local_slot(st * k + mm), np.arange(st.size))
 

@@ -14,7 +14,6 @@ from mpiec.config import load_config
 from mpiec.errors import ConfigError
 from mpiec.layout import RowPlacement, holder_nodes, layout_nodes, stripe_placement
 from mpiec.strategies.ecrm.stripes import (
-    data_stripes,
     member_holder,
     member_index,
     node_losses,
@@ -131,7 +130,7 @@ def test_stripe_helpers_agree_under_a_permuted_order(rows, S, k, r, order):
         for slot_ in np.flatnonzero(st >= 0):
             assert member_holder(pl, st[slot_:slot_ + 1], k + ii[slot_])[0] == rank
             assert member_index(pl, st[slot_:slot_ + 1], k + ii[slot_])[0] == slot_
-        st, mm = data_stripes(pl, rank)
+        st, mm = pl.data_stripes(rank)
         assert np.array_equal(pl.local_slot(st * k + mm), np.arange(st.size))
     for residue in range(S):
         holders = residue_holders(pl, residue)

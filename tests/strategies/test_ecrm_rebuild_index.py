@@ -7,7 +7,7 @@ import pytest
 
 from mpiec.layout import RowPlacement
 from mpiec.strategies.ecrm.rebuilder import class_index
-from mpiec.strategies.ecrm.stripes import data_stripes, member_index
+from mpiec.strategies.ecrm.stripes import member_index
 
 
 @pytest.mark.parametrize(("servers", "k", "r", "dedicated", "order"), [
@@ -30,5 +30,5 @@ def test_a_data_slot_is_its_stripe_block_times_k(servers: int, k: int, r: int) -
     with ``q = t // k`` (``Rebuilder.decode``)."""
     pl = RowPlacement(1003, servers, k, r)
     for server in range(servers):
-        stripes, _ = data_stripes(pl, server)
+        stripes, _ = pl.data_stripes(server)
         assert np.array_equal(np.arange(stripes.size) // k, stripes // servers)

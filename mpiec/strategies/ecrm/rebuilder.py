@@ -33,7 +33,7 @@ from mpiec.kernels.codes import GFCode
 from mpiec.kernels.gf256 import gf_mat_inv, gf_matmul
 from mpiec.kernels.rebuild import combine_into, pending_rows
 from mpiec.layout import RowPlacement
-from mpiec.strategies.ecrm.stripes import data_stripes, member_index, residue_holders, stripe_losses
+from mpiec.strategies.ecrm.stripes import member_index, residue_holders, stripe_losses
 from mpiec.strategies.ecrm.transfer import Job, RebuildError, fetch_rows
 
 if TYPE_CHECKING:
@@ -159,7 +159,7 @@ class Rebuilder:
         self.widths = sorted({a.row_bytes, a.width})  # one fetch per width, on every member alike
         self.coefs: dict[tuple[int, tuple[int, ...]], np.ndarray] = {}
         if self.decoding:
-            self.stripes, self.members = data_stripes(pl, target)
+            self.stripes, self.members = pl.data_stripes(target)
             self.res = self.stripes % S
             self.rebuilt = np.zeros(self.stripes.size, dtype=bool)
             self.seen = np.zeros(self.stripes.size, dtype=bool)  # scratch of ``pending_rows``

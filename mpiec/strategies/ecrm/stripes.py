@@ -43,28 +43,20 @@ def residue_holders(pl: RowPlacement, residue: int) -> list[int]:
     return [int(member_holder(pl, s, m)[0]) for m in range(pl.k + pl.r)]
 
 
-def data_stripes(pl: RowPlacement, server: int) -> tuple[np.ndarray, np.ndarray]:
-    """(stripe, member) of each local data slot of ``server``, in slot order (padding included)."""
-    stripes = np.arange(pl.n_stripes, dtype=np.int64)
-    member = (pl.position[server] - stripes) % pl.servers
-    mine = member < pl.k
-    return stripes[mine], member[mine]
-
-
 def parity_stripes(pl: RowPlacement, rank: int) -> tuple[np.ndarray, np.ndarray]:
     """(stripe, parity index i) of each parity slot of ``servers`` rank ``rank``, in slot order.
 
     Slots a holder reserves but no stripe uses (the last rotation is partial) get stripe -1.
     """
     S, k, r = pl.servers, pl.k, pl.r
-    stripes = np.arange(pl.n_stripes, dtype=np.int64)
     if pl.dedicated_parity:
         if rank < S:
             return np.empty(0, np.int64), np.empty(0, np.int64)
-        return stripes, np.full(stripes.size, rank - S, dtype=np.int64)
+        return np.arange(pl.n_stripes, dtype=np.int64), np.full(pl.n_stripes, rank - S, dtype=np.int64)
     out_s, out_i, out_slot = [], [], []
     for i in range(r):
-        sel = stripes[(stripes + k + i) % S == pl.position[rank]]
+        # parity member i of stripe s sits at position (s + k + i) mod S: one residue class
+        sel = np.arange((int(pl.position[rank]) - k - i) % S, pl.n_stripes, S, dtype=np.int64)
         out_s.append(sel)
         out_i.append(np.full(sel.size, i, dtype=np.int64))
         out_slot.append(pl.parity_slot(sel, i))
