@@ -78,9 +78,6 @@ class LayoutConfig:
     # replacement = shrink: N steps after a shrink the run spawns processes for the missing slots and
     # re-places rows and virtual shards onto them at a step boundary (ULFM only); 0 = never
     grow_back_steps: int = 0
-    # spawn: a survivor whose MPI_Comm_spawn has not returned after this many seconds ends itself,
-    # so the run ends then, not at its time limit (Open MPI cannot leave a Spawn that a death cut)
-    spawn_timeout_s: float = 300.0
     # shards of the global batch whose gradients sum in a fixed tree (layout.trainer_blocks): the
     # result is the same on any trainer count that divides into them; 0 = auto (4, or more trainers)
     virtual_trainers: int = 0
@@ -482,8 +479,6 @@ def validate(cfg: Config, memory: bool = True) -> None:
     _need(lay.replacement in ("spare", "spawn", "shrink"),
           f"layout.replacement must be spare, spawn or shrink, got '{lay.replacement}'")
     _need(lay.grow_back_steps >= 0, f"layout.grow_back_steps must be >= 0, got {lay.grow_back_steps}")
-    _need(math.isfinite(lay.spawn_timeout_s) and lay.spawn_timeout_s > 0,
-          f"layout.spawn_timeout_s must be a finite number of seconds > 0, got {lay.spawn_timeout_s}")
     _need(lay.grow_back_steps == 0 or lay.replacement == "shrink",
           f"layout.grow_back_steps = {lay.grow_back_steps} needs layout.replacement = 'shrink' "
           f"(got '{lay.replacement}')")

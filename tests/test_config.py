@@ -180,10 +180,6 @@ def test_replacement_is_spare_spawn_or_shrink():
         load_config(preset="tiny", sets=["layout.replacement='magic'"])
     with pytest.raises(ConfigError, match="layout.grow_back_steps = 5 needs layout.replacement = 'shrink'"):
         load_config(preset="tiny", sets=["layout.grow_back_steps=5"])
-    assert load_config(preset="tiny", sets=["layout.spawn_timeout_s=30"]).layout.spawn_timeout_s == 30
-    for bad in ("0", "-1", "inf"):
-        with pytest.raises(ConfigError, match="layout.spawn_timeout_s must be a finite number"):
-            load_config(preset="tiny", sets=[f"layout.spawn_timeout_s={bad}"])
 
 
 def test_virtual_trainers_are_a_power_of_two_covering_the_trainers():

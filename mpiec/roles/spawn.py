@@ -15,20 +15,15 @@ Invariants: the spawned process runs the same worker module with the same
 config file; it is never a kill target of an earlier holder's kills (the
 payload carries the consumed ones); its ``first_rank`` is new (``n_ranks`` +
 the number of processes spawned before), so kill notes and reports never
-collide with an original rank's. A survivor whose ``Spawn`` has not returned after
-``layout.spawn_timeout_s`` ends itself (``SpawnGuard``): a process that dies while the others are
-inside ``MPI_Comm_spawn`` leaves them there for good (Open MPI; docs/runtime.md), and the run then
-ends at once, as a crash that says why, instead of at its time limit. Measured costs and Open MPI
-pitfalls are in docs/runtime.md ("Replacement by spawn"); among them, PRRTE reports the spawned job's end (no
+collide with an original rank's. Measured costs and Open MPI pitfalls are in
+docs/runtime.md ("Replacement by spawn"); among them, PRRTE reports the spawned job's end (no
 ``MPI_Finalize``, as every rank after a failure) as improper, which the launcher's output relay
 holds back (``launcher.relay_output``).
 """
 
 from __future__ import annotations
 
-import os
 import sys
-import threading
 import time
 from typing import TYPE_CHECKING, Any
 
@@ -46,32 +41,6 @@ if TYPE_CHECKING:
 
 TAG_SPAWN = 21
 JOIN_TIMEOUT_S = 120.0  # a spawned process whose parents vanished gives up instead of hanging
-EXIT_SPAWN_STALLED = 3  # the launcher's crash code: the run has no result file
-
-
-class SpawnGuard:
-    """Ends this process if the ``with`` block (a ``Spawn`` and its ``Merge``) lasts longer than
-    ``seconds``: a timer thread prints one line saying why and calls ``os._exit`` (no
-    ``MPI_Finalize``, which would wait on the ranks stuck beside it)."""
-
-    def __init__(self, seconds: float, rank: int) -> None:
-        self.seconds, self.rank = seconds, rank
-        self.timer = threading.Timer(seconds, self._fire)
-        self.timer.daemon = True
-
-    def _fire(self) -> None:
-        if self.rank == 0:  # one line for the run (every survivor ends the same way)
-            print(f"[mpiec] MPI_Comm_spawn of a replacement did not return within {self.seconds:g} s "
-                  f"(layout.spawn_timeout_s): it never returns once a process dies while it runs "
-                  f"(Open MPI, docs/runtime.md); the run ends now, lost", file=sys.stderr, flush=True)
-        os._exit(EXIT_SPAWN_STALLED)
-
-    def __enter__(self) -> SpawnGuard:
-        self.timer.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.timer.cancel()
 
 
 def spawn_replacements(ctx: RankContext, plan: RecoveryPlan) -> None:
@@ -80,14 +49,13 @@ def spawn_replacements(ctx: RankContext, plan: RecoveryPlan) -> None:
     info = MPI.Info.Create()
     info.Set("map_by", "slot:OVERSUBSCRIBE")  # a dead rank's slot is not given back
     try:
-        with SpawnGuard(ctx.cfg.layout.spawn_timeout_s, ctx.rank):
-            args = ["-P", "-m", "mpiec.worker", *ctx.worker_args, "--spawned"]
-            inter = world.Spawn(sys.executable, args=args, maxprocs=len(plan.spawn), info=info, root=0)
-            inter = returning(inter)
-            if ctx.rank == 0:
-                for i, slot in enumerate(plan.spawn):
-                    inter.send(join_payload(ctx, plan, slot, i), dest=i, tag=TAG_SPAWN)
-            merged = returning(inter.Merge(high=False))
+        inter = world.Spawn(sys.executable, args=["-P", "-m", "mpiec.worker", *ctx.worker_args, "--spawned"],
+                            maxprocs=len(plan.spawn), info=info, root=0)
+        inter = returning(inter)
+        if ctx.rank == 0:
+            for i, slot in enumerate(plan.spawn):
+                inter.send(join_payload(ctx, plan, slot, i), dest=i, tag=TAG_SPAWN)
+        merged = returning(inter.Merge(high=False))
     except MPI.Exception as exc:
         # A survivor that dies mid-spawn surfaces as any error class here: start the recovery over.
         raise PeerFailure(failure_class(exc) or exc.Get_error_class(), f"spawn ({exc})") from None
@@ -132,4 +100,4 @@ def join_context(cfg: Config, out_path: Path, worker_args: list[str]) -> tuple[R
     return ctx, plan
 
 
-__all__ = ["spawn_replacements", "join_context", "SpawnGuard", "TAG_SPAWN"]
+__all__ = ["spawn_replacements", "join_context", "TAG_SPAWN"]
