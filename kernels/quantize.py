@@ -923,11 +923,12 @@ def _kmeans_rows_pack(x, dim, iters, bits, book, packed, err, mixed):
             nfr = 0
         if na == 0:
             break
-        if test:  # the fixed-point test by counts alone (see above), then the freed lanes refilled
-            test = False
+        if test or iters > 0:  # the midpoints, for the test and for an iteration alike
             for k in range(n_cent - 1):
                 for j in range(na):
                     md[k, j] = 0.5 * (ct[k, j] + ct[k + 1, j])
+        if test:  # the fixed-point test by counts alone (see above), then the freed lanes refilled
+            test = False
             for k in range(n_cent - 1):
                 for j in range(na):
                     pt[k, j] = 0.0
@@ -944,9 +945,6 @@ def _kmeans_rows_pack(x, dim, iters, bits, book, packed, err, mixed):
                 for j in range(na):
                     same[j] &= pt[k, j] == pc[k, j]
         elif iters > 0:  # one of _kmeans_1d_into's iterations on every lane
-            for k in range(n_cent - 1):
-                for j in range(na):
-                    md[k, j] = 0.5 * (ct[k, j] + ct[k + 1, j])
             for k in range(n_cent - 1):
                 for j in range(na):
                     pc[k, j] = 0.0
@@ -1008,7 +1006,6 @@ def _kmeans_rows_pack(x, dim, iters, bits, book, packed, err, mixed):
             for j in range(na):
                 its[j] += 1
                 same[j] |= its[j] >= iters  # finished: a fixed point, or iters iterations
-            test = False
             for j in range(na):  # a lane still iterating whose centroids were not sorted
                 elig[j] = ordered[j] and not same[j]
                 test |= elig[j]
