@@ -27,7 +27,8 @@ class Spare:
         # then, or the run may pass (or lose) the step before the spare hears of it. Otherwise every
         # 5 ms at most: the survivors' shrink waits for the spare to see the failure, and a 50 ms
         # pause added ~25-70 ms to every recovery (the spare saw a server's death 64 ms after the
-        # monitor in an 8x-laptop run); a wake-up every 5 ms costs well under 1 % of a core.
+        # monitor in an 8x-laptop run); the waiting spare then takes 0.6-1 % of a core (0.2 %
+        # at 50 ms; measured alone, docs/runtime.md).
         by_step = self.ctx.faults.by_step("spare", "node")
         while True:
             kind, payload = recv(self.ctx.comms.world, self.ctx.monitor_rank, TAG_CONTROL, "spare wait",
