@@ -3,9 +3,9 @@
 Owns the offline side of the result files: loading a set of runs (``read``), the derived figures and
 how runs are paired (``metrics``: overhead vs ``none``, the failure-free twin, ΔAUC, lossless, ETTR,
 recovery breakdown), text/Markdown/CSV tables (``tables``), optional matplotlib figures (``plots``),
-medians with 95 % intervals of repeated runs (``stats``), a pandas DataFrame with one row per run
-(``frame``), the self-contained HTML page (``html``) and the ``mpiec report`` command with
-``write_report`` for ``mpiec bench`` (``report``). Invariants: nothing here imports MPI or
+every interval and test (``stats``), a pandas DataFrame with one row per run (``frame``), the
+self-contained HTML page (``html``) and the ``mpiec report`` command with ``write_report`` for
+``mpiec bench`` (``report``). Invariants: nothing here imports MPI or
 matplotlib at import time, and a bad result file is never skipped silently (``ResultFileError``
 unless ``skip_bad`` is asked for, which reports each skipped file on stderr).
 """
@@ -15,7 +15,7 @@ from mpiec.results import RunResult, read_result
 from .frame import frame, frame_rows
 from .metrics import RunMetrics, compare
 from .read import load_results, repeat_of
-from .stats import Estimate, diff_ci, median_ci, overhead_ci
+from .stats import Comparison, Estimate, analyse_table, median, paired
 from .tables import (
     comparison_table,
     comparison_tables,
@@ -29,15 +29,16 @@ from .tables import (
 )
 
 __all__ = [
+    "Comparison",
     "Estimate",
     "RunMetrics",
     "RunResult",
+    "analyse_table",
     "compare",
-    "diff_ci",
     "frame",
     "frame_rows",
-    "median_ci",
-    "overhead_ci",
+    "median",
+    "paired",
     "repeat_of",
     "trust_line",
     "comparison_table",

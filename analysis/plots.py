@@ -39,7 +39,7 @@ import numpy as np
 from mpiec.results import RunResult, decode
 
 from .metrics import PHASE_LABELS, RECOVERY_PHASES, RunMetrics, compare, finite, recovery_list
-from .stats import Estimate, median_ci, overhead_ci
+from .stats import Estimate, median
 
 __all__ = ["FIGURES", "matplotlib_available", "plot_results", "pyplot", "save_figure", "throughput_series"]
 
@@ -257,6 +257,14 @@ def _error_bars(ax: Any, y: np.ndarray, est: list[Estimate]) -> None:
                         ecolor="black", capsize=3, linewidth=1, zorder=5)
 
 
+def ff_overhead(runs: list[RunMetrics], base: list[RunMetrics]) -> Estimate:
+    """The throughput overhead of ``runs`` against ``base`` (``stats.unpaired``: no round ids here)."""
+    from .stats import unpaired
+
+    return unpaired([m.throughput_sps for m in runs], [m.throughput_sps for m in base], "ratio").mapped(
+        lambda x: 100.0 * (1.0 - x), increasing=False, null=0.0)
+
+
 def _overhead_ettr(plt: Any, metrics: list[RunMetrics], colors: dict[str, str]) -> Any:
     variants = list(dict.fromkeys(m.variant for m in metrics))
     ff = {m.variant: m for m in metrics if not m.failure}
@@ -269,7 +277,7 @@ def _overhead_ettr(plt: Any, metrics: list[RunMetrics], colors: dict[str, str]) 
     over = [ff[v].overhead_pct if v in ff and ff[v].overhead_pct is not None else math.nan for v in variants]
     if repeated:  # medians with their intervals; every run a point
         base = [m.throughput_sps for m in ff_all.get("none", [])]
-        est = [overhead_ci([m.throughput_sps for m in ff_all[v]], base) if v != "none" else Estimate(math.nan)
+        est = [ff_overhead(ff_all[v], ff_all.get("none", [])) if v != "none" else Estimate(math.nan)
                for v in variants]
         over = [e.value for e in est]
         _error_bars(a1, y, est)
@@ -290,8 +298,8 @@ def _overhead_ettr(plt: Any, metrics: list[RunMetrics], colors: dict[str, str]) 
     e_ff = [ff[v].ettr if v in ff and ff[v].ettr is not None else math.nan for v in variants]
     e_fail = [fail[v].ettr if v in fail and fail[v].ettr is not None else math.nan for v in variants]
     if repeated:
-        est_ff = [median_ci([m.ettr for m in ff_all[v]]) for v in variants]
-        est_fail = [median_ci([m.ettr for m in fail_all[v]]) for v in variants]
+        est_ff = [median([m.ettr for m in ff_all[v]]) for v in variants]
+        est_fail = [median([m.ettr for m in fail_all[v]]) for v in variants]
         e_ff, e_fail = [e.value for e in est_ff], [e.value for e in est_fail]
         _error_bars(a2, y - h / 2, est_ff)
         _error_bars(a2, y + h / 2, est_fail)

@@ -41,7 +41,18 @@ import numpy as np
 from mpiec.results import RunResult
 
 from .metrics import PHASE_LABELS, RECOVERY_PHASES, RunMetrics, compare, finite, planned_kills
-from .stats import Estimate, diff_ci, fmt_diff, fmt_estimate, mean_sd, median_ci, overhead_ci
+from .read import repeat_of
+from .stats import (
+    Comparison,
+    Estimate,
+    analyse_table,
+    fmt_diff,
+    fmt_estimate,
+    mean_sd,
+    mean_t,
+    median,
+    rounds_to_resolve,
+)
 
 __all__ = [
     "PHASES",
@@ -452,31 +463,103 @@ def _step_ms(g: Group) -> float:
     return 1e3 * float(np.median(np.concatenate(dts))) if dts else math.nan
 
 
+def by_round(g: Group, fn: Any, rounds: list[int]) -> list[Any]:
+    """``fn(metrics, result)`` of a group's runs aligned on ``rounds`` (None where the group has no run
+    in a round); a group with two runs in one round (not a bench's rounds) gives its runs in order."""
+    reps = [repeat_of(r) for _, r in g]
+    if len(set(reps)) != len(reps):
+        return [fn(m, r) for m, r in g]
+    at = {rep: fn(m, r) for rep, (m, r) in zip(reps, g, strict=True)}
+    return [at.get(i) for i in rounds]
+
+
+def _rounds(groups: dict[tuple[str, bool], Group], failure: bool) -> list[int]:
+    return sorted({repeat_of(r) for (_, f), g in groups.items() if f == failure for _, r in g})
+
+
+def analyse(groups: dict[tuple[str, bool], Group], fn: Any, baseline: str = "none", scale: Any = "diff",
+            failure: bool = False) -> dict[str, Comparison]:
+    """``stats.analyse_table`` of the figure ``fn(metrics, result)`` over the variants' rounds."""
+    rounds = _rounds(groups, failure)
+    table = {v: by_round(g, fn, rounds) for (v, f), g in groups.items() if f == failure}
+    if any(len(x) != len(rounds) for x in table.values()):  # not a bench's rounds: no pairing possible
+        return {v: Comparison(median(x)) for v, x in table.items()}
+    return analyse_table(table, baseline, scale)
+
+
+def _cpu(role: str) -> Any:
+    key = f"{role}_cpu_s_per_step"
+
+    def fn(_m: RunMetrics, r: RunResult) -> float | None:
+        v = r.summary.get(key)
+        return float(v) * 1e3 if finite(v) else None
+    return fn
+
+
 def ff_estimates(groups: dict[tuple[str, bool], Group],
                  baseline: str = "none") -> dict[str, dict[str, Estimate]]:
-    """Per failure-free variant: throughput, overhead, each role's CPU ms per step and its extra over the
-    baseline's, memory and its extra (medians with intervals)."""
-    base = groups.get((baseline, False), [])
+    """Per failure-free variant: throughput, memory, each role's CPU ms per step (medians with their
+    order-statistic intervals) and, paired by round against the baseline (``stats.paired``): the
+    throughput overhead % (log ratio), the extra memory and each role's extra CPU (differences)."""
+    thr = analyse(groups, lambda m, _r: m.throughput_sps, baseline, "ratio")
+    mem = analyse(groups, lambda m, _r: m.memory_mb, baseline, "diff")
+    cpu = {role: analyse(groups, _cpu(role), baseline, "diff") for role in ("server", "trainer")}
     out: dict[str, dict[str, Estimate]] = {}
-    for (v, failure), g in groups.items():
-        if failure:
-            continue
-        thr = [m.throughput_sps for m, _ in g]
-        est = {"throughput": median_ci(thr), "memory": median_ci([m.memory_mb for m, _ in g])}
-        if base and v != baseline:
-            est["overhead"] = overhead_ci(thr, [m.throughput_sps for m, _ in base])
-            est["memory_extra"] = diff_ci([m.memory_mb for m, _ in g], [m.memory_mb for m, _ in base])
+    for v in thr:
+        est = {"throughput": thr[v].level, "memory": mem[v].level}
+        ratio = thr[v].vs_base
+        if ratio is not None:  # throughput ratio r -> overhead 100·(1 − r), decreasing
+            est["overhead"] = ratio.mapped(lambda x: 100.0 * (1.0 - x), increasing=False, null=0.0)
+        extra = mem[v].vs_base
+        if extra is not None:
+            est["memory_extra"] = extra
         for role in ("server", "trainer"):
-            key = f"{role}_cpu_s_per_step"
-            est[f"{role}_cpu"] = median_ci(_summary(g, key, 1e3))
-            if base and v != baseline:
-                est[f"{role}_cpu_extra"] = diff_ci(_summary(g, key, 1e3), _summary(base, key, 1e3))
+            est[f"{role}_cpu"] = cpu[role][v].level
+            extra = cpu[role][v].vs_base
+            if extra is not None:
+                est[f"{role}_cpu_extra"] = extra
         out[v] = est
     return out
 
 
+def _rounds_n(est: dict[str, dict[str, Estimate]]) -> int:
+    return max((e["throughput"].n for e in est.values() if "throughput" in e), default=0)
+
+
+def interval_title(est: dict[str, dict[str, Estimate]]) -> str:
+    """What the brackets of a repeated table are, for its title."""
+    n = _rounds_n(est)
+    if n < 2:
+        return "one run each: no intervals"
+    levels = "medians [95 % interval]" if median(range(n)).is_ci95 else f"medians (range of {n} runs)"
+    return f"{n} rounds: {levels}; vs the baseline paired by round [95 % interval]"
+
+
+def method_notes(est: dict[str, dict[str, Estimate]], baseline: str) -> list[str]:
+    """The footer lines that name the statistical method and its formula (docs/measurement.md)."""
+    n = _rounds_n(est)
+    lev = median(range(n)) if n >= 2 else None
+    if lev is None:
+        brackets = "one run: no interval"
+    elif lev.is_ci95:
+        brackets = "[a, b]: the order-statistic 95 % interval of the median (distribution-free)"
+    else:
+        brackets = (f"(range a–b): the range of the {n} runs, which holds the median with only "
+                    f"{100 * lev.level:.0f} % (1 − 2^(1−n)): not a 95 % interval")
+    levels = "levels (samples/s, ms, MiB, AUC): the median of the runs; " + brackets
+    paired = (f"vs the failure-free '{baseline}' runs: paired by round (a randomized complete block design: "
+              "every variant once per round, order rotated); per round d = log(x / base) for throughput "
+              "(shown as overhead 100·(1 − e^mean(d)) %), d = x − base for ΔCPU and RSS; [95 % interval] = "
+              "mean(d) ± t(0.975, n−1)·sd(d)/√n over the n rounds, per variant (variance not pooled); "
+              "n.s.: the interval includes 0; det.: identical in every round (one measurement, no interval); "
+              "(n=1): one round, no interval")
+    return [levels, paired]
+
+
 def _share(e: Estimate | None, step_ms: float) -> str:
-    if e is None or not finite(e.value) or not finite(step_ms) or step_ms <= 0 or (e.has_interval
+    if e is not None and e.deterministic and e.value == e.null:
+        return ""
+    if e is None or not finite(e.value) or not finite(step_ms) or step_ms <= 0 or (e.is_ci95
                                                                                      and not e.significant):
         return ""
     return f" ({100 * e.value / step_ms:+.0f}%)"
@@ -508,7 +591,7 @@ def repeated_ff_table(groups: dict[tuple[str, bool], Group], baseline: str = "no
                fmt_estimate(e["throughput"], ".0f")]
         mem = fmt_diff(e["memory_extra"], ".0f") if "memory_extra" in e else fmt_estimate(e["memory"], ".0f")
         rows.append([_label(m0), _n(g), *(cpu + thr if shared else thr + cpu), mem, _interval(m0),
-                     fmt_estimate(median_ci([m.final_auc for m, _ in g]), ".4f")])
+                     fmt_estimate(median([m.final_auc for m, _ in g]), ".4f")])
     case = ("ranks share cores: the headline is the CPU cost per step (ΔCPU: CPU ms per step of a "
             "server / a trainer minus the baseline's; in brackets its share of the baseline's trainer "
             f"step of {step_ms:.1f} ms); throughput overhead beside it" if shared else
@@ -516,13 +599,12 @@ def repeated_ff_table(groups: dict[tuple[str, bool], Group], baseline: str = "no
             "ΔCPU: each role's CPU ms per step minus the baseline's")
     profiles = {str(r.summary.get("storage_profile")) for g in groups.values() for _, r in g
                 if r.summary.get("storage_profile")}
-    notes = [f"medians over the repeats [95 % bootstrap interval]; vs the failure-free '{baseline}' runs; "
-             "n.s.: the interval includes 0 (within noise)", case,
+    notes = [*method_notes(est, baseline), case,
              "RSS: Σ peak resident memory over the ranks after start-up: the baseline's total, (Δ) the "
              "others' extra"]
     if profiles:
         notes.append("storage: " + ", ".join(sorted(profiles)))
-    title = "failure-free (medians [95 % interval])"
+    title = "failure-free (" + interval_title(est) + ")"
     return Table(title, header, rows, right=set(range(1, len(header))), notes=notes)
 
 
@@ -554,18 +636,24 @@ def repeated_failure_table(groups: dict[tuple[str, bool], Group], scenario: str 
         ok = [m for m in ms if not m.lost]
         rows.append([
             _label(ms[0]), _n(g), _f(float(np.median([m.kills for m in ms])), ".0f"), lossless,
-            fmt_estimate(median_ci([m.lost_samples for m in ms]), ".0f"),
-            fmt_diff(median_ci([m.delta_auc for m in ok]), ".4f"),
+            fmt_estimate(median([m.lost_samples for m in ms]), ".0f"),
+            fmt_diff(mean_t([m.delta_auc for m in ok]), ".4f"),
             _mean_sd([m.time_lost_s for m in ok if m.recoveries], ".2f"),
             _mean_sd([m.reexecuted_steps for m in ok if m.recoveries], ".1f"),
-            fmt_estimate(median_ci([m.recovery_latency_s for m in ok]), ".2f"),
-            fmt_estimate(median_ci([m.ettr for m in ms]), ".3f"),
-            fmt_estimate(median_ci([m.goodput_sps for m in ms]), ".0f"),
-            *(fmt_estimate(median_ci(_summary(g, key)), spec) for key, (_, spec) in extras.items()),
-            *([fmt_estimate(median_ci(vs_twin), ".2f")] if twin_column else []),
+            fmt_estimate(median([m.recovery_latency_s for m in ok]), ".2f"),
+            fmt_estimate(median([m.ettr for m in ms]), ".3f"),
+            fmt_estimate(median([m.goodput_sps for m in ms]), ".0f"),
+            *(fmt_estimate(median(_summary(g, key)), spec) for key, (_, spec) in extras.items()),
+            *([fmt_estimate(median(vs_twin), ".2f")] if twin_column else []),
         ])
-    notes = ["medians [95 % interval] over the repeats; lossless: runs whose model equals the failure-free "
-             "twin's / runs; time lost and re-executed steps: mean ± sd over the repeats that recovered (the "
+    n = max((len(g) for (_, f), g in groups.items() if f), default=0)
+    levels = ("[a, b]: the order-statistic 95 % interval of the median" if median(range(n)).is_ci95 else
+              f"(range a–b): the range of the runs (n = {n}: it holds the median with only "
+              f"{100 * median(range(max(n, 2))).level:.0f} %, not a 95 % interval)")
+    notes = [f"medians over the repeats; {levels}; det.: identical in every run; ΔAUC: final AUC minus the "
+             "failure-free twin's (same round), mean with its Student-t 95 % interval (n.s.: holds 0); "
+             "lossless: runs whose model equals the failure-free twin's / runs; "
+             "time lost and re-executed steps: mean ± sd over the repeats that recovered (the "
              "kills fall at evenly spread phases of each strategy's checkpoint interval, so the mean is the "
              "expected re-execution)"]
     if extras or twin_column:
@@ -574,7 +662,8 @@ def repeated_failure_table(groups: dict[tuple[str, bool], Group], scenario: str 
                      "background rebuild), over the run's own pace before the kill, and over its "
                      "failure-free twin's (same round) on the same steps; — where training paused "
                      "for the whole repair")
-    title = "under failures" + (f": {scenario}" if scenario else "") + " (medians [95 % interval])"
+    title = "under failures" + (f": {scenario}" if scenario else "") + (
+        " (medians [95 % interval])" if median(range(n)).is_ci95 else f" (medians, range of {n} runs)")
     return Table(title, header, rows, right=set(range(1, len(header))) - {3}, notes=notes,
                  verdicts=_grouped_verdicts(groups))
 
@@ -639,9 +728,12 @@ def repeated_tables(groups: dict[tuple[str, bool], Group], baseline: str = "none
 
 
 def trust_line(groups: dict[tuple[str, bool], Group], baseline: str = "none") -> str:
-    """One line: whether the comparison is trustworthy and, if not, why ("" for files that recorded no
-    disturbance). Disturbed: other processes took more than ``DISTURBED_SHARE`` of the CPU (median over the
-    runs); inconclusive: a contender's headline interval includes zero (wider than the effect)."""
+    """One line: whether the comparison can be trusted, and if not which of the three conditions fails
+    ("" for files that recorded no disturbance figures). Trustworthy = the machine was **quiet** (other
+    processes took at most ``DISTURBED_SHARE`` of the CPU, median over the runs), the headline
+    comparisons have **valid** 95 % intervals at this n (paired by round, n ≥ 2) and every contender's
+    headline effect is **resolved** (its interval excludes 0). For the largest unresolved effect it says
+    how many rounds would resolve it (``stats.rounds_to_resolve``, from the measured spread)."""
     runs = [r for g in groups.values() for _, r in g]
     other = [float(r.summary["other_cpu_share"]) for r in runs if finite(r.summary.get("other_cpu_share"))]
     if not other:
@@ -656,15 +748,31 @@ def trust_line(groups: dict[tuple[str, bool], Group], baseline: str = "none") ->
              + (f", host load {np.median(load):.1f} on {cores} cores" if load and cores else "")
              + (f"; the ranks got {100 * np.median(got):.0f} % of wall × cores" if got else "")
              + (f"; step times spread {100 * np.median(spread):.0f} % (IQR/median)" if spread else ""))
+    failed: list[str] = []
     if med > DISTURBED_SHARE:
-        return f"comparison DISTURBED, not trustworthy: {facts}"
-    if any(len(g) > 1 for g in groups.values()):
-        key = "server_cpu_extra" if shares_cores(groups) else "overhead"
-        wide = [f"{v} {fmt_diff(e[key], '.2f' if key != 'overhead' else '.1f')}"
-                for v, e in ff_estimates(groups, baseline).items()
-                if key in e and e[key].has_interval and not e[key].significant and e[key].hi > e[key].lo]
-        if wide:
-            what = "ΔCPU server ms/step" if key != "overhead" else "throughput overhead %"
-            return (f"comparison not conclusive: the intervals are wider than the effects ({what}: "
-                    f"{', '.join(wide)}); {facts}")
-    return f"comparison trustworthy: {facts}"
+        failed.append(f"DISTURBED (other processes took {100 * med:.0f} % of the CPU, more than "
+                      f"{100 * DISTURBED_SHARE:.0f} %)")
+    key = "server_cpu_extra" if shares_cores(groups) else "overhead"
+    what = "ΔCPU server ms/step" if key != "overhead" else "throughput overhead %"
+    spec = ".2f" if key != "overhead" else ".1f"
+    heads = {v: e[key] for v, e in ff_estimates(groups, baseline).items() if key in e}
+    invalid = [v for v, e in heads.items() if not (e.is_ci95 or e.deterministic)]
+    if not heads:
+        failed.append(f"no comparison with the failure-free '{baseline}' runs")
+    elif invalid:
+        failed.append(f"no valid 95 % interval at this n ({', '.join(invalid)}: one round; run --repeat 2 "
+                      "or more)")
+    else:
+        open_ = {v: e for v, e in heads.items() if not e.significant and not e.deterministic}
+        if open_:
+            worst = max(open_, key=lambda v: abs(open_[v].center) if finite(open_[v].center) else 0.0)
+            need = rounds_to_resolve(open_[worst])
+            n = open_[worst].n
+            hint = (f"; about {need} rounds would resolve the largest ({worst}) at 80 % power if its "
+                    f"estimate is the truth (now {n})" if need else
+                    f"; {worst}'s effect is within its noise: no number of rounds up to 1000 resolves it")
+            failed.append(f"effects not resolved by the intervals ({what}: "
+                          + ", ".join(f"{v} {fmt_diff(e, spec)}" for v, e in open_.items()) + ")" + hint)
+    if failed:
+        return f"comparison NOT trustworthy: {'; '.join(failed)}. {facts}"
+    return f"comparison trustworthy (quiet machine, valid 95 % intervals, every effect resolved): {facts}"

@@ -19,7 +19,8 @@ def write_repeats(d, other: float = 0.01):
     d.mkdir(parents=True)
     for i in range(N):
         for v, thr in (("none", 1000.0), ("ckpt", 800.0), ("ecrm", 1001.0)):
-            write_run(d / f"{v}-ff-r{i}.h5", v, throughput=thr + NOISE[(i + len(v)) % N],
+            # each variant its own noise (ecrm's not none's: the pairing must not cancel it)
+            write_run(d / f"{v}-ff-r{i}.h5", v, throughput=thr + NOISE[(i + len(v) + (v == "ecrm")) % N],
                       config={"output": {"name": f"tiny-{v}-ff-s1-r{i}"}}, rss_mb=[100.0, 100.0 + i],
                       summary={**disturbance, "server_cpu_s_per_step": 0.002 if v == "ckpt" else 0.001,
                                "trainer_cpu_s_per_step": 0.003})
@@ -40,14 +41,16 @@ def test_repeats_are_grouped_into_one_row_per_variant_with_intervals(repeats):
     results = load_results(repeats)
     tables = comparison_tables(results)
     ff = tables[0]
-    assert ff.title.startswith("failure-free (medians")
+    assert ff.title.startswith("failure-free (5 rounds: medians (range of 5 runs); vs the baseline paired")
     assert [r[0] for r in ff.rows] == ["none", "ckpt", "ecrm"]
     assert all(r[1] == str(N) for r in ff.rows)
     col = ff.header.index("thr. overhead %")
     assert ff.rows[1][col].startswith("+20.") and "[" in ff.rows[1][col]  # significant: a signed number
     assert ff.rows[2][col].startswith("n.s. [")  # within noise: no sign
     samples = ff.rows[0][ff.header.index("samples/s")]
-    assert samples.startswith("1000 [") and samples.endswith("]")
+    assert samples.startswith("1000 (range ") and "[" not in samples  # 5 runs: a range, not a 95 % bracket
+    notes = " ".join(ff.notes)
+    assert "paired by round" in notes and "t(0.975, n−1)" in notes and "not a 95 % interval" in notes
     fail = tables[1]
     assert [r[0] for r in fail.rows] == ["ckpt"]
     assert "±" in fail.rows[0][fail.header.index("time lost s (mean ± sd)")]
@@ -58,10 +61,14 @@ def test_the_trust_line_says_trustworthy_or_inconclusive_and_disturbed_with_the_
     quiet = comparison_table(load_results(repeats))
     assert "DISTURBED" not in quiet
     (line,) = [x for x in quiet.splitlines() if x.startswith("comparison ")]
-    assert line.startswith("comparison not conclusive: the intervals are wider than the effects")
+    assert line.startswith("comparison NOT trustworthy: effects not resolved by the intervals (throughput "
+                           "overhead %: ecrm n.s. [")
+    results = load_results(repeats)
+    full = trust_line(group_runs(compare(results), results))
+    assert "rounds would resolve the largest (ecrm)" in full or "ecrm's effect is within its noise" in full
     busy = comparison_table(load_results(write_repeats(tmp_path / "busy", other=0.45)))
     (line,) = [x for x in busy.splitlines() if x.startswith("comparison ")]
-    assert line.startswith("comparison DISTURBED, not trustworthy: other processes took 45 % of the CPU")
+    assert line.startswith("comparison NOT trustworthy: DISTURBED (other processes took 45 % of the CPU")
 
 
 def test_where_ranks_share_cores_the_cpu_cost_is_the_headline(repeats):
