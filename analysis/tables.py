@@ -52,6 +52,7 @@ from .stats import (
     mean_t,
     median,
     rounds_to_resolve,
+    unpaired,
 )
 
 __all__ = [
@@ -483,7 +484,9 @@ def analyse(groups: dict[tuple[str, bool], Group], fn: Any, baseline: str = "non
     rounds = _rounds(groups, failure)
     table = {v: by_round(g, fn, rounds) for (v, f), g in groups.items() if f == failure}
     if any(len(x) != len(rounds) for x in table.values()):  # not a bench's rounds: no pairing possible
-        return {v: Comparison(median(x)) for v, x in table.items()}
+        base = table.get(baseline)
+        return {v: Comparison(median(x), unpaired(x, base, scale) if base and v != baseline else None)
+                for v, x in table.items()}
     return analyse_table(table, baseline, scale)
 
 
@@ -553,6 +556,11 @@ def method_notes(est: dict[str, dict[str, Estimate]], baseline: str) -> list[str
               "mean(d) ± t(0.975, n−1)·sd(d)/√n over the n rounds, per variant (variance not pooled); "
               "n.s.: the interval includes 0; det.: identical in every round (one measurement, no interval); "
               "(n=1): one round, no interval")
+    if any("Welch" in e.method for x in est.values() for e in x.values()):
+        paired = (f"vs the failure-free '{baseline}' runs: these runs are not a bench's rounds (no round "
+                  "ids), so they are compared unpaired: Welch's t 95 % interval of the difference of the "
+                  "means (of the logs for throughput); n.s.: the interval includes 0; det.: identical in "
+                  "every run")
     return [levels, paired]
 
 

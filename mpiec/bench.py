@@ -202,8 +202,10 @@ def add_bench_args(p: argparse.ArgumentParser) -> None:
                         "(default: fold)")
     p.add_argument("--repeat", type=int, default=1, metavar="N",
                    help="run every variant N times failure-free and N times under the scenario, "
-                        "interleaved round by round after one unmeasured warm-up run; the tables show "
-                        "medians with 95 %% intervals (default: 1)")
+                        "interleaved round by round after one unmeasured warm-up run; the tables "
+                        "compare with none paired by round (Student-t 95 %% intervals from N = 2) and "
+                        "show medians with their order-statistic interval (95 %% from N = 6, the range "
+                        "of the runs below) (default: 1)")
     p.add_argument("--no-warmup", action="store_true",
                    help="skip the unmeasured warm-up run of a repeated bench")
     p.add_argument("--no-failure-free", action="store_true",
