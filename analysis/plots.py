@@ -526,7 +526,7 @@ def _auc_vs_lost(plt: Any, metrics: list[RunMetrics], colors: dict[str, str], la
 
     at: dict[tuple[float, float], list[RunMetrics]] = {}
     for m in rows:
-        at.setdefault((float(m.lost_samples), float(m.delta_auc)), []).append(m)
+        at.setdefault((float(m.lost_samples), float(m.delta_auc or 0.0)), []).append(m)
     for (x, y), ms in at.items():  # runs on the same point share one marker (grey) and one label
         color = colors[ms[0].variant] if len(ms) == 1 else "0.5"
         ax.scatter([x], [y], s=60, color=color, zorder=3, marker="o" if ms[0].lossless else "X",
@@ -535,7 +535,7 @@ def _auc_vs_lost(plt: Any, metrics: list[RunMetrics], colors: dict[str, str], la
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.axhline(0, color="black", linewidth=0.8)
     xs = [float(m.lost_samples) for m in rows] or [1.0]
-    ys = [abs(float(m.delta_auc)) for m in rows] or [0.0]
+    ys = [abs(float(m.delta_auc or 0.0)) for m in rows] or [0.0]
     ax.set_xlim(-0.05 * max(max(xs), 1.0), max(max(xs), 1.0) * 1.35)
     span = max(max(ys), 1e-4) * 1.6
     ax.set_ylim(-span, span)

@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import csv
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 from mpiec.errors import MpiecError, ResultFileError
@@ -77,7 +78,7 @@ def _is_hdf5(path: Path) -> bool:
         return False
 
 
-def check_output_path(target: str | Path, inputs: list[str | Path], what: str) -> None:
+def check_output_path(target: str | Path, inputs: Sequence[str | Path], what: str) -> None:
     """Refuse an output that would overwrite an input or a result file (``MpiecError``).
 
     Refused: a directory; a name ending in ``.h5`` (result files; a later ``mpiec report``
