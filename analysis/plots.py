@@ -16,10 +16,15 @@ Owns the figures ``mpiec report --plots`` and the HTML page show, each written a
 * ``auc`` — held-out AUC over the steps of every run.
 
 Repeated runs (``mpiec bench --repeat``): the throughput panels overlay every repetition (thinner,
-translucent lines); ``overhead_ettr`` shows each variant's median with its 95 % interval as an error
-bar and every run as a point.
+translucent lines); ``overhead_ettr`` draws what the failure-free table says: its paired estimates
+(``tables.ff_estimates``), each labelled with the table's own cell (``stats.fmt_diff``): a significant
+overhead as a bar with its 95 % interval, an ``n.s.`` one as its interval only (hatched, no bar, no
+value), every round's overhead against that round's baseline as a dot, the baseline without a bar;
+its ETTR medians carry dashed whiskers where they are the range of a few runs, not a 95 % interval.
 
-A figure with nothing to show for the given runs (no recovery, no failure run) is not written.
+A figure with nothing to show for the given runs is not written (no recovery; no byte written or sent
+for protection; every failure run at 0 lost samples and ΔAUC 0). ``plot_results`` takes runs of one
+configuration; ``plot_groups`` splits a mixed set (``configs.config_groups``) into subdirectories.
 Every number comes from ``metrics``. Invariants: matplotlib is imported only when a figure is
 drawn, with the non-interactive ``Agg`` backend (``matplotlib_available()`` tells callers
 beforehand); files in the output directory are overwritten, nothing else is touched; the
