@@ -16,10 +16,15 @@ Owns the figures ``mpiec report --plots`` and the HTML page show, each written a
 * ``auc`` — held-out AUC over the steps of every run.
 
 Repeated runs (``mpiec bench --repeat``): the throughput panels overlay every repetition (thinner,
-translucent lines); ``overhead_ettr`` shows each variant's median with its 95 % interval as an error
-bar and every run as a point.
+translucent lines); ``overhead_ettr`` draws what the failure-free table says: its paired estimates
+(``tables.ff_estimates``), each labelled with the table's own cell (``stats.fmt_diff``): a significant
+overhead as a bar with its 95 % interval, an ``n.s.`` one as its interval only (hatched, no bar, no
+value), every round's overhead against that round's baseline as a dot, the baseline without a bar;
+its ETTR medians carry dashed whiskers where they are the range of a few runs, not a 95 % interval.
 
-A figure with nothing to show for the given runs (no recovery, no failure run) is not written.
+A figure with nothing to show for the given runs is not written (no recovery; no byte written or sent
+for protection; every failure run at 0 lost samples and ΔAUC 0). ``plot_results`` takes runs of one
+configuration; ``plot_groups`` splits a mixed set (``configs.config_groups``) into subdirectories.
 Every number comes from ``metrics``. Invariants: matplotlib is imported only when a figure is
 drawn, with the non-interactive ``Agg`` backend (``matplotlib_available()`` tells callers
 beforehand); files in the output directory are overwritten, nothing else is touched; the
@@ -30,6 +35,7 @@ from __future__ import annotations
 
 import importlib.util
 import math
+import textwrap
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -38,10 +44,12 @@ import numpy as np
 
 from mpiec.results import RunResult, decode
 
+from .configs import ConfigGroup
 from .metrics import PHASE_LABELS, RECOVERY_PHASES, RunMetrics, compare, finite, recovery_list
 from .stats import Estimate, median
 
-__all__ = ["FIGURES", "matplotlib_available", "plot_results", "pyplot", "save_figure", "throughput_series"]
+__all__ = ["FIGURES", "auc_vs_lost_has_something", "matplotlib_available", "plot_groups", "plot_results",
+           "protection_has_something", "pyplot", "save_figure", "throughput_series"]
 
 FIGURES = {
     "throughput": "throughput over time per strategy, with failures and recoveries",
@@ -241,79 +249,159 @@ def _throughput(plt: Any, pairs: list[tuple[RunResult, RunMetrics]], colors: dic
     return fig
 
 
-def _barh_labels(ax: Any, bars: Any, fmt: str) -> None:
-    for b in bars:
-        w = b.get_width()
-        if finite(w):
-            ax.annotate(format(w, fmt), (w, b.get_y() + b.get_height() / 2), xytext=(3, 0),
-                        textcoords="offset points", va="center", fontsize=8)
-
-
-def _error_bars(ax: Any, y: np.ndarray, est: list[Estimate]) -> None:
-    """Horizontal 95 % interval bars around each estimate's value (none where there is no interval)."""
+def _error_bars(ax: Any, y: np.ndarray, est: list[Estimate]) -> bool:
+    """Whiskers around each level (a median): solid black caps where they are a 95 % interval, dashed grey
+    ones where they are only the range of a few runs (``stats.median`` below 6 runs); none for a
+    deterministic figure or a single run. True when some whisker is a range."""
+    ranges = False
     for yi, e in zip(y, est, strict=True):
         if e.has_interval and finite(e.value):
-            ax.errorbar([e.value], [yi], xerr=[[e.value - e.lo], [e.hi - e.value]], fmt="none",
-                        ecolor="black", capsize=3, linewidth=1, zorder=5)
+            ci = e.is_ci95
+            ranges |= not ci
+            bar = ax.errorbar([e.value], [yi], xerr=[[e.value - e.lo], [e.hi - e.value]], fmt="none",
+                              ecolor="black" if ci else "0.35", capsize=3, linewidth=1, zorder=5)
+            if not ci:
+                bar[-1][0].set_linestyle("--")
+    return ranges
 
 
-def ff_overhead(runs: list[RunMetrics], base: list[RunMetrics]) -> Estimate:
-    """The throughput overhead of ``runs`` against ``base`` (``stats.unpaired``: no round ids here)."""
-    from .stats import unpaired
+def _level_label(e: Estimate, spec: str) -> str:
+    """A level's bar label: its median, ``det.`` when identical in every run (as the tables print it)."""
+    if not finite(e.value):
+        return ""
+    return format(e.value, spec) + (" det." if e.deterministic else "")
 
-    return unpaired([m.throughput_sps for m in runs], [m.throughput_sps for m in base], "ratio").mapped(
-        lambda x: 100.0 * (1.0 - x), increasing=False, null=0.0)
+
+def _paired_points(groups: dict[tuple[str, bool], Any], v: str, baseline: str) -> list[float]:
+    """Each round's overhead of ``v`` against that round's baseline run: the values the paired estimate
+    averages (on the log scale)."""
+    from .read import repeat_of
+
+    base = {repeat_of(r): m.throughput_sps for m, r in groups.get((baseline, False), [])}
+    out = []
+    for m, r in groups.get((v, False), []):
+        b = base.get(repeat_of(r))
+        if b is not None and finite(b) and b > 0 and finite(m.throughput_sps) and m.throughput_sps > 0:
+            out.append(100.0 * (1.0 - m.throughput_sps / b))
+    return out
 
 
-def _overhead_ettr(plt: Any, metrics: list[RunMetrics], colors: dict[str, str]) -> Any:
+def _overhead_panel(ax: Any, metrics: list[RunMetrics], results: list[RunResult], variants: list[str],
+                    colors: dict[str, str], baseline: str) -> None:
+    """The left panel of ``overhead_ettr``: what the failure-free table says about the throughput
+    overhead, variant by variant. Repeated runs: the table's paired estimate (``tables.ff_estimates``)
+    labelled with the table's own cell (``stats.fmt_diff``): a significant one as a bar with its 95 %
+    interval; an ``n.s.`` one as its interval only (a hatched grey span, no bar, no value); the
+    per-round overheads as dots. Single runs: the overhead vs the baseline's run, as the table prints it.
+    The baseline itself has no bar (it is the reference)."""
+    from .stats import fmt_diff
+    from .tables import ff_estimates, group_runs
+
+    groups = group_runs(metrics, results, baseline)
+    repeated = any(len(g) > 1 for g in groups.values())
+    est = ff_estimates(groups, baseline) if repeated else {}
+    single = {m.variant: m for m in metrics if not m.failure}
+    xs: list[float] = [0.0]
+    labels: list[tuple[int, float, str, str]] = []  # (row, x, text, colour)
+    for i, v in enumerate(variants):
+        is_base = (v, False) in groups and v == baseline
+        if is_base:
+            labels.append((i, 0.0, "baseline", "0.3"))
+            continue
+        if not repeated:
+            m = single.get(v)
+            x = m.overhead_pct if m is not None and m.overhead_pct is not None else math.nan
+            if finite(x):
+                ax.barh([i], [x], color=colors[v])
+                xs.append(x)
+                labels.append((i, x, f"{x:+.1f}", "black"))
+            else:
+                labels.append((i, 0.0, "no failure-free run" if m is None else "—", "0.3"))
+            continue
+        e = est.get(v, {}).get("overhead")
+        pts = _paired_points(groups, v, baseline)
+        if pts:
+            ax.plot(pts, [i] * len(pts), "o", color="black", markersize=2.5, alpha=0.6, zorder=6)
+            xs += pts
+        if e is None or not finite(e.value):
+            why = "no failure-free run" if (v, False) not in groups else "—"
+            labels.append((i, max([0.0, *pts]), why, "0.3"))
+            continue
+        text = fmt_diff(e, ".1f")
+        if e.is_ci95 and not e.significant:  # n.s.: the interval only, no bar and no value
+            ax.barh([i], [e.hi - e.lo], left=[e.lo], height=0.5, color="none", edgecolor="0.45", hatch="///",
+                    linewidth=0.8, zorder=3)
+            xs += [e.lo, e.hi]
+            labels.append((i, max([e.hi, *pts]), text, "0.3"))
+            continue
+        solid = e.is_ci95 or e.deterministic  # significant, or the same in every round
+        ax.barh([i], [e.value], color=colors[v], alpha=1.0 if solid else 0.45, hatch=None if solid else "..",
+                zorder=2)
+        xs.append(e.value)
+        if e.is_ci95:
+            ax.errorbar([e.value], [i], xerr=[[e.value - e.lo], [e.hi - e.value]], fmt="none", ecolor="black",
+                        capsize=3, linewidth=1, zorder=5)
+            xs += [e.lo, e.hi]
+        labels.append((i, max([e.value, e.hi if e.has_interval else e.value, *pts]), text, "black"))
+    lo, hi = min(xs), max(xs)
+    span = max(hi - lo, 1.0)
+    longest = max((len(text) for *_, text, _c in labels), default=0)
+    ax.set_xlim(lo - 0.06 * span, hi + min(0.8, 0.1 + 0.022 * longest) * span)  # room for the labels
+    for i, x, text, color in labels:
+        ax.annotate(text, (x, i), xytext=(4, 0), textcoords="offset points", va="center", fontsize=8,
+                    color=color)
+    ax.axvline(0, color="black", linewidth=0.8)
+    ax.set_yticks(np.arange(len(variants)), variants)
+    ax.invert_yaxis()
+    what = "paired by round, [95 % interval]; n.s.: hatched interval" if repeated else "one run each"
+    ax.set_xlabel(f"throughput overhead vs {baseline}, failure-free (%)\n({what})")
+    ax.set_title("Cost when nothing fails")
+
+
+def _overhead_ettr(plt: Any, metrics: list[RunMetrics], results: list[RunResult], colors: dict[str, str],
+                   baseline: str = "none") -> Any:
     variants = list(dict.fromkeys(m.variant for m in metrics))
     ff = {m.variant: m for m in metrics if not m.failure}
     fail = {m.variant: m for m in metrics if m.failure}
     ff_all = {v: [m for m in metrics if m.variant == v and not m.failure] for v in variants}
     fail_all = {v: [m for m in metrics if m.variant == v and m.failure] for v in variants}
     repeated = any(len(g) > 1 for g in (*ff_all.values(), *fail_all.values()))
-    fig, (a1, a2) = plt.subplots(1, 2, figsize=(11, 0.9 + 0.45 * len(variants)), sharey=True)
+    fig, (a1, a2) = plt.subplots(1, 2, figsize=(12, 1.3 + 0.45 * len(variants)), sharey=True)
     y = np.arange(len(variants))
-    over = [ff[v].overhead_pct if v in ff and ff[v].overhead_pct is not None else math.nan for v in variants]
-    if repeated:  # medians with their intervals; every run a point
-        base = [m.throughput_sps for m in ff_all.get("none", [])]
-        est = [ff_overhead(ff_all[v], ff_all.get("none", [])) if v != "none" else Estimate(math.nan)
-               for v in variants]
-        over = [e.value for e in est]
-        _error_bars(a1, y, est)
-        for i, v in enumerate(variants):
-            if v != "none" and base:
-                pts = [100 * (1 - m.throughput_sps / float(np.median(base))) for m in ff_all[v]]
-                a1.plot(pts, [i] * len(pts), "o", color="black", markersize=2.5, alpha=0.6, zorder=4)
-    bars = a1.barh(y, over, color=[colors[v] for v in variants])
-    _barh_labels(a1, bars, "+.1f")
-    a1.axvline(0, color="black", linewidth=0.8)
-    a1.set_yticks(y, variants)
-    a1.invert_yaxis()
-    a1.set_xlabel("throughput overhead vs none, failure-free (%)")
-    a1.set_title("Cost when nothing fails")
-    if np.isfinite(over).any() and not repeated:  # room for labels and negative overheads
-        a1.set_xlim(min(0.0, np.nanmin(over)) * 1.3, max(1.0, np.nanmax(over)) * 1.2)
+    _overhead_panel(a1, metrics, results, variants, colors, baseline)
     h = 0.38
-    e_ff = [ff[v].ettr if v in ff and ff[v].ettr is not None else math.nan for v in variants]
-    e_fail = [fail[v].ettr if v in fail and fail[v].ettr is not None else math.nan for v in variants]
-    if repeated:
+    if repeated:  # medians, as the failure table prints them, with their whiskers
         est_ff = [median([m.ettr for m in ff_all[v]]) for v in variants]
         est_fail = [median([m.ettr for m in fail_all[v]]) for v in variants]
-        e_ff, e_fail = [e.value for e in est_ff], [e.value for e in est_fail]
-        _error_bars(a2, y - h / 2, est_ff)
-        _error_bars(a2, y + h / 2, est_fail)
-    b1 = a2.barh(y - h / 2, e_ff, height=h, color="0.7", label="failure-free")
-    b2 = a2.barh(y + h / 2, e_fail, height=h, color=[colors[v] for v in variants], label="under failures")
-    _barh_labels(a2, b1, ".2f")
-    lost = {v for v in variants if v in fail and fail[v].lost}
-    _barh_labels(a2, [b for b, v in zip(b2, variants, strict=True) if v not in lost], ".2f")
+    else:
+        def one(m: RunMetrics | None) -> Estimate:
+            return Estimate(m.ettr if m is not None and m.ettr is not None else math.nan)
+
+        est_ff = [one(ff.get(v)) for v in variants]
+        est_fail = [one(fail.get(v)) for v in variants]
+    ranges = _error_bars(a2, y - h / 2, est_ff) | _error_bars(a2, y + h / 2, est_fail)
+    b1 = a2.barh(y - h / 2, [e.value for e in est_ff], height=h, color="0.7", label="failure-free")
+    b2 = a2.barh(y + h / 2, [e.value for e in est_fail], height=h, color=[colors[v] for v in variants],
+                 label="under failures")
+    lost = {v for v in variants if fail_all[v] and all(m.lost for m in fail_all[v])}
+    for bars, ests, skip in ((b1, est_ff, set()), (b2, est_fail, lost)):
+        for b, e, v in zip(bars, ests, variants, strict=True):
+            top = e.hi if e.has_interval else e.value
+            if v not in skip and finite(top):
+                a2.annotate(_level_label(e, ".2f"), (top, b.get_y() + b.get_height() / 2), xytext=(3, 0),
+                            textcoords="offset points", va="center", fontsize=8)
     for i, v in enumerate(variants):
         if v in lost:
             a2.annotate("0: run lost", (0, i + h / 2), xytext=(3, 0), textcoords="offset points", va="center",
                         fontsize=8, color="black")
-    a2.set_xlim(0, 1.12)
-    a2.set_xlabel("ETTR (productive time / wall time)")
+    a2.set_xlim(0, 1.25)
+    xlabel = "ETTR (productive time / wall time)"
+    if repeated:
+        n = max((e.n for e in (*est_ff, *est_fail)), default=0)
+        xlabel += "\nbars: medians" + (
+            f"; dashed whiskers: the range of the runs (n = {n}: not a 95 % interval)" if ranges else
+            "; whiskers: 95 % interval of the median" if any(e.is_ci95 for e in (*est_ff, *est_fail)) else "")
+    a2.set_xlabel(xlabel)
     a2.set_title("Effective training time ratio")
     from matplotlib.patches import Patch
 
@@ -409,6 +497,33 @@ def _protection(plt: Any, pairs: list[tuple[RunResult, RunMetrics]], colors: dic
     return fig
 
 
+def _point_label(ms: list[RunMetrics], labels: dict[str, str]) -> str:
+    """The runs on one point: one run by its label, several by variant and count (``ckpt ×5``), wrapped:
+    a long list of run names would squeeze the axes into a strip."""
+    if len(ms) == 1:
+        return labels[ms[0].run] + (" (lossless)" if ms[0].lossless else "")
+    counts: dict[str, int] = {}
+    for m in ms:
+        counts[m.variant] = counts.get(m.variant, 0) + 1
+    text = ", ".join(f"{v} ×{c}" if c > 1 else v for v, c in counts.items())
+    if all(m.lossless for m in ms):
+        text += " (lossless)"
+    return textwrap.fill(text, 36)
+
+
+def auc_vs_lost_has_something(metrics: list[RunMetrics]) -> bool:
+    """Whether ``auc_vs_lost`` would show anything: some failure run with a twin lost samples, moved the
+    AUC, or ended with another model than its twin (every point at (0, 0) is an empty figure)."""
+    return any(m.failure and m.delta_auc is not None
+               and (m.lost_samples > 0 or m.delta_auc != 0 or m.lossless is False) for m in metrics)
+
+
+def protection_has_something(metrics: list[RunMetrics], results: list[RunResult]) -> bool:
+    """Whether ``protection`` would show anything: some bytes written or sent, or some checkpoint."""
+    return any(finite(m.protection_bytes) and m.protection_bytes > 0 for m in metrics) or any(
+        len(r.checkpoints) for r in results)
+
+
 def _auc_vs_lost(plt: Any, metrics: list[RunMetrics], colors: dict[str, str], labels: dict[str, str]) -> Any:
     rows = [m for m in metrics if m.failure and m.delta_auc is not None]
     fig, ax = plt.subplots(figsize=(7.5, 4.8))
@@ -416,17 +531,16 @@ def _auc_vs_lost(plt: Any, metrics: list[RunMetrics], colors: dict[str, str], la
 
     at: dict[tuple[float, float], list[RunMetrics]] = {}
     for m in rows:
-        at.setdefault((float(m.lost_samples), float(m.delta_auc)), []).append(m)
+        at.setdefault((float(m.lost_samples), float(m.delta_auc or 0.0)), []).append(m)
     for (x, y), ms in at.items():  # runs on the same point share one marker (grey) and one label
         color = colors[ms[0].variant] if len(ms) == 1 else "0.5"
         ax.scatter([x], [y], s=60, color=color, zorder=3, marker="o" if ms[0].lossless else "X",
                    edgecolor="black", linewidth=0.5)
-        names = ", ".join(labels[m.run] + (" (lossless)" if m.lossless else "") for m in ms)
-        ax.annotate(names, (x, y), xytext=(6, 6), textcoords="offset points", fontsize=8)
+        ax.annotate(_point_label(ms, labels), (x, y), xytext=(6, 6), textcoords="offset points", fontsize=8)
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.axhline(0, color="black", linewidth=0.8)
     xs = [float(m.lost_samples) for m in rows] or [1.0]
-    ys = [abs(float(m.delta_auc)) for m in rows] or [0.0]
+    ys = [abs(float(m.delta_auc or 0.0)) for m in rows] or [0.0]
     ax.set_xlim(-0.05 * max(max(xs), 1.0), max(max(xs), 1.0) * 1.35)
     span = max(max(ys), 1e-4) * 1.6
     ax.set_ylim(-span, span)
@@ -459,8 +573,9 @@ def _auc(plt: Any, pairs: list[tuple[RunResult, RunMetrics]], colors: dict[str, 
 def plot_results(results: list[RunResult], outdir: str | Path, window: int | None = None,
                  formats: Sequence[str] = ("png", "pdf"), baseline: str = "none") -> list[Path]:
     """Write the ``FIGURES`` that have something to show into ``outdir`` (created), each in every
-    format of ``formats``; return the paths written. ``window``: steps of the throughput window
-    (default ``auto_window`` of each run)."""
+    format of ``formats``; return the paths written. ``results``: runs of one configuration
+    (``plot_groups`` splits a mixed set first). ``window``: steps of the throughput window (default
+    ``auto_window`` of each run)."""
     outdir = Path(outdir)
     outdir.mkdir(parents=True, exist_ok=True)
     if not results:
@@ -471,13 +586,26 @@ def plot_results(results: list[RunResult], outdir: str | Path, window: int | Non
     colors, labels = _colors(metrics), _labels(metrics)
     written: list[Path] = []
     written += save_figure(plt, _throughput(plt, pairs, colors, window), outdir, "throughput", formats)
-    written += save_figure(plt, _overhead_ettr(plt, metrics, colors), outdir, "overhead_ettr", formats)
+    fig = _overhead_ettr(plt, metrics, results, colors, baseline)
+    written += save_figure(plt, fig, outdir, "overhead_ettr", formats)
     if any(m.recovery for m in metrics):
         written += save_figure(plt, _recovery(plt, metrics, labels), outdir, "recovery", formats)
-    written += save_figure(plt, _protection(plt, pairs, colors, labels), outdir, "protection", formats)
-    if any(m.failure and m.delta_auc is not None for m in metrics):
+    if protection_has_something(metrics, results):
+        written += save_figure(plt, _protection(plt, pairs, colors, labels), outdir, "protection", formats)
+    if auc_vs_lost_has_something(metrics):
         fig = _auc_vs_lost(plt, metrics, colors, labels)
         written += save_figure(plt, fig, outdir, "auc_vs_lost", formats)
     if any(len(r.eval) for r in results):
         written += save_figure(plt, _auc(plt, pairs, colors, labels), outdir, "auc", formats)
     return written
+
+
+def plot_groups(groups: list[ConfigGroup], outdir: str | Path, window: int | None = None,
+                formats: Sequence[str] = ("png", "pdf"), baseline: str = "none") -> dict[str, list[Path]]:
+    """``plot_results`` of each configuration (``configs.config_groups``): into ``outdir`` itself for a
+    single one, else into ``outdir/<its slug>``; per group label, the paths written."""
+    outdir = Path(outdir)
+    if len(groups) == 1:
+        return {groups[0].label: plot_results(groups[0].results, outdir, window, formats, baseline)}
+    outdir.mkdir(parents=True, exist_ok=True)
+    return {g.label: plot_results(g.results, outdir / g.slug, window, formats, baseline) for g in groups}

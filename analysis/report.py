@@ -7,7 +7,13 @@ anything is read or written; a bad result file raises ``ResultFileError`` to the
 prints ``mpiec: error: …`` and exits 2) unless ``--skip-bad``; ``--plots`` without matplotlib or
 no result file at all is one error line on stderr and exit code 2 (``--html`` without matplotlib
 writes the page without figures, saying so); the CSV has one row per run with the raw
-(unformatted) figures of ``metrics.RunMetrics``.
+(unformatted) figures of ``metrics.RunMetrics``, plus its ``configuration``.
+
+**Mixed configurations** (``configs.config_groups``): result files of different configurations (e.g.
+a 40- and an 80-step bench) are never pooled: every output has one set of tables per configuration
+under a heading naming the keys that differ (``configuration training.steps=40 (10 runs)``), after a
+first line saying so; the figures of each go to a subdirectory named after it (one configuration:
+straight into the figures directory).
 """
 
 from __future__ import annotations
@@ -15,18 +21,20 @@ from __future__ import annotations
 import argparse
 import csv
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 from mpiec.errors import MpiecError, ResultFileError
 from mpiec.results import RunResult
 
+from .configs import ConfigGroup, config_groups, config_label, differing_keys, mixed_line
 from .html import write_html
-from .plots import matplotlib_available, plot_results
+from .plots import matplotlib_available, plot_groups
 from .read import load_results
 from .tables import comparison_table, comparison_tables, format_events, phase_table, runs_table, summary_rows
 
-__all__ = ["REPORT_FILES", "build_parser", "check_output_path", "main", "write_csv", "write_markdown",
-           "write_report", "write_table_csv"]
+__all__ = ["REPORT_FILES", "build_parser", "check_output_path", "config_rows", "main", "markdown_text",
+           "report_text", "write_csv", "write_markdown", "write_report", "write_table_csv"]
 
 PROG = "mpiec report"
 #: What ``write_report`` writes into its directory (the figures go to ``plots/``).
@@ -70,7 +78,7 @@ def _is_hdf5(path: Path) -> bool:
         return False
 
 
-def check_output_path(target: str | Path, inputs: list[str | Path], what: str) -> None:
+def check_output_path(target: str | Path, inputs: Sequence[str | Path], what: str) -> None:
     """Refuse an output that would overwrite an input or a result file (``MpiecError``).
 
     Refused: a directory; a name ending in ``.h5`` (result files; a later ``mpiec report``
@@ -110,21 +118,61 @@ def write_csv(rows: list[dict], path: str | Path) -> None:
             })
 
 
+def config_rows(results: list[RunResult], baseline: str = "none") -> list[dict]:
+    """``summary_rows`` with each run's ``configuration`` (the label of its ``config_groups`` group, ""
+    when the runs share one configuration)."""
+    keys = differing_keys(results)
+    rows = summary_rows(results, baseline)
+    for row, r in zip(rows, results, strict=True):
+        row["configuration"] = config_label(r, keys) if keys else ""
+    return rows
+
+
 def write_table_csv(results: list[RunResult], path: str | Path, baseline: str = "none") -> Path:
     """The comparison tables as displayed (medians with their intervals for repeats), one CSV block per
-    table under a ``# title`` line."""
+    table under a ``# title`` line (``# configuration …`` before each configuration's blocks when the
+    runs mix several)."""
     path = Path(path)
-    blocks = [f"# {t.title}\n{t.csv()}" for t in comparison_tables(results, baseline)]
+    groups = config_groups(results)
+    blocks = []
+    for g in groups:
+        if len(groups) > 1:
+            blocks.append(f"# {g.heading}\n")
+        blocks += [f"# {t.title}\n{t.csv()}" for t in comparison_tables(g.results, baseline)]
     path.write_text("\n".join(blocks), encoding="utf-8")
     return path
 
 
 def write_markdown(results: list[RunResult], path: str | Path, baseline: str = "none") -> Path:
-    """The comparison tables and the runs table as Markdown."""
+    """The comparison tables and the runs table as Markdown (a ``## configuration …`` section each
+    when the runs mix several configurations)."""
     path = Path(path)
-    tables = [*comparison_tables(results, baseline), runs_table(results, baseline)]
-    path.write_text("\n\n".join(t.markdown() for t in tables) + "\n", encoding="utf-8")
+    path.write_text(markdown_text(results, baseline), encoding="utf-8")
     return path
+
+
+def markdown_text(results: list[RunResult], baseline: str = "none") -> str:
+    groups = config_groups(results)
+    parts = [mixed_line(groups)] if len(groups) > 1 else []
+    for g in groups:
+        if len(groups) > 1:
+            parts.append(f"## {g.heading}")
+        tables = [*comparison_tables(g.results, baseline), runs_table(g.results, baseline)]
+        parts += [t.markdown() for t in tables]
+    return "\n\n".join(parts) + "\n"
+
+
+def report_text(groups: list[ConfigGroup], baseline: str = "none") -> str:
+    """The comparison tables and the runs table of each configuration, as text (what ``main`` prints
+    and ``comparison.txt`` holds)."""
+    parts = [mixed_line(groups)] if len(groups) > 1 else []
+    for g in groups:
+        body = comparison_table(g.results, baseline) + "\n\n" + runs_table(g.results, baseline).text()
+        if len(groups) > 1:
+            rule = "=" * len(g.heading)
+            body = f"{rule}\n{g.heading}\n{rule}\n\n{body}"
+        parts.append(body)
+    return "\n\n".join(parts) + "\n"
 
 
 def write_report(results: list[RunResult], out_dir: str | Path, baseline: str = "none") -> list[Path]:
@@ -150,17 +198,17 @@ def write_report(results: list[RunResult], out_dir: str | Path, baseline: str = 
             _check_plots_dir(target, "report figures directory")
         else:
             check_output_path(target, inputs, f"report {key} file")
-    text = comparison_table(results, baseline) + "\n\n" + runs_table(results, baseline).text() + "\n"
-    files["text"].write_text(text, encoding="utf-8")
+    groups = config_groups(results)
+    files["text"].write_text(report_text(groups, baseline), encoding="utf-8")
     write_markdown(results, files["markdown"], baseline)
-    write_csv(summary_rows(results, baseline), files["csv"])
+    write_csv(config_rows(results, baseline), files["csv"])
     write_table_csv(results, files["table_csv"], baseline)
     written = [files["text"], files["markdown"], files["csv"], files["table_csv"]]
-    figures: list[Path] = []
+    figures: dict[str, list[Path]] | None = None
     if matplotlib_available():
-        figures = plot_results(results, files["plots"], baseline=baseline)
-        written += figures
-    written.append(write_html(results, files["html"], pngs=figures if figures else None, baseline=baseline))
+        figures = plot_groups(groups, files["plots"], baseline=baseline)
+        written += [p for paths in figures.values() for p in paths]
+    written.append(write_html(results, files["html"], pngs=figures, baseline=baseline))
     return written
 
 
@@ -182,9 +230,8 @@ def main(argv: list[str] | None = None) -> int:
         raise ResultFileError(f"no result files (*.h5) found in {' '.join(args.paths)}")
 
     out = sys.stdout
-    print(comparison_table(results, baseline=args.baseline), file=out)
-    print("", file=out)
-    print(runs_table(results, baseline=args.baseline).text(), file=out)
+    groups = config_groups(results)
+    print(report_text(groups, args.baseline), end="", file=out)
     print("\nphase breakdown (share of step time):", file=out)
     print(phase_table(results, warmup=args.warmup), file=out)
     if args.events and not args.no_events:
@@ -193,19 +240,19 @@ def main(argv: list[str] | None = None) -> int:
             print(format_events(r), file=out)
     print("", file=out)
     if args.csv:
-        write_csv(summary_rows(results, baseline=args.baseline), args.csv)
+        write_csv(config_rows(results, baseline=args.baseline), args.csv)
         print(f"wrote {args.csv}", file=out)
     if args.markdown:
         print(f"wrote {write_markdown(results, args.markdown, args.baseline)}", file=out)
-    figures: list[Path] = []
+    figures: dict[str, list[Path]] | None = None
     if args.plots:
-        figures = plot_results(results, args.plots, baseline=args.baseline)
-        for path in figures:
+        figures = plot_groups(groups, args.plots, baseline=args.baseline)
+        for path in (p for paths in figures.values() for p in paths):
             print(f"wrote {path}", file=out)
     if args.html:
         if not matplotlib_available():
             print(f"{PROG}: note: matplotlib is not installed: the page has no figures", file=sys.stderr)
-        path = write_html(results, args.html, pngs=figures or None, baseline=args.baseline)
+        path = write_html(results, args.html, pngs=figures, baseline=args.baseline)
         print(f"wrote {path}", file=out)
     return 0
 

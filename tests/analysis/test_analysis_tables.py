@@ -40,11 +40,12 @@ def test_baseline_prefers_clean_run_with_same_seed(tmp_path, make_run):
 
 
 def test_runs_table_layout_and_markers(runs_dir):
-    text = runs_table(load_results(runs_dir)).text()
-    title, header, sep, *table = text.splitlines()
+    t = runs_table(load_results(runs_dir))
+    title, header, sep, *lines = t.text().splitlines()
     assert title == "runs"
     assert "samples/s" in header and "overhead %" in header and "protection B" in header
-    assert len(table) == 3
+    assert len(t.rows) == 3
+    table = lines[:3]  # the notes follow
     # aligned: every row is as wide as the separator (trailing blanks stripped)
     assert all(len(ln) <= len(sep) for ln in table)
     cpr = next(ln for ln in table if "cpr" in ln)
@@ -54,6 +55,7 @@ def test_runs_table_layout_and_markers(runs_dir):
     assert "0.250" in ecrm and "3.0 MiB" in ecrm
     none = next(ln for ln in table if ln.startswith("none"))
     assert "—" in none  # no recovery latency
+    assert "baseline" in none and "+0.0" not in none  # no overhead against itself
     # numeric column right-aligned: throughput ends at the same column
     col_end = header.index("samples/s") + len("samples/s")
     assert all(ln[col_end - 1].isdigit() for ln in table)
