@@ -220,11 +220,13 @@ def failure_free_table(metrics: list[RunMetrics], baseline: str = "none") -> Tab
     for m in metrics:
         if m.failure:
             continue
+        is_base = m.variant == baseline  # no overhead against itself
         rows.append([
-            _label(m), _f(m.throughput_sps, ".0f"), _signed(m.overhead_pct, ".1f"), _f(m.ettr, ".3f"),
-            _interval(m), _fmt_bytes(m.protection_bytes), _f(m.checkpoint_critical_s, ".2f"),
-            _with_delta(m.memory_mb, m.memory_overhead_mb, ".0f"),
-            _signed(m.server_cpu_extra_ms, ".2f"), _f(m.final_auc, ".4f"),
+            _label(m), _f(m.throughput_sps, ".0f"), "baseline" if is_base else _signed(m.overhead_pct, ".1f"),
+            _f(m.ettr, ".3f"), _interval(m), _fmt_bytes(m.protection_bytes),
+            _f(m.checkpoint_critical_s, ".2f"),
+            _f(m.memory_mb, ".0f") if is_base else _with_delta(m.memory_mb, m.memory_overhead_mb, ".0f"),
+            DASH if is_base else _signed(m.server_cpu_extra_ms, ".2f"), _f(m.final_auc, ".4f"),
             _f(m.final_logloss, ".4f"),
         ])
     notes = [
