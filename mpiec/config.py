@@ -35,6 +35,8 @@ from pathlib import Path
 from typing import Any
 
 from mpiec.errors import ConfigError, did_you_mean
+from mpiec.inputs import file_problem, read_input
+from mpiec.inputs import one_line as _clean
 from mpiec.limits import MAX_PARAM, MAX_RANKS, MAX_SECONDS, MAX_STEPS
 
 PRESETS = ("tiny", "laptop", "criteo-kaggle", "mlperf-dlrmv2")
@@ -298,11 +300,6 @@ def set_to_dict(assignment: str) -> dict[str, Any]:
 def read_toml(path: str | Path) -> dict[str, Any]:
     """A config file: TOML, or the JSON that ``mpiec config --write`` produces."""
     p = Path(path)
-    if p.is_dir():
-        raise ConfigError(_clean(f"config file '{p}' is a directory, not a file"))
-    if not p.is_file():
-        raise ConfigError(_clean(f"config file '{p}' does not exist" if not p.exists()
-                                 else f"config file '{p}' is not a regular file"))
     if p.suffix == ".json":
         try:
             raw = json.loads(_read_text(p))
@@ -318,10 +315,7 @@ def read_toml(path: str | Path) -> dict[str, Any]:
 
 
 def _read_text(p: Path) -> str:
-    try:
-        return p.read_text()
-    except OSError as exc:
-        raise ConfigError(_clean(f"config file '{p}' cannot be read: {exc.strerror or exc}")) from None
+    return read_input(p, f"config file '{p}'", error=ConfigError).decode()
 
 
 def preset_dict(name: str) -> dict[str, Any]:
@@ -458,9 +452,8 @@ def validate(cfg: Config, memory: bool = True) -> None:
     _need(0 < d.eval_fraction < 1, f"data.eval_fraction must be in (0, 1), got {d.eval_fraction}")
     if d.source != "synthetic":
         _need(bool(d.path), f"data.path must name a file when data.source = '{d.source}'")
-        _need(not Path(d.path).is_dir(), f"data.path '{d.path}' is a directory, not a data file")
-        _need(Path(d.path).exists(), f"data.path '{d.path}' does not exist")
-        _need(Path(d.path).is_file(), f"data.path '{d.path}' is not a regular file")
+        problem = file_problem(d.path, "data file")  # the ranks read it: checked, not read, here
+        _need(problem is None, f"data.path '{d.path}' {problem}")
     _need(lay.trainers >= 1, f"layout.trainers must be >= 1, got {lay.trainers}")
     _need(lay.servers >= 1, f"layout.servers must be >= 1, got {lay.servers}")
     _need(lay.spares >= 0, f"layout.spares must be >= 0, got {lay.spares}")
@@ -547,11 +540,6 @@ def _fmt_bytes(n: float) -> str:
         if n >= size:
             return f"{n / size:.3g} {unit}"
     return f"{int(n)} B"
-
-
-def _clean(text: str) -> str:
-    """A message stays one line: control characters (newline, NUL, ...) are escaped."""
-    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
 
 
 def mem_total(field: str = "MemTotal") -> int | None:

@@ -102,11 +102,12 @@ class Host:
 def read_hostfile(path: str | Path) -> list[Host]:
     """Hosts of an Open MPI hostfile (``NAME [slots=N] [max_slots=M]``, ``#`` comments), in order;
     a host listed twice adds its slots. One-line ``MpiecError`` on anything else."""
-    try:
-        text = Path(path).read_text()
-    except (OSError, UnicodeDecodeError) as exc:
-        why = getattr(exc, "strerror", None) or exc
-        raise MpiecError(f"--hostfile {path}: cannot be read ({why})") from None
+    from mpiec.inputs import read_input
+
+    try:  # a regular file of bounded size: a named pipe would block the launch before any rank
+        text = read_input(path, f"--hostfile {path}").decode()
+    except UnicodeDecodeError as exc:
+        raise MpiecError(f"--hostfile {path}: cannot be read ({exc})") from None
     hosts: dict[str, int] = {}
     for number, raw in enumerate(text.splitlines(), 1):
         words = raw.split("#", 1)[0].split()

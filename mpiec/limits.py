@@ -14,13 +14,17 @@ each other. Why each limit is what it is:
 * ``MAX_PARAM`` (1e9): every number of ``strategy.params`` (steps, seconds, MB), in magnitude,
   for the same reasons as ``MAX_STEPS`` and ``MAX_SECONDS``; what each strategy then derives
   from it stays in 64 bits.
+* ``MAX_INPUT_BYTES`` (64 MiB): a file the launching process reads whole (``--config``, a fault
+  trace, ``--costs``, ``--hostfile``; ``mpiec.inputs``). The largest real input, the LANL failure
+  records (23,739 records), is a few MB; a bigger file is a wrong path, not an input.
 """
 
 from __future__ import annotations
 
-__all__ = ["MAX_PARAM", "MAX_RANKS", "MAX_SECONDS", "MAX_STEPS"]
+__all__ = ["MAX_INPUT_BYTES", "MAX_PARAM", "MAX_RANKS", "MAX_SECONDS", "MAX_STEPS"]
 
 MAX_RANKS = 4096  # monitor + trainers + servers + parity ranks + spares
 MAX_STEPS = 10**9  # keeps the derived time limit (180 s + 2 s x steps) finite and meaningful
 MAX_SECONDS = 1e9  # failures.timeout_s / mtbf_s, kill times: about 32 years
 MAX_PARAM = 1e9  # every number of strategy.params (steps, seconds, MB): as MAX_STEPS and MAX_SECONDS
+MAX_INPUT_BYTES = 64 * 2**20  # a config, trace, costs file or hostfile, read whole: mpiec.inputs
