@@ -436,6 +436,9 @@ def launch(cfg: Config, out_dir: Path, timeout: float | None = None, quiet: bool
     reported only if this run wrote it. ``hostfile``: run across its hosts
     (``place_on_hosts``; ``cfg`` then records the ranks per node it used).
     """
+    from mpiec.stall import check_stalls
+
+    check_stalls(cfg, timeout if timeout is not None else default_timeout(cfg))  # MPIEC_STALL, test hook
     hosts = read_hostfile(hostfile) if hostfile else None
     rank_hosts = place_on_hosts(cfg, hosts) if hosts else None
     precheck_data(cfg)
