@@ -718,6 +718,40 @@ def _check_storage(st: StorageConfig) -> None:
               f"storage.{key} must be -1 (the profile's) or in [0, {bound:g}], got {v:g}")
 
 
+def check_storage_time(cfg: Config, limit_s: float) -> None:
+    """Refuse storage figures under which not one checkpoint can be written, or restored, within
+    the run's time limit ``limit_s`` (``storage.write_mb_s = 1e-12`` ran until that limit). Only for
+    a strategy that writes checkpoints (its ``checkpoint_root`` is not None). The bytes are a lower
+    bound, so nothing a run could do is refused: one server's embedding shard at 1 bit per value,
+    less than any strategy writes; the aggregate budget carries every server's shard."""
+    from mpiec.storage import model_of
+    from mpiec.strategies import get_strategy_class
+
+    if get_strategy_class(cfg.strategy.name)(cfg).checkpoint_root(Path("run.h5")) is None:
+        return
+    model = model_of(cfg)
+    servers = cfg.layout.servers
+    shard = -(-sum(cfg.data.cardinalities) // servers) * cfg.model.dim / 8  # bytes
+    for key, rate, nbytes, what in (
+            ("write_mb_s", model.write_mb_s, shard, "writing one server's shard"),
+            ("read_mb_s", model.read_mb_s, shard, "restoring one server's shard"),
+            ("aggregate_mb_s", model.aggregate_mb_s, shard * servers,
+             f"writing the {servers} servers' shards through the job's shared budget")):
+        if rate > 0 and nbytes / (rate * 1e6) >= limit_s:
+            legacy = cfg.strategy.params.get("bandwidth_mb_s") if key == "write_mb_s" else None
+            where = ("strategy.bandwidth_mb_s" if legacy == rate else f"storage.{key}"
+                     if getattr(cfg.storage, key) != -1 else f"storage.profile '{cfg.storage.profile}'")
+            raise ConfigError(_clean(
+                f"{where}: at {rate:g} MB/s, {what} (at least {_fmt_bytes(nbytes)}) takes "
+                f"{_fmt_seconds(nbytes / (rate * 1e6))}, not less than the run's time limit of "
+                f"{_fmt_seconds(limit_s)}: no {'restore' if key == 'read_mb_s' else 'checkpoint'} "
+                "could finish"))
+
+
+def _fmt_seconds(s: float) -> str:
+    return f"{s:.3g} s" if s < 1e15 else "forever"
+
+
 def _short(v: int) -> str:
     text = str(v) if v.bit_length() < 1000 else f"a {v.bit_length()}-bit integer"
     return text if len(text) <= 40 else f"{text[:20]}...({len(text)} digits)"
