@@ -17,10 +17,15 @@ Invariants:
   (Young's formula for ``ckpt``, the PLS target for ``cpr``) gets the scenario's MTBF
   through ``failures.mtbf_s`` / ``failures.mtbf_steps`` in both of its runs, unless the
   user set one; a variant with an explicit interval keeps it.
-* **Spares cover the kills**: ``layout.spares`` is raised to the number of kills, except for a
-  variant that shrinks instead (``ckpt:replacement=shrink``): it runs without spares, beside the
-  same strategy with them.
-* Bad input (unknown scenario, strategy, malformed trace) fails before any run starts.
+* **Spares cover the kills**: ``layout.spares`` is raised to the number of kills planned (not at
+  all without failure runs), except for a variant that shrinks instead
+  (``ckpt:replacement=shrink``): it runs without spares, beside the same strategy with them.
+* Bad input (unknown scenario, strategy, malformed trace, what ``launch`` would refuse of a
+  variant, a ``--repeat`` above ``MAX_REPEAT``, a checkpoint directory several runs would share)
+  fails before any run starts, and the bench says how long it may take before it starts.
+* **Names**: a run's file name is a plain name inside ``--out`` whatever its variant's values hold
+  (``run_label``: ``dir=/../x`` leaves no path in it).
+* Ctrl-C (SIGTERM, SIGHUP) in any run, the warm-up included, stops the bench with a non-zero exit.
 * **Repeated and interleaved** (``--repeat N``, ``run_plan``): every variant runs N times
   failure-free and N times under the scenario, round by round; each round runs every variant once
   (its failure-free run, then its failure run) in an order rotated by one each round, ``none``
@@ -51,8 +56,9 @@ from typing import NamedTuple
 from mpiec.config import Config, load_config
 from mpiec.errors import MpiecError
 
-__all__ = ["SCENARIOS", "Bench", "PlannedRun", "add_bench_args", "clock", "cmd_bench", "core_case",
-           "kill_shift", "rotation", "run_plan", "scenario_plans", "shifted_kills"]
+__all__ = ["MAX_REPEAT", "SCENARIOS", "Bench", "PlannedRun", "add_bench_args", "check_before_launch", "clock",
+           "cmd_bench", "core_case", "duration_line", "kill_shift", "rotation", "run_label", "run_plan",
+           "scenario_plans", "shifted_kills"]
 
 #: Built-in scenarios: name → what it kills (the help text). "Training time" is the failure-free
 #: ``none`` run's: the kills happen at the same wall-clock moments for every strategy, mid-step,
@@ -262,6 +268,52 @@ class Progress:
         self.done += 1
 
 
+_UNSAFE = re.compile(r"[^A-Za-z0-9._+-]+")
+#: a run label's longest form (bytes): output.name has MAX_NAME_BYTES (200) for preset, scenario, seed
+MAX_LABEL = 120
+
+
+def run_label(variant: str) -> str:
+    """The variant's part of a run's file name: ``ckpt:interval=10`` -> ``ckpt-interval10``. A
+    value with a path, blanks or other characters a file name must not have (``dir=/scratch/x``,
+    ``dir=/../x``) keeps only its safe characters, a run of others becomes ``_``, and the name gets
+    8 hex digits of the whole variant's hash, so two variants never share a name; at most
+    ``MAX_LABEL`` characters. Every result stays a plain file inside ``--out``."""
+    import hashlib
+
+    plain = variant.replace(":", "-").replace("=", "")
+    label = _UNSAFE.sub("_", plain).lstrip(".-_") or "variant"
+    if label == plain and len(label) <= MAX_LABEL:
+        return label
+    digest = hashlib.sha256(variant.encode("utf-8", "surrogatepass")).hexdigest()[:8]
+    return f"{label[:MAX_LABEL - 9].rstrip('._-')}-{digest}"
+
+
+#: at most this many rounds (``--repeat``): beyond, the intervals narrow little and a bench takes days
+MAX_REPEAT = 100
+
+
+def check_before_launch(cfg: Config, timeout: float | None) -> None:
+    """What ``launch`` refuses of a run's config (the ``MPIEC_STALL`` hook, storage figures under
+    which no checkpoint fits the time limit), checked for every variant before a bench's first run."""
+    from mpiec.config import check_storage_time
+    from mpiec.launcher import default_timeout
+    from mpiec.stall import check_stalls
+
+    limit = timeout if timeout is not None else default_timeout(cfg)
+    check_stalls(cfg, limit)
+    check_storage_time(cfg, limit)
+
+
+def duration_line(runs: int, warm_up: bool, limit_s: float) -> str:
+    """The bench's duration, said before it starts: its bound (every run to its time limit); the
+    ETA of the progress lines follows from the runs measured."""
+    n = runs + int(warm_up)
+    what = f"{runs} runs + the warm-up" if warm_up else f"{runs} runs"
+    return (f"duration: at most {clock(n * limit_s)} ({what}, each within its time limit of "
+            f"{clock(limit_s)}; --timeout sets it); the ETA follows the first run")
+
+
 def clock(seconds: float) -> str:
     """A duration for progress lines: ``45s``, ``12m05s``, ``1h07m``."""
     m, s = divmod(int(round(seconds)), 60)
@@ -304,8 +356,9 @@ class Bench:
             raise MpiecError("--kill and --trace both give the failure scenario: use one")
         if args.scenario and (args.kill or args.trace):
             raise MpiecError("--scenario and --kill/--trace both give the failure scenario: use one")
-        if getattr(args, "repeat", 1) < 1:
-            raise MpiecError(f"--repeat must be >= 1, got {args.repeat}")
+        if not 1 <= getattr(args, "repeat", 1) <= MAX_REPEAT:
+            raise MpiecError(f"--repeat must be in [1, {MAX_REPEAT}], got {args.repeat} (the 95 % intervals "
+                             f"narrow as 1/sqrt(N): at {MAX_REPEAT}, to a tenth of one run's spread)")
         if args.max_kills < 1:
             raise MpiecError(f"--max-kills must be >= 1, got {args.max_kills}")
         for value, what in ((args.mtbf, "--mtbf"), (args.trace_scale, "--trace-scale")):
@@ -321,6 +374,8 @@ class Bench:
                 raise MpiecError(f"--trace {args.trace}: the trace holds no failure")
         # Validate every variant (and the custom kill plan) before any run starts.
         self.base = {v: variant_config(args, v, list(args.kill)) for v in self.variants}
+        for cfg in self.base.values():  # what launch() refuses, refused before the first run
+            check_before_launch(cfg, args.timeout)
         # The baseline first (added when missing and failure-free runs are on): its training time
         # sizes the scenario and the strategies' overhead is measured against it.
         self.baseline_added = "none" not in self.variants and not args.no_failure_free
@@ -338,6 +393,34 @@ class Bench:
         self.repeat = int(getattr(args, "repeat", 1) or 1)
         self.intervals: dict[str, int] = {}  # checkpoint interval (steps) of each variant's failure-free run
         self.manifest: list[dict] = []
+
+    def limit_s(self) -> float:
+        """Each run's time limit: ``--timeout``, else the longest derived one of the variants."""
+        from mpiec.launcher import default_timeout
+
+        return self.args.timeout or max(default_timeout(cfg) for cfg in self.base.values())
+
+    def check_checkpoint_roots(self, runs: list[str]) -> None:
+        """Before the first run: a variant whose checkpoint directory does not follow its result file
+        (``strategy.dir`` given) would write every one of its runs into one directory, and a run
+        refuses a directory holding another run's checkpoints (``checkpoint.check_unused``): refused
+        here when the variant runs more than once (``runs``: the variant of every run, the warm-up
+        included), else that directory is checked now."""
+        from mpiec.checkpoint import check_unused
+        from mpiec.strategies import get_strategy_class
+
+        for v in dict.fromkeys(runs):
+            strategy = get_strategy_class(self.base[v].strategy.name)(self.base[v])
+            root = strategy.checkpoint_root(self.out / "a.h5")
+            if root is None or root != strategy.checkpoint_root(self.out / "b.h5"):
+                continue  # no checkpoints, or a directory per result file
+            if runs.count(v) > 1:
+                raise MpiecError(f"{v}: its {runs.count(v)} runs in this bench would all write their "
+                                 f"checkpoints into {root} (strategy.dir), and a run needs a checkpoint "
+                                 "directory of its own: leave strategy.dir out (each run then writes "
+                                 "beside its result file, in --out; put --out where the checkpoints "
+                                 "should go)")
+            check_unused(root)
 
     # -- the failure scenario ------------------------------------------------------------------
     def kill_plan(self, cfg: Config) -> list[str]:
@@ -412,14 +495,15 @@ class Bench:
             mtbf_s, mtbf_steps = expected_mtbf_s(probe)
             cfg.failures.mtbf_s = mtbf_s or 0.0
             cfg.failures.mtbf_steps = mtbf_steps or 0.0
-        label = cfg.variant.replace(":", "-").replace("=", "")
+        label = run_label(cfg.variant)
         cfg.output.name = f"{cfg.preset}-{label}-{self.scenario if failure else 'ff'}-s{cfg.training.seed}"
         if repeat is not None and self.repeat > 1:
             cfg.output.name += f"-r{repeat}"
         return cfg
 
-    def warm_up(self) -> None:
-        """One unmeasured failure-free run (its file discarded) that fills the kernel caches."""
+    def warm_up(self) -> bool:
+        """One unmeasured failure-free run (its file discarded) that fills the kernel caches; False
+        when it was interrupted (Ctrl-C, SIGTERM, SIGHUP: the bench stops)."""
         from mpiec.launcher import launch
 
         v = self.variants[-1]
@@ -430,6 +514,7 @@ class Bench:
                              unique_name=True)
         if outcome.message:
             print(f"[mpiec bench] warm-up: {outcome.message}", flush=True)
+        return outcome.message != "interrupted"
 
     def shift_for(self, v: str, repeat: int) -> tuple[int, list[str]]:
         """(steps, kills) of variant ``v``'s failure run in round ``repeat``: the kills at this round's
@@ -477,20 +562,26 @@ class Bench:
         else:
             runs = ([(v, False, None) for v in self.variants] if failure_free else []) + \
                    ([(v, True, None) for v in contenders] if with_failures else [])
+        warm = self.repeat > 1 and not getattr(a, "no_warmup", False)
+        self.check_checkpoint_roots([v for v, _, _ in runs] + ([self.variants[-1]] if warm else []))
         progress = Progress(len(runs))
         kinds = [x for x, on in (("failure-free", failure_free), (self.scenario, with_failures)) if on]
         times = f" x {self.repeat} repeats, interleaved" if self.repeat > 1 else ""
         print(f"[mpiec bench] {len(self.variants)} strategies x {' + '.join(kinds)}{times} = "
               f"{len(runs)} runs; results in {self.out}", flush=True)
+        print(f"[mpiec bench] {duration_line(len(runs), warm, self.limit_s())}", flush=True)
         # A plan sized by the baseline's training time is drawn after that run (the first);
         # a custom one is known now. Either way it is drawn once, for all strategies.
         sized_later = failure_free and self.scenario != "custom"
         self.kills = [] if not with_failures else None if sized_later else self.kill_plan(self.first)
-        self.spares = (FIXED_KILLS.get(self.scenario, a.max_kills) if sized_later
+        # Spares for the kills planned: none without failure runs (--scenario none gave every run
+        # 3 idle spare ranks), else the scenario's kill count (at most --max-kills if drawn later).
+        self.spares = (0 if not with_failures else FIXED_KILLS.get(self.scenario, a.max_kills) if sized_later
                        else len(self.kills or []))
         self.bind()
-        if self.repeat > 1 and not getattr(a, "no_warmup", False):
-            self.warm_up()
+        if warm and not self.warm_up():
+            print("[mpiec bench] interrupted during the warm-up: no run measured", flush=True)
+            return EXIT_CRASH  # like Ctrl-C in any other run: the bench stops, exit non-zero
         paths: list[Path] = []
         worst = 0
         for v, failure, rep in runs:

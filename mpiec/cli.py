@@ -43,8 +43,8 @@ EPILOG_RUN = """kill plans (repeat --kill, or separate plans with ';'):
                            max=N kills (default 64, at most training.steps)
 result file: DIR/NAME.h5 in --out DIR (default: output.dir, "results"); NAME is output.name or
   PRESET-STRATEGY-sSEED-TIME, with -2, -3, ... added if another run has that name
-time limit: --timeout, else failures.timeout_s, else 180 s + 2 s x training.steps; past it the
-  whole process group is killed
+time limit: --timeout, else failures.timeout_s, else 180 s + 2 s x training.steps (at most
+  1 day); past it the whole process group is killed
 exit codes:
   0  the run completed
   1  the run was lost to a failure its strategy could not survive (the result file says so)
@@ -207,7 +207,7 @@ def build_parser() -> argparse.ArgumentParser:
                      help="directory for the result file (default: output.dir, \"results\")")
     run.add_argument("--timeout", type=positive, metavar="SECONDS",
                      help="kill the run after this many seconds (default: failures.timeout_s, "
-                          "else 180 s + 2 s x training.steps)")
+                          "else 180 s + 2 s x training.steps, at most 1 day)")
     run.add_argument("--resume", metavar="DIR",
                      help="restart a killed or preempted run from the newest complete checkpoint in DIR "
                           "(its config and preset, under --config/--kill/--set overrides: e.g. another "

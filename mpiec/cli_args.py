@@ -70,7 +70,8 @@ def add_bench_command_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", metavar="DIR",
                    help="directory for the result files and the report (default: output.dir/bench-TIME)")
     p.add_argument("--timeout", type=positive, metavar="SECONDS",
-                   help="per-run time limit (default: 180 s + 2 s x training.steps)")
+                   help="per-run time limit (default: failures.timeout_s, else 180 s + 2 s x "
+                        "training.steps, at most 1 day)")
     p.add_argument("--quiet", action="store_true", help="hide each run's progress lines")
 
 

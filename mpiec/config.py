@@ -35,6 +35,8 @@ from pathlib import Path
 from typing import Any
 
 from mpiec.errors import ConfigError, did_you_mean
+from mpiec.inputs import file_problem, read_input
+from mpiec.inputs import one_line as _clean
 from mpiec.limits import MAX_PARAM, MAX_RANKS, MAX_SECONDS, MAX_STEPS
 
 PRESETS = ("tiny", "laptop", "criteo-kaggle", "mlperf-dlrmv2")
@@ -298,11 +300,6 @@ def set_to_dict(assignment: str) -> dict[str, Any]:
 def read_toml(path: str | Path) -> dict[str, Any]:
     """A config file: TOML, or the JSON that ``mpiec config --write`` produces."""
     p = Path(path)
-    if p.is_dir():
-        raise ConfigError(_clean(f"config file '{p}' is a directory, not a file"))
-    if not p.is_file():
-        raise ConfigError(_clean(f"config file '{p}' does not exist" if not p.exists()
-                                 else f"config file '{p}' is not a regular file"))
     if p.suffix == ".json":
         try:
             raw = json.loads(_read_text(p))
@@ -318,10 +315,7 @@ def read_toml(path: str | Path) -> dict[str, Any]:
 
 
 def _read_text(p: Path) -> str:
-    try:
-        return p.read_text()
-    except OSError as exc:
-        raise ConfigError(_clean(f"config file '{p}' cannot be read: {exc.strerror or exc}")) from None
+    return read_input(p, f"config file '{p}'", error=ConfigError).decode()
 
 
 def preset_dict(name: str) -> dict[str, Any]:
@@ -458,9 +452,8 @@ def validate(cfg: Config, memory: bool = True) -> None:
     _need(0 < d.eval_fraction < 1, f"data.eval_fraction must be in (0, 1), got {d.eval_fraction}")
     if d.source != "synthetic":
         _need(bool(d.path), f"data.path must name a file when data.source = '{d.source}'")
-        _need(not Path(d.path).is_dir(), f"data.path '{d.path}' is a directory, not a data file")
-        _need(Path(d.path).exists(), f"data.path '{d.path}' does not exist")
-        _need(Path(d.path).is_file(), f"data.path '{d.path}' is not a regular file")
+        problem = file_problem(d.path, "data file")  # the ranks read it: checked, not read, here
+        _need(problem is None, f"data.path '{d.path}' {problem}")
     _need(lay.trainers >= 1, f"layout.trainers must be >= 1, got {lay.trainers}")
     _need(lay.servers >= 1, f"layout.servers must be >= 1, got {lay.servers}")
     _need(lay.spares >= 0, f"layout.spares must be >= 0, got {lay.spares}")
@@ -547,11 +540,6 @@ def _fmt_bytes(n: float) -> str:
         if n >= size:
             return f"{n / size:.3g} {unit}"
     return f"{int(n)} B"
-
-
-def _clean(text: str) -> str:
-    """A message stays one line: control characters (newline, NUL, ...) are escaped."""
-    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
 
 
 def mem_total(field: str = "MemTotal") -> int | None:
@@ -728,6 +716,40 @@ def _check_storage(st: StorageConfig) -> None:
         v = getattr(st, key)
         _need(v == -1 or 0 <= v <= bound,
               f"storage.{key} must be -1 (the profile's) or in [0, {bound:g}], got {v:g}")
+
+
+def check_storage_time(cfg: Config, limit_s: float) -> None:
+    """Refuse storage figures under which not one checkpoint can be written, or restored, within
+    the run's time limit ``limit_s`` (``storage.write_mb_s = 1e-12`` ran until that limit). Only for
+    a strategy that writes checkpoints (its ``checkpoint_root`` is not None). The bytes are a lower
+    bound, so nothing a run could do is refused: one server's embedding shard at 1 bit per value,
+    less than any strategy writes; the aggregate budget carries every server's shard."""
+    from mpiec.storage import model_of
+    from mpiec.strategies import get_strategy_class
+
+    if get_strategy_class(cfg.strategy.name)(cfg).checkpoint_root(Path("run.h5")) is None:
+        return
+    model = model_of(cfg)
+    servers = cfg.layout.servers
+    shard = -(-sum(cfg.data.cardinalities) // servers) * cfg.model.dim / 8  # bytes
+    for key, rate, nbytes, what in (
+            ("write_mb_s", model.write_mb_s, shard, "writing one server's shard"),
+            ("read_mb_s", model.read_mb_s, shard, "restoring one server's shard"),
+            ("aggregate_mb_s", model.aggregate_mb_s, shard * servers,
+             f"writing the {servers} servers' shards through the job's shared budget")):
+        if rate > 0 and nbytes / (rate * 1e6) >= limit_s:
+            legacy = cfg.strategy.params.get("bandwidth_mb_s") if key == "write_mb_s" else None
+            where = ("strategy.bandwidth_mb_s" if legacy == rate else f"storage.{key}"
+                     if getattr(cfg.storage, key) != -1 else f"storage.profile '{cfg.storage.profile}'")
+            raise ConfigError(_clean(
+                f"{where}: at {rate:g} MB/s, {what} (at least {_fmt_bytes(nbytes)}) takes "
+                f"{_fmt_seconds(nbytes / (rate * 1e6))}, not less than the run's time limit of "
+                f"{_fmt_seconds(limit_s)}: no {'restore' if key == 'read_mb_s' else 'checkpoint'} "
+                "could finish"))
+
+
+def _fmt_seconds(s: float) -> str:
+    return f"{s:.3g} s" if s < 1e15 else "forever"
 
 
 def _short(v: int) -> str:

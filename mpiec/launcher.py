@@ -102,11 +102,12 @@ class Host:
 def read_hostfile(path: str | Path) -> list[Host]:
     """Hosts of an Open MPI hostfile (``NAME [slots=N] [max_slots=M]``, ``#`` comments), in order;
     a host listed twice adds its slots. One-line ``MpiecError`` on anything else."""
-    try:
-        text = Path(path).read_text()
-    except (OSError, UnicodeDecodeError) as exc:
-        why = getattr(exc, "strerror", None) or exc
-        raise MpiecError(f"--hostfile {path}: cannot be read ({why})") from None
+    from mpiec.inputs import read_input
+
+    try:  # a regular file of bounded size: a named pipe would block the launch before any rank
+        text = read_input(path, f"--hostfile {path}").decode()
+    except UnicodeDecodeError as exc:
+        raise MpiecError(f"--hostfile {path}: cannot be read ({exc})") from None
     hosts: dict[str, int] = {}
     for number, raw in enumerate(text.splitlines(), 1):
         words = raw.split("#", 1)[0].split()
@@ -220,7 +221,9 @@ def default_timeout(cfg: Config) -> float:
     """A generous bound on a run: a failure that hangs is caught, a slow run is not."""
     if cfg.failures.timeout_s > 0:
         return cfg.failures.timeout_s
-    return 180.0 + 2.0 * cfg.training.steps
+    from mpiec.limits import MAX_DEFAULT_TIMEOUT_S
+
+    return min(180.0 + 2.0 * cfg.training.steps, MAX_DEFAULT_TIMEOUT_S)  # never 63 years (1e9 steps)
 
 
 def result_name(cfg: Config) -> str:
@@ -435,6 +438,12 @@ def launch(cfg: Config, out_dir: Path, timeout: float | None = None, quiet: bool
     reported only if this run wrote it. ``hostfile``: run across its hosts
     (``place_on_hosts``; ``cfg`` then records the ranks per node it used).
     """
+    from mpiec.config import check_storage_time
+    from mpiec.stall import check_stalls
+
+    limit = timeout if timeout is not None else default_timeout(cfg)
+    check_stalls(cfg, limit)  # MPIEC_STALL, the test hook
+    check_storage_time(cfg, limit)  # a checkpoint that could not finish within the limit
     hosts = read_hostfile(hostfile) if hostfile else None
     rank_hosts = place_on_hosts(cfg, hosts) if hosts else None
     precheck_data(cfg)

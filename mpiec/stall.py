@@ -8,6 +8,11 @@ execution of its step, and is logged as a ``stall`` event
 (step, the rank, ``detail`` = the seconds slept) from which the monitor measures the time it cost
 (``mpiec.accounting.stall_losses``). No stall without the variable: the step loop pays one
 dictionary lookup.
+
+The launcher checks the variable before any rank starts (``check_stalls``): a malformed item, a
+slot the layout does not have, a step outside ``0 .. training.steps - 1`` (it would never fire)
+or a stall of more than ``MAX_SECONDS`` (``time.sleep`` overflows past ~9e9 s) or of at least the
+run's time limit (it could only end in that limit) is one ``ConfigError`` line, exit 2.
 """
 
 from __future__ import annotations
@@ -19,9 +24,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from mpiec.errors import ConfigError
+from mpiec.limits import MAX_SECONDS
 
 ENV = "MPIEC_STALL"
-_ONE = re.compile(r"^\s*(trainer|server):(\d+)@step=(\d+):([0-9]*\.?[0-9]+)\s*$")
+# digits bounded: int() of thousands of digits raises, and no layout or run is that large
+_ONE = re.compile(r"^\s*(trainer|server):(\d{1,18})@step=(\d{1,18}):([0-9]{0,18}\.?[0-9]{1,18})\s*$")
 
 
 @dataclass(frozen=True)
@@ -42,7 +49,40 @@ def parse_stalls(text: str) -> list[Stall]:
         if m is None:
             raise ConfigError(f"{ENV}: {item!r} is not ROLE:INDEX@step=STEP:SECONDS "
                               "(e.g. server:0@step=20:0.5)")
-        out.append(Stall(m[1], int(m[2]), int(m[3]), float(m[4])))
+        seconds = float(m[4])
+        if seconds > MAX_SECONDS:
+            raise ConfigError(f"{ENV}: {item!r}: a stall of {m[4]} s is more than {MAX_SECONDS:.0e} s")
+        out.append(Stall(m[1], int(m[2]), int(m[3]), seconds))
+    return out
+
+
+def check_stalls(cfg: Any, limit_s: float, text: str | None = None) -> list[Stall]:
+    """The launcher's check of ``MPIEC_STALL`` (``text``, default the environment's) against the
+    run ``cfg`` with the time limit ``limit_s``: every stall aimed at a slot of the layout, at a step
+    the run has, and shorter than the limit; one ``ConfigError`` line otherwise."""
+    text = os.environ.get(ENV, "") if text is None else text
+    stalls = parse_stalls(text)
+    counts = {"trainer": cfg.layout.trainers, "server": cfg.layout.servers}
+    steps = cfg.training.steps
+    for s in stalls:
+        what = f"{ENV}: '{s.role}:{s.index}@step={s.step}:{s.seconds:g}'"
+        if s.index >= counts[s.role]:
+            raise ConfigError(f"{what}: {s.role}:{s.index} does not exist (the layout has "
+                              f"{counts[s.role]} {s.role}s, 0 to {counts[s.role] - 1})")
+        if s.step >= steps:
+            raise ConfigError(f"{what}: step {s.step} is not a step of the run (training.steps = "
+                              f"{steps}: steps 0 to {steps - 1}); the stall would never fire")
+    for (role, index), seconds in _per_slot(stalls).items():
+        if seconds >= limit_s:
+            raise ConfigError(f"{ENV}: {role}:{index} stalls {seconds:g} s in all, not less than the "
+                              f"run's time limit of {limit_s:g} s: the run could only end in that limit")
+    return stalls
+
+
+def _per_slot(stalls: list[Stall]) -> dict[tuple[str, int], float]:
+    out: dict[tuple[str, int], float] = {}
+    for s in stalls:
+        out[(s.role, s.index)] = out.get((s.role, s.index), 0.0) + s.seconds
     return out
 
 
@@ -69,4 +109,4 @@ class StallHook:
         time.sleep(seconds)
 
 
-__all__ = ["ENV", "Stall", "StallHook", "parse_stalls"]
+__all__ = ["ENV", "Stall", "StallHook", "check_stalls", "parse_stalls"]

@@ -18,9 +18,10 @@ failure targets (see docs/traces.md). Invariants:
 * ``trace_window`` (the default replay of ``mpiec bench``) is a pure function of the same
   inputs: the stretch of the trace, at the trace's own rate, over which the kills a run
   can take fall most evenly;
-* a trace is bounded before it is parsed: JSON nested deeper than ``MAX_JSON_DEPTH`` is
-  refused, and dates with a UTC offset are compared in UTC (a file mixing dates with and
-  without one is refused), so no input ends in a traceback.
+* a trace is bounded before it is parsed: only a regular file of at most ``MAX_INPUT_BYTES`` is
+  read (``mpiec.inputs.read_input``: a named pipe or ``/dev/zero`` is refused), JSON nested
+  deeper than ``MAX_JSON_DEPTH`` is refused, and dates with a UTC offset are compared in UTC
+  (a file mixing dates with and without one is refused), so no input ends in a traceback.
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ import numpy as np
 
 from mpiec.errors import DataError, MpiecError
 from mpiec.faults import KILLABLE_ROLES
+from mpiec.inputs import read_input
 
 DAY_S = 86400.0
 MIN_GAP_S = 0.5  # run seconds: a slot cannot die twice before it is replaced; closer kills merge
@@ -88,14 +90,7 @@ def load_trace(path: str | Path, *, system: str | None = None) -> list[TraceFail
     """
     p = Path(path)
     where = f"trace {_escaped(str(p), 200)}"
-    try:
-        raw = p.read_bytes()
-    except FileNotFoundError:
-        raise DataError(f"{where}: no such file") from None
-    except IsADirectoryError:
-        raise DataError(f"{where}: is a directory, not a trace file") from None
-    except OSError as exc:
-        raise DataError(f"{where}: cannot be read ({exc.strerror or exc})") from None
+    raw = read_input(p, where, noun="trace file", error=DataError)  # a pipe or /dev/zero: refused
     try:
         text = raw.decode("utf-8-sig")
     except UnicodeDecodeError:

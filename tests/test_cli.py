@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -50,6 +51,25 @@ def test_bad_input_is_one_line_exit_2(args, needle, tmp_path):
     assert len(lines) == 1 and needle in lines[0], proc.stderr
     assert "Traceback" not in proc.stderr
     assert not list(tmp_path.glob("*.h5"))
+
+
+@pytest.mark.parametrize("args", [
+    ["simulate", "--trace", "{f}"], ["simulate", "--costs", "{f}"],
+    ["bench", "--preset", "tiny", "--trace", "{f}"], ["run", "--preset", "tiny", "--hostfile", "{f}"],
+])
+@pytest.mark.parametrize("kind", ["fifo", "device"])
+def test_an_input_that_is_not_a_regular_file_is_one_line_exit_2(args, kind, tmp_path):
+    # Before: a named pipe hung the command (TimeoutExpired here), /dev/zero ended in a MemoryError.
+    f = tmp_path / "pipe"
+    if kind == "fifo":
+        os.mkfifo(f)
+    path = str(f) if kind == "fifo" else "/dev/zero"
+    args = [a.replace("{f}", path) for a in args]
+    proc = mpiec(*args, *(["--out", str(tmp_path / "out")] if args[0] in ("run", "bench") else []))
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1 and f"{path} is not a regular file" in lines[0], proc.stderr
+    assert not (tmp_path / "out").exists()
 
 
 def test_malformed_criteo_line_names_the_line(tmp_path):

@@ -198,7 +198,7 @@ def test_empty_unknown_and_headerless_files(tmp_path, text, needles):
 
 
 def test_missing_file_and_directory(tmp_path):
-    _one_line_error(tmp_path / "nope.json", "no such file")
+    _one_line_error(tmp_path / "nope.json", "does not exist")
     _one_line_error(tmp_path, "is a directory")
 
 

@@ -294,9 +294,12 @@ def _join(path: str, key: str) -> str:
 
 def load_costs(path: str | Path) -> Costs:
     """A costs JSON written by ``mpiec simulate --save-costs``."""
+    from mpiec.inputs import read_input
+
     p = Path(path)
+    raw = read_input(p, f"costs file {p}")  # a regular file of bounded size: a pipe would hang
     try:
-        text = p.read_text()
-    except OSError as exc:
-        raise MpiecError(f"costs file {p}: cannot be read ({exc.strerror or exc})") from None
+        text = raw.decode()
+    except UnicodeDecodeError as exc:
+        raise MpiecError(f"costs file {p}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
     return Costs.from_json(text, f"costs file {p}")

@@ -36,7 +36,7 @@ def test_hostfiles_are_read_or_refused_in_one_line(tmp_path):
         f.write_text(bad)
         with pytest.raises(MpiecError, match=needle):
             read_hostfile(f)
-    with pytest.raises(MpiecError, match="cannot be read"):
+    with pytest.raises(MpiecError, match="missing does not exist"):
         read_hostfile(tmp_path / "missing")
 
 

@@ -67,7 +67,7 @@ def test_plot_is_written(tmp_path):
     # every built-in is modelled; the example plug-in (installed by .ci/run) says why it is not
     (["--strategies", "ckpt,replica"], "strategy 'replica' is not modelled: a replica rebuild"),
     (["--strategies", "ckpt,nope"], "unknown strategy 'nope'"),
-    (["--costs", "/nonexistent/c.json"], "costs file /nonexistent/c.json: cannot be read"),
+    (["--costs", "/nonexistent/c.json"], "costs file /nonexistent/c.json does not exist"),
     (["--calibrate", "/nonexistent"], "does not exist"),
     (["--csv", "/nonexistent/dir/x.csv"], "directory does not exist"),
     (["--plot", "x.h5"], ".h5 names are for result files"),
