@@ -252,6 +252,20 @@ def parse_kill_plans(plans: list[str], cfg: Config) -> list[Kill]:
     return kills
 
 
+def unshrinkable_kill(kills: list[Kill], cfg: Config, refusal: str) -> str:
+    """``layout.replacement = "shrink"`` under a strategy that cannot restore rows onto fewer
+    servers (``refusal``, its ``Strategy.shrink_refusal``; "" when it can): the refusal naming the
+    first kill that may take a server with no spare left, or "". A kill may take a server when it
+    names one, a node (whatever its ranks hold by then) or draws among them (``random``); the spares
+    run out when the plan has more kills than ``layout.spares`` (each kill may use one)."""
+    if not refusal or cfg.layout.replacement != "shrink" or len(kills) <= cfg.layout.spares:
+        return ""
+    hit = next((k for k in kills if k.role in ("server", "node")), None)
+    if hit is None:
+        return ""
+    return f"kill plan '{hit}' may kill a server with no spare left: {refusal}"
+
+
 def kills_before(kills: list[Kill], first_step: int) -> list[Kill]:
     """The step kills of ``kills`` planned before ``first_step``: a run that starts there (``--resume``)
     never reaches their step, so they would never fire."""

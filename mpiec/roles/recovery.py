@@ -264,12 +264,18 @@ def plan_shrink(ctx: RankContext, failure: Failure, plan: RecoveryPlan, slots: l
     """Monitor, ``layout.replacement = "shrink"`` with no spare left for ``plan.dropped``: the
     survivors go on without those slots. A dropped trainer's virtual shards go to the others (no
     state is lost). Dropped servers re-place every row over the survivors, which the strategy
-    must restore (``Coordinator.on_shrink``: a rollback), within its stripe width and the memory
-    the receiving servers have; otherwise the plan aborts with the reason."""
+    must restore (``Coordinator.on_shrink``: a rollback or a handover), within its stripe width and
+    the memory the receiving servers have; a strategy that declares it cannot
+    (``Strategy.shrink_refusal``) is not asked. Otherwise the plan aborts with the reason."""
     servers = [s for s in plan.dropped if s.role == SERVER]
     # ``ctx.ledger.relayout``: an attempt that a failure cut short already re-placed the rows (its
     # slot table, renumbered, is the one in ``slots``): this one finishes that rollback
     if servers or ctx.ledger.relayout:
+        refusal = type(ctx.strategy).shrink_refusal(ctx.cfg)
+        if refusal:
+            # before the strategy's own plan is used: a rollback of a strategy that cannot re-place
+            # rows restores onto the old placement (ecsnap's snapshots died of IndexError there)
+            return RecoveryPlan.abort(refusal)
         left = sum(1 for s in slots if s.role == SERVER)
         k, r = type(ctx.strategy).stripe_shape(ctx.cfg)
         if left < max(k + r, 1):
@@ -279,22 +285,22 @@ def plan_shrink(ctx: RankContext, failure: Failure, plan: RecoveryPlan, slots: l
         why = shrink_room(ctx, left)
         if why:
             return RecoveryPlan.abort(why)
-        if plan.scope is not Scope.ROLLBACK:
-            runtime = plan
-            plan = ctx.coordinator().on_shrink(failure, plan)
-            if plan.aborts:
-                return plan
-            if plan.handover and ctx.ledger.pending:
-                return RecoveryPlan.abort("a failure came before slots promoted in an earlier recovery were "
-                                          f"restored ({', '.join(sorted(map(str, ctx.ledger.pending)))}): "
-                                          "their rows cannot be handed over")
-            if plan.scope is not Scope.ROLLBACK and not plan.handover:
-                return RecoveryPlan.abort(f"strategy {ctx.cfg.strategy.name}: on_shrink must roll back "
-                                          f"every server onto the new placement or hand the rows over, it "
-                                          f"answered {plan.scope}")
-            plan.step, plan.committed, plan.epoch, plan.consumed = (runtime.step, runtime.committed,
-                                                                   runtime.epoch, runtime.consumed)
-            plan.assignments, plan.spawn, plan.dropped = runtime.assignments, runtime.spawn, runtime.dropped
+        # asked also when its plan is a rollback already: the rollback must be onto the new placement
+        runtime = plan
+        plan = ctx.coordinator().on_shrink(failure, plan)
+        if plan.aborts:
+            return plan
+        if plan.handover and ctx.ledger.pending:
+            return RecoveryPlan.abort("a failure came before slots promoted in an earlier recovery were "
+                                      f"restored ({', '.join(sorted(map(str, ctx.ledger.pending)))}): "
+                                      "their rows cannot be handed over")
+        if plan.scope is not Scope.ROLLBACK and not plan.handover:
+            return RecoveryPlan.abort(f"strategy {ctx.cfg.strategy.name}: on_shrink must roll back "
+                                      f"every server onto the new placement or hand the rows over, it "
+                                      f"answered {plan.scope}")
+        plan.step, plan.committed, plan.epoch, plan.consumed = (runtime.step, runtime.committed,
+                                                               runtime.epoch, runtime.consumed)
+        plan.assignments, plan.spawn, plan.dropped = runtime.assignments, runtime.spawn, runtime.dropped
         plan.relayout = True
     if not any(s.role == TRAINER for s in slots):
         return RecoveryPlan.abort("every trainer died: nothing is left to take their virtual shards")

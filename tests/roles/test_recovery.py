@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from mpi4py import MPI
 
 from mpiec.comm import Comms
@@ -106,6 +107,35 @@ def test_shrink_says_why_it_cannot(tmp_path):
     ctx = context(tmp_path, "cpr", spares=0, **{"layout.replacement": "'shrink'", "layout.servers": 3})
     plan = make_plan(ctx, fail(ctx, [Slot("server", 2)]))
     assert plan.aborts and "strategy cpr cannot restore rows onto fewer servers" in plan.reason
+
+
+@pytest.mark.parametrize("strategy", ["ecsnap", "cpr", "cpr-mfu", "cpr-ssu"])
+def test_a_strategy_that_cannot_shrink_is_refused_even_when_it_rolls_back(strategy, tmp_path):
+    """``ecsnap``'s plan is a rollback, which the runtime used as is: its snapshots, coded for the
+    old placement, restored onto the new one (IndexError on every survivor). Every strategy that
+    does not declare ``shrinks`` gets its one-line refusal instead, whatever its plan."""
+    ctx = context(tmp_path, strategy, spares=0, **{"layout.replacement": "'shrink'", "layout.servers": 4})
+    assert not type(ctx.strategy).shrinks
+    plan = make_plan(ctx, fail(ctx, [Slot("server", 1)]))
+    assert plan.aborts and plan.reason == type(ctx.strategy).shrink_refusal(ctx.cfg)
+    assert f"strategy {strategy} cannot restore rows onto fewer servers" in plan.reason
+    ctx = context(tmp_path, strategy, spares=0, **{"layout.replacement": "'shrink'", "layout.servers": 4})
+    plan = make_plan(ctx, fail(ctx, [Slot("trainer", 1)]))  # trainers shrink under every strategy
+    assert not plan.aborts and plan.dropped == [Slot("trainer", 1)]
+
+
+def test_every_strategy_that_declares_shrinks_answers_a_rollback_plan_onto_fewer_servers(tmp_path):
+    """``on_shrink`` is asked also when the strategy's own plan is a rollback (``log``'s fallback
+    after a trainer kill; ``ecrm``'s fallback): the answer is a rollback onto the new placement."""
+    sets = {"layout.replacement": "'shrink'", "layout.servers": 4}
+    for strategy, extra in (("ckpt", {}), ("cnr", {}), ("log", {}),
+                            ("ecrm", {"strategy.params.k": 2, "strategy.params.fallback": "'ckpt'",
+                                      "strategy.params.fallback_interval": 5})):
+        ctx = context(tmp_path / strategy, strategy, spares=0, **sets, **extra)
+        assert type(ctx.strategy).shrinks and not type(ctx.strategy).shrink_refusal(ctx.cfg)
+        plan = make_plan(ctx, fail(ctx, [Slot("server", 1), Slot("trainer", 0)]))
+        assert not plan.aborts and plan.scope is Scope.ROLLBACK and plan.relayout, (strategy, plan.reason)
+        assert plan.dropped == [Slot("trainer", 0), Slot("server", 1)]
 
 
 def test_ecrm_hands_a_dropped_servers_rows_over_to_the_survivors(tmp_path):
