@@ -84,7 +84,15 @@ def shrink_world(ctx: RankContext) -> list[Slot]:
     ctx.comms = Comms(world=new_world, data=None, trainers=None)
     ctx.slots = [s for r, s in enumerate(old_slots) if r not in dead]
     ctx.gone.update(ctx.holders.get(old_slots[r], -1) for r in dead)
+    note_dead_names(ctx, [old_slots[r] for r in dead])
     return [old_slots[r] for r in dead]
+
+
+def note_dead_names(ctx: RankContext, dead: list[Slot]) -> None:
+    """Remember the kill-plan names of slots that just died (``ctx.names`` is the one of the table
+    they died in), for ``consumed_kills``."""
+    names = [ctx.names.get(s, s) for s in dead]
+    ctx.ledger.dead_names += [n for n in names if n not in ctx.ledger.dead_names]
 
 
 def detect_ulfm(ctx: RankContext, exc: PeerFailure) -> Detection:
@@ -136,6 +144,7 @@ def detect_emulated(ctx: RankContext, data_ranks: list[int], step: int | None) -
     ctx.slots = [s for s in ctx.slots if s not in dead]
     ctx.ledger.unrecovered += [s for s in dead if s not in ctx.ledger.unrecovered]
     ctx.gone.update(ctx.holders.get(s, -1) for s in dead)
+    note_dead_names(ctx, dead)
     t = ctx.now()
     failure = Failure(step=step, committed=step - 1, dead=list(ctx.ledger.unrecovered), emulated=True,
                       survivors=list(ctx.slots))
@@ -157,11 +166,14 @@ def merge(previous: Detection | None, new: Detection) -> Detection:
 # -- 2. plan (monitor) ------------------------------------------------------------------
 
 def consumed_kills(ctx: RankContext, failure: Failure) -> list[int]:
-    """The planned kill that killed each dead slot's holder (at most one per slot), and the node
-    kill that killed each node with a dead holder (one per node)."""
+    """The planned kill that killed each dead slot's holder (at most one per slot, found by the
+    slot's name in the kill plans, ``ctx.names``), and the node kill that killed each node with a
+    dead holder (one per node)."""
     out = []
     now = ctx.now()
-    targets = [(slot.role, slot.index) for slot in failure.dead]
+    # (failure.dead mixes numberings after an interrupted shrink; the names do not)
+    names = ctx.ledger.dead_names or [ctx.names.get(s, s) for s in failure.dead]
+    targets = [(slot.role, slot.index) for slot in names]
     targets += [("node", n) for n in dead_nodes(ctx, failure)]
     for role, index in targets:
         mine = [k for k in ctx.faults.kills if k.role == role and k.index == index
@@ -236,6 +248,7 @@ def make_plan(ctx: RankContext, failure: Failure) -> RecoveryPlan:
             plan = RecoveryPlan.abort("every trainer died: the dense replica is lost and strategy "
                                       f"{ctx.cfg.strategy.name} keeps no copy of it")
     plan.slots = slots + list(plan.spawn)
+    plan.names = kill_names(ctx, plan)
     plan.failure = failure
     # when trainer 0 starts a growth: N steps after a shrink; not again after one (a failure during
     # it ends in a rollback); else as before
@@ -247,6 +260,26 @@ def make_plan(ctx: RankContext, failure: Failure) -> RecoveryPlan:
     replaced = ctx.ledger.pending | set(plan.assignments.values()) | (set(plan.spawn) - grown)
     plan.replaced = sorted(replaced, key=slot_order)
     return plan
+
+
+def kill_names(ctx: RankContext, plan: RecoveryPlan) -> dict[Slot, Slot]:
+    """Monitor: the kill-plan name of every slot of ``plan.slots`` (``RankContext.names``). A slot
+    keeps its name through a spare or a spawned process taking it and through a shrink's
+    renumbering (``plan.renamed``, old -> new); a slot a growth adds takes the lowest name of its
+    role that no slot holds (a dropped one's)."""
+    back = {new: old for old, new in plan.renamed.items()}
+    names: dict[Slot, Slot] = {}
+    for slot in plan.slots:
+        old = back.get(slot, slot)
+        if old in ctx.names and not (plan.grow and slot in plan.spawn):
+            names[slot] = ctx.names[old]
+    held = set(names.values())
+    for slot in plan.slots:
+        if slot not in names:
+            free = (Slot(slot.role, i) for i in range(len(plan.slots)))
+            names[slot] = next(n for n in free if n not in held)
+            held.add(names[slot])
+    return names
 
 
 def shrink_slots(slots: list[Slot], role: str) -> dict[Slot, Slot]:
@@ -421,6 +454,7 @@ def carry_out(ctx: RankContext, role: Role | None, plan: RecoveryPlan, detection
         spawn_replacements(ctx, plan)
     me_before = ctx.role_slot  # the slot this rank's role was built for (an attempt that a
     ctx.slots = list(plan.slots)  # failure cut may have moved it)
+    ctx.names = dict(plan.names) or {s: ctx.names.get(s, s) for s in ctx.slots}  # (with the table)
     for spare, dead in plan.assignments.items():  # the promoted processes go with their slots
         ctx.holders[dead] = ctx.holders.pop(spare, -1)
     for slot in plan.spawn:
@@ -500,6 +534,7 @@ def carry_out(ctx: RankContext, role: Role | None, plan: RecoveryPlan, detection
         ctx.ledger.pending = set()
         ctx.ledger.relayout = False
     ctx.ledger.unrecovered = []
+    ctx.ledger.dead_names = []
     ctx.event("restore_end", plan.step, ctx.rank, detail=f"resume at step {restored + 1}")
     if promoted or not ctx.faults.armed:
         ctx.faults.arm()

@@ -12,7 +12,7 @@ from mpiec.comm import Comms
 from mpiec.config import load_config
 from mpiec.layout import Slot, initial_slots
 from mpiec.roles.context import RankContext
-from mpiec.roles.recovery import make_plan, reconcile
+from mpiec.roles.recovery import make_plan, note_dead_names, reconcile
 from mpiec.roles.runner import make_agent
 from mpiec.strategies.base import Failure, RecoveryPlan, Scope
 from mpiec.strategies.env import RankEnv
@@ -33,6 +33,8 @@ def context(tmp_path: Path, strategy: str = "ckpt", spares: int = 2, kills: str 
 
 
 def fail(ctx: RankContext, dead: list[Slot], committed: int = 9) -> Failure:
+    """As ``detect_ulfm`` leaves the monitor: ``dead`` gone from the table (their names noted)."""
+    note_dead_names(ctx, [s for s in dead if s in ctx.slots])
     ctx.slots = [s for s in ctx.slots if s not in dead]
     return Failure(step=committed + 1, committed=committed, dead=dead, survivors=list(ctx.slots))
 
@@ -205,3 +207,51 @@ def test_a_plan_carries_every_kill_fired_so_far(tmp_path):
     second = make_plan(ctx, fail(ctx, [Slot("server", 1), Slot("server", 0)]))
     assert [str(k) for k in ctx.faults.kills if k.seq in second.consumed] == ["server:1@step=10",
                                                                                "server:0@step=10+20ms"]
+
+
+def adopt(ctx: RankContext, plan: RecoveryPlan) -> None:
+    """What ``carry_out`` does with a completed plan, on the monitor."""
+    ctx.slots, ctx.names = list(plan.slots), dict(plan.names)
+    ctx.faults.consumed.update(plan.consumed)
+    ctx.ledger.unrecovered, ctx.ledger.dead_names = [], []
+
+
+SHRINK3 = {"layout.servers": 3, "layout.replacement": "'shrink'"}
+
+
+def test_a_renumbered_survivor_keeps_its_kill_name_and_a_dropped_name_is_held_by_nobody(tmp_path):
+    """Issue 36 item 6: ``server:0@12; server:2@28`` on 3 servers fired 1 of 2 (the survivor launched
+    as server 2 was re-armed as server 1). A slot name means the slot as launched."""
+    ctx = context(tmp_path, spares=0, kills="server:0@step=12;server:2@step=28", **SHRINK3)
+    first = make_plan(ctx, fail(ctx, [Slot("server", 0)], committed=11))
+    assert first.renamed == {Slot("server", 1): Slot("server", 0), Slot("server", 2): Slot("server", 1)}
+    assert first.names[Slot("server", 0)] == Slot("server", 1)
+    assert first.names[Slot("server", 1)] == Slot("server", 2)
+    assert Slot("server", 0) not in first.names.values()
+    adopt(ctx, first)
+    # the process holding server:1 now dies of server:2's kill: that kill is the one consumed
+    second = make_plan(ctx, fail(ctx, [Slot("server", 1)], committed=27))
+    assert [str(k) for k in ctx.faults.kills if k.seq in second.consumed] == ["server:0@step=12",
+                                                                                "server:2@step=28"]
+    assert second.names == {**{s: s for s in second.slots if s.role != "server"},
+                            Slot("server", 0): Slot("server", 1)}
+
+
+def test_trainers_keep_their_names_and_a_growth_takes_a_dropped_one(tmp_path):
+    ctx = context(tmp_path, spares=0, kills="trainer:0@step=12;trainer:0@step=28",
+                  **{"layout.replacement": "'shrink'", "layout.grow_back_steps": 5})
+    plan = make_plan(ctx, fail(ctx, [Slot("trainer", 0)], committed=11))
+    assert plan.names[Slot("trainer", 0)] == Slot("trainer", 1) and plan.grow_at == 17
+    adopt(ctx, plan)
+    ctx.grow_at = plan.grow_at
+    grow = make_plan(ctx, Failure(step=17, committed=16, dead=[], survivors=list(ctx.slots)))
+    assert grow.grow and grow.spawn == [Slot("trainer", 1)]
+    # the spawned process takes the dropped name: trainer:0's second kill can fire on it
+    assert grow.names[Slot("trainer", 1)] == Slot("trainer", 0)
+    assert grow.names[Slot("trainer", 0)] == Slot("trainer", 1)
+
+
+def test_a_spare_takes_the_dead_slots_name(tmp_path):
+    ctx = context(tmp_path, spares=1, kills="server:1@step=5;server:1@step=20")
+    plan = make_plan(ctx, fail(ctx, [Slot("server", 1)], committed=4))
+    assert plan.names[Slot("server", 1)] == Slot("server", 1) and Slot("spare", 0) not in plan.names

@@ -3,6 +3,8 @@ take the dead rank's virtual shards or rows and every run ends with the failure-
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from run_helpers import mpiec
 
@@ -97,6 +99,25 @@ def test_a_second_kill_during_the_shrink_is_recovered_too(reference, tmp_path):
     res = run.result()
     assert res.summary["param_checksum"] == reference
     assert res.summary["kills_fired"] == 2 and int(res.timeline["servers"][-1]) == 2
+
+
+def test_kills_name_the_slots_as_launched_and_those_that_cannot_fire_are_reported(reference, tmp_path):
+    """Issue 36 item 6. A renumbered survivor keeps its launch name: on 3 servers, server:2's kill
+    fires on the server launched as 2 (server 1 after the first shrink; it fired 1 of 2 before);
+    a dropped slot's later kill cannot fire and says so, on the console and in the result file."""
+    run = shrink_run(tmp_path / "s", ["--strategy", "ckpt"], ["server:0@step=12", "server:2@step=28"],
+                     "layout.servers=3")
+    assert run.code == 0, run.stdout + run.stderr
+    s = run.result().summary
+    assert s["param_checksum"] == reference and s["kills_fired"] == 2 and s["kills_planned"] == 2
+    assert json.loads(s["kills_unfired"]) == [] and int(run.result().timeline["servers"][-1]) == 1
+    run = shrink_run(tmp_path / "t", ["--strategy", "ckpt"], ["trainer:0@step=12", "trainer:0@step=28"])
+    assert run.code == 0, run.stdout + run.stderr
+    s = run.result().summary
+    assert s["param_checksum"] == reference and s["kills_fired"] == 1
+    why = "no rank holds trainer:0 any more: a shrink dropped it (layout.replacement = shrink)"
+    assert json.loads(s["kills_unfired"]) == [{"kill": "trainer:0@step=28", "why": why}]
+    assert f"note: 1 of 2 planned kill(s) did not fire: trainer:0@step=28 ({why})" in run.stdout
 
 
 def test_what_cannot_shrink_says_why(tmp_path):
