@@ -255,3 +255,32 @@ def test_a_spare_takes_the_dead_slots_name(tmp_path):
     ctx = context(tmp_path, spares=1, kills="server:1@step=5;server:1@step=20")
     plan = make_plan(ctx, fail(ctx, [Slot("server", 1)], committed=4))
     assert plan.names[Slot("server", 1)] == Slot("server", 1) and Slot("spare", 0) not in plan.names
+
+
+def test_a_failure_during_an_ecrm_handover_rolls_back_and_consumes_the_kill_by_name(tmp_path):
+    """Issue 36 item 8: server 1 dropped, its rows handed over; the server launched as 4 (server 3
+    after the renumbering) dies during the handover. The survivors' state may be half re-placed,
+    so ecrm's plan falls back to a rollback, and ``on_shrink`` (asked of every rollback now) must
+    keep it: handing over again crashed every server with ValueError (their members still held
+    the interrupted handover's placement). ``failure.dead`` mixes the two numberings (server:1 of
+    the first, server:3 of the second; server:1 of the second is alive): the kills are consumed by
+    name, both of them (by slot, server:4's kill stayed live)."""
+    sets = {"layout.replacement": "'shrink'", "layout.servers": 6, "strategy.params.k": 2,
+            "strategy.params.fallback": "'ckpt'", "strategy.params.fallback_interval": 5}
+    ctx = context(tmp_path, "ecrm", spares=0, kills="server:1@step=15+1ms;server:4@step=15+900ms", **sets)
+    first = make_plan(ctx, fail(ctx, [Slot("server", 1)], committed=14))
+    assert first.handover and first.names[Slot("server", 3)] == Slot("server", 4)
+    ctx.ledger.relayout = True  # (share_plan, on the monitor)
+    ctx.slots, ctx.names = list(first.slots), dict(first.names)  # adopted; the handover then fails
+    note_dead_names(ctx, [Slot("server", 3)])
+    ctx.slots = [s for s in ctx.slots if s != Slot("server", 3)]
+    failure = Failure(step=15, committed=14, dead=[Slot("server", 1), Slot("server", 3)],
+                      survivors=list(ctx.slots))
+    second = make_plan(ctx, failure)
+    assert second.scope is Scope.ROLLBACK and not second.handover and second.relayout, second.reason
+    assert "interrupted the handover" in second.reason
+    assert second.dropped == [Slot("server", 3)] and second.renamed == {Slot("server", 4): Slot("server", 3)}
+    assert sum(s.role == "server" for s in second.slots) == 4
+    assert second.names[Slot("server", 3)] == Slot("server", 5)
+    assert [str(k) for k in ctx.faults.kills if k.seq in second.consumed] == ["server:1@step=15+1ms",
+                                                                                "server:4@step=15+900ms"]
