@@ -512,7 +512,7 @@ def validate(cfg: Config, memory: bool = True) -> None:
 
     _check_storage(cfg.storage)
 
-    from mpiec.faults import parse_kill_plans  # local: faults imports config types
+    from mpiec.faults import parse_kill_plans, unshrinkable_kill  # local: faults imports config types
     from mpiec.strategies import get_strategy_class
 
     strategy_cls = get_strategy_class(cfg.strategy.name)  # raises ConfigError
@@ -521,7 +521,9 @@ def validate(cfg: Config, memory: bool = True) -> None:
     _need(lay.parity_ranks in (0, r),
           f"layout.parity_ranks must be 0 or the strategy's parity count r = {r} "
           f"(strategy '{cfg.strategy.name}'), got {lay.parity_ranks}")
-    parse_kill_plans(f.kill, cfg)  # raises KillPlanError, a ConfigError's sibling
+    kills = parse_kill_plans(f.kill, cfg)  # raises KillPlanError, a ConfigError's sibling
+    if strategy_cls.recovers:  # (one that does not is lost at the first kill anyway)
+        _need(not (why := unshrinkable_kill(kills, cfg, strategy_cls.shrink_refusal(cfg))), why)
     if memory:
         check_memory(cfg)
 

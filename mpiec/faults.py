@@ -3,8 +3,13 @@
 Owns the kill-plan syntax of DESIGN.md, the kills armed on a rank for the slot it holds, the
 victims' notes and the act of dying. Invariants:
 
-* a plan names a *role slot* (``server:2``), not a world rank: after a spare
-  takes over ``server:2`` a later kill of ``server:2`` hits the replacement;
+* a plan names a *role slot* (``server:2``) as the run was launched, not a world rank:
+  after a spare (or a spawned process) takes over ``server:2`` a later kill of ``server:2``
+  hits the replacement; after a shrink renumbers the survivors (``layout.replacement =
+  "shrink"``) each keeps its launch name (the server launched as ``server:2`` and now
+  ``server:1`` is still hit by ``server:2``'s kills), a dropped slot's kills cannot fire
+  (until a growth gives its name to a new process) and are reported as not fired
+  (``unfired_kills``); the runtime keeps the names (``RankContext.names``);
 * a node plan (``node:1``) names the processes of a node (``layout.rank_nodes``):
   every one of them dies at the same planned point, each by its own ``SIGKILL``,
   whatever slot it holds by then (the monitor never: it belongs to no node's kill);
@@ -252,6 +257,20 @@ def parse_kill_plans(plans: list[str], cfg: Config) -> list[Kill]:
     return kills
 
 
+def unshrinkable_kill(kills: list[Kill], cfg: Config, refusal: str) -> str:
+    """``layout.replacement = "shrink"`` under a strategy that cannot restore rows onto fewer
+    servers (``refusal``, its ``Strategy.shrink_refusal``; "" when it can): the refusal naming the
+    first kill that may take a server with no spare left, or "". A kill may take a server when it
+    names one, a node (whatever its ranks hold by then) or draws among them (``random``); the spares
+    run out when the plan has more kills than ``layout.spares`` (each kill may use one)."""
+    if not refusal or cfg.layout.replacement != "shrink" or len(kills) <= cfg.layout.spares:
+        return ""
+    hit = next((k for k in kills if k.role in ("server", "node")), None)
+    if hit is None:
+        return ""
+    return f"kill plan '{hit}' may kill a server with no spare left: {refusal}"
+
+
 def kills_before(kills: list[Kill], first_step: int) -> list[Kill]:
     """The step kills of ``kills`` planned before ``first_step``: a run that starts there (``--resume``)
     never reaches their step, so they would never fire."""
@@ -263,6 +282,31 @@ def kills_for(kills: list[Kill], role: str, index: int, node: int | None) -> lis
     applies to it, as for the monitor)."""
     return [k for k in kills if (k.role == role and k.index == index)
             or (node is not None and k.role == "node" and k.index == node)]
+
+
+def unfired_kills(kills: list[Kill], fired: set[int], held: set[Slot], lost: bool,
+                  shrink: bool) -> list[tuple[Kill, str]]:
+    """The planned ``kills`` that did not fire (their ``seq`` not in ``fired``), each with why:
+    its name held by no rank at the end (``held``: ``RankContext.names`` of the final table; a slot
+    dropped by a shrink, a spare promoted), the run lost first, or ended before the kill was due."""
+    out = []
+    for k in kills:
+        if k.seq in fired:
+            continue
+        name = f"{k.role}:{k.index}"
+        if k.role != "node" and all((s.role, s.index) != (k.role, k.index) for s in held):
+            if k.role == "spare":
+                why = f"{name} was promoted to a dead slot before it (or died)"
+            elif shrink and k.role in ("trainer", "server"):
+                why = f"no rank holds {name} any more: a shrink dropped it (layout.replacement = shrink)"
+            else:
+                why = f"no rank holds {name} any more"
+        elif lost:
+            why = "the run was lost before it"
+        else:
+            why = "the run ended before it was due"
+        out.append((k, why))
+    return out
 
 
 def die_now() -> None:
@@ -359,6 +403,8 @@ class Victim(Protocol):
     @property
     def slot(self) -> Slot: ...
     @property
+    def kill_name(self) -> Slot: ...
+    @property
     def rank(self) -> int: ...
     @property
     def node(self) -> int: ...
@@ -399,12 +445,14 @@ class Injector:
         return any(k.role in roles and k.step is not None for k in self.kills)
 
     def arm(self) -> None:
-        """Arm the kills planned for this rank's slot that have not fired yet (replacing any)."""
+        """Arm the kills planned for this rank's slot (by its name, ``Victim.kill_name``) that have
+        not fired yet (replacing any)."""
         self.disarm()
         v = self.victim
         t0_mono = time.monotonic() - v.now()
         live = [k for k in self.kills if k.seq not in self.consumed]
-        self.switch = KillSwitch(live, v.slot.role, v.slot.index, real=v.ulfm, t0=t0_mono,
+        name = v.kill_name
+        self.switch = KillSwitch(live, name.role, name.index, real=v.ulfm, t0=t0_mono,
                                  on_fire=lambda kill: self.record_own_death(kill, v.progress.current_step),
                                  node=self.node)
 
@@ -435,7 +483,7 @@ class Injector:
         v = self.victim
         if v.slot.role == "monitor":
             return
-        for kill in kills_for(self.kills, v.slot.role, v.slot.index, self.node):
+        for kill in kills_for(self.kills, v.kill_name.role, v.kill_name.index, self.node):
             if not kill.at_end or kill.seq in self.consumed:
                 continue
             if not v.ulfm:
@@ -458,7 +506,7 @@ class Injector:
         d = kill_notes_dir(v.out_path, v.run_id)
         d.mkdir(parents=True, exist_ok=True)
         rec = {"step": step, "at_end": kill.at_end, "time": v.now(), "rank": rank, "role": slot.role,
-               "index": slot.index, "plan": str(kill)}
+               "index": slot.index, "plan": str(kill), "seq": kill.seq}
         tmp = d / f".{rank}.{os.getpid()}.tmp"  # the victim may write its own note at the same time
         tmp.write_text(json.dumps(rec))
         tmp.replace(d / f"{rank}.json")  # atomic: the monitor never reads half a note

@@ -182,6 +182,30 @@ def test_replacement_is_spare_spawn_or_shrink():
         load_config(preset="tiny", sets=["layout.grow_back_steps=5"])
 
 
+SHRINK = ["layout.spares=0", "layout.replacement='shrink'", "layout.servers=4"]
+
+
+@pytest.mark.parametrize("strategy", ["ecsnap", "cpr", "cpr-mfu", "cpr-ssu"])
+def test_a_strategy_that_cannot_shrink_is_refused_up_front_when_a_server_may_die(strategy):
+    """Issue 36 item 5: from what the strategy declares (``Strategy.shrink_refusal``), before any rank
+    starts; a trainer kill, or kills the spares cover, still run."""
+    sets = [*SHRINK, f"strategy.name='{strategy}'"]
+    for kill in ("server:1@step=15+2ms", "node:3@step=5", "random:mtbf=5s,targets=server"):
+        with pytest.raises(ConfigError, match=f"kill plan '.*' may kill a server with no spare left: "
+                                              f"strategy {strategy} cannot restore rows onto fewer"):
+            load_config(preset="tiny", sets=sets, kill=[kill])
+    load_config(preset="tiny", sets=sets, kill=["trainer:1@step=15"])
+    load_config(preset="tiny", sets=[*sets, "layout.spares=1"], kill=["server:1@step=15"])
+    with pytest.raises(ConfigError, match="may kill a server with no spare left"):
+        load_config(preset="tiny", sets=[*sets, "layout.spares=1"],
+                    kill=["trainer:1@step=5;server:1@step=15"])
+    for ok in ("ckpt", "cnr", "log", "ecrm", "none"):  # (none: lost at the first kill anyway)
+        load_config(preset="tiny", sets=[*SHRINK, f"strategy.name='{ok}'"], kill=["server:1@step=15"])
+    with pytest.raises(ConfigError, match="dedicated parity ranks .* cannot shrink"):
+        load_config(preset="tiny", sets=[*SHRINK, "strategy.name='ecrm'", "layout.parity_ranks=1"],
+                    kill=["server:1@step=15"])
+
+
 def test_virtual_trainers_are_a_power_of_two_covering_the_trainers():
     assert load_config(preset="tiny").virtual_trainers == 4
     eight = load_config(preset="tiny", sets=["layout.trainers=8", "training.batch_size=16"])

@@ -254,3 +254,21 @@ def test_kills_before_a_resumed_step():
              Kill("server", 1, at_end=True), Kill("node", 1, step=29, after=0.01)]
     assert kills_before(kills, 30) == [kills[0], kills[4]]
     assert kills_before(kills, 0) == []
+
+
+def test_unfired_kills_say_why(cfg):
+    from mpiec.faults import Injector, unfired_kills
+    from mpiec.layout import Slot
+
+    plans = ["trainer:0@step=12", "trainer:0@step=28", "server:1@step=30", "spare:0@time=3"]
+    cfg.layout.spares = 1
+    kills = Injector(None, parse_kill_plans(plans, cfg)).kills  # type: ignore[arg-type]
+    held = {Slot("trainer", 1), Slot("server", 0), Slot("server", 1)}
+    out = {str(k): why for k, why in unfired_kills(kills, {0}, held, lost=False, shrink=True)}
+    assert set(out) == {"trainer:0@step=28", "server:1@step=30", "spare:0@time=3"}
+    assert out["trainer:0@step=28"] == ("no rank holds trainer:0 any more: a shrink dropped it "
+                                        "(layout.replacement = shrink)")
+    assert out["server:1@step=30"] == "the run ended before it was due"
+    assert "spare:0 was promoted" in out["spare:0@time=3"]
+    lost = unfired_kills(kills, {0, 1, 3}, held, lost=True, shrink=True)
+    assert [(str(k), why) for k, why in lost] == [("server:1@step=30", "the run was lost before it")]

@@ -99,6 +99,12 @@ class RankContext:
         # when a plan's slot table is adopted (recovery.carry_out)
         self.holders: dict[Slot, int] = {slot: r for r, slot in enumerate(self.slots)}
         self.gone: set[int] = set()  # original world ranks known dead
+        # the name kill plans use for each slot of the table (``faults``): the slot as launched. A
+        # spare or spawned process that takes a dead slot takes its name; a shrink's renumbered
+        # survivors keep theirs and a dropped slot's name is held by nobody (its kills cannot fire)
+        # until a growth gives it to a new process. Replaced by every plan's ``names`` (the same on
+        # every rank, with ``slots``).
+        self.names: dict[Slot, Slot] = {slot: slot for slot in self.slots}
         self.faults = Injector(self, parse_kill_plans(self.cfg.failures.kill, self.cfg))
 
     # -- identity -----------------------------------------------------------
@@ -109,6 +115,11 @@ class RankContext:
     @property
     def slot(self) -> Slot:
         return self.slots[self.rank]
+
+    @property
+    def kill_name(self) -> Slot:
+        """The name kill plans use for this rank's slot (``names``)."""
+        return self.names.get(self.slot, self.slot)
 
     @property
     def node(self) -> int:

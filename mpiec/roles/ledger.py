@@ -22,6 +22,9 @@ class RecoveryLedger:
     dead: bool = False  # emulated mode: this rank is the victim and only plays dead
     pending: set[Slot] = field(default_factory=set)  # monitor: slots promoted in an unfinished recovery
     unrecovered: list[Slot] = field(default_factory=list)  # slots dead since the last completed recovery
+    # their names in the kill plans (``RankContext.names`` when each died): an interrupted shrink's
+    # renumbering leaves ``unrecovered`` in two numberings, the names are one
+    dead_names: list[Slot] = field(default_factory=list)
     report_deaths: list[Slot] = field(default_factory=list)  # slots that died during the final report
     empty_failures: int = 0  # monitor: consecutive failures in which no rank had died
     # monitor: an unfinished recovery re-placed the rows over fewer servers (a failure cut it short):

@@ -36,7 +36,7 @@ from mpiec.accounting import (
 )
 from mpiec.comm import guard, mpi_library, recv
 from mpiec.data.factory import make_source
-from mpiec.faults import kill_notes_dir
+from mpiec.faults import kill_notes_dir, unfired_kills
 from mpiec.results import RANKS_DTYPE, ResultWriter
 from mpiec.roles.context import (
     TAG_CONTROL,
@@ -124,6 +124,7 @@ class Monitor:
         # spares die of step kills when they hear of the step: theirs, or their node's
         self.relay_steps = ctx.faults.by_step("spare", "node")
         self.timeline: list[np.ndarray] = []
+        self.noted_kills: set[int] = set()  # ``seq`` of the kills whose victims left a note
         self.evals: list[tuple] = []
         self.source = make_source(cfg)
         self.teacher_auc = float(self.source.teacher_auc(cfg.data.eval_samples))
@@ -289,6 +290,7 @@ class Monitor:
             "emulated": not ctx.ulfm and any(e[2] in ("kill", "emulated_kill") for e in events),
             "dense_replicas_consistent": len(dense) <= 1,
             "kills_fired": len(kills),
+            **self.kills_unfired(lost),
             "recoveries": len(breakdown),
             "reexecuted_steps": reexecuted_steps(tl),
             **layout_throughput(tl),
@@ -327,6 +329,16 @@ class Monitor:
         self.print_summary(summary, path, breakdown)
         return path
 
+    def kills_unfired(self, lost: bool) -> dict[str, Any]:
+        """``kills_planned`` and ``kills_unfired`` (JSON list of ``{"kill", "why"}``): every planned
+        kill that never fired, e.g. one whose slot a shrink dropped (``faults.unfired_kills``)."""
+        ctx = self.ctx
+        fired = ctx.faults.consumed | self.noted_kills
+        held = set(ctx.names.values())
+        missed = unfired_kills(ctx.faults.kills, fired, held, lost, ctx.cfg.layout.replacement == "shrink")
+        return {"kills_planned": len(ctx.faults.kills),
+                "kills_unfired": json.dumps([{"kill": str(k), "why": why} for k, why in missed])}
+
     def kill_events(self) -> list[tuple]:
         """Kill events from the victims' notes (a victim cannot send before dying)."""
         d = kill_notes_dir(self.ctx.out_path, self.ctx.run_id)
@@ -341,6 +353,8 @@ class Monitor:
                     # a victim that trains no steps (a spare, a parity rank) does not know the step
                     step = self.ctx.progress.current_step if k.get("at_end") else k["step"]
                     out.append((step, k["time"], "kill", k["rank"], k["role"], k["index"], k["plan"]))
+                    if isinstance(k.get("seq"), int):
+                        self.noted_kills.add(k["seq"])
                 except (OSError, ValueError, KeyError) as exc:
                     say(f"warning: unreadable kill note {f.name}: {exc}")
                 finally:
@@ -388,6 +402,12 @@ class Monitor:
                 f"time lost measured (steps {x['window_steps']})")
         if self.ctx.cfg.failures.kill and not s["kills_fired"]:
             say("note: no planned kill fired before the run ended (see failures.kill)")
+        missed = json.loads(s.get("kills_unfired", "[]"))
+        if missed:
+            shown = "; ".join(f"{m['kill']} ({m['why']})" for m in missed[:5])
+            more = (f"; and {len(missed) - 5} more (kills_unfired in the result file)" if len(missed) > 5
+                    else "")
+            say(f"note: {len(missed)} of {s['kills_planned']} planned kill(s) did not fire: {shown}{more}")
         for line in self.writer.warnings:  # failed checkpoints, attributes stored as text
             say(f"warning: {line}")
         sys.stdout.flush()

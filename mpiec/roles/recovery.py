@@ -84,7 +84,15 @@ def shrink_world(ctx: RankContext) -> list[Slot]:
     ctx.comms = Comms(world=new_world, data=None, trainers=None)
     ctx.slots = [s for r, s in enumerate(old_slots) if r not in dead]
     ctx.gone.update(ctx.holders.get(old_slots[r], -1) for r in dead)
+    note_dead_names(ctx, [old_slots[r] for r in dead])
     return [old_slots[r] for r in dead]
+
+
+def note_dead_names(ctx: RankContext, dead: list[Slot]) -> None:
+    """Remember the kill-plan names of slots that just died (``ctx.names`` is the one of the table
+    they died in), for ``consumed_kills``."""
+    names = [ctx.names.get(s, s) for s in dead]
+    ctx.ledger.dead_names += [n for n in names if n not in ctx.ledger.dead_names]
 
 
 def detect_ulfm(ctx: RankContext, exc: PeerFailure) -> Detection:
@@ -136,6 +144,7 @@ def detect_emulated(ctx: RankContext, data_ranks: list[int], step: int | None) -
     ctx.slots = [s for s in ctx.slots if s not in dead]
     ctx.ledger.unrecovered += [s for s in dead if s not in ctx.ledger.unrecovered]
     ctx.gone.update(ctx.holders.get(s, -1) for s in dead)
+    note_dead_names(ctx, dead)
     t = ctx.now()
     failure = Failure(step=step, committed=step - 1, dead=list(ctx.ledger.unrecovered), emulated=True,
                       survivors=list(ctx.slots))
@@ -157,11 +166,14 @@ def merge(previous: Detection | None, new: Detection) -> Detection:
 # -- 2. plan (monitor) ------------------------------------------------------------------
 
 def consumed_kills(ctx: RankContext, failure: Failure) -> list[int]:
-    """The planned kill that killed each dead slot's holder (at most one per slot), and the node
-    kill that killed each node with a dead holder (one per node)."""
+    """The planned kill that killed each dead slot's holder (at most one per slot, found by the
+    slot's name in the kill plans, ``ctx.names``), and the node kill that killed each node with a
+    dead holder (one per node)."""
     out = []
     now = ctx.now()
-    targets = [(slot.role, slot.index) for slot in failure.dead]
+    # (failure.dead mixes numberings after an interrupted shrink; the names do not)
+    names = ctx.ledger.dead_names or [ctx.names.get(s, s) for s in failure.dead]
+    targets = [(slot.role, slot.index) for slot in names]
     targets += [("node", n) for n in dead_nodes(ctx, failure)]
     for role, index in targets:
         mine = [k for k in ctx.faults.kills if k.role == role and k.index == index
@@ -236,6 +248,7 @@ def make_plan(ctx: RankContext, failure: Failure) -> RecoveryPlan:
             plan = RecoveryPlan.abort("every trainer died: the dense replica is lost and strategy "
                                       f"{ctx.cfg.strategy.name} keeps no copy of it")
     plan.slots = slots + list(plan.spawn)
+    plan.names = kill_names(ctx, plan)
     plan.failure = failure
     # when trainer 0 starts a growth: N steps after a shrink; not again after one (a failure during
     # it ends in a rollback); else as before
@@ -247,6 +260,26 @@ def make_plan(ctx: RankContext, failure: Failure) -> RecoveryPlan:
     replaced = ctx.ledger.pending | set(plan.assignments.values()) | (set(plan.spawn) - grown)
     plan.replaced = sorted(replaced, key=slot_order)
     return plan
+
+
+def kill_names(ctx: RankContext, plan: RecoveryPlan) -> dict[Slot, Slot]:
+    """Monitor: the kill-plan name of every slot of ``plan.slots`` (``RankContext.names``). A slot
+    keeps its name through a spare or a spawned process taking it and through a shrink's
+    renumbering (``plan.renamed``, old -> new); a slot a growth adds takes the lowest name of its
+    role that no slot holds (a dropped one's)."""
+    back = {new: old for old, new in plan.renamed.items()}
+    names: dict[Slot, Slot] = {}
+    for slot in plan.slots:
+        old = back.get(slot, slot)
+        if old in ctx.names and not (plan.grow and slot in plan.spawn):
+            names[slot] = ctx.names[old]
+    held = set(names.values())
+    for slot in plan.slots:
+        if slot not in names:
+            free = (Slot(slot.role, i) for i in range(len(plan.slots)))
+            names[slot] = next(n for n in free if n not in held)
+            held.add(names[slot])
+    return names
 
 
 def shrink_slots(slots: list[Slot], role: str) -> dict[Slot, Slot]:
@@ -264,12 +297,18 @@ def plan_shrink(ctx: RankContext, failure: Failure, plan: RecoveryPlan, slots: l
     """Monitor, ``layout.replacement = "shrink"`` with no spare left for ``plan.dropped``: the
     survivors go on without those slots. A dropped trainer's virtual shards go to the others (no
     state is lost). Dropped servers re-place every row over the survivors, which the strategy
-    must restore (``Coordinator.on_shrink``: a rollback), within its stripe width and the memory
-    the receiving servers have; otherwise the plan aborts with the reason."""
+    must restore (``Coordinator.on_shrink``: a rollback or a handover), within its stripe width and
+    the memory the receiving servers have; a strategy that declares it cannot
+    (``Strategy.shrink_refusal``) is not asked. Otherwise the plan aborts with the reason."""
     servers = [s for s in plan.dropped if s.role == SERVER]
     # ``ctx.ledger.relayout``: an attempt that a failure cut short already re-placed the rows (its
     # slot table, renumbered, is the one in ``slots``): this one finishes that rollback
     if servers or ctx.ledger.relayout:
+        refusal = type(ctx.strategy).shrink_refusal(ctx.cfg)
+        if refusal:
+            # before the strategy's own plan is used: a rollback of a strategy that cannot re-place
+            # rows restores onto the old placement (ecsnap's snapshots died of IndexError there)
+            return RecoveryPlan.abort(refusal)
         left = sum(1 for s in slots if s.role == SERVER)
         k, r = type(ctx.strategy).stripe_shape(ctx.cfg)
         if left < max(k + r, 1):
@@ -279,22 +318,22 @@ def plan_shrink(ctx: RankContext, failure: Failure, plan: RecoveryPlan, slots: l
         why = shrink_room(ctx, left)
         if why:
             return RecoveryPlan.abort(why)
-        if plan.scope is not Scope.ROLLBACK:
-            runtime = plan
-            plan = ctx.coordinator().on_shrink(failure, plan)
-            if plan.aborts:
-                return plan
-            if plan.handover and ctx.ledger.pending:
-                return RecoveryPlan.abort("a failure came before slots promoted in an earlier recovery were "
-                                          f"restored ({', '.join(sorted(map(str, ctx.ledger.pending)))}): "
-                                          "their rows cannot be handed over")
-            if plan.scope is not Scope.ROLLBACK and not plan.handover:
-                return RecoveryPlan.abort(f"strategy {ctx.cfg.strategy.name}: on_shrink must roll back "
-                                          f"every server onto the new placement or hand the rows over, it "
-                                          f"answered {plan.scope}")
-            plan.step, plan.committed, plan.epoch, plan.consumed = (runtime.step, runtime.committed,
-                                                                   runtime.epoch, runtime.consumed)
-            plan.assignments, plan.spawn, plan.dropped = runtime.assignments, runtime.spawn, runtime.dropped
+        # asked also when its plan is a rollback already: the rollback must be onto the new placement
+        runtime = plan
+        plan = ctx.coordinator().on_shrink(failure, plan)
+        if plan.aborts:
+            return plan
+        if plan.handover and ctx.ledger.pending:
+            return RecoveryPlan.abort("a failure came before slots promoted in an earlier recovery were "
+                                      f"restored ({', '.join(sorted(map(str, ctx.ledger.pending)))}): "
+                                      "their rows cannot be handed over")
+        if plan.scope is not Scope.ROLLBACK and not plan.handover:
+            return RecoveryPlan.abort(f"strategy {ctx.cfg.strategy.name}: on_shrink must roll back "
+                                      f"every server onto the new placement or hand the rows over, it "
+                                      f"answered {plan.scope}")
+        plan.step, plan.committed, plan.epoch, plan.consumed = (runtime.step, runtime.committed,
+                                                               runtime.epoch, runtime.consumed)
+        plan.assignments, plan.spawn, plan.dropped = runtime.assignments, runtime.spawn, runtime.dropped
         plan.relayout = True
     if not any(s.role == TRAINER for s in slots):
         return RecoveryPlan.abort("every trainer died: nothing is left to take their virtual shards")
@@ -415,6 +454,7 @@ def carry_out(ctx: RankContext, role: Role | None, plan: RecoveryPlan, detection
         spawn_replacements(ctx, plan)
     me_before = ctx.role_slot  # the slot this rank's role was built for (an attempt that a
     ctx.slots = list(plan.slots)  # failure cut may have moved it)
+    ctx.names = dict(plan.names) or {s: ctx.names.get(s, s) for s in ctx.slots}  # (with the table)
     for spare, dead in plan.assignments.items():  # the promoted processes go with their slots
         ctx.holders[dead] = ctx.holders.pop(spare, -1)
     for slot in plan.spawn:
@@ -494,6 +534,7 @@ def carry_out(ctx: RankContext, role: Role | None, plan: RecoveryPlan, detection
         ctx.ledger.pending = set()
         ctx.ledger.relayout = False
     ctx.ledger.unrecovered = []
+    ctx.ledger.dead_names = []
     ctx.event("restore_end", plan.step, ctx.rank, detail=f"resume at step {restored + 1}")
     if promoted or not ctx.faults.armed:
         ctx.faults.arm()

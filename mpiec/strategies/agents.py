@@ -176,9 +176,10 @@ class Coordinator(Agent):
     def on_shrink(self, failure: Failure, plan: RecoveryPlan) -> RecoveryPlan:
         """``layout.replacement = "shrink"``: servers died with no spare left and the runtime
         re-places every row over the ``env.n_servers - len(dead)`` survivors (the placement of a
-        run started with that many). Called on the monitor, before the plan is broadcast, only
-        when ``plan`` (this agent's ``plan(failure)``) is not already a ROLLBACK; the answer must
-        restore every server onto the new placement: a ROLLBACK (``checkpointing.rollback_plan``),
+        run started with that many). Called on the monitor, before the plan is broadcast, with
+        ``plan`` (this agent's ``plan(failure)``, a ROLLBACK too), only for a strategy that declares
+        ``Strategy.shrinks`` (the runtime refuses the others with ``shrink_refusal``'s line); the
+        answer must restore every server onto the new placement: a ROLLBACK (``checkpointing.rollback_plan``),
         or ``plan`` with ``handover`` set (the step agents rebuild the dropped servers' rows at the
         committed step, ``StepAgent.handover``, and nothing is re-executed), or abort. It is asked
         again when a failure cut the first answer short (the ranks' state may be half re-placed).

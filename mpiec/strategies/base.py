@@ -56,6 +56,11 @@ class Strategy:
     needs_delta: ClassVar[bool] = False  # servers compute old XOR new row bytes on apply (fused)
     needs_old: ClassVar[bool] = False  # servers keep a copy of the rows before apply
     recovers: ClassVar[bool] = False  # the coordinator's plan() can return something else than abort
+    #: ``layout.replacement = "shrink"``: the coordinator's ``on_shrink`` restores every server onto
+    #: fewer servers (a rollback loading rows by global id, or a handover). False: a server death with
+    #: no spare left ends the run with ``shrink_refusal``'s line, refused at launch where the kill plan
+    #: can cause one (``config.validate``); trainers shrink under any strategy
+    shrinks: ClassVar[bool] = False
     #: merge rule of every key an agent's ``summary()`` may return: sum | max | min | first
     summary_rules: ClassVar[dict[str, str]] = {}
     #: the recovery claims no loss: a recovered run ends with the failure-free ``param_checksum``
@@ -89,6 +94,15 @@ class Strategy:
     def stripe_shape(cls, cfg: Config) -> tuple[int, int]:
         """(k, r) of the row placement: data rows and parity rows per stripe."""
         return 1, 0
+
+    @classmethod
+    def shrink_refusal(cls, cfg: Config) -> str:
+        """Why this strategy cannot restore rows onto fewer servers under ``cfg`` (one line), or ""
+        when it can (``shrinks``). Launcher and monitor; no MPI."""
+        if cls.shrinks:
+            return ""
+        return (f"strategy {cls.name} cannot restore rows onto fewer servers (layout.replacement = "
+                "shrink): give the run spares")
 
     def checkpoint_root(self, out_path: Path) -> Path | None:
         """The directory this strategy writes checkpoints into for a run whose result file is

@@ -105,6 +105,7 @@ class FullCheckpoint(Strategy):
     description = "periodic full checkpoints; on a failure every rank rolls back (XDL/TorchRec baseline)"
     Params = CkptParams
     recovers = True
+    shrinks = True
     lossless = True
     cost = CostModel("rollback", interval="young")
     summary_rules: ClassVar[dict[str, str]] = {

@@ -229,6 +229,7 @@ class CheckNRun(Strategy):
     description = "Check-N-Run: modified-row differential, quantized, decoupled checkpoints (NSDI'22)"
     Params = CnrParams
     recovers = True
+    shrinks = True
     lossless = True  # with quantization the restored rows are approximate: the contract runs it unquantized
     cost = CostModel("rollback", interval="young", diffs=True)
     summary_rules: ClassVar[dict[str, str]] = {

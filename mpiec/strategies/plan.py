@@ -62,6 +62,9 @@ class RecoveryPlan:
     # elastic (layout.replacement = "shrink"): dead slots left empty, survivors renumbered (old -> new)
     dropped: list[Slot] = field(default_factory=list)
     renamed: dict[Slot, Slot] = field(default_factory=dict)
+    # the name kill plans use for every slot of ``slots`` (``RankContext.names``): the slot as the
+    # run was launched (a growth's new slot: a dropped one's name)
+    names: dict[Slot, Slot] = field(default_factory=dict)
     relayout: bool = False  # every row re-placed (the server count changed)
     # a shrink without rollback: the step agents rebuild the dropped servers' rows (``handover``)
     handover: bool = False

@@ -5,13 +5,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from mpi4py import MPI
 
 from mpiec.comm import Comms
 from mpiec.config import load_config
 from mpiec.layout import Slot, initial_slots
 from mpiec.roles.context import RankContext
-from mpiec.roles.recovery import make_plan, reconcile
+from mpiec.roles.recovery import make_plan, note_dead_names, reconcile
 from mpiec.roles.runner import make_agent
 from mpiec.strategies.base import Failure, RecoveryPlan, Scope
 from mpiec.strategies.env import RankEnv
@@ -32,6 +33,8 @@ def context(tmp_path: Path, strategy: str = "ckpt", spares: int = 2, kills: str 
 
 
 def fail(ctx: RankContext, dead: list[Slot], committed: int = 9) -> Failure:
+    """As ``detect_ulfm`` leaves the monitor: ``dead`` gone from the table (their names noted)."""
+    note_dead_names(ctx, [s for s in dead if s in ctx.slots])
     ctx.slots = [s for s in ctx.slots if s not in dead]
     return Failure(step=committed + 1, committed=committed, dead=dead, survivors=list(ctx.slots))
 
@@ -108,6 +111,35 @@ def test_shrink_says_why_it_cannot(tmp_path):
     assert plan.aborts and "strategy cpr cannot restore rows onto fewer servers" in plan.reason
 
 
+@pytest.mark.parametrize("strategy", ["ecsnap", "cpr", "cpr-mfu", "cpr-ssu"])
+def test_a_strategy_that_cannot_shrink_is_refused_even_when_it_rolls_back(strategy, tmp_path):
+    """``ecsnap``'s plan is a rollback, which the runtime used as is: its snapshots, coded for the
+    old placement, restored onto the new one (IndexError on every survivor). Every strategy that
+    does not declare ``shrinks`` gets its one-line refusal instead, whatever its plan."""
+    ctx = context(tmp_path, strategy, spares=0, **{"layout.replacement": "'shrink'", "layout.servers": 4})
+    assert not type(ctx.strategy).shrinks
+    plan = make_plan(ctx, fail(ctx, [Slot("server", 1)]))
+    assert plan.aborts and plan.reason == type(ctx.strategy).shrink_refusal(ctx.cfg)
+    assert f"strategy {strategy} cannot restore rows onto fewer servers" in plan.reason
+    ctx = context(tmp_path, strategy, spares=0, **{"layout.replacement": "'shrink'", "layout.servers": 4})
+    plan = make_plan(ctx, fail(ctx, [Slot("trainer", 1)]))  # trainers shrink under every strategy
+    assert not plan.aborts and plan.dropped == [Slot("trainer", 1)]
+
+
+def test_every_strategy_that_declares_shrinks_answers_a_rollback_plan_onto_fewer_servers(tmp_path):
+    """``on_shrink`` is asked also when the strategy's own plan is a rollback (``log``'s fallback
+    after a trainer kill; ``ecrm``'s fallback): the answer is a rollback onto the new placement."""
+    sets = {"layout.replacement": "'shrink'", "layout.servers": 4}
+    for strategy, extra in (("ckpt", {}), ("cnr", {}), ("log", {}),
+                            ("ecrm", {"strategy.params.k": 2, "strategy.params.fallback": "'ckpt'",
+                                      "strategy.params.fallback_interval": 5})):
+        ctx = context(tmp_path / strategy, strategy, spares=0, **sets, **extra)
+        assert type(ctx.strategy).shrinks and not type(ctx.strategy).shrink_refusal(ctx.cfg)
+        plan = make_plan(ctx, fail(ctx, [Slot("server", 1), Slot("trainer", 0)]))
+        assert not plan.aborts and plan.scope is Scope.ROLLBACK and plan.relayout, (strategy, plan.reason)
+        assert plan.dropped == [Slot("trainer", 0), Slot("server", 1)]
+
+
 def test_ecrm_hands_a_dropped_servers_rows_over_to_the_survivors(tmp_path):
     """No rollback: the survivors decode the rows at the committed step (``StepAgent.handover``)."""
     ctx = context(tmp_path, "ecrm", spares=0, **{"layout.replacement": "'shrink'", "layout.servers": 4,
@@ -175,3 +207,80 @@ def test_a_plan_carries_every_kill_fired_so_far(tmp_path):
     second = make_plan(ctx, fail(ctx, [Slot("server", 1), Slot("server", 0)]))
     assert [str(k) for k in ctx.faults.kills if k.seq in second.consumed] == ["server:1@step=10",
                                                                                "server:0@step=10+20ms"]
+
+
+def adopt(ctx: RankContext, plan: RecoveryPlan) -> None:
+    """What ``carry_out`` does with a completed plan, on the monitor."""
+    ctx.slots, ctx.names = list(plan.slots), dict(plan.names)
+    ctx.faults.consumed.update(plan.consumed)
+    ctx.ledger.unrecovered, ctx.ledger.dead_names = [], []
+
+
+SHRINK3 = {"layout.servers": 3, "layout.replacement": "'shrink'"}
+
+
+def test_a_renumbered_survivor_keeps_its_kill_name_and_a_dropped_name_is_held_by_nobody(tmp_path):
+    """Issue 36 item 6: ``server:0@12; server:2@28`` on 3 servers fired 1 of 2 (the survivor launched
+    as server 2 was re-armed as server 1). A slot name means the slot as launched."""
+    ctx = context(tmp_path, spares=0, kills="server:0@step=12;server:2@step=28", **SHRINK3)
+    first = make_plan(ctx, fail(ctx, [Slot("server", 0)], committed=11))
+    assert first.renamed == {Slot("server", 1): Slot("server", 0), Slot("server", 2): Slot("server", 1)}
+    assert first.names[Slot("server", 0)] == Slot("server", 1)
+    assert first.names[Slot("server", 1)] == Slot("server", 2)
+    assert Slot("server", 0) not in first.names.values()
+    adopt(ctx, first)
+    # the process holding server:1 now dies of server:2's kill: that kill is the one consumed
+    second = make_plan(ctx, fail(ctx, [Slot("server", 1)], committed=27))
+    assert [str(k) for k in ctx.faults.kills if k.seq in second.consumed] == ["server:0@step=12",
+                                                                                "server:2@step=28"]
+    assert second.names == {**{s: s for s in second.slots if s.role != "server"},
+                            Slot("server", 0): Slot("server", 1)}
+
+
+def test_trainers_keep_their_names_and_a_growth_takes_a_dropped_one(tmp_path):
+    ctx = context(tmp_path, spares=0, kills="trainer:0@step=12;trainer:0@step=28",
+                  **{"layout.replacement": "'shrink'", "layout.grow_back_steps": 5})
+    plan = make_plan(ctx, fail(ctx, [Slot("trainer", 0)], committed=11))
+    assert plan.names[Slot("trainer", 0)] == Slot("trainer", 1) and plan.grow_at == 17
+    adopt(ctx, plan)
+    ctx.grow_at = plan.grow_at
+    grow = make_plan(ctx, Failure(step=17, committed=16, dead=[], survivors=list(ctx.slots)))
+    assert grow.grow and grow.spawn == [Slot("trainer", 1)]
+    # the spawned process takes the dropped name: trainer:0's second kill can fire on it
+    assert grow.names[Slot("trainer", 1)] == Slot("trainer", 0)
+    assert grow.names[Slot("trainer", 0)] == Slot("trainer", 1)
+
+
+def test_a_spare_takes_the_dead_slots_name(tmp_path):
+    ctx = context(tmp_path, spares=1, kills="server:1@step=5;server:1@step=20")
+    plan = make_plan(ctx, fail(ctx, [Slot("server", 1)], committed=4))
+    assert plan.names[Slot("server", 1)] == Slot("server", 1) and Slot("spare", 0) not in plan.names
+
+
+def test_a_failure_during_an_ecrm_handover_rolls_back_and_consumes_the_kill_by_name(tmp_path):
+    """Issue 36 item 8: server 1 dropped, its rows handed over; the server launched as 4 (server 3
+    after the renumbering) dies during the handover. The survivors' state may be half re-placed,
+    so ecrm's plan falls back to a rollback, and ``on_shrink`` (asked of every rollback now) must
+    keep it: handing over again crashed every server with ValueError (their members still held
+    the interrupted handover's placement). ``failure.dead`` mixes the two numberings (server:1 of
+    the first, server:3 of the second; server:1 of the second is alive): the kills are consumed by
+    name, both of them (by slot, server:4's kill stayed live)."""
+    sets = {"layout.replacement": "'shrink'", "layout.servers": 6, "strategy.params.k": 2,
+            "strategy.params.fallback": "'ckpt'", "strategy.params.fallback_interval": 5}
+    ctx = context(tmp_path, "ecrm", spares=0, kills="server:1@step=15+1ms;server:4@step=15+900ms", **sets)
+    first = make_plan(ctx, fail(ctx, [Slot("server", 1)], committed=14))
+    assert first.handover and first.names[Slot("server", 3)] == Slot("server", 4)
+    ctx.ledger.relayout = True  # (share_plan, on the monitor)
+    ctx.slots, ctx.names = list(first.slots), dict(first.names)  # adopted; the handover then fails
+    note_dead_names(ctx, [Slot("server", 3)])
+    ctx.slots = [s for s in ctx.slots if s != Slot("server", 3)]
+    failure = Failure(step=15, committed=14, dead=[Slot("server", 1), Slot("server", 3)],
+                      survivors=list(ctx.slots))
+    second = make_plan(ctx, failure)
+    assert second.scope is Scope.ROLLBACK and not second.handover and second.relayout, second.reason
+    assert "interrupted the handover" in second.reason
+    assert second.dropped == [Slot("server", 3)] and second.renamed == {Slot("server", 4): Slot("server", 3)}
+    assert sum(s.role == "server" for s in second.slots) == 4
+    assert second.names[Slot("server", 3)] == Slot("server", 5)
+    assert [str(k) for k in ctx.faults.kills if k.seq in second.consumed] == ["server:1@step=15+1ms",
+                                                                                "server:4@step=15+900ms"]

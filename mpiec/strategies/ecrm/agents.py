@@ -321,9 +321,13 @@ class EcrmCoordinator(Coordinator):
         every row, nothing re-executed; every holder then re-encodes the parity of the new stripes
         (``Member.on_recovered``). Where a handover cannot be (``handover_refusal``), the
         fallback's rollback onto the new placement, else the run ends saying why."""
-        if self.env.cfg.layout.parity_ranks:
-            return RecoveryPlan.abort("ecrm with dedicated parity ranks (layout.parity_ranks) cannot shrink: "
-                                      "they keep the placement they were built for; give the run spares")
+        # (dedicated parity ranks: the runtime refused the shrink already, ``shrink_refusal``)
+        if plan.scope is Scope.ROLLBACK:
+            # ``plan`` fell back already (a failure interrupted a handover: the rows may be half
+            # re-placed; a stripe beyond r; a trainer with a server): the fallback's rollback loads
+            # rows by global id onto the new placement. Handing over instead crashed every server
+            # (its members still had the interrupted handover's placement)
+            return plan
         why = self.handover_refusal(failure, plan)
         if not why:
             self.handing_over = True

@@ -185,6 +185,7 @@ class ErasureCoded(Strategy):
     cost = CostModel("rebuild")
     needs_delta = True
     recovers = True
+    shrinks = True
     summary_rules: ClassVar[dict[str, str]] = {
         "code": "first", "k": "first", "r": "first", "parity_placement": "first",
         "parity_bytes_per_step": "sum", "parity_bytes": "sum", "parity_rows_per_step": "sum",
@@ -231,6 +232,14 @@ class ErasureCoded(Strategy):
         if lay.parity_ranks and cfg.failures.kill and cfg.failures.mode == "emulated":
             raise ConfigError("dedicated parity ranks (layout.parity_ranks) need ULFM failure detection: "
                               "failures.mode = emulated cannot stop a parity rank waiting for deltas")
+
+    @classmethod
+    def shrink_refusal(cls, cfg: Config) -> str:
+        """Shrinks by a handover (or the fallback's rollback), not with dedicated parity ranks."""
+        if cfg.layout.parity_ranks:
+            return ("ecrm with dedicated parity ranks (layout.parity_ranks) cannot shrink: they keep the "
+                    "placement they were built for; give the run spares")
+        return ""
 
     @classmethod
     def stripe_shape(cls, cfg: Config) -> tuple[int, int]:

@@ -157,6 +157,13 @@ class ErasureCodedSnapshots(Strategy):
             self.fallback = FullCheckpoint(dataclasses.replace(
                 cfg, strategy=dataclasses.replace(cfg.strategy, name="ckpt", params=params)))
 
+    @classmethod
+    def shrink_refusal(cls, cfg: Config) -> str:
+        """Never shrinks its servers: the snapshots and their parity are coded for the placement they
+        were taken on, and a rollback restores them onto that placement only."""
+        return ("strategy ecsnap cannot restore rows onto fewer servers (layout.replacement = shrink): "
+                "its snapshots are coded for the placement they were taken on; give the run spares")
+
     def checkpoint_root(self, out_path: Path) -> Path | None:
         return self.fallback.checkpoint_root(out_path) if self.fallback is not None else None
 

@@ -120,6 +120,7 @@ class UpdateLog(Strategy):
                    "restores and replays them (lossless partial recovery)")
     Params = LogParams
     recovers = True
+    shrinks = True
     lossless = True
     # the simulator: only the lost shards restore and replay the logged steps (calibrated from log runs)
     cost = CostModel("replay", interval="young")
@@ -426,7 +427,10 @@ class LogCoordinator(Coordinator):
 
     def on_shrink(self, failure: Failure, plan: RecoveryPlan) -> RecoveryPlan:
         """A rollback: the logs hold rows by their old servers' local slots, not replayable onto
-        the new placement."""
+        the new placement. A plan that is a rollback already (``plan`` fell back, counted there)
+        is ckpt's, which loads rows by global id onto any placement."""
+        if plan.scope is Scope.ROLLBACK:
+            return plan
         plan = self.ckpt.on_shrink(failure, plan)
         plan.reason = "full rollback: rows re-placed onto fewer servers (the logs address the old placement)"
         self.fallbacks += 1
