@@ -62,6 +62,7 @@ __all__ = [
     "kills_fired",
     "overhead_pct",
     "planned_kills",
+    "unfired_kills",
     "recovery_means",
     "repair_throughput_vs_twin",
     "twin_for",
@@ -107,6 +108,19 @@ def variant(r: RunResult) -> str:
 
 def kills_fired(r: RunResult) -> int:
     return int(sum(decode(k) in KILL_KINDS for k in r.events["kind"]))
+
+
+def unfired_kills(r: RunResult) -> list[str]:
+    """The planned kills that never fired (``summary.kills_unfired``, "kill: why"); [] in older files."""
+    import json
+
+    try:
+        doc = json.loads(str(r.summary.get("kills_unfired") or "[]"))
+    except ValueError:
+        return ["(kills_unfired unreadable)"]
+    if not isinstance(doc, list):
+        return []
+    return [f"{d.get('kill')}: {d.get('why')}" if isinstance(d, dict) else str(d) for d in doc]
 
 
 def planned_kills(r: RunResult) -> list[Any]:

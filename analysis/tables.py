@@ -49,6 +49,7 @@ from .metrics import (
     finite,
     overhead_pct,
     planned_kills,
+    unfired_kills,
 )
 from .read import repeat_of
 from .stats import (
@@ -337,9 +338,23 @@ def comparison_tables(results: list[RunResult], baseline: str = "none") -> list[
         tables[0].verdicts.insert(0, line)
     if any(m.failure for m in metrics):
         tables.append(failure_table(metrics, _scenario(metrics, results)))
+        tables[-1].verdicts.extend(unfired_lines(results))
     if any(m.recovery for m in metrics):
         tables.append(recovery_table(metrics))
     return tables
+
+
+def unfired_lines(results: list[RunResult]) -> list[str]:
+    """One line per run where a planned kill did not fire: the strategies were then not compared under
+    the same failures (a shrink dropped the slot, the run ended or was lost first)."""
+    out = []
+    for r in results:
+        missed = unfired_kills(r)
+        if missed:
+            out.append(f"NOT the same failures: {r.name}: {len(missed)} of {len(planned_kills(r)) or '?'} "
+                       f"planned kill(s) did not fire ({'; '.join(missed[:3])}"
+                       + (f"; {len(missed) - 3} more" if len(missed) > 3 else "") + ")")
+    return out
 
 
 def comparison_table(results: list[RunResult], baseline: str = "none") -> str:
@@ -699,7 +714,8 @@ def repeated_failure_table(groups: dict[tuple[str, bool], Group], scenario: str 
     title = "under failures" + (f": {scenario}" if scenario else "") + (
         " (medians [95 % interval])" if median(range(n)).is_ci95 else f" (medians, range of {n} runs)")
     return Table(title, header, rows, right=set(range(1, len(header))) - {3}, notes=notes,
-                 verdicts=_grouped_verdicts(groups))
+                 verdicts=_grouped_verdicts(groups)
+                 + unfired_lines([r for (_, f), g in groups.items() if f for _, r in g]))
 
 
 def _grouped_verdicts(groups: dict[tuple[str, bool], Group]) -> list[str]:

@@ -135,3 +135,20 @@ def test_other_share_is_never_negative(tmp_path):
     shares = phase_breakdown(load_results(tmp_path / "p.h5")[0], warmup=0)
     assert shares["other"] == 0.0
     assert "-" not in phase_table(load_results(tmp_path)).split("\n", 2)[2].replace("—", "")
+
+
+def test_a_kill_that_did_not_fire_is_shown_under_the_failure_table(tmp_path):
+    """A bench compares strategies under the same failures: a run whose planned kill never fired says so."""
+    import json
+
+    from mpiec.analysis import load_results
+    from mpiec.analysis.tables import comparison_table
+    from synthetic import write_run
+
+    write_run(tmp_path / "a.h5", "none", throughput=1000.0)
+    write_run(tmp_path / "b.h5", "ckpt", throughput=900.0, kill_at=20,
+              kill_plan=["server:1@step=20", "server:0@step=30"],
+              summary={"kills_planned": 2, "kills_unfired": json.dumps(
+                  [{"kill": "server:0@step=30", "why": "no rank holds server:0 any more"}])})
+    text = " ".join(comparison_table(load_results(tmp_path)).split())
+    assert "NOT the same failures: b: 1 of 2 planned kill(s) did not fire (server:0@step=30: no rank" in text
