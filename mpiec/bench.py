@@ -555,8 +555,8 @@ class Bench:
         self.write_manifest()
         self.report(paths)
         if left_out:
-            print(f"\n[mpiec bench] left out of the tables: {len(left_out)} crashed run(s) (exit code "
-                  f"{EXIT_CRASH}):", flush=True)
+            print(f"\n[mpiec bench] left out of the tables: {len(left_out)} run(s) that crashed, hit the "
+                  f"time limit or were interrupted (exit code {EXIT_CRASH}):", flush=True)
             for line in left_out:
                 print(f"[mpiec bench]   {line}", flush=True)
         return worst

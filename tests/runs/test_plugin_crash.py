@@ -67,7 +67,7 @@ def test_a_bench_leaves_a_crashed_run_out_of_its_tables_and_fails(plugins, tmp_p
     assert run.code == 3, text
     table = run.stdout[run.stdout.index("\nfailure-free\n"):run.stdout.index("result files in")]
     assert "\nnone " in table and "h36-hook" not in table  # the crashed run is no row
-    assert "left out of the tables: 1 crashed run(s)" in text
+    assert "left out of the tables: 1 run(s) that crashed" in text
     assert "h36-hook failure-free: the run crashed: rank 3 (server:0) at step 10" in text
     runs = json.loads((out / "bench.json").read_text())["runs"]
     assert [(r["variant"], r["crashed"]) for r in runs] == [("none", False), ("h36-hook", True)]
