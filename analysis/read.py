@@ -5,7 +5,7 @@ directories are searched recursively for ``*.h5`` (hidden temporary files of
 an unfinished writer never match); each file is read once; the order is
 deterministic (creation time, then path); a bad file raises
 ``ResultFileError`` naming it, or with ``skip_bad=True`` is reported on stderr
-and skipped — never skipped silently.
+and skipped — never skipped silently; a crashed run's file is left out with a line too.
 """
 
 from __future__ import annotations
@@ -73,20 +73,30 @@ def load_results(
     *,
     skip_bad: bool = False,
     stream: TextIO | None = None,
+    keep_crashed: bool = False,
 ) -> list[RunResult]:
     """Read every result file, sorted by ``created`` then path.
 
     ``skip_bad=True`` reports each unreadable file as one line on ``stream``
-    (stderr by default) instead of raising. An empty list is returned when no
+    (stderr by default) instead of raising. The file of a run that crashed (summary ``crashed``: a
+    rank died of an exception) is left out with one line on ``stream``, unless ``keep_crashed``:
+    it measured a bug, not a strategy. An empty list is returned when no
     file is found (callers decide whether that is an error).
     """
     out: list[RunResult] = []
     for path in find_result_files(paths_or_dirs):
         try:
-            out.append(read_result(path))
+            result = read_result(path)
         except ResultFileError as exc:
             if not skip_bad:
                 raise
             print(f"mpiec: warning: skipping {exc}", file=stream or sys.stderr)
+            continue
+        if result.summary.get("crashed") and not keep_crashed:
+            why = result.summary.get("crash_reason", "")
+            print(f"mpiec: warning: skipping {path}: the run crashed ({why}); it measured nothing",
+                  file=stream or sys.stderr)
+            continue
+        out.append(result)
     out.sort(key=lambda r: (r.created, str(r.path)))
     return out

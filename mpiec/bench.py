@@ -22,10 +22,14 @@ Invariants:
   (``ckpt:replacement=shrink``): it runs without spares, beside the same strategy with them.
 * Bad input (unknown scenario, strategy, malformed trace, what ``launch`` would refuse of a
   variant, a ``--repeat`` above ``MAX_REPEAT``, a checkpoint directory several runs would share)
-  fails before any run starts, and the bench says how long it may take before it starts.
+  fails before any run starts, and the bench says how long it may take before it starts; with the
+  default strategy list, a plug-in that does not load is named and left out.
 * **Names**: a run's file name is a plain name inside ``--out`` whatever its variant's values hold
   (``run_label``: ``dir=/../x`` leaves no path in it).
 * Ctrl-C (SIGTERM, SIGHUP) in any run, the warm-up included, stops the bench with a non-zero exit.
+* **A crash is no row**: a run that crashed (exit 3: a rank's exception, a time limit) is marked
+  ``crashed`` in ``bench.json``, left out of the tables (a line after them says which and why),
+  and the bench exits 3.
 * **Repeated and interleaved** (``--repeat N``, ``run_plan``): every variant runs N times
   failure-free and N times under the scenario, round by round; each round runs every variant once
   (its failure-free run, then its failure run) in an order rotated by one each round, ``none``
@@ -345,10 +349,15 @@ class Bench:
     """The bench's runs, in order: failure-free first (``none`` first), then the failure runs."""
 
     def __init__(self, args: argparse.Namespace) -> None:
-        from mpiec.strategies import available
+        from mpiec.strategies import STRATEGIES
 
         self.args = args
-        names = [v.strip() for v in args.strategies.split(",")] if args.strategies else available()
+        if args.strategies:
+            names = [v.strip() for v in args.strategies.split(",")]
+        else:  # every strategy that loads: a broken plug-in is named and left out, never fatal
+            names, problems = STRATEGIES.usable()
+            for problem in problems:
+                print(f"[mpiec bench] left out: {problem}", flush=True)
         self.variants = [v for v in names if v]
         if not self.variants:
             raise MpiecError("--strategies names no strategy")
@@ -373,7 +382,16 @@ class Bench:
             if not self.trace:
                 raise MpiecError(f"--trace {args.trace}: the trace holds no failure")
         # Validate every variant (and the custom kill plan) before any run starts.
-        self.base = {v: variant_config(args, v, list(args.kill)) for v in self.variants}
+        self.base = {}
+        for v in list(self.variants):
+            try:
+                self.base[v] = variant_config(args, v, list(args.kill))
+            except MpiecError as exc:
+                if args.strategies or STRATEGIES.origin(v) == "built-in":
+                    raise
+                # the default list: a plug-in whose own checks fail is left out, never fatal
+                print(f"[mpiec bench] left out: {exc}", flush=True)
+                self.variants.remove(v)
         for cfg in self.base.values():  # what launch() refuses, refused before the first run
             check_before_launch(cfg, args.timeout)
         # The baseline first (added when missing and failure-free runs are on): its training time
@@ -583,6 +601,7 @@ class Bench:
             print("[mpiec bench] interrupted during the warm-up: no run measured", flush=True)
             return EXIT_CRASH  # like Ctrl-C in any other run: the bench stops, exit non-zero
         paths: list[Path] = []
+        left_out: list[str] = []  # the crashed runs, said after the tables
         worst = 0
         for v, failure, rep in runs:
             if with_failures and self.kills is None and self.failure_free_s > 0:
@@ -604,16 +623,20 @@ class Bench:
             progress.start(what)
             outcome = launch(cfg, self.out, timeout=a.timeout, quiet=a.quiet, unique_name=True)
             progress.finish()
+            # a crash (a rank's exception, a time limit) measured nothing: never a row of the tables
+            crashed = outcome.code == EXIT_CRASH
             self.manifest.append({"order": len(self.manifest), "variant": v, "failure": failure,
                                   "repeat": rep or 0, "kill": list(cfg.failures.kill),
                                   "kill_shift_steps": shift,
                                   "path": str(outcome.path.name) if outcome.path else None,
-                                  "message": outcome.message or ""})
-            if outcome.path and not failure and v not in self.intervals:
+                                  "message": outcome.message or "", "crashed": crashed})
+            if outcome.path and not crashed and not failure and v not in self.intervals:
                 self.intervals[v] = _interval_steps(outcome.path)
             if outcome.message:
                 print(f"[mpiec bench] {v}: {outcome.message}", flush=True)
-            if outcome.path:
+            if crashed:
+                left_out.append(f"{what}: {outcome.message or 'crashed'}")
+            elif outcome.path:
                 paths.append(outcome.path)
                 if not failure and not self.failure_free_s:
                     self.failure_free_s = _training_time(outcome.path)
@@ -624,6 +647,11 @@ class Bench:
                 break
         self.write_manifest()
         self.report(paths)
+        if left_out:
+            print(f"\n[mpiec bench] left out of the tables: {len(left_out)} run(s) that crashed, hit the "
+                  f"time limit or were interrupted (exit code {EXIT_CRASH}):", flush=True)
+            for line in left_out:
+                print(f"[mpiec bench]   {line}", flush=True)
         return worst
 
     def write_manifest(self) -> None:

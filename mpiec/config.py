@@ -513,10 +513,9 @@ def validate(cfg: Config, memory: bool = True) -> None:
     _check_storage(cfg.storage)
 
     from mpiec.faults import parse_kill_plans, unshrinkable_kill  # local: faults imports config types
-    from mpiec.strategies import get_strategy_class
+    from mpiec.strategies import validate_strategy
 
-    strategy_cls = get_strategy_class(cfg.strategy.name)  # raises ConfigError
-    strategy_cls.validate(cfg)
+    strategy_cls = validate_strategy(cfg)  # ConfigError, one line, also for a plug-in's own bug
     _, r = strategy_cls.stripe_shape(cfg)
     _need(lay.parity_ranks in (0, r),
           f"layout.parity_ranks must be 0 or the strategy's parity count r = {r} "

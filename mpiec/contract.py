@@ -3,11 +3,13 @@
 Owns the checks (``tests/runs/test_contract.py`` runs them over every registered strategy, an
 installed plug-in included; a plug-in's author runs them on theirs with one command):
 
-* **declarations** — the class loads from the registry under its name, its ``Params`` defaults
-  parse, every ``summary_rules`` value is a merge rule (no MPI);
+* **declarations** — the class loads from the registry under its name, its ``Params`` is a
+  dataclass whose defaults are valid values of their fields (type and range), every
+  ``summary_rules`` value is a merge rule (``base.check_declarations``; no MPI);
 * **failure-free** — a run trains exactly what ``none`` trains (same ``param_checksum``), all
-  steps, not lost, no kill; the result's ``strategy`` and ``variant`` attributes name it; the
-  run completing also proves every summary key had a merge rule (the monitor refuses one without);
+  steps, not lost, no kill; the result's ``strategy`` and ``variant`` attributes name it; every
+  summary key had a merge rule (the monitor keeps a key without one by ``first`` and names it in
+  ``summary_merge_problems``, which fails this check);
 * **planned kills** — ``KILLS`` (a server, a trainer and a spare) each fire exactly once; a
   strategy that recovers completes in 2 or 3 recoveries, and one that claims ``lossless`` ends
   with the failure-free checksum; one that does not recover says it lost the run.
@@ -19,7 +21,6 @@ reason. Runs go through the ``mpiec`` CLI of the running interpreter (mpiexec un
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import os
 import signal
 import subprocess
@@ -29,10 +30,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from mpiec.errors import ConfigError
 from mpiec.results import RunResult, decode, read_result
 from mpiec.strategies import STRATEGIES
-from mpiec.strategies.base import MERGE_RULES, Strategy
-from mpiec.strategies.params import parse_params
+from mpiec.strategies.base import Strategy
+from mpiec.strategies.base import check_declarations as check_class_declarations
 
 STEPS = 30
 BASE = ["--preset", "tiny", "--steps", str(STEPS), "--set", "layout.spares=3"]
@@ -122,12 +124,12 @@ def _need(ok: bool, message: str) -> None:
 
 def check_declarations(name: str) -> str:
     """No MPI: the class loads under its name, its parameters parse, its merge rules exist."""
-    cls = strategy_class(name)
+    cls = strategy_class(name)  # the registry refuses unusable declarations (base.check_declarations)
     _need(cls.name == name, f"class {cls.__qualname__} says name '{cls.name}', registered as '{name}'")
-    _need(dataclasses.is_dataclass(cls.Params), f"{name}: Params must be a dataclass (params.param fields)")
-    parse_params(cls.Params, {}, name)  # the defaults are valid
-    bad = {k: v for k, v in cls.summary_rules.items() if v not in MERGE_RULES}
-    _need(not bad, f"{name}: summary_rules {bad} use no merge rule of {', '.join(MERGE_RULES)}")
+    try:
+        check_class_declarations(cls)  # Params a dataclass, its defaults valid values; merge rules known
+    except ConfigError as exc:
+        raise ContractError(f"{name}: {exc}") from None
     return (f"{cls.__module__}.{cls.__qualname__}, {len(cls.param_keys())} key(s), "
             f"{len(cls.summary_rules)} summary key(s), recovers={cls.recovers}, "
             f"lossless={getattr(cls, 'lossless', False)}")
@@ -152,6 +154,8 @@ def check_failure_free(case: Case, reference: str, out: Path) -> str:
     _need(s["steps_completed"] == STEPS and not s["lost"] and s["kills_fired"] == 0,
           f"{case.id}: steps_completed {s['steps_completed']}/{STEPS}, lost {s['lost']}, "
           f"kills_fired {s['kills_fired']}")
+    _need(not s.get("summary_merge_problems"),
+          f"{case.id}: the monitor could not merge the agents' summaries: {s.get('summary_merge_problems')}")
     strategy, variant = str(res.attrs["strategy"]), str(res.attrs["variant"])
     _need(strategy == case.name and variant.startswith(case.name),
           f"{case.id}: result attributes strategy={strategy!r} variant={variant!r}")

@@ -10,7 +10,9 @@ Owns the ``mpiexec`` command line and the run's process group. Invariants:
 * a run is bounded: past its timeout the whole process group is killed, and
   after ``mpiexec`` returns any straggler of the group is killed too, so no
   rank is ever left behind;
-* the exit status reflects the result file, not only ``mpiexec``'s code;
+* the exit status reflects the result file, not only ``mpiexec``'s code: 0 completed, 1 lost
+  (a failure the run could not survive), 3 crashed (a rank died of an exception: its crash note,
+  ``mpiec.crashes``, names it, with or without a result file; a time limit; no result file);
 * a run owns its result name before any rank starts (an exclusive lock file
   ``.NAME.h5.lock`` beside the target, removed when the run ends) and reports
   only a file it wrote; the output directory, and the folders the strategy writes into
@@ -466,6 +468,9 @@ def launch(cfg: Config, out_dir: Path, timeout: float | None = None, quiet: bool
         return _launch(cfg, path, timeout, quiet, resume, rank_hosts, hosts)
     finally:
         remove_kill_notes(path)
+        from mpiec.crashes import remove_crash_notes
+
+        remove_crash_notes(path)
         with contextlib.suppress(OSError):
             lock.unlink()
 
@@ -522,6 +527,12 @@ def _judge(cfg: Config, path: Path, wall_start: float, seconds: float, message: 
     if message:
         return RunOutcome(EXIT_CRASH, path if ours else None, seconds, message)
     if not path.exists():
+        from mpiec.crashes import crash_line, notes_beside
+
+        crashes = notes_beside(path)
+        if crashes:  # a rank died of an exception (its note says which): a crash, whoever followed it
+            return RunOutcome(EXIT_CRASH, None, seconds, f"the run crashed: {crash_line(crashes)}; no result "
+                              "file was written (the traceback is above)")
         if lost_daemons:
             return RunOutcome(EXIT_LOST, None, seconds, daemon_lost_message(lost_daemons))
         return RunOutcome(EXIT_CRASH, None, seconds, no_result_message(returncode))
@@ -532,6 +543,9 @@ def _judge(cfg: Config, path: Path, wall_start: float, seconds: float, message: 
     from mpiec.results import read_result
 
     summary = read_result(path).summary
+    if summary.get("crashed"):  # before "lost": a rank's exception is a bug to fix, not a failure
+        return RunOutcome(EXIT_CRASH, path, seconds, f"the run crashed: {summary.get('crash_reason', '')} "
+                          "(the traceback is above)")
     if summary.get("lost"):
         return RunOutcome(EXIT_LOST, path, seconds, "the run was lost (a failure it could not survive)")
     if summary.get("diverged"):

@@ -3,7 +3,9 @@
 Every rank of a run executes this module under ``mpiexec``/``srun``. It reads
 the resolved config (written by ``mpiec run`` or ``mpiec config --write``),
 detects ULFM, builds the communicators and runs the rank's role. Exit code 0
-on a completed run, 1 on the monitor when the run was lost, 2 on bad input.
+on a completed run, 1 on the monitor when the run was lost, 2 on bad input. A
+rank that raises prints its traceback, leaves a crash note (``mpiec.crashes``:
+the run is then reported crashed, not lost) and dies by ``SIGKILL``.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from mpiec.config import Config
+    from mpiec.roles.context import RankContext
 
 # One BLAS/numba thread per rank: ranks already share the cores, and threaded
 # BLAS under oversubscription is several times slower (8.7 ms vs 69 ms per laptop step).
@@ -52,7 +55,6 @@ def main(argv: list[str] | None = None) -> int:
     from mpi4py import MPI
 
     from mpiec.comm import (
-        PeerFailure,
         build_comms,
         configure_nbc_errors,
         configure_waiting,
@@ -115,15 +117,16 @@ def main(argv: list[str] | None = None) -> int:
         ctx.t0_wall = world.bcast(time.time() if rank == 0 else None, root=0)
         outcome = run_rank(ctx, role)
     except BaseException as exc:
-        if isinstance(exc, MpiecError):
-            print(f"mpiec worker (rank {rank}): error: {exc}", file=sys.stderr)
-        elif isinstance(exc, PeerFailure):  # a consequence: the failed peer said why
+        if is_consequence(exc):  # the failed peer (or the crashed monitor) said why
             print(f"mpiec worker (rank {rank}): stopping: {exc}", file=sys.stderr)
+        elif isinstance(exc, MpiecError):
+            print(f"mpiec worker (rank {rank}, {ctx.slot}): error: {exc}", file=sys.stderr)
         else:
             import traceback
 
             print(f"mpiec worker (rank {rank}, {ctx.slot}): internal error", file=sys.stderr)
             traceback.print_exc()
+        note_crash(ctx, exc)
         sys.stderr.flush()
         sys.stdout.flush()
         # Die as a crash does: the runtime reports a killed rank to its peers (ULFM) or
@@ -147,6 +150,7 @@ def spawned_main(cfg: Config, args: argparse.Namespace) -> int:
 
     configure_waiting(True, cfg.layout.wait)  # spawned onto a busy node: never spin
     warm_up()
+    ctx: RankContext | None = None
     try:
         ctx, role = join_run(cfg, Path(args.out), [args.config, "--out", args.out])
         outcome = run_rank(ctx, role)
@@ -158,12 +162,37 @@ def spawned_main(cfg: Config, args: argparse.Namespace) -> int:
 
             print("mpiec worker (spawned): internal error", file=sys.stderr)
             traceback.print_exc()
+        if ctx is not None:
+            note_crash(ctx, exc)
         sys.stderr.flush()
         die_now()
         raise
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(1 if ctx.rank == 0 and outcome != "done" else 0)
+
+
+def is_consequence(exc: BaseException) -> bool:
+    """``exc`` only follows another rank's failure or crash (that rank says why): no crash of ours."""
+    from mpiec.comm import PeerFailure
+    from mpiec.roles.recovery import MonitorCrashed, PartitionError
+
+    return isinstance(exc, (PeerFailure, PartitionError, MonitorCrashed, KeyboardInterrupt, SystemExit))
+
+
+def note_crash(ctx: RankContext, exc: BaseException) -> None:
+    """A rank dying of ``exc`` leaves its crash note (``mpiec.crashes``) unless ``exc`` is a consequence,
+    so the run is reported as crashed, not as a failure it could not survive."""
+    if is_consequence(exc):
+        return
+    from mpiec.crashes import write_crash_note
+
+    try:  # the slot of a rank whose communicator a failure revoked may not be known
+        # the step only once training started (run_rank set cpu_t0), for a rank that trains steps
+        slot, step = str(ctx.slot), ctx.progress.current_step if ctx.cpu_t0 and ctx.in_step_loop() else -1
+    except Exception:  # noqa: BLE001 - the note names the rank anyway
+        slot, step = "?", -1
+    write_crash_note(ctx.out_path, ctx.run_id, getattr(ctx, "first_rank", -1), slot, exc, step=step)
 
 
 def warm_up() -> None:

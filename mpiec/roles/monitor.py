@@ -8,13 +8,16 @@ surviving rank hands it a final report through one gather.
 Invariants: the monitor is never a kill target; it writes the result file
 exactly once, whatever happened (normal end, lost run, emulated failure); the
 parameter checksum is computed only when every shard and the dense replica
-reported (otherwise it is empty and ``lost`` is true).
+reported and no rank crashed (otherwise it is empty, and ``lost`` or ``crashed`` is true: a rank
+that died of an exception left a crash note, ``mpiec.crashes``, and the run is ``crashed``, never
+``lost``).
 """
 
 from __future__ import annotations
 
 import json
 import math
+import shutil
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -35,6 +38,7 @@ from mpiec.accounting import (
     unique_steps,
 )
 from mpiec.comm import guard, mpi_library, recv
+from mpiec.crashes import crash_line, crash_notes_dir, run_crash_notes
 from mpiec.data.factory import make_source
 from mpiec.faults import kill_notes_dir, unfired_kills
 from mpiec.results import RANKS_DTYPE, ResultWriter
@@ -262,15 +266,18 @@ class Monitor:
         # every rank's host, the dead ones' too (a node failure may leave a host without survivors)
         w.set_attr("hosts", sorted({r["info"]["host"] for r in reports} | {h for h, _ in ctx.procs}))
 
-        lost = outcome != "done"
+        # a rank that died of an exception left a note (mpiec.crashes): the run crashed, it is not lost
+        crashes = run_crash_notes(ctx.out_path, ctx.run_id)
+        stopped = outcome != "done" or bool(crashes)
+        lost = stopped and not crashes
         dense = {t["role"]["dense_digest"] for t in trainers}
         checksum = ""
-        if not lost and t0 is not None and len(servers) == ctx.n_servers:
+        if not stopped and t0 is not None and len(servers) == ctx.n_servers:
             shards = [(servers[i]["role"]["global_rows"], servers[i]["role"]["table"])
                       for i in range(ctx.n_servers)]
             checksum = param_checksum(t0["role"]["dense"], shards, int(ctx.offsets[-1]))
         steps_done = unique_steps(tl)
-        if lost and ctx.progress.current_step > steps_done:  # every trainer may be gone: the agreed step
+        if stopped and ctx.progress.current_step > steps_done:  # every trainer may be gone: the agreed step
             steps_done = ctx.progress.current_step
         # the failure-free extras of a step (not failure costs): its evaluation, its checkpoint's stall
         eval_steps = {int(e[0]) for e in self.evals}
@@ -310,22 +317,29 @@ class Monitor:
         summary["diverged"] = bool(diverged)
         if diverged:
             summary["diverged_at_step"] = min(diverged)
-        if reason:
+        if crashes:
+            summary["crashed"] = True
+            summary["crash_reason"] = crash_line(crashes)
+        elif reason:
             summary["abort_reason"] = reason
         if ctx.resume_from:
             summary["resumed_from_step"] = ctx.resumed_step
         if lost:
             summary["lost_samples"] = (cfg.training.steps - steps_done) * cfg.global_batch
         rules = type(ctx.strategy).summary_rules
+        merge_problems: list[str] = []  # a key without a rule costs its merge, never the result file
         summary.update(merge_summaries(rules, [ctx.agent.summary()] +
-                                       [r.get("strategy", {}) for r in reports[1:]]))
+                                       [r.get("strategy", {}) for r in reports[1:]], merge_problems))
+        if merge_problems:
+            summary["summary_merge_problems"] = "; ".join(merge_problems)
         # the writer's default for a strategy that records its saves only as checkpoint rows
         # (ecsnap's snapshots), needed before protection_bytes is derived from it
         summary.setdefault("checkpoint_bytes", int(sum(int(row[2]) for row in checkpoint_rows)))
-        summary.update(summary_efficiency(summary, tl, lost))
+        summary.update(summary_efficiency(summary, tl, stopped))
         summary.update(cpu_per_step(reports))
         summary.update(self.disturbance_summary(tl))
         path = w.close(summary)
+        shutil.rmtree(crash_notes_dir(ctx.out_path, ctx.run_id), ignore_errors=True)  # read: served
         self.print_summary(summary, path, breakdown)
         return path
 
@@ -381,6 +395,8 @@ class Monitor:
                 "(lower training.lr / training.dense_lr)")
         if s.get("abort_reason"):
             say(f"the run was lost: {s['abort_reason']}")
+        if s.get("crashed"):
+            say(f"the run crashed: {s['crash_reason']} (its traceback is above)")
         for b in breakdown:
             if b.get("grow"):
                 say(f"growth {b['epoch']}: {b['recovery_s']:.3f} s from trainer 0's signal to resume "
@@ -408,6 +424,8 @@ class Monitor:
             more = (f"; and {len(missed) - 5} more (kills_unfired in the result file)" if len(missed) > 5
                     else "")
             say(f"note: {len(missed)} of {s['kills_planned']} planned kill(s) did not fire: {shown}{more}")
+        if s.get("summary_merge_problems"):
+            say(f"warning: strategy {self.ctx.cfg.strategy.name}: {s['summary_merge_problems']}")
         for line in self.writer.warnings:  # failed checkpoints, attributes stored as text
             say(f"warning: {line}")
         sys.stdout.flush()

@@ -43,6 +43,7 @@ import numpy as np
 from mpi4py import MPI
 
 from mpiec.comm import Comms, PeerFailure, agree_min, build_comms, guard, intracomm, shrink
+from mpiec.crashes import crash_line, run_crash_notes
 from mpiec.errors import MpiecError
 from mpiec.layout import MONITOR, PARITY, SERVER, SPARE, TRAINER, Slot
 from mpiec.roles.context import RankContext
@@ -103,8 +104,13 @@ def detect_ulfm(ctx: RankContext, exc: PeerFailure) -> Detection:
     # still knows these slots died.
     ctx.ledger.unrecovered += [s for s in dead if s not in ctx.ledger.unrecovered]
     if all(s.role != MONITOR for s in ctx.slots):
-        # The monitor never dies: survivors without it are the cut-off side of a network partition
-        # (the heartbeat detector declared the rest dead). They stop instead of training apart.
+        # The monitor is never a kill's target: survivors without it lost it to a crash (it left a
+        # note: say so) or are the cut-off side of a network partition (the heartbeat detector
+        # declared the rest dead). They stop instead of training apart.
+        crashed = [n for n in run_crash_notes(ctx.out_path, ctx.run_id) if n.get("rank") == 0]  # the monitor
+        if crashed:
+            raise MonitorCrashed(f"the monitor crashed ({crashed[0]['error']}; its traceback is above): "
+                                 "no result file")
         raise PartitionError(f"{ctx.slot} is cut off from the monitor with {len(ctx.slots) - 1} other "
                              "rank(s): a network partition; stopping")
     shrunk = ctx.now()
@@ -203,7 +209,10 @@ def make_plan(ctx: RankContext, failure: Failure) -> RecoveryPlan:
     # trainer 0's planned growth (layout.grow_back_steps): the revoke it started, at the step it was due
     grow = not failure.dead and 0 <= ctx.grow_at <= failure.committed + 1 and not ctx.ledger.relayout
     ctx.ledger.empty_failures = 0 if failure.dead or grow else ctx.ledger.empty_failures + 1
-    if ctx.ledger.empty_failures > 3:  # an MPI error that is no rank's death, again and again
+    crashes = run_crash_notes(ctx.out_path, ctx.run_id)
+    if crashes:  # a rank died of an exception: a bug to report, not a failure to recover from
+        plan = RecoveryPlan.abort(f"{crash_line(crashes)} (a crash, not a failure: not recovered)")
+    elif ctx.ledger.empty_failures > 3:  # an MPI error that is no rank's death, again and again
         plan = RecoveryPlan.abort("repeated MPI errors without a failed process (see the ranks' messages)")
     elif grow:
         plan = plan_grow(ctx)
@@ -654,6 +663,10 @@ def start_from_checkpoint(ctx: RankContext, role: Role) -> Role:
 
 class PartitionError(MpiecError):
     """This rank survived a failure on the side of a network partition without the monitor."""
+
+
+class MonitorCrashed(MpiecError):
+    """The monitor died of an exception (its crash note says which): the others stop."""
 
 
 class CheckpointResumeError(MpiecError):

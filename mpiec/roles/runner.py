@@ -41,7 +41,7 @@ from mpiec.roles.recovery import (
     shrink_world,
 )
 from mpiec.roles.spawn import join_context
-from mpiec.strategies.agents import Agent
+from mpiec.strategies.agents import Agent, Coordinator, ParityAgent, ServerAgent, TrainerAgent
 from mpiec.strategies.base import Strategy
 from mpiec.strategies.env import DenseState, RankEnv, ShardState
 
@@ -69,15 +69,22 @@ def make_role(ctx: RankContext) -> Role:
 def make_agent(strategy: Strategy, env: RankEnv, kind: str, role: object) -> Agent:
     """The strategy's agent for a rank of role ``kind`` (a fresh one on every promotion); ``role``
     is the role object of that kind (a trainer's is a ``DenseState``, a server's a ``ShardState``)."""
+    agent: object
+    want: type[Agent]
     if kind == MONITOR:
-        return strategy.coordinator(env)
-    if kind == TRAINER:
-        return strategy.trainer(env, cast(DenseState, role))
-    if kind == SERVER:
-        return strategy.server(env, cast(ShardState, role))
-    if kind == PARITY:
-        return strategy.parity(env)
-    return strategy.spare(env)
+        agent, factory, want = strategy.coordinator(env), "coordinator", Coordinator
+    elif kind == TRAINER:
+        agent, factory, want = strategy.trainer(env, cast(DenseState, role)), "trainer", TrainerAgent
+    elif kind == SERVER:
+        agent, factory, want = strategy.server(env, cast(ShardState, role)), "server", ServerAgent
+    elif kind == PARITY:
+        agent, factory, want = strategy.parity(env), "parity", ParityAgent
+    else:
+        agent, factory, want = strategy.spare(env), "spare", Agent
+    if not isinstance(agent, want):  # else the first hook fails far from the cause (None has no ...)
+        raise TypeError(f"strategy '{strategy.name}': {type(strategy).__qualname__}.{factory}() returned "
+                        f"{type(agent).__name__}, not a {want.__module__}.{want.__qualname__}")
+    return cast(Agent, agent)
 
 
 def join_run(cfg: Config, out_path: Path, worker_args: list[str]) -> tuple[RankContext, Role]:

@@ -9,8 +9,11 @@ registers in the entry-point group ``mpiec.strategies``::
 
 A strategy's module is imported on first use, so a rank loads only the strategy it runs.
 Invariants: a strategy's ``name`` equals its key; a plug-in cannot replace a built-in (the
-built-in keeps the name, and ``problems`` says so); a plug-in that fails to load is reported by
-name with its error, and never breaks the built-ins.
+built-in keeps the name, and ``problems`` says so); a plug-in that fails to load (whatever its
+import raises) or whose declarations are unusable (``base.check_declarations``: ``Params``, their
+defaults, ``summary_rules``) is reported by name in one line (``ConfigError``) and never breaks the
+others: commands that run every strategy take ``usable()`` and list the ones left out;
+``validate_strategy`` turns what a plug-in's ``check``/``__init__`` raises into one line too.
 """
 
 from __future__ import annotations
@@ -18,9 +21,14 @@ from __future__ import annotations
 import importlib
 from collections.abc import Iterator, Mapping
 from importlib import metadata
+from typing import TYPE_CHECKING
 
-from mpiec.errors import ConfigError
-from mpiec.strategies.base import Strategy
+from mpiec.crashes import exception_text
+from mpiec.errors import ConfigError, MpiecError
+from mpiec.strategies.base import Strategy, check_declarations
+
+if TYPE_CHECKING:
+    from mpiec.config import Config
 
 ENTRY_POINT_GROUP = "mpiec.strategies"
 
@@ -48,6 +56,7 @@ class Registry(Mapping[str, type[Strategy]]):
         self._paths = dict(builtin)  # name -> "module:Class"
         self._origin = {name: "built-in" for name in builtin}
         self.problems: list[str] = []  # plug-ins left out, and why
+        self._broken: dict[str, str] = {}  # name -> why its declarations are unusable (checked once)
         for ep in metadata.entry_points(group=group) if group else []:
             dist = ep.dist.name if ep.dist is not None else "?"
             if ep.name in self._paths:
@@ -58,17 +67,38 @@ class Registry(Mapping[str, type[Strategy]]):
             self._origin[ep.name] = f"plug-in ({dist})"
 
     def __getitem__(self, name: str) -> type[Strategy]:
+        if name in self._broken:
+            raise ConfigError(self._broken[name])
         path = self._paths[name]
+        where = f"strategy '{name}' ({self._origin[name]}, {path})"
         module, _, attr = path.partition(":")
         try:
             cls = getattr(importlib.import_module(module), attr)
-        except (ImportError, AttributeError) as exc:
-            raise ConfigError(f"strategy '{name}' ({self._origin[name]}, {path}) does not load: "
-                              f"{exc}") from None
+        except Exception as exc:  # a plug-in's import may raise anything: it must not break the others
+            # (not cached: an ImportError may be fixed by installing a package in this process's life)
+            raise ConfigError(f"{where} does not load: {exception_text(exc)}") from None
         if not (isinstance(cls, type) and issubclass(cls, Strategy)) or cls.name != name:
-            raise ConfigError(f"strategy '{name}' ({self._origin[name]}, {path}) is not a "
-                              f"mpiec.strategies.base.Strategy subclass whose name is '{name}'")
+            raise ConfigError(f"{where} is not a mpiec.strategies.base.Strategy subclass whose name is "
+                              f"'{name}'")
+        try:
+            check_declarations(cls)
+        except ConfigError as exc:
+            self._broken[name] = f"{where}: {exc}"
+            raise ConfigError(self._broken[name]) from None
         return cls
+
+    def usable(self) -> tuple[list[str], list[str]]:
+        """(names of the strategies that load, one line per plug-in left out and why): what a
+        command that runs "every strategy" runs; a broken plug-in is named, never fatal."""
+        names, problems = [], list(self.problems)
+        for name in self._paths:
+            try:
+                self[name]
+            except ConfigError as exc:
+                problems.append(str(exc))
+                continue
+            names.append(name)
+        return names, problems
 
     def __contains__(self, name: object) -> bool:  # without loading it (a broken plug-in is still "in")
         return name in self._paths
@@ -96,3 +126,21 @@ def get_strategy_class(name: str) -> type[Strategy]:
 
 def available() -> list[str]:
     return list(STRATEGIES)
+
+
+def validate_strategy(cfg: Config) -> type[Strategy]:
+    """The class of ``cfg``'s strategy, its keys checked (``Strategy.validate``), an instance made
+    from ``cfg`` and its stripe shape asked for: whatever a plug-in's code raises there becomes one
+    ``ConfigError`` line naming the strategy (a ``ConfigError`` of its own passes as it is), so a
+    broken plug-in is bad input (exit 2) before any rank starts, never a traceback."""
+    cls = get_strategy_class(cfg.strategy.name)
+    where = f"strategy '{cfg.strategy.name}' ({STRATEGIES.origin(cfg.strategy.name)})"
+    for what, call in (("validate()/check()", lambda: cls.validate(cfg)), ("__init__", lambda: cls(cfg)),
+                       ("stripe_shape()", lambda: cls.stripe_shape(cfg))):
+        try:
+            call()
+        except MpiecError:
+            raise
+        except Exception as exc:  # a plug-in's bug, said in one line
+            raise ConfigError(f"{where}: {what} raised {exception_text(exc)}") from None
+    return cls

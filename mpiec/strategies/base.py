@@ -131,23 +131,68 @@ class Strategy:
         return Agent(env)
 
 
-def merge_summaries(rules: dict[str, str], parts: list[dict[str, Any]]) -> dict[str, Any]:
-    """Combine the ranks' ``summary()`` dicts by each key's rule (sum / max / min / first)."""
+def merge_summaries(rules: dict[str, str], parts: list[dict[str, Any]],
+                    problems: list[str] | None = None) -> dict[str, Any]:
+    """Combine the ranks' ``summary()`` dicts by each key's rule (sum / max / min / first).
+
+    A key without a rule in ``rules`` (a strategy's declaration bug) raises ``KeyError``, unless
+    ``problems`` is given: then the key is kept by ``first`` and named there, as is a part that is
+    not a dict (left out) or a value its rule cannot combine (the first kept): the monitor must not
+    lose a complete run's result file over one figure."""
     out: dict[str, Any] = {}
     for part in parts:
+        if not isinstance(part, dict):
+            if problems is None:
+                raise TypeError(f"a strategy summary() returned {type(part).__name__}, not a dict")
+            problems.append(f"a summary() returned {type(part).__name__}, not a dict (left out)")
+            continue
         for key, value in part.items():
             rule = rules.get(key)
-            if rule is None:
-                raise KeyError(f"strategy summary key '{key}' has no merge rule")
+            if rule not in MERGE_RULES:
+                if problems is None:
+                    raise KeyError(f"strategy summary key '{key}' has no merge rule")
+                why = f"summary key '{key}' has no merge rule in summary_rules (kept as 'first')"
+                if why not in problems:
+                    problems.append(why)
+                rule = "first"
             if key not in out or rule == "first":
                 out.setdefault(key, value)
-            elif rule == "sum":
-                out[key] += value
-            elif rule == "max":
-                out[key] = max(out[key], value)
-            elif rule == "min":
-                out[key] = min(out[key], value)
+                continue
+            try:
+                if rule == "sum":
+                    out[key] = out[key] + value
+                elif rule == "max":
+                    out[key] = max(out[key], value)
+                elif rule == "min":
+                    out[key] = min(out[key], value)
+            except TypeError as exc:
+                if problems is None:
+                    raise
+                problems.append(f"summary key '{key}': rule '{rule}' cannot combine {value!r} ({exc}): "
+                                "kept the first value")
     return out
 
 
-__all__ = ["Failure", "MERGE_RULES", "RecoveryPlan", "Scope", "ServerShard", "Strategy", "merge_summaries"]
+def check_declarations(cls: type[Strategy]) -> None:
+    """A strategy class's declarations are usable: ``Params`` is a dataclass whose annotations
+    resolve, whose field types are supported and whose defaults are valid values of their field;
+    ``summary_rules`` maps keys to merge rules. ``ConfigError`` (one line) says what is wrong.
+    The registry runs it when it loads a strategy, so a bad declaration is refused before any rank
+    starts (and by the contract), not met inside a rank."""
+    from mpiec.errors import ConfigError
+    from mpiec.strategies.params import check_defaults
+
+    params = cls.Params
+    if not (isinstance(params, type) and dataclasses.is_dataclass(params)):
+        raise ConfigError(f"Params must be a dataclass of params.param fields, got {params!r}")
+    check_defaults(params)
+    rules = cls.summary_rules
+    if not isinstance(rules, dict):
+        raise ConfigError(f"summary_rules must be a dict of key -> merge rule, got {type(rules).__name__}")
+    bad = {k: v for k, v in rules.items() if v not in MERGE_RULES}
+    if bad:
+        raise ConfigError(f"summary_rules {bad} use no merge rule of {', '.join(MERGE_RULES)}")
+
+
+__all__ = ["Failure", "MERGE_RULES", "RecoveryPlan", "Scope", "ServerShard", "Strategy", "check_declarations",
+           "merge_summaries"]

@@ -68,6 +68,26 @@ def parse_params(params_cls: type[P], raw: Mapping[str, Any], strategy: str) -> 
     return params_cls(**values)
 
 
+def check_defaults(params_cls: type) -> None:
+    """Every field's annotation resolves to a supported type and its default is a valid value of it
+    (type and range): a declaration bug (``param(-5, "...", ge=1)``, ``"8"`` for an ``int``) is one
+    ``ConfigError`` line naming the key, met when the strategy is loaded, not inside a rank."""
+    try:
+        hints = typing.get_type_hints(params_cls)
+    except Exception as exc:  # NameError for an unresolvable annotation, TypeError, ...
+        raise ConfigError(f"Params annotations do not resolve ({type(exc).__name__}: {exc})") from None
+    for f in dataclasses.fields(params_cls):
+        if f.default is dataclasses.MISSING:
+            raise ConfigError(f"strategy.{f.name} has no default (declare it with "
+                              "params.param(default, help))")
+        try:
+            _bounded(_coerce(f.default, hints[f.name], f"strategy.{f.name}"), f, f"strategy.{f.name}")
+        except ConfigError as exc:
+            raise ConfigError(f"the default of {exc} (a declaration bug: fix Params)") from None
+        except TypeError as exc:  # an unsupported field type
+            raise ConfigError(str(exc)) from None
+
+
 def type_text(hint: Any) -> str:
     """How a field's type reads in ``--keys`` and in errors: ``int``, ``sync|async``, ``int|auto``."""
     if typing.get_origin(hint) is Literal:
@@ -136,4 +156,4 @@ def _describe(hint: Any) -> str:
     return " or ".join(parts)
 
 
-__all__ = ["Key", "NoParams", "keys", "param", "parse_params", "type_text"]
+__all__ = ["Key", "NoParams", "check_defaults", "keys", "param", "parse_params", "type_text"]

@@ -61,3 +61,29 @@ def test_a_plugin_that_does_not_import_is_named_with_its_error():
     reg = Registry({"broken": "no_such_module_xyz:Thing"})
     with pytest.raises(ConfigError, match="strategy 'broken' .*no_such_module_xyz:Thing.* does not load"):
         reg["broken"]
+
+
+def test_a_plugin_raising_anything_at_import_is_one_line_and_left_out_of_usable(tmp_path, monkeypatch):
+    """Issue 36, item 14: only ImportError and AttributeError were caught; a RuntimeError at import
+    broke every command that lists the strategies."""
+    from mpiec.strategies import Registry
+
+    (tmp_path / "h36_boom_mod.py").write_text("raise RuntimeError('boom at import')\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    reg = Registry({"ckpt": "mpiec.strategies.ckpt:FullCheckpoint", "boom": "h36_boom_mod:Thing"})
+    with pytest.raises(ConfigError, match=r"strategy 'boom' .* does not load: RuntimeError: boom at import$"):
+        reg["boom"]
+    names, problems = reg.usable()
+    assert names == ["ckpt"] and len(problems) == 1 and "boom at import" in problems[0]
+
+
+def test_merge_summaries_names_a_key_without_a_rule_instead_of_raising():
+    from mpiec.strategies.base import merge_summaries
+
+    problems: list[str] = []
+    merged = merge_summaries({"a": "sum"}, [{"a": 1, "b": 5}, {"a": 2, "b": 7}, None], problems)  # type: ignore[list-item]
+    assert merged == {"a": 3, "b": 5}
+    assert problems == ["summary key 'b' has no merge rule in summary_rules (kept as 'first')",
+                        "a summary() returned NoneType, not a dict (left out)"]
+    with pytest.raises(KeyError):
+        merge_summaries({}, [{"b": 1}])
