@@ -203,7 +203,8 @@ def add_bench_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--repeat", type=int, default=1, metavar="N",
                    help="run every variant N times failure-free and N times under the scenario, "
                         "interleaved round by round after one unmeasured warm-up run; the tables show "
-                        "medians with 95 %% intervals (default: 1)")
+                        "medians (a 95 %% interval from 6 rounds, fewer: the range, labelled) and "
+                        "comparisons paired by round (default: 1)")
     p.add_argument("--no-warmup", action="store_true",
                    help="skip the unmeasured warm-up run of a repeated bench")
     p.add_argument("--no-failure-free", action="store_true",
