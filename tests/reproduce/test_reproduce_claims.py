@@ -107,3 +107,16 @@ def test_measured_carries_the_estimate_and_prints_what_its_bracket_is():
     r = measured(paired([10.0, 10.5, 9.5], [1.0, 1.1, 0.9], "ratio"), "paired by round")
     assert r.value == pytest.approx(10.0, rel=0.01) and r.lo < r.value < r.hi and r.is_ci95
     assert r.method.startswith("paired t") and r.text("x").startswith("10x [")
+
+
+def test_no_interval_is_computed_in_the_reproduction():
+    """Issue 35: every interval and test comes from ``mpiec.analysis.stats``; the reproduction keeps no
+    bootstrap, quantile or critical value of its own."""
+    from pathlib import Path
+
+    import mpiec.reproduce
+
+    forbidden = ("quantile(", "percentile(", "default_rng", "random.", ".ppf(", "t_quantile", "1.96")
+    for path in Path(mpiec.reproduce.__file__).parent.glob("*.py"):
+        code = path.read_text(encoding="utf-8")
+        assert not [w for w in forbidden if w in code], path.name
