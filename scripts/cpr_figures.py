@@ -42,9 +42,15 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from cnr_figures import run  # noqa: E402  (the same launcher: mpiec run in a subprocess)
+from mpiec.analysis import stats  # noqa: E402
 
-from mpiec.reproduce.cpr import spearman  # noqa: E402  (ties averaged: the reproduction's own)
 from mpiec.results import RunResult, decode, read_result  # noqa: E402
+
+
+def spearman(xs: list[float], ys: list[float]) -> float:
+    """Spearman's ρ (ties averaged) from the suite's statistics module; a description per seed here."""
+    return stats.spearman(xs, ys).value
+
 
 #: The page's sections by their heading prefix; "notes" (hand-written reading of the figures) is
 #: never made by the script, only kept.

@@ -7,7 +7,8 @@ paper runs, the regime rows, the machine, the ``Paper`` protocol), one module pe
 (the command, its progress and ETA).
 
 Invariants: verdicts come only from ``claims.judge``; every run goes through ``mpiec bench``; a
-paper module never writes a verdict or a figure by hand.
+paper module never writes a verdict or a figure by hand; every interval, test and "significant" comes
+from ``mpiec.analysis.stats`` (no statistics code in this package).
 """
 
 from __future__ import annotations

@@ -44,9 +44,13 @@ other jobs does not enter it; the raw ``1 − throughput / none's`` is shown bes
 failure-free ``none`` run's final AUC − the run's (training is deterministic: every strategy's
 failure-free run ends with ``none``'s parameters). PLS = ``cpr``'s ``pls``. Beside the measured
 overheads, a bound without the machine's own write cost: each checkpoint's stall replaced by its rows'
-bytes at the storage model's bandwidth (``model_stall``). MFU/SSU against plain cpr: 1 − the ratio of
-their median AUC losses over the same rounds; when plain cpr's loss is not above what the smallest
+bytes at the storage model's bandwidth (``model_stall``). The share of ckpt's overhead a variant
+removes: 1 − the geometric mean of the per-round overhead ratios (the rounds share their kills: paired,
+Student t on the log ratios). MFU/SSU against plain cpr: 1 − the ratio of their mean AUC losses over
+the same rounds (paired, Fieller's interval); when plain cpr's loss is not above what the smallest
 perturbation costs (the cpr run with the fewest lost samples), the variants cannot be told apart.
+PLS against the AUC loss: Spearman's ρ, with an interval from 10 points. Every interval comes from
+``mpiec.analysis.stats``; none is computed here.
 
 Invariants: verdicts only from ``claims.judge``; every figure computed from result files (the
 paper's figures are the constants below, each with its tag); a claim whose runs are missing still
@@ -66,13 +70,13 @@ from typing import Any
 import numpy as np
 
 from mpiec.analysis.metrics import failure_run, number
-from mpiec.analysis.stats import Estimate, median_ci
+from mpiec.analysis.stats import Estimate, mean_sd, median, paired, ratio_of_means, spearman
 
-from .claims import Claim, Finding, Measured, Rule, judge, measured, measured_from
+from .claims import Claim, Finding, Measured, Rule, figure, judge, measured, measured_from
 from .experiment import Experiment, Machine, Regime, RegimeRow, RunSet, Scale
 
 __all__ = ["CLAIMS", "PAPER", "CprPaper", "Figures", "Plan", "auc_loss", "avoided_share", "factor_off",
-           "findings_of", "model_stall", "overhead", "plan_of", "spearman", "spearman_ci"]
+           "findings_of", "model_stall", "overhead", "plan_of", "share_removed"]
 
 # -- the paper's figures (source tags: ../shared/notes/paper-regimes.md) ------------------------------
 FULL_RECOVERY_PCT = 13.0  # [S] failure handling costs 13 % on average in production (slides)
@@ -312,47 +316,6 @@ def _lost(r: Any) -> bool:
     return bool(r.summary.get("lost"))
 
 
-def _ranks(x: np.ndarray) -> np.ndarray:
-    """Ranks with ties averaged."""
-    order = np.argsort(x, kind="mergesort")
-    ranks = np.empty(len(x))
-    ranks[order] = np.arange(len(x), dtype=float)
-    for v in np.unique(x):
-        tie = x == v
-        ranks[tie] = ranks[tie].mean()
-    return ranks
-
-
-def spearman(xs: Sequence[float], ys: Sequence[float]) -> float:
-    """Spearman's rank correlation (nan with fewer than 3 points or a constant variable)."""
-    x, y = np.asarray(xs, float), np.asarray(ys, float)
-    keep = np.isfinite(x) & np.isfinite(y)
-    x, y = x[keep], y[keep]
-    if len(x) < 3:
-        return math.nan
-    rx, ry = _ranks(x), _ranks(y)
-    if np.ptp(rx) == 0 or np.ptp(ry) == 0:
-        return math.nan
-    return float(np.corrcoef(rx, ry)[0, 1])
-
-
-def spearman_ci(xs: Sequence[float], ys: Sequence[float], n_boot: int = 2000, seed: int = 12345) -> Estimate:
-    """Spearman's ρ with a bootstrap interval over the points (resamples with a constant variable skipped)."""
-    x, y = np.asarray(xs, float), np.asarray(ys, float)
-    keep = np.isfinite(x) & np.isfinite(y)
-    x, y = x[keep], y[keep]
-    rho = spearman(x, y)
-    if not math.isfinite(rho) or len(x) < 4:
-        return Estimate(rho, n=len(x))
-    rng = np.random.default_rng(seed)
-    boots = [spearman(x[i], y[i]) for i in rng.integers(0, len(x), size=(n_boot, len(x)))]
-    boots_a = np.array([b for b in boots if math.isfinite(b)])
-    if not len(boots_a):
-        return Estimate(rho, n=len(x))
-    lo, hi = np.quantile(boots_a, [0.025, 0.975])
-    return Estimate(rho, min(float(lo), rho), max(float(hi), rho), len(x))
-
-
 def factor_off(e: Estimate, paper: float, how: str) -> Measured:
     """How many times ``e`` is off ``paper`` (≥ 1, either way), its interval mapped through the same
     function (1 when the interval holds the paper's figure)."""
@@ -362,17 +325,14 @@ def factor_off(e: Estimate, paper: float, how: str) -> Measured:
     if not math.isfinite(e.value):
         return Measured(math.nan, how=how)
     if not e.has_interval:
-        return Measured(f(e.value), n=e.n, how=how)
+        return Measured(f(e.value), n=e.n, how=how, level=e.level, method=e.method,
+                        deterministic=e.deterministic)
     lo = 1.0 if e.lo <= paper <= e.hi else min(f(e.lo), f(e.hi))
-    return Measured(f(e.value), lo, max(f(e.lo), f(e.hi)), e.n, how)
+    return Measured(f(e.value), lo, max(f(e.lo), f(e.hi)), e.n, how, e.level, e.method, e.deterministic)
 
 
 def _fmt(e: Estimate, spec: str = ".3g", unit: str = "") -> str:
-    if not math.isfinite(e.value):
-        return "—"
-    if e.has_interval:
-        return f"{e.value:{spec}}{unit} [{e.lo:{spec}}, {e.hi:{spec}}]"
-    return f"{e.value:{spec}}{unit}"
+    return figure(e, spec, unit)
 
 
 @dataclass
@@ -456,8 +416,8 @@ def _raw_overhead(fig: Figures, strategy: str) -> Estimate:
     """1 − throughput / the none run's (rescheduling and host noise included), %."""
     if not fig.baseline_throughput > 0:
         return Estimate(math.nan)
-    return median_ci([100.0 * (1 - number(r.summary.get("throughput_sps")) / fig.baseline_throughput)
-                      for r in fig.runs_of(strategy)])
+    return median([100.0 * (1 - number(r.summary.get("throughput_sps")) / fig.baseline_throughput)
+                   for r in fig.runs_of(strategy)])
 
 
 def _machine_note(p: Plan, machine: Machine) -> str:
@@ -479,7 +439,7 @@ def findings_of(fig: Figures, p: Plan, machine: Machine) -> list[Finding]:
                    f"{1e3 * real['step_s']:.3g} ms)."
                    if math.isfinite(real["save_over_mtbf"]) else
                    f"Regime: the assumed save cost t_save = {100 * SAVE_OVER_MTBF:.2g} % of the MTBF [U].")
-    ov = {s: median_ci(fig.overheads(s)) for s in ("ckpt", "cpr", "cpr-mfu", "cpr-ssu")}
+    ov = {s: median(fig.overheads(s)) for s in ("ckpt", "cpr", "cpr-mfu", "cpr-ssu")}
 
     # 1. full recovery's overhead, against the slides' 13 %
     c = _BY_KEY["full-recovery-overhead"]
@@ -489,7 +449,7 @@ def findings_of(fig: Figures, p: Plan, machine: Machine) -> list[Finding]:
     m = factor_off(ov["ckpt"], FULL_RECOVERY_PCT,
                    f"ckpt's checkpoint-related overhead {_fmt(ov['ckpt'], '.3g', ' %')} over "
                    f"{ov['ckpt'].n} failure runs, times off the paper's {FULL_RECOVERY_PCT:g} %")
-    ckpt_model = median_ci(fig.overheads("ckpt", "pct_model"))
+    ckpt_model = median(fig.overheads("ckpt", "pct_model"))
     note = (f"Overhead {_fmt(ov['ckpt'], '.3g', ' %')} (1 − throughput / none's: {_fmt(raw, '.3g', ' %')}, "
             f"rescheduling and host noise included; with every write at the storage model's time: "
             f"{_fmt(ckpt_model, '.3g', ' %')}). {regime_note} The slides' 13 % includes rescheduling, "
@@ -519,7 +479,7 @@ def findings_of(fig: Figures, p: Plan, machine: Machine) -> list[Finding]:
         out.append(_finding(c, Measured(math.nan, how="the failure-free reference run is missing")))
     else:
         losses = [auc_loss(r, fig.reference) for r in fig.runs_of("cpr")]
-        pls = median_ci([number(r.summary.get("pls")) for r in fig.runs_of("cpr")])
+        pls = median([number(r.summary.get("pls")) for r in fig.runs_of("cpr")])
         m = measured_from(losses, f"failure-free AUC − cpr's final AUC over {len(losses)} failure runs")
         out.append(_finding(c, m, f"At measured PLS {_fmt(pls, '.3g')} (target {TARGET_PLS:g} [U]) on the "
                            "tiny-derived model, still learning: updates lost then cost more AUC than late in "
@@ -534,9 +494,9 @@ def findings_of(fig: Figures, p: Plan, machine: Machine) -> list[Finding]:
     else:
         xs = [x for _, x in pts]
         ys = [auc_loss(r, fig.reference) for r, _ in pts]
-        e = spearman_ci(xs, ys)
+        e = spearman(xs, ys)
         m = measured(e, f"Spearman ρ of measured PLS and AUC loss over {len(pts)} cpr failure runs "
-                        f"(PLS {min(xs):.3g}–{max(xs):.3g}), bootstrap over the runs")
+                        f"(PLS {min(xs):.3g}–{max(xs):.3g}), {e.method or 'no interval'}")
         out.append(_finding(c, m, "", {"points": len(pts), "pls_min": min(xs), "pls_max": max(xs),
                                        "loss_at_max_pls": ys[int(np.argmax(xs))]}))
 
@@ -558,24 +518,28 @@ def _finding(c: Claim, m: Measured, note: str = "", extra: dict[str, Any] | None
     return f
 
 
+def share_removed(ov_v: Sequence[float], ov_ckpt: Sequence[float]) -> Estimate:
+    """1 − the geometric mean over the rounds of ``ov_v / ov_ckpt`` (the same round's overheads, %),
+    with the paired Student-t interval on the log ratios (``analysis.stats.paired``): the rounds are
+    blocks (the same kills), so the round's own conditions cancel in the ratio."""
+    return paired(ov_v, ov_ckpt, "ratio").mapped(lambda r: 100.0 * (1.0 - r), increasing=False)
+
+
 def _removed(c: Claim, fig: Figures, v: str, ov: dict[str, Estimate], note: str) -> Finding:
-    """1 − overhead(v) / overhead(ckpt), per round, %."""
+    """1 − overhead(v) / overhead(ckpt), paired by round, %."""
     pairs = fig.paired("ckpt", v)
-    shares: list[float] = []
-    bound: list[float] = []
-    for a, b in pairs:
-        for key, out in (("pct", shares), ("pct_model", bound)):
-            oa, ob = overhead(a)[key], overhead(b)[key]
-            if math.isfinite(oa) and oa > 0 and math.isfinite(ob):
-                out.append(100.0 * (1.0 - ob / oa))
-    bound_e = median_ci(bound)
+    per = {key: ([overhead(b)[key] for _, b in pairs], [overhead(a)[key] for a, _ in pairs])
+           for key in ("pct", "pct_model")}
+    removed = share_removed(*per["pct"])
+    bound_e = share_removed(*per["pct_model"])
     if math.isfinite(bound_e.value):
         note = (f"With every write at the storage model's time (the machine's own write cost taken out): "
-                f"ckpt {_fmt(median_ci(fig.overheads('ckpt', 'pct_model')), '.3g', ' %')}, {v} "
-                f"{_fmt(median_ci(fig.overheads(v, 'pct_model')), '.3g', ' %')}, removed "
+                f"ckpt {_fmt(median(fig.overheads('ckpt', 'pct_model')), '.3g', ' %')}, {v} "
+                f"{_fmt(median(fig.overheads(v, 'pct_model')), '.3g', ' %')}, removed "
                 f"{_fmt(bound_e, '.3g', ' %')}. " + note)
-    m = measured_from(shares, f"1 − {v}'s checkpoint-related overhead / ckpt's, per round "
-                              f"({len(shares)} rounds with the same kills)")
+    m = measured(removed, f"1 − the geometric mean over {removed.n} rounds with the same kills of {v}'s "
+                          "checkpoint-related overhead / ckpt's (paired by round, Student t on the log "
+                          "ratios)")
     text = (f"Overheads: ckpt {_fmt(ov['ckpt'], '.3g', ' %')}, {v} {_fmt(ov[v], '.3g', ' %')}. " if v in ov
             else "")
     extra = {"ckpt_overhead_pct": ov["ckpt"].value, f"{v}_overhead_pct": ov[v].value if v in ov else math.nan,
@@ -619,29 +583,16 @@ def _partial_note(fig: Figures, v: str) -> str:
             "partial on the training thread.")
 
 
-def avoided_share(lc: Sequence[float], lv: Sequence[float], n_boot: int = 2000,
-                  seed: int = 12345) -> Estimate:
-    """1 − median(lv) / median(lc), %: the share of plain cpr's AUC loss (``lc``, per round) that a variant
-    (``lv``, the same rounds) avoids, with a paired bootstrap interval over the rounds (resamples where
-    cpr's median loss is not above ``AUC_FLOOR`` skipped); nan when cpr's median loss is not above it."""
+def avoided_share(lc: Sequence[float], lv: Sequence[float]) -> Estimate:
+    """100 · (1 − mean(lv) / mean(lc)), %: the share of plain cpr's AUC loss (``lc``, per round) that a
+    variant (``lv``, the same rounds: paired) avoids, with Fieller's interval of the paired ratio of
+    means (``analysis.stats.ratio_of_means``); nan when cpr's mean loss is not above ``AUC_FLOOR``."""
     a, b = np.asarray(lc, float), np.asarray(lv, float)
     keep = np.isfinite(a) & np.isfinite(b)
     a, b = a[keep], b[keep]
-    if not len(a) or not np.median(a) > AUC_FLOOR:
+    if not len(a) or not float(np.mean(a)) > AUC_FLOOR:
         return Estimate(math.nan, n=len(a))
-    point = 100.0 * (1.0 - np.median(b) / np.median(a))
-    if len(a) < 2:
-        return Estimate(float(point), n=1)
-    rng = np.random.default_rng(seed)
-    boots = []
-    for idx in rng.integers(0, len(a), size=(n_boot, len(a))):
-        ma = np.median(a[idx])
-        if ma > AUC_FLOOR:
-            boots.append(100.0 * (1.0 - np.median(b[idx]) / ma))
-    if not boots:
-        return Estimate(float(point), n=len(a))
-    lo, hi = np.quantile(boots, [0.025, 0.975])
-    return Estimate(float(point), min(float(lo), point), max(float(hi), point), len(a))
+    return ratio_of_means(list(b), list(a)).mapped(lambda r: 100.0 * (1.0 - r), increasing=False)
 
 
 def _accuracy(c: Claim, fig: Figures, v: str) -> Finding:
@@ -654,8 +605,8 @@ def _accuracy(c: Claim, fig: Figures, v: str) -> Finding:
     lv = [auc_loss(b, fig.reference) for _, b in pairs]
     ratios = [number(b.summary.get("checkpoint_bytes")) / number(a.summary.get("checkpoint_bytes"))
               for a, b in pairs if number(a.summary.get("checkpoint_bytes")) > 0]
-    bytes_ratio = median_ci(ratios)
-    losses = {"cpr": median_ci(lc), v: median_ci(lv)}
+    bytes_ratio = median(ratios)
+    losses = {"cpr": median(lc), v: median(lv)}
     note = (f"AUC loss: cpr {_fmt(losses['cpr'], '.2g')}, {v} {_fmt(losses[v], '.2g')}; {v} wrote "
             f"{_fmt(bytes_ratio, '.2f')} of cpr's checkpoint bytes.")
     # what the smallest perturbation costs: the cpr run that lost the fewest samples (PLS > 0)
@@ -667,16 +618,16 @@ def _accuracy(c: Claim, fig: Figures, v: str) -> Finding:
     floor = max(AUC_FLOOR, small[0][1]) if small else AUC_FLOOR
     extra = {"bytes_ratio": bytes_ratio.value, "cpr_loss": losses["cpr"].value, f"{v}_loss": losses[v].value,
              "auc_noise_floor": floor}
-    m = measured(avoided_share(lc, lv), f"1 − median({v}'s AUC loss) / median(plain cpr's) over {len(pairs)} "
-                                        "rounds with the same kills, paired bootstrap")
+    m = measured(avoided_share(lc, lv), f"1 − mean({v}'s AUC loss) / mean(plain cpr's) over {len(pairs)} "
+                                        "rounds with the same kills, paired (Fieller's interval)")
     if pairs and small and losses["cpr"].value <= floor:
         why = (f"plain cpr's median AUC loss ({losses['cpr'].value:.2g}) is not above the perturbation's "
                f"noise: the cpr run with the fewest lost samples (PLS {small[0][0]:.2g}) lost "
                f"{small[0][1]:.2g} AUC, so which variant loses less cannot be told at this PLS on this model")
         return _finding(c, m, note, extra, limit=why)
     if pairs and not m.known:
-        why = (f"plain cpr's median AUC loss ({losses['cpr'].value:.2g}) is not above {AUC_FLOOR:g}: nothing "
-               "measurable to improve on")
+        why = (f"plain cpr's mean AUC loss over the rounds ({mean_sd(lc)[0]:.2g}) is not above "
+               f"{AUC_FLOOR:g}: nothing measurable to improve on")
         return _finding(c, m, note, extra, limit=why)
     return _finding(c, m, note, extra)
 
@@ -786,14 +737,18 @@ class CprPaper:
             written += save_figure(plt, f, outdir, "cpr-auc-vs-pls")
         names = [s for s in ("ckpt", "cpr", "cpr-mfu", "cpr-ssu") if fig.runs_of(s)]
         if names:
-            est = [median_ci(fig.overheads(s)) for s in names]
+            est = [median(fig.overheads(s)) for s in names]
             f, ax = plt.subplots(figsize=(5.5, 3.6))
             vals = [e.value for e in est]
-            err = [[e.value - e.lo if e.has_interval else 0 for e in est],
-                   [e.hi - e.value if e.has_interval else 0 for e in est]]
+            # only a real 95 % interval is drawn as an error bar; a range of too few rounds is not
+            err = [[e.value - e.lo if e.is_ci95 else 0 for e in est],
+                   [e.hi - e.value if e.is_ci95 else 0 for e in est]]
             ax.bar(names, vals, yerr=err, capsize=4, color=["#b55", "#58b", "#5a5", "#a85"][:len(names)])
             ax.set_ylabel("checkpoint-related overhead, %")
-            ax.set_title("Same failures: median and 95 % interval over the rounds", fontsize=10)
+            shown = ("median and 95 % interval over the rounds" if all(e.is_ci95 for e in est) else
+                     f"median over {min(e.n for e in est)}+ rounds (error bars: 95 % intervals; "
+                     "none where too few rounds)")
+            ax.set_title(f"Same failures: {shown}", fontsize=9)
             written += save_figure(plt, f, outdir, "cpr-overheads")
         return written
 

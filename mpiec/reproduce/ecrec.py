@@ -44,15 +44,18 @@ aggregate keeps the profile's 1250 / 80 proportion (it does not bind).
   round where each rank has a core; where ranks share cores its parity CPU competes with the
   trainers, and the figure judged is the bound that carries to dedicated cores: the servers' extra
   CPU per step over ``none``'s x, against a trainer's CPU per step t, x / (t + x) (an upper bound:
-  all of the parity work on the critical path). Reduction = 1 − ecrm / ckpt, per round, median,
-  with ``ckpt``'s figure at most the paper's ratio: a write that overruns the storage model (a
-  loaded host starves the writing rank) would otherwise flatter ECRM.
+  all of the parity work on the critical path). Reduction = 1 − ecrm / ckpt, per round, its mean
+  over the rounds with the Student-t interval (the per-round reduction is the paired figure,
+  ``stats.mean_t``), with ``ckpt``'s figure at most the paper's ratio: a write that overruns the
+  storage model (a loaded host starves the writing rank) would otherwise flatter ECRM.
 * recovery (claim 3): XDL rolls **every** server back to the last checkpoint and pauses while it
   reloads, then redoes the lost steps [C]; its recovery time = ``time_lost_per_failure_s`` (kill →
   training back where it was: detection, reload through the storage model's read bandwidth with cold
   reads, re-executed steps). ECRM rebuilds the shard in the background while training continues;
   its recovery time = ``unprotected_s`` (kill → last row rebuilt: the longer of its two figures, its
-  time lost is shown beside). Figure: median(ckpt) / median(ecrm), ``stats.ratio_ci``.
+  time lost is shown beside). Figure: ckpt / ecrm per round, the geometric mean over the rounds with
+  the paired Student-t interval on the log ratios (``stats.paired``; runs without a round to pair
+  by: the ratio of geometric means, Welch's interval, ``stats.unpaired``).
 * rebuild pacing: ECRec's background thread rebuilds at full speed on cores of its own while
   training continues [C]; here ``rebuild = background`` with ``rebuild_budget = 1``: a round may
   take as long as a step, run at the servers' idle point while the trainers compute (on dedicated
@@ -85,10 +88,10 @@ from pathlib import Path
 from typing import Any
 
 from mpiec.analysis.metrics import number
-from mpiec.analysis.stats import median_ci, ratio_ci
+from mpiec.analysis.stats import Estimate, mean_t, median, paired, unpaired
 from mpiec.storage import PROFILES
 
-from .claims import Claim, Finding, Measured, Rule, judge, measured, measured_from
+from .claims import Claim, Finding, Measured, Rule, figure, judge, measured, measured_from
 from .experiment import Experiment, Machine, Regime, RegimeRow, RunSet, Scale
 
 __all__ = ["PAPER", "EcrecPaper", "Figures", "extract", "judge_all"]
@@ -246,6 +249,7 @@ class Figures:
     checkpoints_per_run: dict[int, list[float]] = field(default_factory=dict)
     k_growth: dict[str, list[float]] = field(default_factory=dict)  # "cpu" | "tp" -> % of a step
     recovery: dict[str, list[float]] = field(default_factory=dict)  # ckpt30, ckpt60, k2, k4, *_lost, *_resume
+    recovery_rounds: dict[str, list[int]] = field(default_factory=dict)  # the round of each recovery value
     drop: list[float] = field(default_factory=list)  # %, ECRM k = 4
     memory: dict[int, list[float]] = field(default_factory=dict)  # k -> parity / shard
     memory_r: dict[int, int] = field(default_factory=dict)
@@ -367,6 +371,8 @@ def extract(runs: dict[str, RunSet], shared: bool) -> Figures:
                 f.reduction.setdefault((key, "tp"), []).append(100.0 * (1 - ecrm_round[K4][2] / c))
 
     # failure runs: recovery, the rebuild's throughput, drift
+    from mpiec.analysis.read import repeat_of
+
     metrics = {id(r): m for r, m in zip(main.results, compare(main.results), strict=True)}
     for name, v in (("ckpt30", c30), ("ckpt60", c60), ("k2", ECRM[K2]), ("k4", ECRM[K4])):
         for r in main.of(v, failure=True):
@@ -379,6 +385,7 @@ def extract(runs: dict[str, RunSet], shared: bool) -> Figures:
                 f.recovery.setdefault(name, []).append(lost)
             else:
                 f.recovery.setdefault(name, []).append(unprot)
+            f.recovery_rounds.setdefault(name, []).append(repeat_of(r))
             f.recovery.setdefault(f"{name}_lost", []).append(lost)
             f.recovery.setdefault(f"{name}_resume", []).append(number(m.recovery_latency_s))
             if v == ECRM[K4] and m.repair_throughput_vs_twin is not None:
@@ -412,11 +419,14 @@ def extract(runs: dict[str, RunSet], shared: bool) -> Figures:
 
 # -- verdicts --------------------------------------------------------------------------------------
 def _fmt(values: Sequence[float], spec: str = ".3g", unit: str = "") -> str:
-    e = median_ci(values)
-    if not math.isfinite(e.value):
-        return "—"
-    out = f"{e.value:{spec}}{unit}"
-    return out + (f" [{e.lo:{spec}}, {e.hi:{spec}}]" if e.has_interval else "")
+    """The median of ``values`` with its bracket (``claims.figure``)."""
+    return figure(median(values), spec, unit)
+
+
+def _fmt_mean(values: Sequence[float], spec: str = ".3g", unit: str = "") -> str:
+    """A per-round comparison (a difference or reduction of the same round's runs): its mean over the
+    rounds with the Student-t interval (``stats.mean_t``)."""
+    return figure(mean_t(values), spec, unit)
 
 
 def _overhead_finding(key: str, which: int, f: Figures) -> Finding:
@@ -424,7 +434,7 @@ def _overhead_finding(key: str, which: int, f: Figures) -> Finding:
     path = "bound" if f.shared else "tp"
     values = f.reduction.get((which, path), [])
     how = (f"per round: 1 − ECRM k=4's overhead / Ckpt-{which}'s (mean stall / interval, ECRec's formula, "
-           "at most the paper's ratio); "
+           "at most the paper's ratio), mean over the rounds (Student t); "
            + ("ECRM's = the servers' extra CPU per step x over none's against a trainer's CPU per step t, "
               "x / (t + x)" if f.shared else "ECRM's = 1 − throughput / none's of the same round"))
     extra = {"ckpt_overhead_pct": _fmt(f.ckpt_ovh.get(which, [])),
@@ -433,7 +443,7 @@ def _overhead_finding(key: str, which: int, f: Figures) -> Finding:
              "ecrm_k4_bound_pct": _fmt(f.ecrm_bound.get(K4, [])),
              "server_extra_ms_per_step": _fmt(f.server_extra_ms.get(K4, [])),
              "trainer_step_cpu_ms": _fmt(f.trainer_step_ms),
-             "reduction_from_throughput_pct": _fmt(f.reduction.get((which, "tp"), [])),
+             "reduction_from_throughput_pct": _fmt_mean(f.reduction.get((which, "tp"), [])),
              "checkpoints_per_run": _fmt(f.checkpoints_per_run.get(which, []))}
     ratio = RATIO30 if which == 30 else RATIO60
     note = (f"Ckpt-{which}: write time / interval {100 * ratio:.1f} % by the storage model [U]; measured "
@@ -445,17 +455,36 @@ def _overhead_finding(key: str, which: int, f: Figures) -> Finding:
                  f"{extra['reduction_from_throughput_pct']} %) counts its parity CPU taken from the "
                  "trainers; judged on the CPU bound that carries to dedicated cores (all parity work on the "
                  "critical path: an upper bound on ECRM's overhead, a lower bound on the reduction).")
-    fd = judge(claim, measured_from(values, how), note=note)
+    fd = judge(claim, measured(mean_t(values), how), note=note)
     fd.extra.update(extra)
     return fd
+
+
+def recovery_ratio(f: Figures) -> tuple[Estimate, str]:
+    """Ckpt-30's recovery time over ECRM k=4's with how it was paired: by round where every value
+    has its round (the bench's blocks: ``stats.paired`` on the log ratios), else unpaired
+    (``stats.unpaired``, Welch on the logs)."""
+    ck, ec = f.recovery.get("ckpt30", []), f.recovery.get("k4", [])
+    rk, re_ = f.recovery_rounds.get("ckpt30", []), f.recovery_rounds.get("k4", [])
+    if len(rk) == len(ck) and len(re_) == len(ec) and len(set(rk)) == len(rk) and len(set(re_)) == len(re_):
+        a, b = dict(zip(rk, ck, strict=True)), dict(zip(re_, ec, strict=True))
+        rounds = sorted(set(a) | set(b))
+        e = paired([a.get(i) for i in rounds], [b.get(i) for i in rounds], "ratio")
+        if e.n:
+            return e, f"per round, geometric mean over {e.n} rounds (paired Student t on log ratios)"
+    return unpaired(ck, ec, "ratio"), "ratio of the geometric means (no rounds to pair by: Welch t on logs)"
 
 
 def _recovery_finding(f: Figures) -> Finding:
     claim = CLAIM["recovery"]
     ck, ec = f.recovery.get("ckpt30", []), f.recovery.get("k4", [])
-    how = ("median Ckpt-30 time lost per failure (kill → back at the failure point: reload of every shard "
-           "and redo) / median ECRM k=4 kill → shard rebuilt (unprotected_s)")
-    m = measured(ratio_ci(ck, ec), how) if ck and ec else Measured(math.nan, how=f"{how}: runs missing")
+    how = ("Ckpt-30 time lost per failure (kill → back at the failure point: reload of every shard and redo) "
+           "/ ECRM k=4 kill → shard rebuilt (unprotected_s)")
+    if ck and ec:
+        e, pairing = recovery_ratio(f)
+        m = measured(e, f"{how}, {pairing}")
+    else:
+        m = Measured(math.nan, how=f"{how}: runs missing")
     extra = {"ckpt30_s": _fmt(ck), "ecrm_k4_rebuilt_s": _fmt(ec), "ecrm_k4_time_lost_s": _fmt(f.recovery.get(
         "k4_lost", [])), "ckpt30_kill_to_resume_s": _fmt(f.recovery.get("ckpt30_resume", [])),
         "ckpt60_s": _fmt(f.recovery.get("ckpt60", [])), "ecrm_k2_rebuilt_s": _fmt(f.recovery.get("k2", []))}
@@ -491,10 +520,10 @@ def _k_finding(f: Figures) -> Finding:
     key = "cpu" if f.shared else "tp"
     how = ("per round: (server CPU per step of k=4 − k=2) / a trainer's CPU per step" if f.shared else
            "per round: overhead of k=4 − k=2 (points of none's throughput)")
-    fd = judge(claim, measured_from(f.k_growth.get(key, []), how),
-               note=(f"Throughput: k=4 − k=2 overhead {_fmt(f.k_growth.get('tp', []))} points"
-                     + (" (ranks share cores: judged on CPU per step)." if f.shared else ".")))
-    fd.extra["k4_minus_k2_overhead_points"] = _fmt(f.k_growth.get("tp", []))
+    m = measured(mean_t(f.k_growth.get(key, [])), how + ", mean over the rounds (Student t)")
+    fd = judge(claim, m, note=(f"Throughput: k=4 − k=2 overhead {_fmt_mean(f.k_growth.get('tp', []))} points"
+                               + (" (ranks share cores: judged on CPU per step)." if f.shared else ".")))
+    fd.extra["k4_minus_k2_overhead_points"] = _fmt_mean(f.k_growth.get("tp", []))
     return fd
 
 
@@ -506,7 +535,9 @@ def _memory_finding(f: Figures) -> Finding:
         devs += [100.0 * abs(x / (r / k) - 1.0) for x in ratios]
         parts.append(f"k={k}: {_fmt(ratios, '.4f')} (r/k = {r / k:.4f})")
     how = "max over the ECRM runs of |parity_memory_bytes / shard_memory_bytes ÷ (r/k) − 1|"
-    m = Measured(max(devs), n=len(devs), how=how) if devs else Measured(math.nan, how=f"{how}: runs missing")
+    # deterministic: byte counts of the layout, the same in every run
+    m = (Measured(max(devs), n=len(devs), how=how, method="deterministic", deterministic=True) if devs
+         else Measured(math.nan, how=f"{how}: runs missing"))
     note = ("; ".join(parts) + ". mpiec codes [weights | optimizer state] (r/k whatever the optimizer); "
             "ECRec replicates Adagrad's accumulators, (d + k·s)/(k·(d + s)); with SGD (ECRec's and this "
             "run's) they agree.") if parts else ""
@@ -528,7 +559,9 @@ def _exact_finding(f: Figures) -> Finding:
     claim = CLAIM["exact-lossless"]
     known = {v: ok for v, ok in f.exact_lossless.items() if ok is not None}
     how = "failure runs of xor (k=4) and rs (k=3, r=2) whose param_checksum equals the failure-free none's"
-    m = (Measured(100.0 * sum(known.values()) / len(known), n=len(known), how=how) if known
+    # an exact check per run (bit-identical checksum or not), no sampling noise to bound: deterministic
+    m = (Measured(100.0 * sum(known.values()) / len(known), n=len(known), how=how,
+                  method="exact check per run", deterministic=True) if known
          else Measured(math.nan, how=f"{how}: runs missing (the codes bench, or main's failure-free none)"))
     note = "; ".join(f"{v.split(':')[1]}: {'bit-exact' if ok else 'differs'}" for v, ok in known.items())
     return judge(claim, m, note=note + "." if note else "")
@@ -713,7 +746,7 @@ def _plot_overhead(main: RunSet, outdir: Path) -> Path | None:
     for k in (K2, K4):
         bars += [(f"ECRM k={k} (throughput)", f.ecrm_tp_ovh.get(k, [])),
                  (f"ECRM k={k} (CPU bound)", f.ecrm_bound.get(k, []))]
-    shown = [(name, median_ci(v)) for name, v in bars if v]
+    shown = [(name, median(v)) for name, v in bars if v]
     if not shown:
         return None
     from mpiec.analysis.plots import pyplot, save_figure
@@ -725,11 +758,14 @@ def _plot_overhead(main: RunSet, outdir: Path) -> Path | None:
     colors = ["tab:orange" if n.startswith("Ckpt") else "tab:blue" for n, _ in shown]
     ax.barh(y, vals, color=colors, alpha=0.8)
     for yi, (_, e) in zip(y, shown, strict=True):
-        if e.has_interval:
+        if e.is_ci95:
             ax.plot([e.lo, e.hi], [yi, yi], color="k", lw=1.2)
+        elif e.has_interval:  # a range of too few rounds: drawn apart, never as a 95 % interval
+            ax.plot([e.lo, e.hi], [yi, yi], color="grey", lw=0.8, ls=":")
     ax.set_yticks(y, [n for n, _ in shown], fontsize=8)
     ax.invert_yaxis()
-    ax.set_xlabel("failure-free overhead, % (median, 95 % interval)")
+    ax.set_xlabel("failure-free overhead, % (median; black: 95 % interval, grey dotted: range of the rounds "
+                  "where too few for one)", fontsize=8)
     ax.set_title("ECRec: failure-free overhead")
     return save_figure(plt, fig, outdir, "ecrec-overhead")[0]
 

@@ -459,7 +459,8 @@ def run(args: argparse.Namespace) -> int:
               + (f"; checkpoints every {setup.interval_s:g} s" if setup.interval_s else ""))
         print(f"trials: at least {args.trials}, until the 95 % interval of ETTR is within "
               f"±{100 * args.ci_target:g} % (at most {args.max_trials}); seed {args.seed}; "
-              "each figure is the mean ± the half-width of its 95 % interval")
+              "each figure is the mean ± the half-width of its 95 % Student-t interval over the trials "
+              "(det.: the same in every trial, no interval)")
 
     # the sweep checks its event bound before it prints the header, so a refused input is one line
     rows = sweep(costs, base, nodes, names, processes, Trials(args.trials, max(args.trials, args.max_trials),

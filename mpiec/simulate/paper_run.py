@@ -80,7 +80,8 @@ def run_paper(args: argparse.Namespace, costs: Costs, source: str,
           f"{'time lost/failure s':>20} {'ETTR':>18} {'trials':>6}")
     for v, r in rows_out:
         half = r.ci.get("ettr", math.nan)
-        ettr = f"{r.ettr:.4f}" + (f" ± {half:.4f}" if math.isfinite(half) else "")  # ± 0: trials alike
+        # no ± where every trial gave the same ETTR (half-width 0: one figure, no interval)
+        ettr = f"{r.ettr:.4f}" + (f" ± {half:.4f}" if math.isfinite(half) and half > 0 else "")
         lost = f"{r.time_lost_per_failure_s:.3g}" if math.isfinite(r.time_lost_per_failure_s) else "—"
         print(f"{v.label:<16} {v.strategy:<9} {r.interval or '—':<26} {r.run_step_s * 1e3:>8.3g} "
               f"{100 * r.overhead:>10.2f} {lost:>20} {ettr:>18} {r.trials:>6}")

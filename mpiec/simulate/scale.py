@@ -15,10 +15,10 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 
-from mpiec.analysis.stats import mean_ci
+from mpiec.analysis.stats import mean_t
 
 from .costs import Costs
 from .failures import ArrivalProcess, Schedule
@@ -27,7 +27,7 @@ from .model import FAILURE_EVENTS, EventBudget, Failure, Outcome, Policy, simula
 from .policies import Setup, build_policy
 
 __all__ = ["CI_KEYS", "Crossover", "ScaleRow", "Trials", "crossovers", "format_crossovers", "format_table",
-           "plot", "servers_per_failure", "sweep"]
+           "half_width", "plot", "servers_per_failure", "sweep"]
 
 
 @dataclass(frozen=True)
@@ -51,12 +51,21 @@ class ScaleRow:
     step_path: str = ""  # the step model's critical path, when it ran
     # goodput over every node the job holds, idle spares included (nan: no spare count given)
     per_node: float = math.nan
-    # half-widths of the 95 % intervals over the trials (nan with one trial)
+    # half-widths of the 95 % Student-t intervals over the trials (``half_width``: nan with one trial, 0
+    # where every trial gave the same figure)
     ci: dict[str, float] = field(default_factory=dict)
 
 
 #: the figures a row gives an interval for (means over the trials)
 CI_KEYS = ("failures", "time_lost_per_failure_s", "time_lost_h", "lost_samples", "ettr", "goodput")
+
+
+def half_width(values: Iterable[float]) -> tuple[float, float]:
+    """(mean, half-width of its 95 % Student-t interval) of independent trials (``stats.mean_t``); the
+    half-width is 0 where every trial gave the same figure (one figure: nothing to narrow) and nan with
+    fewer than two trials."""
+    e = mean_t(values)
+    return e.value, (0.0 if e.deterministic else e.half_width)
 
 
 def _failures(schedule: Schedule, job: Job, hold_repair: bool = False) -> Iterator[Failure]:
@@ -101,7 +110,7 @@ class Trials:
 
     def settled(self, outs: dict[str, list[Outcome]]) -> bool:
         for runs in outs.values():
-            mean, half = mean_ci(o.ettr for o in runs)
+            mean, half = half_width(o.ettr for o in runs)
             if not math.isfinite(mean) or mean <= 0:
                 continue  # all trials at 0 (the job never finishes): nothing to narrow
             if not (math.isfinite(half) and half <= self.target * mean):
@@ -176,10 +185,11 @@ def _row(n: int, s: str, j: Job, p: Policy, outs: list[Outcome], steps: int, ff_
     fails = [o.failures for o in outs]
     lost = [o.time_lost_s for o in outs]
     per_failure = [o.time_lost_s / o.failures for o in outs if o.failures]
-    values = {"failures": fails, "time_lost_per_failure_s": per_failure,
+    values: dict[str, list[float]] = {
+              "failures": [float(x) for x in fails], "time_lost_per_failure_s": per_failure,
               "time_lost_h": [x / 3600.0 for x in lost], "lost_samples": [o.lost_samples for o in outs],
               "ettr": [o.ettr for o in outs], "goodput": [o.goodput_ratio for o in outs]}
-    ci = {k: mean_ci(v)[1] for k, v in values.items()}
+    ci = {k: half_width(v)[1] for k, v in values.items()}
     path = ""
     if setup is not None and setup.hardware is not None and costs.step is not None:
         from .policies import step_model
@@ -268,7 +278,10 @@ def _pm(r: ScaleRow, key: str, spec: str, scale: float = 1.0) -> str:
     if not math.isfinite(x):
         return "—"
     half = r.ci.get(key, math.nan) * scale
-    # one value (time lost per failure when one trial had failures) has no interval: say so
+    # one value (time lost per failure when one trial had failures) has no interval: say so; the same
+    # figure in every trial is one figure, not an interval of width 0
+    if half == 0:
+        return format(x, spec) + " det."
     return format(x, spec) + (f" ± {format(half, spec)}" if math.isfinite(half) else " (n=1)")
 
 

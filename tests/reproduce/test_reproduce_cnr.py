@@ -11,7 +11,7 @@ import pytest
 
 from mpiec.checkpoint import CheckpointStore
 from mpiec.reproduce import cnr
-from mpiec.reproduce.claims import CANNOT, NOT_REPRODUCED, PARTLY, REPRODUCED, VERDICTS
+from mpiec.reproduce.claims import CANNOT, NOT_REPRODUCED, PARTLY, REPRODUCED, VERDICTS, judge
 from mpiec.reproduce.experiment import SCALES, Experiment, Machine, RunSet, run_experiment
 from mpiec.results import TIMELINE_DTYPE, ResultWriter, read_result
 
@@ -135,8 +135,16 @@ def test_concordance_follows_the_order():
     assert cnr.concordance(along_bits, "bits") == 1.0 and cnr.concordance(along_bits, "restores") == 0.0
     assert cnr.concordance({(2, 1): [1.0], (2, 2): [1.0]}) == 0.5  # a tie counts half
     assert math.isnan(cnr.concordance({(2, 1): [1.0], (3, 2): [0.0]}))  # nothing comparable
+    # no interval with proven coverage for a concordance of cells: none is shown, and it says why
     m = cnr.concordance_measured(ORDERED)
-    assert m.value == 1.0 and m.n == 9 and m.has_interval and m.lo <= 1.0
+    assert m.value == 1.0 and m.n == 9 and not m.has_interval and not m.deterministic
+    assert "proven coverage" in m.method and "[" not in m.text()
+    f = judge(cnr.CLAIMS[3], m)
+    assert f.verdict == PARTLY and "no 95 % interval" in f.reason
+    # every phase gave the same degradation in every cell: one measurement, judged on its value
+    same = {k: [vs[0]] * 3 for k, vs in ORDERED.items()}
+    m = cnr.concordance_measured(same)
+    assert m.deterministic and judge(cnr.CLAIMS[3], m).verdict == REPRODUCED
 
 
 def test_degradation_and_restore_count(tmp_path):
@@ -186,19 +194,23 @@ def test_experiments_per_scale():
 
 # -- findings from synthetic runs ----------------------------------------------------------------
 def test_every_claim_gets_a_finding_and_the_papers_figures_reproduce(tmp_path):
-    runs = runsets(tmp_path, write_red=[12.0, 14.0, 13.0], capacity=[5.0, 6.0, 5.5], grid=ORDERED)
+    # six runs: the order-statistic 95 % interval of the median exists (fewer give a range: partly)
+    runs = runsets(tmp_path, write_red=[12.0, 14.0, 13.0, 12.5, 13.5, 13.0],
+                   capacity=[5.0, 6.0, 5.5, 5.2, 5.8, 5.5], grid=ORDERED)
     fs = cnr.PAPER.findings(runs, SCALES["quick"], MACHINE)
     assert [f.claim.key for f in fs] == [c.key for c in cnr.PAPER.claims()]
     assert all(f.verdict in VERDICTS and (f.verdict == REPRODUCED or f.reason) for f in fs)
     f = by_key(fs)
     assert f["write-bandwidth"].verdict == REPRODUCED and f["write-bandwidth"].measured.value == 13.0
+    assert f["write-bandwidth"].measured.is_ci95
     assert f["write-bandwidth"].extra["write_reduction_vs_ckpt_bytes"] == pytest.approx(10.0)
     assert f["write-bandwidth"].extra["rows_modified_per_interval"] == pytest.approx(0.26)
     assert f["capacity"].verdict == REPRODUCED
     q = f["quantization-error"]
     assert q.verdict in (REPRODUCED, PARTLY) and q.extra["rows"] == 300
-    assert f["degradation-vs-restores"].verdict == REPRODUCED
-    assert f["bits-rule"].verdict == REPRODUCED
+    # the concordance has no interval: a noisy figure is at most partly however well ordered
+    assert f["degradation-vs-restores"].verdict == PARTLY
+    assert f["bits-rule"].verdict == REPRODUCED and f["bits-rule"].measured.deterministic
     # auto picks 2 bits at 1 restore (0.3 %) and 3 bits at 3 (0.3 %): far above the 0.01 % target
     assert f["auto-degradation"].verdict == NOT_REPRODUCED
     assert f["auto-degradation"].measured.value == pytest.approx(0.31, abs=0.02)
@@ -217,9 +229,18 @@ def test_the_verdicts_follow_the_figures(tmp_path):
 
 def test_tiny_degradations_under_the_target_reproduce(tmp_path):
     grid = {k: [v / 1000 for v in vs] for k, vs in ORDERED.items()}
-    f = by_key(cnr.PAPER.findings(runsets(tmp_path, write_red=[7.0], capacity=[3.0], grid=grid),
+    # the bits=auto cells (2 bits at 1 restore, 3 bits at 3) with 6 phases: a 95 % interval
+    grid[(2, 1)] = [0.0003, 0.00032, 0.00031, 0.00029, 0.0003, 0.00033]
+    grid[(3, 3)] = [0.0003, 0.00028, 0.00029, 0.00031, 0.0003, 0.00027]
+    f = by_key(cnr.PAPER.findings(runsets(tmp_path / "six", write_red=[7.0], capacity=[3.0], grid=grid),
                                   SCALES["quick"], MACHINE))
-    assert f["auto-degradation"].verdict == REPRODUCED
+    assert f["auto-degradation"].verdict == REPRODUCED and f["auto-degradation"].measured.is_ci95
+    # two phases: the range of 2 runs holds the median with 50 % only: at most partly, and it says so
+    grid = {k: [v / 1000 for v in vs] for k, vs in ORDERED.items()}
+    f = by_key(cnr.PAPER.findings(runsets(tmp_path / "two", write_red=[7.0], capacity=[3.0], grid=grid),
+                                  SCALES["quick"], MACHINE))
+    deg = f["auto-degradation"]
+    assert deg.verdict == PARTLY and "n = 2: too few runs for a 95 % interval" in deg.reason
 
 
 def test_improvements_bigger_than_the_target_make_it_unresolvable(tmp_path):

@@ -109,18 +109,35 @@ def test_every_claim_gets_a_finding_with_the_baseline_only():
 
 
 # -- the verdicts follow the figures -------------------------------------------------------------------
-PAPER_LIKE = {"ckpt": [12.0, 13.0, 14.0], "cpr": [0.9, 1.0, 1.1], "cpr-mfu": [0.6, 0.6, 0.7],
-              "cpr-ssu": [0.5, 0.6, 0.6]}
-PAPER_LOSS = {"ckpt": [0.0] * 3, "cpr": [0.0008, 0.0007, 0.0009], "cpr-mfu": [0.0003, 0.0002, 0.0003],
-              "cpr-ssu": [0.0004, 0.0003, 0.0002]}
+# six rounds: a level (a median over the rounds) has its 95 % interval from 6 runs
+PAPER_LIKE = {"ckpt": [12.0, 13.0, 14.0, 12.5, 13.5, 13.0], "cpr": [0.9, 1.0, 1.1, 0.95, 1.05, 1.0],
+              "cpr-mfu": [0.6, 0.6, 0.7, 0.65, 0.6, 0.7], "cpr-ssu": [0.5, 0.6, 0.6, 0.55, 0.5, 0.6]}
+PAPER_LOSS = {"ckpt": [0.0] * 6, "cpr": [0.0008, 0.0007, 0.0009, 0.00075, 0.00085, 0.0008],
+              "cpr-mfu": [0.0003, 0.0002, 0.0003, 0.00025, 0.0003, 0.0002],
+              "cpr-ssu": [0.0004, 0.0003, 0.0002, 0.0003, 0.00035, 0.00025]}
 
 
 def test_figures_like_the_papers_reproduce_every_claim():
     runs = {"baseline": baseline(), **rounds(PAPER_LIKE, PAPER_LOSS)}
-    sweep = [fake("cpr", pls=p, loss=p / 20) for p in (0.01, 0.1, 0.3, 0.6)]
+    # a sweep wide enough for ρ's 95 % interval to clear 0.5 (13 points with the rounds' 6)
+    sweep = [fake("cpr", pls=p, loss=p / 20) for p in (0.01, 0.1, 0.15, 0.2, 0.3, 0.45, 0.6)]
     runs["pls-sweep"] = runset("pls-sweep", sweep)
     got = findings(runs)
     assert got == {k: REPRODUCED for k in KEYS}
+
+
+def test_three_rounds_are_too_few_for_a_level_to_be_reproduced():
+    """The same figures over 3 rounds: the medians (full recovery's overhead, partial recovery's AUC
+    loss) have only the range of 3 runs, which holds the median with 75 %: at most partly; the paired
+    comparisons (the shares removed) have their Student-t interval from 2 rounds."""
+    three = {k: v[:3] for k, v in PAPER_LIKE.items()}
+    runs = {"baseline": baseline(), **rounds(three, {k: v[:3] for k, v in PAPER_LOSS.items()})}
+    f = {x.claim.key: x for x in cpr.PAPER.findings(runs, SCALES["quick"], TWO_CORES)}
+    for key in ("full-recovery-overhead", "partial-accuracy"):
+        assert f[key].verdict == PARTLY and "n = 3: too few runs for a 95 % interval" in f[key].reason
+        assert "(range" in f[key].measured.text()
+    assert f["partial-removes"].verdict == REPRODUCED and f["partial-removes"].measured.is_ci95
+    assert "paired" in f["partial-removes"].measured.how
 
 
 def test_figures_against_the_paper_are_not_reproduced():
@@ -135,8 +152,10 @@ def test_figures_against_the_paper_are_not_reproduced():
 
 
 def test_full_recovery_overhead_is_judged_on_its_distance_from_13_percent():
-    for ov, verdict in (([6.0, 7.0, 8.0], REPRODUCED), ([20.0, 22.0, 24.0], REPRODUCED),
-                        ([3.5, 4.0, 4.5], PARTLY), ([1.0, 1.2, 1.1], NOT_REPRODUCED)):
+    for ov, verdict in (([6.0, 7.0, 8.0, 7.0, 6.5, 7.5], REPRODUCED),
+                        ([20.0, 22.0, 24.0, 21.0, 23.0, 22.0], REPRODUCED),
+                        ([3.5, 4.0, 4.5, 4.0, 3.8, 4.2], PARTLY), ([1.0, 1.2, 1.1], NOT_REPRODUCED),
+                        ([6.0, 7.0, 8.0], PARTLY)):  # 3 rounds: the range of 3 runs, no 95 % interval
         runs = {"baseline": baseline(), **rounds({"ckpt": ov})}
         f = cpr.PAPER.findings(runs, SCALES["quick"], TWO_CORES)[0]
         assert f.claim.key == "full-recovery-overhead"
@@ -148,7 +167,10 @@ def test_a_partial_recovery_that_removes_three_quarters_is_partly():
     runs = {"baseline": baseline(), **rounds({"ckpt": [10.0, 10.0, 10.0], "cpr": [2.0, 2.2, 1.8]})}
     f = {x.claim.key: x for x in cpr.PAPER.findings(runs, SCALES["quick"], TWO_CORES)}
     assert f["partial-removes"].verdict == PARTLY
-    assert f["partial-removes"].measured.value == pytest.approx(80.0)
+    # 1 − the geometric mean of the per-round ratios (paired by round)
+    gm = math.exp(np.mean(np.log([0.2, 0.22, 0.18])))
+    assert f["partial-removes"].measured.value == pytest.approx(100 * (1 - gm))
+    assert f["partial-removes"].measured.is_ci95
 
 
 def test_mfu_accuracy_cannot_be_measured_when_plain_cpr_lost_nothing():
@@ -212,14 +234,21 @@ def test_the_storage_model_bound_replaces_the_measured_stall():
     assert o["pct_model"] < o["pct"]
 
 
-def test_spearman_handles_ties_and_too_few_points():
-    assert cpr.spearman([1, 2, 3, 4], [1, 2, 3, 4]) == pytest.approx(1.0)
-    assert cpr.spearman([1, 2, 3, 4], [4, 3, 2, 1]) == pytest.approx(-1.0)
-    assert 0 < cpr.spearman([1, 2, 2, 3], [1, 2, 3, 4]) < 1
-    assert math.isnan(cpr.spearman([1, 2], [1, 2]))
-    assert math.isnan(cpr.spearman([1, 1, 1], [1, 2, 3]))
-    e = cpr.spearman_ci([0.01, 0.05, 0.1, 0.3, 0.6], [0.0, 0.001, 0.002, 0.004, 0.009])
-    assert e.value == pytest.approx(1.0) and e.has_interval
+def test_pls_against_the_loss_has_an_interval_only_from_ten_points():
+    """Spearman's ρ from ``analysis.stats``: its Fisher-z interval needs 10 points; fewer show ρ alone
+    (labelled), which cannot make the claim reproduced."""
+    def finding(sweep: list[tuple[float, float]]) -> Any:
+        runs = {"baseline": baseline(), **rounds({"cpr": [1.0] * 3}, {"cpr": [0.0004, 0.0006, 0.0005]})}
+        runs["pls-sweep"] = runset("pls-sweep", [fake("cpr", pls=p, loss=x) for p, x in sweep])
+        return {x.claim.key: x for x in cpr.PAPER.findings(runs, SCALES["quick"], TWO_CORES)}["pls-vs-loss"]
+
+    few = finding([(0.1, 0.002), (0.5, 0.01)])  # 5 points, in rank order but one pair
+    assert few.measured.n == 5 and not few.measured.has_interval and "too few" in few.measured.method
+    assert few.verdict == PARTLY and "n = 5: no 95 % interval" in few.reason
+    ten = finding([(0.01, 0.0001), (0.1, 0.002), (0.15, 0.004), (0.2, 0.003), (0.3, 0.006), (0.4, 0.009),
+                   (0.6, 0.012)])
+    assert ten.measured.n == 10 and ten.measured.is_ci95 and ten.measured.lo < ten.measured.value < 1
+    assert "Fisher z" in ten.measured.how
 
 
 def test_factor_off_maps_the_interval():

@@ -35,9 +35,10 @@ def good(shared: bool = True) -> ecrec.Figures:
         shared=shared, n_ranks=9 if shared else 1,
         reduction={(30, path): [64.0, 60.0, 70.0], (60, path): [30.0, 28.0, 35.0]},
         recovery={"ckpt30": [2.0, 2.2, 1.8], "k4": [0.2, 0.21, 0.19]},
-        drop=[9.0, 10.0, 11.0], k_growth={"cpu": [0.1, -0.2, 0.3], "tp": [0.5, -0.3, 0.2]},
+        # levels (medians over runs) with 6 runs: their order-statistic 95 % interval exists
+        drop=[9.0, 10.0, 11.0, 9.5, 10.5, 10.0], k_growth={"cpu": [0.1, -0.2, 0.3], "tp": [0.5, -0.3, 0.2]},
         memory={2: [0.5, 0.5], 4: [0.25, 0.25]}, memory_r={2: 1, 4: 1},
-        sum_drift=[3e-7, 5e-7, 2e-7], sum_lossless=[False, False],
+        sum_drift=[3e-7, 5e-7, 2e-7, 4e-7, 3e-7, 6e-7], sum_lossless=[False, False],
         exact_lossless={ecrec.EXACT[0]: True, ecrec.EXACT[1]: True})
 
 
@@ -82,11 +83,26 @@ def test_overhead_is_judged_on_the_cpu_bound_where_ranks_share_cores():
     assert ecrec.judge_all(f)[0].verdict == NOT_REPRODUCED
 
 
-def test_recovery_ratio_is_the_ratio_of_the_medians():
+def test_recovery_ratio_without_rounds_is_the_ratio_of_the_geometric_means():
     f = ecrec.Figures(recovery={"ckpt30": [3.0, 3.0, 3.0], "k4": [1.0, 1.0, 1.0]})
     fd = ecrec.judge_all(f)[2]
     assert fd.claim.key == "recovery" and fd.measured.value == pytest.approx(3.0)
-    assert fd.verdict == PARTLY and "real CPU" in fd.reason
+    assert fd.verdict == PARTLY and "real CPU" in fd.reason and "Welch" in fd.measured.how
+
+
+def test_recovery_ratio_is_paired_by_round():
+    """The round's drift (ckpt 2, 4, 8 s) is shared by ECRM's run of the same round (1, 2, 4 s): paired,
+    the ratio is 2 in every round, one figure; unpaired, the drift would widen it past any verdict."""
+    f = ecrec.Figures(recovery={"ckpt30": [2.0, 4.0, 8.0], "k4": [4.0, 2.0, 1.0]},
+                      recovery_rounds={"ckpt30": [0, 1, 2], "k4": [2, 1, 0]})
+    e, how = ecrec.recovery_ratio(f)
+    assert e.value == pytest.approx(2.0) and e.deterministic and e.n == 3 and "paired" in how
+    f.recovery["k4"] = [4.4, 2.0, 0.9]  # noisy: a Student-t interval over the 3 rounds
+    e, _ = ecrec.recovery_ratio(f)
+    assert e.is_ci95 and e.method.startswith("paired t") and e.lo < 2.0 < e.hi < 3.0
+    f.recovery_rounds["k4"] = [0, 1]  # a value without its round: nothing to pair by
+    e, how = ecrec.recovery_ratio(f)
+    assert "Welch" in how and e.hi > 10.0
 
 
 def test_memory_is_the_worst_deviation_from_r_over_k():
@@ -165,6 +181,7 @@ def test_figures_are_extracted_per_round_from_result_files(tmp_path):
     assert f.ecrm_tp_ovh[4] == pytest.approx([20.0] * 3)
     assert f.k_growth["cpu"] == pytest.approx([1.0] * 3)  # 0.1 ms of a 10 ms step
     assert f.recovery["ckpt30"] == pytest.approx([2.0, 3.0, 4.0]) and f.recovery["k4"] == [0.25] * 3
+    assert f.recovery_rounds["ckpt30"] == [0, 1, 2] and f.recovery_rounds["k4"] == [0, 1, 2]
     assert f.memory == {2: [0.5] * 3, 4: [0.25] * 3}
     assert f.sum_drift == [4e-7] * 3  # k = 4 on 5 servers leaves no intact stripe: its 0 is no measurement
     assert f.sum_lossless == [False] * 6

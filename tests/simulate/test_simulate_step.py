@@ -21,7 +21,7 @@ from mpiec.simulate.job import Job
 from mpiec.simulate.model import Failure, simulate
 from mpiec.simulate.papers import PAPERS, Burst
 from mpiec.simulate.policies import Setup, build_policy, parity_bytes_per_server_step, step_model
-from mpiec.simulate.scale import Trials, _failures, sweep
+from mpiec.simulate.scale import Trials, _failures, format_table, half_width, sweep
 from mpiec.simulate.step import Hardware, step_times
 from mpiec.storage import PROFILES
 
@@ -244,6 +244,18 @@ def test_trials_run_until_the_ettr_interval_is_narrow():
     narrow = sweep(c, j, [4], ["ckpt"], often, Trials(3, 400, 0.0001))[0]
     assert wide.trials == 3 and narrow.trials > wide.trials
     assert narrow.ci["ettr"] < wide.ci["ettr"]
+
+
+def test_trials_alike_print_one_figure_and_others_a_student_t_interval():
+    # the half-width is stats.mean_t's: t(0.975, 2) = 4.303 for 3 trials, not a normal 1.96
+    mean, half = half_width([1.0, 2.0, 3.0])
+    assert mean == 2.0 and half == pytest.approx(4.3027 * 1.0 / math.sqrt(3), rel=1e-4)
+    assert half_width([0.5, 0.5, 0.5]) == (0.5, 0.0) and math.isnan(half_width([0.5])[1])
+    j = dataclasses.replace(job(), steps=2000, step_s=0.05)
+    rows = sweep(costs(ckpt=CKPT), j, [4], ["ckpt"], NodeRenewal(mtbf_node_s=1e9), Trials(3, 3, 0.05))
+    table = format_table(rows)
+    # no failure: every trial alike, one figure (no "± 0" posing as an interval of width 0)
+    assert "det." in table and "± 0" not in table
 
 
 def test_a_repair_that_holds_the_slot_delays_the_recovery():
