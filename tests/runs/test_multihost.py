@@ -141,10 +141,8 @@ def hosts(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def reference(tmp_path_factory):
-    run = mpiec(["run", "--preset", "tiny", "--strategy", "none"], out=tmp_path_factory.mktemp("ref"))
-    assert run.code == 0, run.stdout + run.stderr
-    return run.result().summary["param_checksum"]
+def reference(failure_free):
+    return failure_free("--preset", "tiny")["param_checksum"]  # shared: tests/runs/conftest.py
 
 
 def across(hosts: EmulatedHosts, args: list[str], out: Path, timeout: float = 400):
