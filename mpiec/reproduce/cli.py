@@ -84,7 +84,8 @@ def build_parser() -> argparse.ArgumentParser:
                         "runs)")
     p.add_argument("--page", metavar="FILE.md",
                    help="also write the Markdown page here (figures into FILE's folder/figures/), keeping "
-                        "the page's hand-written section ('## Readings' to the end) if FILE exists")
+                        "the page's hand-written section ('## Readings' to the end) if FILE exists; an "
+                        "existing FILE that is not a page mpiec reproduce wrote is refused, never replaced")
     p.add_argument("--list", action="store_true", help="print the claims and the runs they need, run nothing")
     p.add_argument("--verbose", action="store_true", help="show every run's progress lines")
     return p
