@@ -34,13 +34,37 @@ def repeat_of(r: RunResult) -> int:
     return int(m.group(1)) if m else 0
 
 
+#: bench.json's per-run keys that the analysis reads, and the types it needs them to have
+_RUN_KEYS: dict[str, tuple[type, ...]] = {"path": (str, type(None)), "repeat": (int,),
+                                          "order": (int, type(None)), "kill_shift_steps": (int, float)}
+
+
 def bench_manifest(directory: str | Path) -> dict:
-    """``bench.json`` of a bench directory ({} where there is none or it is unreadable)."""
+    """``bench.json`` of a bench directory ({} where there is none or it cannot be read).
+
+    One that is there but malformed (not JSON, not an object, ``runs`` not a list of objects, or a
+    run's ``path``/``repeat``/``order``/``kill_shift_steps`` of the wrong type) raises
+    ``ResultFileError`` naming the file and the problem: a row built from it would be wrong."""
+    path = Path(directory) / "bench.json"
     try:
-        doc = json.loads((Path(directory) / "bench.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        text = path.read_text(encoding="utf-8")
+    except (OSError, ValueError):  # none, or unreadable (a UnicodeDecodeError is a ValueError)
         return {}
-    return doc if isinstance(doc, dict) else {}
+    try:
+        doc = json.loads(text)
+    except ValueError as exc:
+        raise ResultFileError(f"{path}: malformed (not JSON: {exc})") from None
+    if not isinstance(doc, dict):
+        raise ResultFileError(f"{path}: malformed (a JSON {type(doc).__name__}, not an object)")
+    runs = doc.get("runs", [])
+    if not isinstance(runs, list) or not all(isinstance(r, dict) for r in runs):
+        raise ResultFileError(f"{path}: malformed ('runs' is not a list of objects)")
+    for i, r in enumerate(runs):
+        for key, types in _RUN_KEYS.items():
+            value = r.get(key)
+            if key in r and (isinstance(value, bool) or not isinstance(value, types)):
+                raise ResultFileError(f"{path}: malformed (run {i}'s {key!r} is {value!r})")
+    return doc
 
 
 def find_result_files(paths_or_dirs: str | Path | Iterable[str | Path]) -> list[Path]:

@@ -247,7 +247,9 @@ def test_bandwidth_cap_slows_writes(tmp_path):
     t0 = time.perf_counter()
     info = store.write_part(1, "trainer", {"params": data})
     took = time.perf_counter() - t0
-    assert took >= 0.95 * info.bytes / 40e6 and took < 0.3, took
+    # a lower bound only (a paced write never beats its cap; on a busy machine it takes longer);
+    # that the cap charges each byte once is tests/test_storage.py's (the pacer's own count)
+    assert took >= 0.95 * info.bytes / 40e6, took
 
 
 def test_find_checkpoint_root(tmp_path):

@@ -115,11 +115,11 @@ def test_time_kills_take_units_like_durations(cfg):
 
 def test_random_max_is_bounded_by_the_steps_and_parsing_is_cheap():
     cfg = load_config("tiny", sets=["training.steps=1000000"])
-    t = time.perf_counter()
+    # cheap by construction: a billion kills is refused before any is drawn (the test's timeout
+    # bounds the rest; no wall-time assertion, which a busy machine would break)
     with pytest.raises(KillPlanError, match="max must be <= 10000"):
         parse_kill_plans(["random:mtbf=1s,max=1000000000"], cfg)
     assert len(parse_kill_plans(["random:mtbf=1s,max=10000"], cfg)) == 10000
-    assert time.perf_counter() - t < 2.0
     short = load_config("tiny", sets=["training.steps=10"])
     assert len(parse_kill_plans(["random:mtbf=1s"], short)) == 10  # the default 64 would exceed the steps
 

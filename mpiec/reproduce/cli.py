@@ -7,9 +7,12 @@ every finding with its figure, interval and reason, every experiment with its ru
 ``reproductions.md`` and ``reproductions.html`` (``page``), ``figures/``, one directory of result
 files per experiment (``PAPER/EXPERIMENT/``).
 
-Invariants: bad arguments fail before any run starts (exit 2, one line); the page and the JSON are
-written even when runs crash (the claims they feed say why they have no figure); exit 3 when a run
-crashed or timed out, else 0 — a verdict never changes the exit code.
+Invariants: bad arguments fail before any run starts (exit 2, one line): among them a ``--page`` that
+cannot be written or is a file the reproduction did not write (``page.check_page``), and an occupied
+experiment folder, the last as much as the first (``experiment.check_directory``); a malformed
+``reproduce.json`` or ``bench.json`` under ``--reuse`` is one line, never a traceback; the page and
+the JSON are written even when runs crash (the claims they feed say why they have no figure); exit 3
+when a run crashed or timed out, else 0 — a verdict never changes the exit code.
 """
 
 from __future__ import annotations
@@ -29,10 +32,11 @@ from mpiec.errors import MpiecError
 
 from . import PAPERS, paper
 from .claims import Finding
-from .experiment import SCALES, Machine, RunSet, run_experiment
+from .experiment import SCALES, Machine, RunSet, check_directory, run_experiment
 from .page import (
     PAGE_FIGURE_PREFIX,
     PaperReport,
+    check_page,
     claims_table,
     markdown,
     page_html,
@@ -80,7 +84,8 @@ def build_parser() -> argparse.ArgumentParser:
                         "runs)")
     p.add_argument("--page", metavar="FILE.md",
                    help="also write the Markdown page here (figures into FILE's folder/figures/), keeping "
-                        "the page's hand-written section ('## Readings' to the end) if FILE exists")
+                        "the page's hand-written section ('## Readings' to the end) if FILE exists; an "
+                        "existing FILE that is not a page mpiec reproduce wrote is refused, never replaced")
     p.add_argument("--list", action="store_true", help="print the claims and the runs they need, run nothing")
     p.add_argument("--verbose", action="store_true", help="show every run's progress lines")
     return p
@@ -123,13 +128,24 @@ def _runs_json(runs: dict[str, RunSet]) -> list[dict]:
 
 def _earlier(out: Path) -> dict:
     """What an earlier reproduction in ``out`` recorded (its command, date, seconds, and the seconds of
-    each experiment by directory); {} without a readable ``reproduce.json``."""
+    each experiment by directory); {} without a readable ``reproduce.json``, and with one line when it
+    is there but malformed (its figures are then unknown: the runs themselves are still reused)."""
+    path = out / "reproduce.json"
+    if not path.is_file():
+        return {}
     try:
-        doc = json.loads((out / "reproduce.json").read_text(encoding="utf-8"))
-        exps = {e["directory"]: e["seconds"] for p in doc["papers"].values() for e in p["experiments"]}
-        return {"command": doc["command"], "date": doc["date"], "seconds": float(doc["seconds"]),
+        doc = json.loads(path.read_text(encoding="utf-8"))
+        exps = {str(e["directory"]): float(e["seconds"]) for p in doc["papers"].values()
+                for e in p["experiments"]}
+        seconds = float(doc["seconds"])
+        if not all(math.isfinite(x) and x >= 0 for x in (seconds, *exps.values())):
+            raise ValueError("a number of seconds that is not a finite number >= 0")
+        return {"command": str(doc["command"]), "date": str(doc["date"]), "seconds": seconds,
                 "machine": Machine(**doc["machine"]), "experiments": exps}
-    except (OSError, ValueError, KeyError, TypeError):
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
+        why = f"{type(exc).__name__}: {exc}" if not isinstance(exc, KeyError) else f"no key {exc}"
+        print(f"[mpiec reproduce] --reuse: {path} is malformed ({why}): the earlier runs' seconds and "
+              "command are unknown; its complete experiments are still reused", flush=True)
         return {}
 
 
@@ -137,6 +153,8 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.page and not args.page.endswith(".md"):
         raise MpiecError(f"--page {args.page}: expected a Markdown file name (FILE.md)")
+    if args.page and not args.list:
+        check_page(Path(args.page))  # before any run: a refusal at the end would cost every run
     scale = SCALES["smoke" if args.smoke else "quick" if args.quick else "full"]
     names = list(PAPERS) if args.paper == "all" else [args.paper]
     papers = [paper(n) for n in names]
@@ -152,9 +170,10 @@ def main(argv: list[str] | None = None) -> int:
     out = Path(args.out or f"results/reproduce-{time.strftime('%Y%m%d-%H%M%S')}")
     if out.exists() and not out.is_dir():
         raise MpiecError(f"--out {out}: not a directory")
-    for p in papers:  # every experiment's configs validated before the first run starts
+    for p in papers:  # every experiment's configs and folder validated before the first run starts
         for e in plans[p.name]:
             Bench(e.args(out / p.name / e.key))
+            check_directory(out / p.name / e.key, reuse=args.reuse)
     out.mkdir(parents=True, exist_ok=True)
     machine = Machine.here()
     command = "mpiec " + shlex.join(["reproduce", *(sys.argv[2:] if argv is None else argv)])

@@ -11,8 +11,11 @@ Invariants:
 * every run goes through ``mpiec bench``: the same seed and the same explicit kills for every
   strategy of an experiment, failure-free twins, interleaved repetitions, kills at spread phases
   of a checkpoint interval, ``bench.json`` beside the result files;
-* an experiment's directory is complete when its ``bench.json`` lists every run with a result
-  file; ``reuse`` reads such a directory instead of running again (and only such a one);
+* an experiment's directory is complete when its ``bench.json`` is well formed and lists every run
+  with a result file that reads back; ``reuse`` reads such a directory instead of running again
+  (and only such a one: a malformed ``bench.json`` or a truncated result file makes it incomplete,
+  moved aside, never deleted, with one line saying why);
+* ``check_directory`` refuses, before any run, a directory that ``run_experiment`` would refuse;
 * nothing here computes a verdict (``claims.judge`` does).
 """
 
@@ -31,7 +34,7 @@ from typing import Any, Protocol
 from mpiec.errors import MpiecError
 
 __all__ = ["SCALES", "Experiment", "Machine", "Paper", "Regime", "RegimeRow", "RunSet", "Scale",
-           "run_experiment"]
+           "check_directory", "run_experiment"]
 
 
 @dataclass(frozen=True)
@@ -125,28 +128,81 @@ class RunSet:
                 and (failure is None or failure_run(r) == failure)]
 
 
-def _complete(directory: Path) -> bool:
+def _manifest(directory: Path) -> tuple[list[dict], str]:
+    """The runs ``bench.json`` lists, or ``([], why not)``: it is missing, unreadable or malformed
+    (each run an object whose ``path``, where given, is a file name in ``directory``)."""
     doc = directory / "bench.json"
     if not doc.is_file():
-        return False
+        return [], "no bench.json"
     try:
-        runs = json.loads(doc.read_text(encoding="utf-8")).get("runs", [])
-    except (OSError, ValueError):
-        return False
-    return bool(runs) and all(r.get("path") and (directory / r["path"]).is_file() for r in runs)
+        data = json.loads(doc.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        return [], f"bench.json cannot be read ({exc})"
+    runs = data.get("runs") if isinstance(data, dict) else None
+    if not isinstance(runs, list) or not all(isinstance(r, dict) for r in runs):
+        return [], "bench.json is malformed (its 'runs' is not a list of objects)"
+    for r in runs:
+        path = r.get("path")
+        if path is not None and not (isinstance(path, str) and path and Path(path).name == path):
+            return [], f"bench.json is malformed (a run's path is {path!r}, not a file name)"
+    return runs, ""
+
+
+def _problem(r: dict) -> str:
+    """A run of ``bench.json`` without a result file, as the page lists it."""
+    kind = "failure run" if r.get("failure") else "failure-free run"
+    repeat = r.get("repeat", 0)
+    n = repeat + 1 if isinstance(repeat, int) and not isinstance(repeat, bool) else "?"
+    return f"{r.get('variant')} {kind} {n}: {r.get('message') or 'no result file'}"
+
+
+def _read_complete(rs: RunSet) -> str:
+    """Read a finished experiment into ``rs``: '' when it is complete (every run listed, with a result
+    file that reads back), else why not (``rs`` then left empty)."""
+    from mpiec.errors import ResultFileError
+    from mpiec.results import read_result
+
+    runs, why = _manifest(rs.directory)
+    if why or not runs:
+        return why or "bench.json lists no run"
+    results = []
+    for r in runs:
+        if not r.get("path") or not (rs.directory / r["path"]).is_file():
+            return f"{_problem(r)} (no result file)"
+        try:
+            results.append(read_result(rs.directory / r["path"]))
+        except ResultFileError as exc:  # a truncated or damaged file: run it again
+            return str(exc)
+    rs.results = results
+    return ""
 
 
 def _read(rs: RunSet) -> None:
+    """The results of a bench that just ran; the runs without a (readable) result file as problems."""
+    from mpiec.errors import ResultFileError
     from mpiec.results import read_result
 
-    doc = json.loads((rs.directory / "bench.json").read_text(encoding="utf-8"))
-    for r in doc.get("runs", []):
+    runs, why = _manifest(rs.directory)
+    if why:
+        rs.problems.append(why)
+    for r in runs:
         if r.get("path") and (rs.directory / r["path"]).is_file():
-            rs.results.append(read_result(rs.directory / r["path"]))
+            try:
+                rs.results.append(read_result(rs.directory / r["path"]))
+            except ResultFileError as exc:
+                rs.problems.append(f"{_problem(r)} ({exc})")
         else:
-            kind = "failure run" if r.get("failure") else "failure-free run"
-            rs.problems.append(f"{r.get('variant')} {kind} {int(r.get('repeat', 0)) + 1}: "
-                               f"{r.get('message') or 'no result file'}")
+            rs.problems.append(_problem(r))
+
+
+def check_directory(directory: Path, *, reuse: bool = False) -> None:
+    """Refuse (``MpiecError``, one line) what ``run_experiment`` would refuse, before any run starts:
+    a path that is not a folder, or (without ``reuse``) a folder that already holds files."""
+    if directory.exists() and not directory.is_dir():
+        raise MpiecError(f"{directory} is not a folder: choose another --out")
+    if not reuse and directory.is_dir() and any(directory.iterdir()):
+        raise MpiecError(f"{directory} is not empty (an earlier reproduction's runs?): choose another --out, "
+                         "or pass --reuse to keep its complete experiments")
 
 
 def run_experiment(exp: Experiment, directory: Path, *, reuse: bool = False, quiet: bool = True) -> RunSet:
@@ -156,18 +212,16 @@ def run_experiment(exp: Experiment, directory: Path, *, reuse: bool = False, qui
     from mpiec.bench import Bench
 
     rs = RunSet(exp, directory)
-    if reuse and _complete(directory):
+    why = _read_complete(rs) if reuse and directory.is_dir() else "no folder"
+    if not why:
         rs.reused = True
-        _read(rs)
         return rs
-    if reuse and directory.exists() and any(directory.iterdir()):
+    if reuse and directory.is_dir() and any(directory.iterdir()):
         aside = directory.with_name(f"{directory.name}.incomplete-{time.strftime('%Y%m%d-%H%M%S')}")
         directory.rename(aside)  # kept, not deleted: its files may still be worth reading
-        print(f"[mpiec reproduce] {directory} was incomplete: moved to {aside.name}, running it again",
-              flush=True)
-    if directory.exists() and any(directory.iterdir()):
-        raise MpiecError(f"{directory} is not empty (an earlier reproduction's runs?): choose another --out, "
-                         "or pass --reuse to keep its complete experiments")
+        print(f"[mpiec reproduce] {directory} was incomplete ({why}): moved to {aside.name}, running it "
+              "again", flush=True)
+    check_directory(directory)
     t0 = time.monotonic()
     Bench(exp.args(directory, quiet)).run()
     rs.seconds = time.monotonic() - t0

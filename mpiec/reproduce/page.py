@@ -11,6 +11,9 @@ Invariants:
   cell, never edited here;
 * a page written over an existing one keeps that page's hand-written section (``READINGS``, from
   its heading to the end) verbatim, so a rerun never erases the reading of its verdicts;
+* only a page this module wrote is ever written over (``is_page``: its ``MARKER`` line, or the
+  page's title as the first line for pages from before the marker); any other existing file is
+  refused by ``check_page`` before a reproduction runs, and again by ``write_page``;
 * every text that comes from a run or a config is HTML-escaped in the HTML page.
 """
 
@@ -18,6 +21,7 @@ from __future__ import annotations
 
 import base64
 import html
+import os
 import shutil
 from collections import Counter
 from dataclasses import dataclass, field
@@ -25,17 +29,27 @@ from pathlib import Path
 
 from mpiec.analysis.html import CSS, table_html
 from mpiec.analysis.tables import Table
+from mpiec.errors import MpiecError
 
 from .claims import VERDICTS, Finding
 from .experiment import Machine, Regime, RunSet
 
-__all__ = ["PAGE_FIGURE_PREFIX", "READINGS", "PaperReport", "claims_table", "experiments_table", "markdown",
-           "page_html", "regime_table", "summary_table", "write_page"]
+__all__ = ["MARKER", "PAGE_FIGURE_PREFIX", "READINGS", "PaperReport", "check_page", "claims_table",
+           "experiments_table", "is_page", "markdown", "page_html", "regime_table", "summary_table",
+           "write_page"]
 
 #: Figures copied beside a ``--page`` get this prefix (docs/figures/ holds other pages' figures).
 PAGE_FIGURE_PREFIX = "reproduce-"
 #: The heading of the hand-written section a rewrite keeps.
 READINGS = "## Readings"
+#: The page's title: its first line.
+TITLE = "# mpiec reproduce: the papers' headline claims, re-measured"
+#: The line (invisible in rendered Markdown) that marks a file as a page ``mpiec reproduce`` writes
+#: over: ``--page`` refuses any other existing file, so a hand-written document is never replaced.
+MARKER = ("<!-- written by mpiec reproduce --page: rewritten by the next reproduction; "
+          "text under '## Readings' is kept -->")
+#: Larger than any page (a few tens of kB): a bigger file is not one, and is not read whole.
+_PAGE_MAX_BYTES = 16 << 20
 
 
 @dataclass
@@ -109,7 +123,7 @@ def _intro(command: str, date: str, seconds: float, machine: Machine, scale: str
 def markdown(reports: list[PaperReport], *, command: str, date: str, seconds: float, machine: Machine,
              scale: str, remade: str = "", figure_prefix: str = "") -> str:
     """The page in Markdown; figures referenced as ``figures/<figure_prefix>NAME.png``."""
-    out = ["# mpiec reproduce: the papers' headline claims, re-measured", "",
+    out = [TITLE, "", MARKER, "",
            *_intro(command, date, seconds, machine, scale, remade), "", summary_table(reports).markdown(), ""]
     for rep in reports:
         out += [f"## {rep.title}", "", rep.regime.summary, "", regime_table(rep).markdown(), "",
@@ -142,6 +156,50 @@ def page_html(reports: list[PaperReport], *, command: str, date: str, seconds: f
     return "\n".join(parts) + "\n"
 
 
+def is_page(text: str) -> bool:
+    """Whether ``text`` is a page ``markdown`` wrote: its ``MARKER`` line, or (pages written before
+    the marker) the page's title as its first line."""
+    lines = text.splitlines()
+    return MARKER in lines or (bool(lines) and lines[0].rstrip() == TITLE)
+
+
+def _probe_folder(folder: Path, what: str) -> None:
+    """Create and remove a file in ``folder`` (``os.access`` says yes to root on a read-only mount)."""
+    probe = folder / f".mpiec-probe-{os.getpid()}"
+    try:
+        probe.write_bytes(b"")
+        probe.unlink()
+    except OSError as exc:
+        raise MpiecError(f"{what}: cannot write into {folder} ({exc.strerror or exc})") from None
+
+
+def check_page(path: Path) -> None:
+    """Refuse (``MpiecError``, one line) a ``--page`` that the reproduction could not write, or that
+    is an existing file it did not write; checked before any run, so a refusal costs nothing."""
+    what = f"--page {path}"
+    folder = path.parent
+    if not folder.is_dir():
+        raise MpiecError(f"{what}: the folder {folder} does not exist" if not folder.exists()
+                         else f"{what}: {folder} is not a folder")
+    if path.exists() or path.is_symlink():
+        if not path.is_file():
+            raise MpiecError(f"{what}: exists and is not a regular file")
+        try:
+            size = path.stat().st_size
+            text = path.read_text(encoding="utf-8") if 0 < size <= _PAGE_MAX_BYTES else ""
+        except (OSError, UnicodeDecodeError) as exc:
+            raise MpiecError(f"{what}: cannot be read ({exc})") from None
+        if size and not is_page(text):
+            raise MpiecError(f"{what}: exists and is not a page mpiec reproduce wrote (no '{TITLE}' "
+                             "first line): it would be replaced; choose another file or move it away")
+    _probe_folder(folder, what)
+    figures = folder / "figures"
+    if figures.exists() and not figures.is_dir():
+        raise MpiecError(f"{what}: {figures} (where its figures go) is not a folder")
+    if figures.is_dir():
+        _probe_folder(figures, what)
+
+
 def kept_readings(path: Path) -> str:
     """The hand-written section of an existing page (from ``READINGS`` to the end), or ''."""
     if not path.is_file():
@@ -154,7 +212,9 @@ def kept_readings(path: Path) -> str:
 def write_page(path: Path, page: str, figures: list[Path], prefix: str = "") -> Path:
     """``page`` written to ``path`` with its hand-written section kept, figures copied to
     ``path.parent/figures/<prefix>NAME`` (the page references them there: ``markdown(figure_prefix=)``;
-    a prefix keeps them from replacing other pages' figures of the same name)."""
+    a prefix keeps them from replacing other pages' figures of the same name). An existing file
+    that is not such a page is refused (``check_page``), never replaced."""
+    check_page(path)
     readings = kept_readings(path)
     figdir = path.parent / "figures"
     if figures:

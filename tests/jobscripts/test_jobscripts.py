@@ -174,12 +174,21 @@ def test_run_mpirun_ulfm_and_config_args(stubs, tmp_path):
     assert (out / "r1" / "r1.h5").exists()
 
 
+def committed(root: Path, step: int) -> Path:
+    """A complete checkpoint of ``step`` in ``root`` (what a run's store commits)."""
+    import numpy as np
+
+    from mpiec.checkpoint import CheckpointStore
+
+    store = CheckpointStore(root)
+    store.commit(step, [store.write_part(step, "trainer", {"params": np.ones(3)})])
+    return root
+
+
 def test_run_resumes_from_its_checkpoint_when_requeued(stubs, tmp_path):
     env, log = stubs
     out = tmp_path / "res"
-    step = out / "r2" / "r2.ckpt" / "step-000000040"
-    step.mkdir(parents=True)
-    (step / "MANIFEST.json").write_text("{}")
+    committed(out / "r2" / "r2.ckpt", 40)
     r = bash(JOBS / "run.sbatch", env, PRESET="tiny", STRATEGY="ckpt", OUT=str(out), RUN_NAME="r2",
              SLURM_RESTART_COUNT="1", KILL="server:1@step=30")
     assert r.returncode == 0, r.stdout + r.stderr
@@ -204,6 +213,49 @@ def test_run_resumes_from_its_checkpoint_when_requeued(stubs, tmp_path):
     assert "--resume" not in logged(log, "mpirun")[-1]
     assert logged(log, "mpirun")[-1].endswith(f"--out {out / 'r4' / 'r4-restart2.h5'}")
     assert "--kill server:1@step=30" in [c for c in logged(log, "mpiec") if "--write" in c][-1]
+
+
+def test_a_requeue_resumes_from_what_a_restart_that_started_over_wrote(stubs, tmp_path):
+    """Before: restart 1 found no checkpoint and started over, writing r-restart1.ckpt; restart 2
+    looked only in r.ckpt and started from step 0 again."""
+    env, log = stubs
+    out = tmp_path / "res"
+    run_dir = out / "r"
+    run_dir.mkdir(parents=True)
+    torn = run_dir / "r.ckpt" / "step-000000060"  # a manifest cut by the kill: not complete
+    torn.mkdir(parents=True)
+    (torn / "MANIFEST.json").write_text("{")
+    committed(run_dir / "r-restart1.ckpt", 40)
+    r = bash(JOBS / "run.sbatch", env, PRESET="tiny", STRATEGY="ckpt", OUT=str(out), RUN_NAME="r",
+             SLURM_RESTART_COUNT="2")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert logged(log, "mpirun")[-1].endswith(f"--out {run_dir / 'r-restart2.h5'} "
+                                              f"--resume {run_dir / 'r-restart1.ckpt'}")
+    # the newest of several: the highest committed step, wherever it is
+    committed(run_dir / "r.ckpt", 20)
+    committed(run_dir / "r-restart1.ckpt", 80)
+    bash(JOBS / "run.sbatch", env, PRESET="tiny", STRATEGY="ckpt", OUT=str(out), RUN_NAME="r",
+         SLURM_RESTART_COUNT="3")
+    assert logged(log, "mpirun")[-1].endswith(f"--resume {run_dir / 'r-restart1.ckpt'}")
+
+
+def test_a_requeue_resumes_from_the_strategy_dir_the_run_wrote_into(stubs, tmp_path):
+    """Before: a strategy.dir given in SETS was never looked at: the requeue started over."""
+    from mpiec.config import load_config
+
+    env, log = stubs
+    out, elsewhere = tmp_path / "res", tmp_path / "scratch" / "ck"
+    run_dir = out / "r"
+    run_dir.mkdir(parents=True)
+    # the first attempt's config, as `mpiec config ... --write` wrote it (the stub writes '{}')
+    cfg = load_config("tiny", strategy="ckpt", sets=[f"strategy.dir='{elsewhere}'", "output.name='r'"])
+    (run_dir / "config.json").write_text(cfg.to_json())
+    committed(elsewhere, 30)
+    r = bash(JOBS / "run.sbatch", env, PRESET="tiny", STRATEGY="ckpt", OUT=str(out), RUN_NAME="r",
+             SETS=f"strategy.dir='{elsewhere}'", SLURM_RESTART_COUNT="1")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert logged(log, "mpirun")[-1].endswith(f"--resume {elsewhere}")
+    assert f"resuming from the newest checkpoint in {elsewhere}" in r.stdout
 
 
 def test_run_fails_without_valid_result(stubs, tmp_path):

@@ -109,6 +109,7 @@ def _python(code: str, **env: str) -> str:
     return proc.stdout.strip()
 
 
+@pytest.mark.slow  # three processes compile the kernels into a cold cache (~45 s of CPU): not the fast tier
 def test_a_warm_cache_does_not_keep_the_switch(tmp_path):
     """Issue 10, item 14: the cache built without MPIEC_NO_GFNI serves a run with it, and back."""
     probe = """

@@ -280,10 +280,12 @@ def test_plots(tmp_path):
 # -- the smoke experiments under mpiexec ------------------------------------------------------------
 @pytest.mark.mpirun
 @pytest.mark.kill
-@pytest.mark.timeout(240)
-def test_smoke_experiments_run_and_give_every_finding(tmp_path):
+@pytest.mark.timeout(600)  # the first user of smoke_reproduction runs it (tests/conftest.py)
+def test_smoke_experiments_run_and_give_every_finding(smoke_reproduction, tmp_path):
     scale = SCALES["smoke"]
-    runs = {e.key: run_experiment(e, tmp_path / e.key) for e in cnr.PAPER.experiments(scale)}
+    runs = {e.key: run_experiment(e, smoke_reproduction.out / "cnr" / e.key, reuse=True)  # read back
+            for e in cnr.PAPER.experiments(scale)}
+    assert all(rs.reused for rs in runs.values()), smoke_reproduction.stdout + smoke_reproduction.stderr
     problems = {k: rs.problems for k, rs in runs.items()}
     assert all(not rs.problems and rs.results for rs in runs.values()), problems
     fs = cnr.PAPER.findings(runs, scale, Machine.here())

@@ -295,12 +295,13 @@ def test_the_regime_keeps_the_papers_ratios():
 # -- one smoke run under mpiexec ---------------------------------------------------------------------
 @pytest.mark.mpirun
 @pytest.mark.kill  # two servers die in each smoke run
-@pytest.mark.timeout(240)
-def test_smoke_runs_and_every_claim_gets_a_finding(tmp_path):
+@pytest.mark.timeout(600)  # the first user of smoke_reproduction runs it (tests/conftest.py)
+def test_smoke_runs_and_every_claim_gets_a_finding(smoke_reproduction, tmp_path):
     scale = SCALES["smoke"]
-    runs = {e.key: run_experiment(e, tmp_path / e.key) for e in cpr.PAPER.experiments(scale)}
+    runs = {e.key: run_experiment(e, smoke_reproduction.out / "cpr" / e.key, reuse=True)  # read back
+            for e in cpr.PAPER.experiments(scale)}
     for rs in runs.values():
-        assert not rs.problems, rs.problems
+        assert rs.reused and not rs.problems, rs.problems or smoke_reproduction.stdout
     assert {r.strategy for r in runs["recovery-r0"].results} == {"ckpt", "cpr"}
     got = verdicts(cpr.PAPER.findings(runs, scale, Machine.here()))
     assert got["full-recovery-overhead"] != CANNOT  # the ckpt run and the reference were read back

@@ -228,12 +228,13 @@ def test_plots_are_written_from_fake_runs(tmp_path):
 # -- a real smoke run --------------------------------------------------------------------------------
 @pytest.mark.mpirun
 @pytest.mark.kill
-@pytest.mark.timeout(300)
-def test_smoke_runs_give_a_finding_per_claim(tmp_path):
+@pytest.mark.timeout(600)  # the first user of smoke_reproduction runs it (tests/conftest.py)
+def test_smoke_runs_give_a_finding_per_claim(smoke_reproduction):
     scale = SCALES["smoke"]
     runs = {}
-    for exp in ecrec.PAPER.experiments(scale):
-        runs[exp.key] = run_experiment(exp, tmp_path / exp.key)
+    for exp in ecrec.PAPER.experiments(scale):  # the session's smoke runs, read back
+        runs[exp.key] = run_experiment(exp, smoke_reproduction.out / "ecrec" / exp.key, reuse=True)
+        assert runs[exp.key].reused, smoke_reproduction.stdout + smoke_reproduction.stderr
         assert runs[exp.key].results and not runs[exp.key].problems, runs[exp.key].problems
     got = verdicts(ecrec.PAPER.findings(runs, scale, Machine.here()))
     assert got["parity-memory"] == REPRODUCED  # exact by construction whatever the load

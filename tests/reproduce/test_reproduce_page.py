@@ -2,15 +2,21 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
 
 from mpiec.cli import main as mpiec_main
+from mpiec.errors import MpiecError
+from mpiec.reproduce import PAPERS, paper
 from mpiec.reproduce.claims import Claim, Measured, Rule, judge
-from mpiec.reproduce.experiment import Experiment, Machine, Regime, RegimeRow, RunSet, run_experiment
+from mpiec.reproduce.cli import _earlier
+from mpiec.reproduce.experiment import SCALES, Experiment, Machine, Regime, RegimeRow, RunSet, run_experiment
 from mpiec.reproduce.page import (
+    MARKER,
     READINGS,
+    TITLE,
     PaperReport,
     claims_table,
     markdown,
@@ -52,7 +58,7 @@ def test_markdown_and_html_hold_every_part():
 
 def test_a_rewritten_page_keeps_its_hand_written_readings(tmp_path):
     page = tmp_path / "reproductions.md"
-    page.write_text(f"# old tables\n\n{READINGS}\n\nThe rebuild is CPU-bound here.\n")
+    page.write_text(f"{TITLE}\n\nold tables\n\n{READINGS}\n\nThe rebuild is CPU-bound here.\n")
     write_page(page, "# new tables\n", [])
     text = page.read_text()
     assert text.startswith("# new tables") and "old tables" not in text
@@ -139,3 +145,132 @@ def test_an_interrupted_bench_stops_the_reproduction(tmp_path, monkeypatch):
     with pytest.raises(KeyboardInterrupt):
         run_experiment(Experiment("x", "x", ("none",)), tmp_path / "x")
     assert (tmp_path / "x" / "bench.json").is_file()  # what it finished is kept
+
+
+# ---- the --page file, the experiment folders and --reuse's inputs, checked before any run ----------
+
+KW = {"command": "c", "date": "d", "seconds": 1.0, "machine": MACHINE, "scale": "smoke"}
+
+
+@pytest.fixture
+def no_runs(monkeypatch):
+    """The benches a reproduction starts (none may, in these tests)."""
+    ran: list = []
+    monkeypatch.setattr("mpiec.bench.Bench.run", lambda self: ran.append(self.out) or 0)
+    return ran
+
+
+def _reproduce(argv: list[str], capsys) -> tuple[int, str]:
+    try:
+        code = mpiec_main(["reproduce", *argv])
+    except SystemExit as exc:
+        code = int(exc.code or 0)
+    return code, capsys.readouterr().err
+
+
+def test_a_hand_written_markdown_file_is_never_replaced(tmp_path, no_runs, capsys):
+    """Before: ``--page notes.md`` replaced any Markdown file with the page (hand-written text gone)."""
+    notes = tmp_path / "notes.md"
+    notes.write_text("# My notes\n\nwritten by hand\n")
+    with pytest.raises(MpiecError, match="is not a page mpiec reproduce wrote"):
+        write_page(notes, markdown([report(9.0)], **KW), [])
+    code, err = _reproduce(["cnr", "--smoke", "--out", str(tmp_path / "out"), "--page", str(notes)], capsys)
+    assert code == 2 and "is not a page mpiec reproduce wrote" in err and err.count("\n") == 1
+    assert notes.read_text() == "# My notes\n\nwritten by hand\n" and not no_runs
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_page_the_reproduction_wrote_is_rewritten_and_an_empty_file_taken(tmp_path):
+    page = tmp_path / "page.md"
+    page.write_text(markdown([report(1.0)], **KW) + f"\n{READINGS}\n\nmine\n")
+    assert MARKER in page.read_text().splitlines()
+    write_page(page, markdown([report(9.0)], **KW), [])
+    assert "mine" in page.read_text() and "reproduced" in page.read_text()
+    empty = tmp_path / "empty.md"
+    empty.write_text("")
+    write_page(empty, "# tables\n", [])
+    assert empty.read_text() == "# tables\n"
+
+
+@pytest.mark.parametrize("where, message", [
+    ("missing/page.md", "does not exist"),
+    ("afile/page.md", "is not a folder"),
+    ("adir.md", "is not a regular file"),
+])
+def test_a_page_that_cannot_be_written_is_refused_before_any_run(tmp_path, no_runs, capsys, where, message):
+    """Before: refused by a traceback at the end, after every experiment had run."""
+    (tmp_path / "afile").write_text("x")
+    (tmp_path / "adir.md").mkdir()
+    code, err = _reproduce(["cpr", "--smoke", "--out", str(tmp_path / "out"), "--page",
+                            str(tmp_path / where)], capsys)
+    assert code == 2 and message in err and err.count("\n") == 1
+    assert not no_runs and not (tmp_path / "out").exists()
+
+
+def test_an_occupied_later_experiment_folder_is_refused_before_the_first_run(tmp_path, no_runs, capsys):
+    """Before: the earlier experiments (and papers) ran, then the occupied folder ended the command."""
+    last = list(PAPERS)[-1]
+    key = paper(last).experiments(SCALES["smoke"])[-1].key
+    occupied = tmp_path / "out" / last / key
+    occupied.mkdir(parents=True)
+    (occupied / "old.h5").write_text("earlier")
+    code, err = _reproduce(["all", "--smoke", "--out", str(tmp_path / "out")], capsys)
+    assert code == 2 and f"{occupied} is not empty" in err and err.count("\n") == 1
+    assert not no_runs and (occupied / "old.h5").read_text() == "earlier"
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == [last]
+
+
+@pytest.mark.parametrize("doc", [
+    [1], {"runs": {"a": 1}}, {"runs": [3]}, {"runs": [{"path": 5}]}, {"runs": [{"path": "../up.h5"}]},
+    "{truncated",
+])
+def test_reuse_of_a_malformed_bench_json_runs_the_experiment_again(tmp_path, no_runs, capsys, doc):
+    """Before: AttributeError / TypeError out of ``--reuse``; now one line, the folder moved aside."""
+    d = tmp_path / "exp"
+    d.mkdir()
+    (d / "bench.json").write_text(doc if isinstance(doc, str) else json.dumps(doc))
+    rs = run_experiment(Experiment("x", "x", ("none",)), d, reuse=True)
+    out = capsys.readouterr().out
+    assert "was incomplete (bench.json" in out and out.count("\n") == 1
+    assert no_runs == [d] and not rs.reused
+    (aside,) = [p for p in tmp_path.iterdir() if p.name.startswith("exp.incomplete-")]
+    assert (aside / "bench.json").is_file()
+
+
+def _result_file(path: Path) -> None:
+    from mpiec.config import load_config
+    from mpiec.results import ResultWriter
+
+    attrs = {"config": load_config("tiny").to_dict(), "strategy": "none", "seed": 1, "failure_mode": "ulfm",
+             "ulfm": True}
+    with ResultWriter(path, attrs):
+        pass
+
+
+def test_reuse_runs_again_an_experiment_with_a_truncated_result_file(tmp_path, no_runs, capsys):
+    """Before: a truncated ``.h5`` in a complete experiment blocked ``--reuse`` until deleted."""
+    d = tmp_path / "exp"
+    d.mkdir()
+    _result_file(d / "a.h5")
+    _result_file(d / "b.h5")
+    (d / "bench.json").write_text(json.dumps({"runs": [{"variant": "none", "path": "a.h5"},
+                                                       {"variant": "none", "path": "b.h5"}]}))
+    rs = run_experiment(Experiment("x", "x", ("none",)), d, reuse=True)  # complete: reused
+    assert rs.reused and len(rs.results) == 2 and not no_runs
+    data = (d / "b.h5").read_bytes()
+    (d / "b.h5").write_bytes(data[: len(data) // 2])
+    rs = run_experiment(Experiment("x", "x", ("none",)), d, reuse=True)
+    assert not rs.reused and no_runs == [d]
+    assert "b.h5" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("doc", [{"papers": []}, {"papers": {"x": {"experiments": [{"directory": "d"}]}}},
+                                 {"command": "c", "date": "d", "seconds": "soon", "machine": {},
+                                  "papers": {}},
+                                 "[1, 2"])
+def test_reuse_of_a_malformed_reproduce_json_is_one_line(tmp_path, capsys, doc):
+    (tmp_path / "reproduce.json").write_text(doc if isinstance(doc, str) else json.dumps(doc))
+    assert _earlier(tmp_path) == {}
+    out = capsys.readouterr().out
+    assert "reproduce.json is malformed" in out and out.count("\n") == 1
+    assert _earlier(tmp_path / "none") == {} and capsys.readouterr().out == ""

@@ -22,10 +22,8 @@ TINY = ["--preset", "tiny", "--strategy", "ckpt"]
 
 
 @pytest.fixture(scope="module")
-def reference(tmp_path_factory):
-    run = mpiec(["run", "--preset", "tiny", "--strategy", "none"], out=tmp_path_factory.mktemp("ref"))
-    assert run.code == 0, run.stdout + run.stderr
-    return run.result().summary["param_checksum"]
+def reference(failure_free):
+    return failure_free("--preset", "tiny")["param_checksum"]  # shared: tests/runs/conftest.py
 
 
 def kinds(res) -> list[str]:
@@ -52,10 +50,8 @@ def test_server_kill_recovers_with_the_failure_free_checksum(reference, tmp_path
 
 
 @pytest.fixture(scope="module")
-def reference_300(tmp_path_factory):
-    run = mpiec(["run", "--preset", "tiny", "--steps", "300"], out=tmp_path_factory.mktemp("ref300"))
-    assert run.code == 0, run.stdout + run.stderr
-    return run.result().summary["param_checksum"]
+def reference_300(failure_free):
+    return failure_free("--preset", "tiny", "--steps", "300")["param_checksum"]
 
 
 @pytest.mark.parametrize("plan,spares", [

@@ -15,10 +15,8 @@ TINY = ["--preset", "tiny", "--strategy", "cnr", "--set", "layout.spares=1", "--
 
 
 @pytest.fixture(scope="module")
-def reference(tmp_path_factory):
-    run = mpiec(["run", "--preset", "tiny", "--strategy", "none"], out=tmp_path_factory.mktemp("ref"))
-    assert run.code == 0, run.stdout + run.stderr
-    return run.result().summary
+def reference(failure_free):
+    return failure_free("--preset", "tiny")  # shared: tests/runs/conftest.py
 
 
 @pytest.mark.parametrize("diff", ["one-shot", "consecutive", "intermittent"])

@@ -16,10 +16,8 @@ ROWS = sum(load_config(preset="tiny").data.cardinalities)
 
 
 @pytest.fixture(scope="module")
-def reference(tmp_path_factory):
-    run = mpiec(["run", "--preset", "tiny", "--strategy", "none"], out=tmp_path_factory.mktemp("ref"))
-    assert run.code == 0, run.stdout + run.stderr
-    return run.result().summary
+def reference(failure_free):
+    return failure_free("--preset", "tiny")  # shared: tests/runs/conftest.py
 
 
 @pytest.mark.parametrize("name", VARIANTS)

@@ -34,11 +34,8 @@ def ecrm(tmp_path, servers: int, spares: int, kill: str = "", *sets: str, env: d
 
 
 @pytest.fixture(scope="module")
-def reference(tmp_path_factory):
-    run = mpiec(["run", "--preset", "tiny", "--steps", str(STEPS), "--strategy", "none"],
-                out=tmp_path_factory.mktemp("ref"))
-    assert run.code == 0, run.stdout + run.stderr
-    return run.result().summary["param_checksum"]
+def reference(failure_free):
+    return failure_free("--preset", "tiny", "--steps", str(STEPS))["param_checksum"]  # tests/runs/conftest.py
 
 
 def events(res, kind):

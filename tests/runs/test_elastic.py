@@ -19,10 +19,8 @@ ECRM = [*ECRM_PLAIN, "--set", "strategy.params.fallback='ckpt'",
 
 
 @pytest.fixture(scope="module")
-def reference(tmp_path_factory):
-    run = mpiec(["run", "--preset", "tiny", "--strategy", "none"], out=tmp_path_factory.mktemp("ref"))
-    assert run.code == 0, run.stdout + run.stderr
-    return run.result().summary["param_checksum"]
+def reference(failure_free):
+    return failure_free("--preset", "tiny")["param_checksum"]  # shared: tests/runs/conftest.py
 
 
 def shrink_run(tmp_path, strategy: list[str], kills: list[str], *sets: str):

@@ -17,10 +17,8 @@ TINY = ["--preset", "tiny", "--strategy", "log", "--set", "strategy.interval=5"]
 
 
 @pytest.fixture(scope="module")
-def reference(tmp_path_factory):
-    run = mpiec(["run", "--preset", "tiny", "--strategy", "none"], out=tmp_path_factory.mktemp("ref"))
-    assert run.code == 0, run.stdout + run.stderr
-    return run.result().summary["param_checksum"]
+def reference(failure_free):
+    return failure_free("--preset", "tiny")["param_checksum"]  # shared: tests/runs/conftest.py
 
 
 def log_run(tmp_path, spares: int, kill: str, *sets: str, env: dict | None = None):

@@ -97,10 +97,8 @@ def test_older_ranks_tables_read_the_node_as_unknown(tmp_path):
 # -- real node kills ----------------------------------------------------------------------------
 
 @pytest.fixture(scope="module")
-def reference(tmp_path_factory):
-    run = mpiec(["run", "--preset", "tiny", "--strategy", "none"], out=tmp_path_factory.mktemp("ref"))
-    assert run.code == 0, run.stdout + run.stderr
-    return run.result().summary["param_checksum"]
+def reference(failure_free):
+    return failure_free("--preset", "tiny")["param_checksum"]  # shared: tests/runs/conftest.py
 
 
 def kills(res) -> list[tuple[int, str, int, str]]:

@@ -19,7 +19,6 @@ pytestmark = [pytest.mark.mpirun, pytest.mark.timeout(240)]
 def test_tiny_run_writes_a_complete_result(tmp_path):
     run = mpiec(["run", "--preset", "tiny"], out=tmp_path)
     assert run.code == 0, run.stdout + run.stderr
-    assert run.seconds < 60
     res = run.result()
     s = res.summary
     assert s["steps_completed"] == 40 and not s["lost"]
@@ -68,8 +67,9 @@ def test_server_kill_under_none_loses_the_run_cleanly(tmp_path):
     """With a spare too: it must leave its wait and exit like everyone else."""
     run = mpiec(["run", "--preset", "tiny", "--kill", "server:1@step=10", "--set", "layout.spares=1"],
                 out=tmp_path, timeout=90)
-    assert run.code != 0
-    assert run.seconds < 60, run.seconds
+    # lost (exit 1) by itself, not ended by its time limit (a crash, exit 3): no wall-time bound,
+    # which a busy machine breaks
+    assert run.code == 1, run.stdout + run.stderr
     res = run.result()
     kinds = [decode(k) for k in res.events["kind"]]
     assert "kill" in kinds and "detect" in kinds
@@ -87,7 +87,7 @@ def test_server_kill_under_none_loses_the_run_cleanly(tmp_path):
 def test_trainer_time_kill_under_none(tmp_path):
     run = mpiec(["run", "--preset", "tiny", "--steps", "100000", "--kill", "trainer:0@time=2"],
                 out=tmp_path, timeout=90)
-    assert run.code != 0 and run.seconds < 60
+    assert run.code == 1, run.stdout + run.stderr  # lost by itself, not at its time limit (exit 3)
     res = run.result()
     assert res.summary["lost"] and 0 < res.summary["steps_completed"] < 100000
     assert "kill" in [decode(k) for k in res.events["kind"]]
