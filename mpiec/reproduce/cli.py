@@ -66,7 +66,8 @@ def build_parser() -> argparse.ArgumentParser:
         prog="mpiec reproduce",
         description="Re-measure the headline claims of the source papers (ECRM/ECRec, CPR, Check-N-Run) in a "
                     "time-compressed regime that keeps each paper's ratios, and print one table per paper: "
-                    "claim | paper's figure | measured (median and 95 % interval) | verdict, the verdict "
+                    "claim | paper's figure | measured (with its 95 % interval, its range below 6 runs, or "
+                    "det.) | verdict, the verdict "
                     "computed from the figures by the thresholds written next to each claim.",
         epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("paper", choices=[*PAPERS, "all"], help="which paper's claims (all: the three in turn)")
@@ -113,6 +114,7 @@ def _finding_json(f: Finding) -> dict:
     return {"claim": c.key, "text": c.text, "paper_figure": c.paper_figure, "tag": c.tag,
             "rule": f.claim.rule.text(f.claim.unit), "unit": f.claim.unit, "verdict": f.verdict,
             "reason": f.reason, "median": num(m.value), "lo": num(m.lo), "hi": num(m.hi), "n": m.n,
+            "level": num(m.level), "method": m.method, "deterministic": m.deterministic,
             "how": m.how,
             "extra": {k: v for k, v in f.extra.items() if isinstance(v, str | int | float | bool)}}
 

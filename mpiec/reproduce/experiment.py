@@ -44,7 +44,7 @@ class Scale:
     ``full`` (under an hour)."""
 
     name: str
-    repeat: int  # repetitions of each comparison (medians with intervals need >= 3)
+    repeat: int  # repetitions of each comparison (a median's 95 % interval needs >= 6; fewer: its range)
 
     def pick(self, smoke: Any, quick: Any, full: Any) -> Any:
         """The value for this scale."""

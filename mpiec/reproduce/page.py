@@ -66,7 +66,8 @@ class PaperReport:
 
 
 def claims_table(rep: PaperReport) -> Table:
-    """Claim | paper's figure | measured (median [95 % interval], n) | verdict; the reasons and the
+    """Claim | paper's figure | measured (figure with its 95 % interval, its range or det., n) | verdict;
+    the reasons and the
     thresholds as notes."""
     rows, notes = [], []
     for f in rep.findings:
@@ -113,7 +114,10 @@ def _intro(command: str, date: str, seconds: float, machine: Machine, scale: str
         "Each claim is re-measured in a time-compressed regime that keeps the paper's ratios (each paper's "
         "regime table says which ratios are kept and which are not). Verdicts are computed from the "
         "figures by the thresholds written next to each claim (`mpiec/reproduce/`): *reproduced* needs the "
-        "median past the claim's threshold and its whole 95 % interval past the *partly* threshold; "
+        "figure past the claim's threshold and either its whole 95 % interval past the *partly* threshold "
+        "or a deterministic figure (the same in every run); a noisy figure without a 95 % interval (one run, "
+        "or the range of fewer than 6 runs) is at most *partly*; every interval comes from "
+        "`mpiec.analysis.stats`; "
         "*cannot be measured here* says what this machine cannot show and gives the figure that bounds it. "
         "Source tags of the paper's figures: P paper, C authors' code, S secondary summary, U inferred "
         "(`../shared/notes/paper-regimes.md` in the project).",
