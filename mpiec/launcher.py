@@ -11,6 +11,11 @@ Owns the ``mpiexec`` command line and the run's process group. Invariants:
   after ``mpiexec`` returns any straggler of the group is killed too, so no
   rank is ever left behind;
 * the exit status reflects the result file, not only ``mpiexec``'s code;
+* a rank can ask for the job's end (``write_stop_request``: a file ``.NAME.h5.stop`` beside the
+  result, polled every ``STOP_POLL_S``): the launcher then ends the whole process group at once and
+  reports the request's reason. The monitor does so when a death cut a ``MPI_Comm_spawn``, which
+  Open MPI never returns from (``roles.spawn.SpawnWatch``); a stuck job cannot end itself from
+  inside, mpiexec stays up;
 * a run owns its result name before any rank starts (an exclusive lock file
   ``.NAME.h5.lock`` beside the target, removed when the run ends) and reports
   only a file it wrote; the output directory, and the folders the strategy writes into
@@ -32,6 +37,7 @@ Owns the ``mpiexec`` command line and the run's process group. Invariants:
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import platform
 import re
@@ -253,7 +259,7 @@ def _name_max(directory: Path) -> int:
 def derived_names(stem: str) -> list[str]:
     """Every file or folder name a run with result ``STEM.h5`` may create next to it."""
     return [f"{stem}.h5", f".{stem}.h5.lock", f".{stem}.h5.{'9' * 7}.tmp", f"{stem}.{'9' * 7}.h5",
-            f".{stem}.{'f' * 12}.kills", f"{stem}.ckpt"]
+            f".{stem}.{'f' * 12}.kills", f"{stem}.ckpt", f".{stem}.h5.stop.{'9' * 7}.tmp"]
 
 
 def check_output_dir(out_dir: Path) -> None:
@@ -354,6 +360,55 @@ def check_resume(cfg: Config, root: str | Path) -> None:
                          f"plan it at step {step + 1} or later")
 
 
+STOP_POLL_S = 0.25  # how often the launcher looks for a stop request while mpiexec runs
+
+
+def stop_request_path(path: Path) -> Path:
+    """Where a rank of the run with result ``path`` asks the launcher to end the job."""
+    return path.with_name(f".{path.name}.stop")
+
+
+def write_stop_request(path: Path, reason: str, result: str = "") -> None:
+    """Ask the launcher to end the job now (see the module's docstring): ``reason`` is its message,
+    ``result`` the result file written first ("" if none). Atomic: the launcher never reads half."""
+    target = stop_request_path(path)
+    tmp = target.with_name(f"{target.name}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps({"reason": reason, "result": result}))
+    tmp.replace(target)
+
+
+def read_stop_request(path: Path) -> str | None:
+    """The reason of a stop request for the run with result ``path``; None if there is none."""
+    target = stop_request_path(path)
+    try:
+        text = target.read_text()
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        return f"a rank asked to end the run (unreadable request {target}: {exc.strerror or exc})"
+    try:
+        return str(json.loads(text)["reason"])
+    except (ValueError, KeyError, TypeError):
+        return f"a rank asked to end the run (malformed request {target})"
+
+
+def wait_for_mpiexec(proc: subprocess.Popen, limit: float, path: Path) -> tuple[str, str]:
+    """Wait until mpiexec ends, its time limit passes or a rank asks for the end: (the time limit's
+    message or "", the stop request's reason or "")."""
+    deadline = time.monotonic() + limit
+    while True:
+        try:
+            proc.wait(timeout=max(0.0, min(STOP_POLL_S, deadline - time.monotonic())))
+            return "", ""
+        except subprocess.TimeoutExpired:
+            pass
+        reason = read_stop_request(path)
+        if reason is not None:
+            return "", reason
+        if time.monotonic() >= deadline:
+            return f"run exceeded its time limit of {fmt_seconds(limit)} s and was killed", ""
+
+
 def remove_kill_notes(path: Path) -> None:
     """Remove ``.STEM.<run>.kills`` beside ``path``: the victims' notes, which the monitor reads and
     removes, stay behind when the run ends before that (a crash, its time limit, an interruption).
@@ -445,6 +500,8 @@ def launch(cfg: Config, out_dir: Path, timeout: float | None = None, quiet: bool
     unique = not cfg.output.name if unique_name is None else unique_name
     path, lock = claim_result_path(out_dir, result_name(cfg), unique)
     try:
+        with contextlib.suppress(OSError):  # a killed launcher's request: this name is ours now
+            stop_request_path(path).unlink()
         for what, directory in strategy_dirs(cfg, path, resume):
             check_writable_dir(directory, what, keep=False)
         if not resume:
@@ -457,6 +514,8 @@ def launch(cfg: Config, out_dir: Path, timeout: float | None = None, quiet: bool
         return _launch(cfg, path, timeout, quiet, resume, rank_hosts, hosts)
     finally:
         remove_kill_notes(path)
+        with contextlib.suppress(OSError):
+            stop_request_path(path).unlink()
         with contextlib.suppress(OSError):
             lock.unlink()
 
@@ -485,20 +544,20 @@ def _launch(cfg: Config, path: Path, timeout: float | None, quiet: bool, resume:
         relay = threading.Thread(target=relay_output, args=(proc.stdout, quiet, lost_daemons, held),
                                  daemon=True)
         relay.start()
-        message = ""
+        message = stopped = ""
         try:
-            proc.wait(timeout=limit)
-        except subprocess.TimeoutExpired:
-            message = f"run exceeded its time limit of {fmt_seconds(limit)} s and was killed"
+            message, stopped = wait_for_mpiexec(proc, limit, path)
         except KeyboardInterrupt:
             message = "interrupted"
         finally:
-            kill_group(proc, grace=STOP_GRACE_S if message else 0.0)
+            kill_group(proc, grace=STOP_GRACE_S if message or stopped else 0.0)
             relay.join(timeout=5)
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
         seconds = time.monotonic() - t0
     outcome = _judge(cfg, path, wall_start, seconds, message, proc.returncode, lost_daemons)
+    if stopped:  # the run was ended on request: the request says why (its ranks' last lines may be cut)
+        outcome.message = stopped if outcome.code != EXIT_CRASH else f"{stopped}; {outcome.message}"
     if outcome.code == EXIT_CRASH and held:
         # What the relay held back (all of it under quiet, else known launcher noise) may be the
         # crash's only trace: "its error is above" must be true.

@@ -211,6 +211,12 @@ class RankContext:
             print(f"[trace {self.now():8.3f} rank {self.first_rank} {self.slot}] {kind} step {step} {s} "
                   f"{detail}", file=sys.stderr, flush=True)
 
+    def final_report(self, role: Any) -> dict[str, Any]:
+        """This rank's final report, ``role`` its role object (``runner.hand_in`` gathers every
+        rank's at the monitor; a monitor that writes a cut run's result alone uses its own)."""
+        return {"info": self.rank_info(), "events": self.events, "dead": False, "role": role.final_report(),
+                "strategy": self.agent.summary(), "recoveries": self.ledger.recoveries}
+
     def rank_info(self) -> dict[str, Any]:
         return {"rank": self.first_rank, "role": self.slot.role, "role_index": self.slot.index,
                 "host": socket.gethostname(), "node": self.node, "pid": os.getpid(),

@@ -149,9 +149,7 @@ def run_rank(ctx: RankContext, role: Role | None = None) -> str:
     if ctx.ledger.dead:
         return wait_for_release(ctx)
     ctx.faults.die_if_killed_at_end()
-    report = {"info": ctx.rank_info(), "events": ctx.events, "dead": False, "role": role.final_report(),
-              "strategy": ctx.agent.summary(), "recoveries": ctx.ledger.recoveries}
-    reports = hand_in(ctx, report)
+    reports = hand_in(ctx, ctx.final_report(role))
     held_state = [s for s in ctx.ledger.report_deaths if s.role in (TRAINER, SERVER)]
     if held_state and outcome == "done":
         outcome = "lost"

@@ -15,7 +15,18 @@ Invariants: the spawned process runs the same worker module with the same
 config file; it is never a kill target of an earlier holder's kills (the
 payload carries the consumed ones); its ``first_rank`` is new (``n_ranks`` +
 the number of processes spawned before), so kill notes and reports never
-collide with an original rank's. Measured costs and Open MPI pitfalls are in
+collide with an original rank's.
+
+A death while the survivors are inside ``Spawn`` (or its ``Merge``) leaves them there for good:
+Open MPI's ULFM does not recover a spawn a failure cut (open-mpi/ompi #12585, #13325). The monitor
+therefore watches every spawn it takes part in (``SpawnWatch``, a thread; the main thread is blocked
+in MPI without the GIL): once a process of ``world`` has died (a kill note appeared, or ULFM lists a
+failed rank) and the spawn has not returned ``layout.spawn_grace_s`` later, that thread writes the
+result file (lost, with the reason) and asks the launcher to end the job (``launcher.stop_request``);
+the launcher kills mpiexec's process group, so nothing lingers. Ending the ranks from inside is not
+enough: ``mpiexec`` stayed up when every survivor ended itself (tried, reverted in 4bad541).
+
+Measured costs and Open MPI pitfalls are in
 docs/runtime.md ("Replacement by spawn"); among them, PRRTE reports the spawned job's end (no
 ``MPI_Finalize``, as every rank after a failure) as improper, which the launcher's output relay
 holds back (``launcher.relay_output``).
@@ -23,24 +34,141 @@ holds back (``launcher.relay_output``).
 
 from __future__ import annotations
 
+import json
+import math
+import os
 import sys
+import threading
 import time
-from typing import TYPE_CHECKING, Any
+import traceback
+from typing import TYPE_CHECKING, Any, cast
 
 from mpi4py import MPI
 
-from mpiec.comm import Comms, PeerFailure, failure_class, returning
-from mpiec.roles.context import RankContext
+from mpiec.comm import Comms, PeerFailure, failed_ranks, failure_class, returning
+from mpiec.faults import kill_notes_dir
+from mpiec.layout import MONITOR, Slot
+from mpiec.roles.context import TRACE_EVENTS, RankContext
 from mpiec.strategies.plan import RecoveryPlan
 
 if TYPE_CHECKING:
     from pathlib import Path
 
     from mpiec.config import Config
-    from mpiec.layout import Slot
+    from mpiec.roles.monitor import Monitor
 
 TAG_SPAWN = 21
 JOIN_TIMEOUT_S = 120.0  # a spawned process whose parents vanished gives up instead of hanging
+WATCH_POLL_S = 0.1  # SpawnWatch: how often it looks for a death (a directory listing, a local MPI call)
+OUTPUT_S = 1.0  # a cut run's last lines need this long through mpiexec before the launcher kills it
+HOLD_S = 60.0  # a cut run's monitor, should its spawn return after all: the launcher ends it meanwhile
+
+
+class SpawnWatch:
+    """The monitor's watch over one ``Spawn`` and its ``Merge`` (see the module's docstring).
+
+    A death is a kill note (any host: the victim writes it before it dies) of a slot in ``world``,
+    written after the last completed recovery, or a rank of ``world`` that ULFM reports failed (a
+    death without a note, where the library knows it); the grace counts from when the watch first
+    sees one. A death the spawn fails on (an error within the grace) is recovered as usual.
+    ``finish`` (the main thread, when the spawn returned or raised) and the cut exclude each other:
+    either the spawn goes on and the watch never acts, or the run is cut and the main thread never
+    goes on (``hold``), so the result file is written once."""
+
+    def __init__(self, ctx: RankContext, plan: RecoveryPlan) -> None:
+        self.ctx, self.plan = ctx, plan
+        self.world = ctx.comms.world
+        self.slots = list(ctx.slots)  # world's slot table while the spawn runs (the plan's comes after)
+        # A note of a slot in world is its current holder's if written after the last completed
+        # recovery: an earlier holder of that slot died before it (it was replaced there).
+        self.since = ctx.ledger.recoveries[-1]["restored"] if ctx.ledger.recoveries else -math.inf
+        self.grace = ctx.cfg.layout.spawn_grace_s
+        self.notes = kill_notes_dir(ctx.out_path, ctx.run_id)
+        self.lock = threading.Lock()
+        self.done = threading.Event()
+        self.cut = False
+        self.thread = threading.Thread(target=self._watch, name="mpiec-spawn-watch", daemon=True)
+
+    def start(self) -> SpawnWatch:
+        self.thread.start()
+        return self
+
+    def deaths(self) -> list[str]:
+        """Who of ``world`` is dead, as the line names them ([] while nobody is). A process that
+        died before the spawn began but after the shrink that made ``world`` counts too: the
+        spawn waits for it as well."""
+        out = []
+        try:
+            names = sorted(f.name for f in self.notes.iterdir() if not f.name.startswith("."))
+        except OSError:  # no note yet: the folder is made by the first victim
+            names = []
+        for name in names:
+            try:
+                note = json.loads((self.notes / name).read_text())
+                slot = Slot(note["role"], int(note["index"]))
+                if slot in self.slots and float(note["time"]) > self.since:
+                    out.append(f"{slot} (kill {note['plan']})")
+            except (OSError, ValueError, KeyError, TypeError):  # the monitor's own reader says why, later
+                continue
+        return out or [str(self.slots[r]) if 0 <= r < len(self.slots) else f"world rank {r}"
+                       for r in failed_ranks(self.world)]
+
+    def _watch(self) -> None:
+        seen_at, who = 0.0, list[str]()
+        while not self.done.wait(WATCH_POLL_S):
+            if not who:
+                who = self.deaths()
+                seen_at = time.monotonic()
+                if who and TRACE_EVENTS:
+                    print(f"[trace {self.ctx.now():8.3f} spawn watch] dead in the spawn: {', '.join(who)}",
+                          file=sys.stderr, flush=True)
+                continue
+            if time.monotonic() - seen_at < self.grace:
+                continue
+            with self.lock:
+                if self.done.is_set():
+                    return
+                self.cut = True
+            self._end_run(who)
+            return
+
+    def _end_run(self, who: list[str]) -> None:
+        """Write the result (lost) and the launcher's stop request. Never raises: a failure to
+        write is printed, and the stop request still goes out (the run then ends as a crash)."""
+        from mpiec.launcher import write_stop_request
+
+        ctx, plan = self.ctx, self.plan
+        reason = (f"{', '.join(who)} died while MPI_Comm_spawn started "
+                  f"{'a process' if len(plan.spawn) == 1 else 'processes'} for "
+                  f"{', '.join(map(str, plan.spawn))}; Open MPI never returns from a spawn that a death "
+                  f"cut, so the run was ended {self.grace:g} s after the death (layout.spawn_grace_s)")
+        path = ""
+        try:
+            ctx.event("abort", plan.step, ctx.rank, detail=reason[:250])
+            path = str(cast("Monitor", ctx.role).write_lost_result(reason))
+        except Exception:  # noqa: BLE001 - whatever it was, the job must still end now
+            print("[mpiec] the result of a run whose spawn was cut could not be written:", file=sys.stderr)
+            traceback.print_exc()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        time.sleep(OUTPUT_S)
+        try:
+            write_stop_request(ctx.out_path, reason, path)
+        except OSError as exc:
+            print(f"[mpiec] cannot ask the launcher to end the run ({exc}); it ends at its time limit",
+                  file=sys.stderr, flush=True)
+
+    def finish(self) -> bool:
+        """The main thread is out of the spawn: stop watching; True if the run was cut already."""
+        with self.lock:
+            self.done.set()
+            return self.cut
+
+    def hold(self) -> None:
+        """The run was cut and its result written: never go on (the launcher kills the job)."""
+        self.thread.join()
+        time.sleep(HOLD_S)
+        os._exit(1)
 
 
 def spawn_replacements(ctx: RankContext, plan: RecoveryPlan) -> None:
@@ -48,6 +176,7 @@ def spawn_replacements(ctx: RankContext, plan: RecoveryPlan) -> None:
     world = ctx.comms.world
     info = MPI.Info.Create()
     info.Set("map_by", "slot:OVERSUBSCRIBE")  # a dead rank's slot is not given back
+    watch = SpawnWatch(ctx, plan).start() if ctx.slot.role == MONITOR else None
     try:
         inter = world.Spawn(sys.executable, args=["-P", "-m", "mpiec.worker", *ctx.worker_args, "--spawned"],
                             maxprocs=len(plan.spawn), info=info, root=0)
@@ -61,6 +190,8 @@ def spawn_replacements(ctx: RankContext, plan: RecoveryPlan) -> None:
         raise PeerFailure(failure_class(exc) or exc.Get_error_class(), f"spawn ({exc})") from None
     finally:
         info.Free()
+        if watch is not None and watch.finish():
+            watch.hold()
     ctx.comms = Comms(world=merged, data=None, trainers=None)
     if ctx.rank == 0:
         ctx.spawned += len(plan.spawn)
@@ -100,4 +231,4 @@ def join_context(cfg: Config, out_path: Path, worker_args: list[str]) -> tuple[R
     return ctx, plan
 
 
-__all__ = ["spawn_replacements", "join_context", "TAG_SPAWN"]
+__all__ = ["spawn_replacements", "join_context", "SpawnWatch", "TAG_SPAWN"]
