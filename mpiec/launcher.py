@@ -15,7 +15,9 @@ Owns the ``mpiexec`` command line and the run's process group. Invariants:
   result, polled every ``STOP_POLL_S``): the launcher then ends the whole process group at once and
   reports the request's reason. The monitor does so when a death cut a ``MPI_Comm_spawn``, which
   Open MPI never returns from (``roles.spawn.SpawnWatch``); a stuck job cannot end itself from
-  inside, mpiexec stays up;
+  inside, mpiexec stays up. While that watch runs, a marker ``.NAME.h5.spawn`` names the monitor's
+  pid: a monitor that died meanwhile (Open MPI can crash there) ends the job at once too; so does
+  an mpiexec still up ``LINGER_S`` after the result file was published (judged by that file);
 * a run owns its result name before any rank starts (an exclusive lock file
   ``.NAME.h5.lock`` beside the target, removed when the run ends) and reports
   only a file it wrote; the output directory, and the folders the strategy writes into
@@ -38,11 +40,13 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import os
 import platform
 import re
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -259,7 +263,7 @@ def _name_max(directory: Path) -> int:
 def derived_names(stem: str) -> list[str]:
     """Every file or folder name a run with result ``STEM.h5`` may create next to it."""
     return [f"{stem}.h5", f".{stem}.h5.lock", f".{stem}.h5.{'9' * 7}.tmp", f"{stem}.{'9' * 7}.h5",
-            f".{stem}.{'f' * 12}.kills", f"{stem}.ckpt", f".{stem}.h5.stop.{'9' * 7}.tmp"]
+            f".{stem}.{'f' * 12}.kills", f"{stem}.ckpt", f".{stem}.h5.spawn.{'9' * 7}.tmp"]
 
 
 def check_output_dir(out_dir: Path) -> None:
@@ -361,6 +365,7 @@ def check_resume(cfg: Config, root: str | Path) -> None:
 
 
 STOP_POLL_S = 0.25  # how often the launcher looks for a stop request while mpiexec runs
+LINGER_S = 15.0  # mpiexec still up this long after the result file was published: it is ended
 
 
 def stop_request_path(path: Path) -> Path:
@@ -375,6 +380,49 @@ def write_stop_request(path: Path, reason: str, result: str = "") -> None:
     tmp = target.with_name(f"{target.name}.{os.getpid()}.tmp")
     tmp.write_text(json.dumps({"reason": reason, "result": result}))
     tmp.replace(target)
+
+
+def spawn_marker_path(path: Path) -> Path:
+    """Where the monitor of the run with result ``path`` says, while it watches a recovery that
+    spawns (``roles.spawn.SpawnWatch``), which process it is."""
+    return path.with_name(f".{path.name}.spawn")
+
+
+def write_spawn_marker(path: Path, pid: int) -> None:
+    target = spawn_marker_path(path)
+    tmp = target.with_name(f"{target.name}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps({"pid": pid, "host": socket.gethostname()}))
+    tmp.replace(target)
+
+
+def monitor_died_in_spawn(path: Path) -> str | None:
+    """The reason to end the run now if its monitor died while it watched a spawn (Open MPI can
+    crash every survivor of a death inside ``MPI_Comm_spawn``); None otherwise, and for a monitor
+    on another host (its own watch is all there is then)."""
+    try:
+        marker = json.loads(spawn_marker_path(path).read_text())
+        pid, host = int(marker["pid"]), str(marker["host"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    if host != socket.gethostname() or _alive(pid):
+        return None
+    return (f"the monitor (pid {pid}) died during a recovery by MPI_Comm_spawn, with no result file: a "
+            "death inside a spawn can crash Open MPI's survivors (their messages are above); the run "
+            "was ended at once")
+
+
+def _alive(pid: int) -> bool:
+    """``pid`` runs (a zombie, dead but not reaped yet, does not); True when it cannot be told (no
+    ``/proc``): a run is never ended on a guess."""
+    if not os.path.isdir("/proc/self"):
+        return True
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rpartition(")")[2].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+    except (OSError, IndexError):
+        return True
 
 
 def read_stop_request(path: Path) -> str | None:
@@ -393,9 +441,10 @@ def read_stop_request(path: Path) -> str | None:
 
 
 def wait_for_mpiexec(proc: subprocess.Popen, limit: float, path: Path) -> tuple[str, str]:
-    """Wait until mpiexec ends, its time limit passes or a rank asks for the end: (the time limit's
-    message or "", the stop request's reason or "")."""
+    """Wait until mpiexec ends, its time limit passes, a rank asks for the end or mpiexec outlives
+    the result file by ``LINGER_S``: (the time limit's message or "", why it was ended or "")."""
     deadline = time.monotonic() + limit
+    published = math.inf
     while True:
         try:
             proc.wait(timeout=max(0.0, min(STOP_POLL_S, deadline - time.monotonic())))
@@ -403,8 +452,17 @@ def wait_for_mpiexec(proc: subprocess.Popen, limit: float, path: Path) -> tuple[
         except subprocess.TimeoutExpired:
             pass
         reason = read_stop_request(path)
+        if reason is None:
+            reason = monitor_died_in_spawn(path)
         if reason is not None:
             return "", reason
+        if published == math.inf and path.exists():
+            published = time.monotonic()
+        if time.monotonic() - published > LINGER_S:
+            # Seen after a recovery by spawn (1 of 10 runs of issue 36 item 1): the ranks had ended,
+            # PRRTE stayed up to the time limit. The result is complete: the run is judged by it.
+            return "", (f"mpiexec did not exit {LINGER_S:g} s after the result file was written (Open MPI's "
+                        "launcher can stay up after a recovery by spawn); the job was ended")
         if time.monotonic() >= deadline:
             return f"run exceeded its time limit of {fmt_seconds(limit)} s and was killed", ""
 
@@ -500,8 +558,9 @@ def launch(cfg: Config, out_dir: Path, timeout: float | None = None, quiet: bool
     unique = not cfg.output.name if unique_name is None else unique_name
     path, lock = claim_result_path(out_dir, result_name(cfg), unique)
     try:
-        with contextlib.suppress(OSError):  # a killed launcher's request: this name is ours now
-            stop_request_path(path).unlink()
+        for leftover in (stop_request_path(path), spawn_marker_path(path)):  # a killed launcher's:
+            with contextlib.suppress(OSError):  # this name is ours now
+                leftover.unlink()
         for what, directory in strategy_dirs(cfg, path, resume):
             check_writable_dir(directory, what, keep=False)
         if not resume:
@@ -514,8 +573,9 @@ def launch(cfg: Config, out_dir: Path, timeout: float | None = None, quiet: bool
         return _launch(cfg, path, timeout, quiet, resume, rank_hosts, hosts)
     finally:
         remove_kill_notes(path)
-        with contextlib.suppress(OSError):
-            stop_request_path(path).unlink()
+        for leftover in (stop_request_path(path), spawn_marker_path(path)):
+            with contextlib.suppress(OSError):
+                leftover.unlink()
         with contextlib.suppress(OSError):
             lock.unlink()
 
@@ -550,7 +610,8 @@ def _launch(cfg: Config, path: Path, timeout: float | None, quiet: bool, resume:
         except KeyboardInterrupt:
             message = "interrupted"
         finally:
-            kill_group(proc, grace=STOP_GRACE_S if message or stopped else 0.0)
+            # a job stopped on request is stuck (mpiexec ignores SIGTERM then): a short grace
+            kill_group(proc, grace=STOP_GRACE_S if message else REQUESTED_STOP_GRACE_S if stopped else 0.0)
             relay.join(timeout=5)
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
@@ -698,6 +759,7 @@ def _die_with_parent() -> None:
 
 
 STOP_GRACE_S = 5.0  # a stuck mpiexec gets this long after SIGTERM to stop its remote daemons
+REQUESTED_STOP_GRACE_S = 1.0  # the same for a run a rank asked to end: stuck in a spawn, it sat out all 5 s
 
 
 def kill_group(proc: subprocess.Popen, grace: float = 0.0) -> None:

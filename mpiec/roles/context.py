@@ -44,6 +44,7 @@ from mpiec.strategies.base import Strategy
 
 if TYPE_CHECKING:
     from mpiec.roles.driver import Role
+    from mpiec.roles.spawn import SpawnWatch
 
 A = TypeVar("A", bound=Agent)
 
@@ -82,6 +83,7 @@ class RankContext:
     resumed_step: int = -1  # the checkpoint step a resumed run started from
     worker_args: list[str] = field(default_factory=list)  # how this worker was started (spawn reuses them)
     spawned: int = 0  # monitor: processes spawned so far (their first_rank follows n_ranks)
+    spawn_watch: SpawnWatch | None = None  # monitor: the watch over a recovery that spawns (roles.spawn)
     procs: list[tuple[str, int]] = field(default_factory=list)  # (processor name, pid) by original world rank
     cpu_t0: float = 0.0  # process CPU clock when training started (``rank_info``'s cpu_s counts from it)
 

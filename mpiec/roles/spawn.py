@@ -65,20 +65,24 @@ HOLD_S = 60.0  # a cut run's monitor, should its spawn return after all: the lau
 
 
 class SpawnWatch:
-    """The monitor's watch over one ``Spawn`` and its ``Merge`` (see the module's docstring).
+    """The monitor's watch over a recovery that spawns (see the module's docstring), from its first
+    ``Spawn`` until the recovery completes or aborts (``end_watch``): a death during a spawn can
+    also leave the survivors split, the monitor out of ``Spawn`` with an error and in the next
+    shrink, the others inside ``Merge`` with the new process, none of them ever returning.
 
-    A death is a kill note (any host: the victim writes it before it dies) of a slot in ``world``,
-    written after the last completed recovery, or a rank of ``world`` that ULFM reports failed (a
-    death without a note, where the library knows it); the grace counts from when the watch first
-    sees one. A death the spawn fails on (an error within the grace) is recovered as usual.
-    ``finish`` (the main thread, when the spawn returned or raised) and the cut exclude each other:
-    either the spawn goes on and the watch never acts, or the run is cut and the main thread never
-    goes on (``hold``), so the result file is written once."""
+    A death is a kill note (any host: the victim writes it before it dies) of a slot in ``world``
+    at the latest spawn, written after the last completed recovery, or a rank of that ``world``
+    that ULFM reports failed (a death without a note, where the library knows it). The grace
+    counts from the later of the first death seen and the latest spawn's start (a new spawn is
+    progress). While it watches, a marker file tells the launcher the monitor's pid
+    (``launcher.spawn_marker_path``): Open MPI may crash every survivor, the monitor too, when a
+    process dies inside ``Spawn`` (a segfault in ``ompi_comm_revoke_local``), and the launcher then
+    ends the job at once. ``end`` (the main thread) and the cut exclude each other: either the
+    recovery goes on and the watch never acts, or the run is cut and the main thread never goes
+    on (``hold``), so the result file is written once."""
 
-    def __init__(self, ctx: RankContext, plan: RecoveryPlan) -> None:
-        self.ctx, self.plan = ctx, plan
-        self.world = ctx.comms.world
-        self.slots = list(ctx.slots)  # world's slot table while the spawn runs (the plan's comes after)
+    def __init__(self, ctx: RankContext) -> None:
+        self.ctx = ctx
         # A note of a slot in world is its current holder's if written after the last completed
         # recovery: an earlier holder of that slot died before it (it was replaced there).
         self.since = ctx.ledger.recoveries[-1]["restored"] if ctx.ledger.recoveries else -math.inf
@@ -87,16 +91,32 @@ class SpawnWatch:
         self.lock = threading.Lock()
         self.done = threading.Event()
         self.cut = False
+        self.world = ctx.comms.world
+        self.slots: list[Slot] = []
+        self.spawn: list[Slot] = []
+        self.spawn_at = time.monotonic()
         self.thread = threading.Thread(target=self._watch, name="mpiec-spawn-watch", daemon=True)
 
-    def start(self) -> SpawnWatch:
-        self.thread.start()
-        return self
+    def spawning(self, plan: RecoveryPlan) -> None:
+        """The main thread is about to ``Spawn`` for ``plan`` over the current ``world``."""
+        from mpiec.launcher import write_spawn_marker
+
+        with self.lock:
+            self.world, self.slots = self.ctx.comms.world, list(self.ctx.slots)
+            self.spawn, self.spawn_at = list(plan.spawn), time.monotonic()
+        if not self.thread.is_alive():
+            try:
+                write_spawn_marker(self.ctx.out_path, os.getpid())
+            except OSError:  # the watch itself still works; only the launcher's fallback is missing
+                pass
+            self.thread.start()
 
     def deaths(self) -> list[str]:
         """Who of ``world`` is dead, as the line names them ([] while nobody is). A process that
         died before the spawn began but after the shrink that made ``world`` counts too: the
         spawn waits for it as well."""
+        with self.lock:
+            slots, world = list(self.slots), self.world
         out = []
         try:
             names = sorted(f.name for f in self.notes.iterdir() if not f.name.startswith("."))
@@ -106,12 +126,12 @@ class SpawnWatch:
             try:
                 note = json.loads((self.notes / name).read_text())
                 slot = Slot(note["role"], int(note["index"]))
-                if slot in self.slots and float(note["time"]) > self.since:
+                if slot in slots and float(note["time"]) > self.since:
                     out.append(f"{slot} (kill {note['plan']})")
             except (OSError, ValueError, KeyError, TypeError):  # the monitor's own reader says why, later
                 continue
-        return out or [str(self.slots[r]) if 0 <= r < len(self.slots) else f"world rank {r}"
-                       for r in failed_ranks(self.world)]
+        return out or [str(slots[r]) if 0 <= r < len(slots) else f"world rank {r}"
+                       for r in failed_ranks(world)]
 
     def _watch(self) -> None:
         seen_at, who = 0.0, list[str]()
@@ -123,9 +143,9 @@ class SpawnWatch:
                     print(f"[trace {self.ctx.now():8.3f} spawn watch] dead in the spawn: {', '.join(who)}",
                           file=sys.stderr, flush=True)
                 continue
-            if time.monotonic() - seen_at < self.grace:
-                continue
             with self.lock:
+                if time.monotonic() - max(seen_at, self.spawn_at) < self.grace:
+                    continue
                 if self.done.is_set():
                     return
                 self.cut = True
@@ -137,14 +157,14 @@ class SpawnWatch:
         write is printed, and the stop request still goes out (the run then ends as a crash)."""
         from mpiec.launcher import write_stop_request
 
-        ctx, plan = self.ctx, self.plan
+        ctx = self.ctx
         reason = (f"{', '.join(who)} died while MPI_Comm_spawn started "
-                  f"{'a process' if len(plan.spawn) == 1 else 'processes'} for "
-                  f"{', '.join(map(str, plan.spawn))}; Open MPI never returns from a spawn that a death "
+                  f"{'a process' if len(self.spawn) == 1 else 'processes'} for "
+                  f"{', '.join(map(str, self.spawn))}; Open MPI never returns from a spawn that a death "
                   f"cut, so the run was ended {self.grace:g} s after the death (layout.spawn_grace_s)")
         path = ""
         try:
-            ctx.event("abort", plan.step, ctx.rank, detail=reason[:250])
+            ctx.event("abort", ctx.progress.current_step, ctx.rank, detail=reason[:250])
             path = str(cast("Monitor", ctx.role).write_lost_result(reason))
         except Exception:  # noqa: BLE001 - whatever it was, the job must still end now
             print("[mpiec] the result of a run whose spawn was cut could not be written:", file=sys.stderr)
@@ -158,11 +178,24 @@ class SpawnWatch:
             print(f"[mpiec] cannot ask the launcher to end the run ({exc}); it ends at its time limit",
                   file=sys.stderr, flush=True)
 
-    def finish(self) -> bool:
-        """The main thread is out of the spawn: stop watching; True if the run was cut already."""
+    def check(self) -> None:
+        """The main thread, between steps of the recovery: if the run was cut, never go on."""
+        with self.lock:
+            cut = self.cut
+        if cut:
+            self.hold()
+
+    def end(self) -> None:
+        """The recovery completed or aborted (every rank took part in its collectives, so none is
+        stuck in a spawn): stop watching, or never go on if the run was cut already."""
+        from mpiec.launcher import spawn_marker_path
+
         with self.lock:
             self.done.set()
-            return self.cut
+            cut = self.cut
+        if cut:
+            self.hold()
+        spawn_marker_path(self.ctx.out_path).unlink(missing_ok=True)
 
     def hold(self) -> None:
         """The run was cut and its result written: never go on (the launcher kills the job)."""
@@ -171,12 +204,22 @@ class SpawnWatch:
         os._exit(1)
 
 
+def end_watch(ctx: RankContext) -> None:
+    """The monitor, when a recovery completed or aborted: end its spawn watch, if one runs."""
+    if ctx.spawn_watch is not None:
+        watch, ctx.spawn_watch = ctx.spawn_watch, None
+        watch.end()
+
+
 def spawn_replacements(ctx: RankContext, plan: RecoveryPlan) -> None:
     """Survivors: start one process per slot of ``plan.spawn`` and merge them into ``world``."""
     world = ctx.comms.world
     info = MPI.Info.Create()
     info.Set("map_by", "slot:OVERSUBSCRIBE")  # a dead rank's slot is not given back
-    watch = SpawnWatch(ctx, plan).start() if ctx.slot.role == MONITOR else None
+    watch = None
+    if ctx.slot.role == MONITOR:
+        watch = ctx.spawn_watch = ctx.spawn_watch or SpawnWatch(ctx)
+        watch.spawning(plan)
     try:
         inter = world.Spawn(sys.executable, args=["-P", "-m", "mpiec.worker", *ctx.worker_args, "--spawned"],
                             maxprocs=len(plan.spawn), info=info, root=0)
@@ -190,8 +233,8 @@ def spawn_replacements(ctx: RankContext, plan: RecoveryPlan) -> None:
         raise PeerFailure(failure_class(exc) or exc.Get_error_class(), f"spawn ({exc})") from None
     finally:
         info.Free()
-        if watch is not None and watch.finish():
-            watch.hold()
+        if watch is not None:
+            watch.check()
     ctx.comms = Comms(world=merged, data=None, trainers=None)
     if ctx.rank == 0:
         ctx.spawned += len(plan.spawn)
@@ -231,4 +274,4 @@ def join_context(cfg: Config, out_path: Path, worker_args: list[str]) -> tuple[R
     return ctx, plan
 
 
-__all__ = ["spawn_replacements", "join_context", "SpawnWatch", "TAG_SPAWN"]
+__all__ = ["spawn_replacements", "join_context", "end_watch", "SpawnWatch", "TAG_SPAWN"]
