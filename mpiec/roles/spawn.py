@@ -19,12 +19,13 @@ collide with an original rank's.
 
 A death while the survivors are inside ``Spawn`` (or its ``Merge``) leaves them there for good:
 Open MPI's ULFM does not recover a spawn a failure cut (open-mpi/ompi #12585, #13325). The monitor
-therefore watches every spawn it takes part in (``SpawnWatch``, a thread; the main thread is blocked
-in MPI without the GIL): once a process of ``world`` has died (a kill note appeared, or ULFM lists a
-failed rank) and the spawn has not returned ``layout.spawn_grace_s`` later, that thread writes the
-result file (lost, with the reason) and asks the launcher to end the job (``launcher.stop_request``);
-the launcher kills mpiexec's process group, so nothing lingers. Ending the ranks from inside is not
-enough: ``mpiexec`` stayed up when every survivor ended itself (tried, reverted in 4bad541).
+therefore watches a recovery from its first spawn until it completes (``SpawnWatch``, a thread;
+the main thread is blocked in MPI without the GIL): once a process of ``world`` has died (a kill
+note appeared, or ULFM lists a failed rank) and the recovery has not completed (nor a new spawn
+started) ``layout.spawn_grace_s`` later, that thread writes the result file (lost, with the reason)
+and asks the launcher to end the job (``launcher.write_stop_request``); the launcher kills
+mpiexec's process group, so nothing lingers. Ending the ranks from inside is not enough:
+``mpiexec`` stayed up when every survivor ended itself (tried, reverted in 4bad541).
 
 Measured costs and Open MPI pitfalls are in
 docs/runtime.md ("Replacement by spawn"); among them, PRRTE reports the spawned job's end (no

@@ -255,10 +255,10 @@ def test_a_death_during_a_spawn_ends_the_run_lost_with_its_result(reference, tmp
     the job. Before: nothing until the time limit (exit 3, no result file).
 
     Two outcomes are right, and which one comes depends on where the death lands in Open MPI's
-    spawn: cut (exit 1, the line, a lost result: every run on a busy machine here), or, when
-    the spawn fails on every survivor alike (the death fell before its connect, or after it
-    returned), a recovery that starts over and spawns both servers (exit 0, the failure-free
-    checksum: 1 of about 30 runs)."""
+    spawn: cut (exit 1, the line, a lost result: 8 of 10 runs here, all 5 with a busy loop beside),
+    or, when the spawn fails on every survivor alike or the death falls after it returned, a
+    recovery that spawns again (exit 0, the failure-free checksum: 2 of 10, on an idle machine).
+    Never the time limit."""
     run = mpiec(["run", *TINY, "--timeout", "200", "--set", "layout.spares=0",
                  "--set", "layout.replacement='spawn'", "--set", "layout.spawn_grace_s=5",
                  "--kill", "server:1@step=10", "--kill", "server:0@step=10+800ms"], out=tmp_path, timeout=260)
