@@ -40,7 +40,7 @@ from mpiec.roles.recovery import (
     share_plan,
     shrink_world,
 )
-from mpiec.roles.spawn import end_watch, join_context
+from mpiec.roles.spawn import join_context, rearm_watch, stop_watch
 from mpiec.strategies.agents import Agent
 from mpiec.strategies.base import Strategy
 from mpiec.strategies.env import DenseState, RankEnv, ShardState
@@ -142,10 +142,11 @@ def run_rank(ctx: RankContext, role: Role | None = None) -> str:
         except (PeerFailure, EmulatedFailure) as exc:
             ctx.ledger.failures_seen += 1
             role, reason = recover(ctx, role, exc)
-            end_watch(ctx)  # a recovery that spawned: its watch ends with it (roles.spawn)
+            rearm_watch(ctx)  # a run that spawned: the next death must be recovered in time (roles.spawn)
             if reason:
                 outcome = "lost"
                 break
+    stop_watch(ctx)
     ctx.faults.disarm()
     if ctx.ledger.dead:
         return wait_for_release(ctx)

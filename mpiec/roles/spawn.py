@@ -18,11 +18,12 @@ the number of processes spawned before), so kill notes and reports never
 collide with an original rank's.
 
 A death while the survivors are inside ``Spawn`` (or its ``Merge``) leaves them there for good:
-Open MPI's ULFM does not recover a spawn a failure cut (open-mpi/ompi #12585, #13325). The monitor
-therefore watches a recovery from its first spawn until it completes (``SpawnWatch``, a thread;
-the main thread is blocked in MPI without the GIL): once a process of ``world`` has died (a kill
-note appeared, or ULFM lists a failed rank) and the recovery has not completed (nor a new spawn
-started) ``layout.spawn_grace_s`` later, that thread writes the result file (lost, with the reason)
+Open MPI's ULFM does not recover a spawn a failure cut, nor reliably a failure in a world that
+holds spawned processes (open-mpi/ompi #12585, #13325). The monitor therefore watches from a run's
+first spawn to the end of its training (``SpawnWatch``, a thread; the main thread is blocked in
+MPI without the GIL): once a process of ``world`` has died (a kill note appeared, or ULFM lists a
+failed rank) and the recovery has not completed (nor a new spawn started)
+``layout.spawn_grace_s`` later, that thread writes the result file (lost, with the reason)
 and asks the launcher to end the job (``launcher.write_stop_request``); the launcher kills
 mpiexec's process group, so nothing lingers. Ending the ranks from inside is not enough:
 ``mpiexec`` stayed up when every survivor ended itself (tried, reverted in 4bad541).
@@ -66,27 +67,27 @@ HOLD_S = 60.0  # a cut run's monitor, should its spawn return after all: the lau
 
 
 class SpawnWatch:
-    """The monitor's watch over a recovery that spawns (see the module's docstring), from its first
-    ``Spawn`` until the recovery completes or aborts (``end_watch``): a death during a spawn can
-    also leave the survivors split, the monitor out of ``Spawn`` with an error and in the next
-    shrink, the others inside ``Merge`` with the new process, none of them ever returning.
+    """The monitor's watch over a run that spawned (see the module's docstring), from its first
+    ``Spawn`` to the end of training (``stop_watch``). Open MPI recovers neither a spawn that a
+    death cut (the survivors may also split: the monitor out of ``Spawn`` with an error and in the
+    next shrink, the others inside ``Merge``) nor, reliably, a failure in a world that holds
+    spawned processes (their job runs without ULFM's recovery flag: a server killed after a
+    growth back hung the next recovery, 1 of 4 runs).
 
     A death is a kill note (any host: the victim writes it before it dies) of a slot in ``world``
-    at the latest spawn, written after the last completed recovery, or a rank of that ``world``
-    that ULFM reports failed (a death without a note, where the library knows it). The grace
-    counts from the later of the first death seen and the latest spawn's start (a new spawn is
-    progress). While it watches, a marker file tells the launcher the monitor's pid
-    (``launcher.spawn_marker_path``): Open MPI may crash every survivor, the monitor too, when a
-    process dies inside ``Spawn`` (a segfault in ``ompi_comm_revoke_local``), and the launcher then
-    ends the job at once. ``end`` (the main thread) and the cut exclude each other: either the
-    recovery goes on and the watch never acts, or the run is cut and the main thread never goes
-    on (``hold``), so the result file is written once."""
+    written after the last completed recovery, or a rank of ``world`` that ULFM reports failed (a
+    death without a note, where the library knows it). Once one is seen, the recovery must
+    complete (``rearm_watch``) within ``layout.spawn_grace_s``, counted from the later of the
+    death and the latest spawn's start (a new spawn is progress), or the run is cut. While it
+    watches, a marker file tells the launcher the monitor's pid (``launcher.spawn_marker_path``):
+    Open MPI may crash every survivor, the monitor too, when a process dies inside ``Spawn`` (a
+    segfault in ``ompi_comm_revoke_local``), and the launcher then ends the job at once. The main
+    thread and the cut exclude each other: either the run goes on and the watch never acts, or
+    the run is cut and the main thread never goes on (``hold``), so the result file is written
+    once."""
 
     def __init__(self, ctx: RankContext) -> None:
         self.ctx = ctx
-        # A note of a slot in world is its current holder's if written after the last completed
-        # recovery: an earlier holder of that slot died before it (it was replaced there).
-        self.since = ctx.ledger.recoveries[-1]["restored"] if ctx.ledger.recoveries else -math.inf
         self.grace = ctx.cfg.layout.spawn_grace_s
         self.notes = kill_notes_dir(ctx.out_path, ctx.run_id)
         self.lock = threading.Lock()
@@ -94,8 +95,16 @@ class SpawnWatch:
         self.cut = False
         self.world = ctx.comms.world
         self.slots: list[Slot] = []
+        # A note of a slot in world is its current holder's if written after the last completed
+        # recovery: an earlier holder of that slot died before it (it was replaced there).
+        self.since = ctx.ledger.recoveries[-1]["restored"] if ctx.ledger.recoveries else -math.inf
         self.spawn: list[Slot] = []
+        self.in_spawn = False
         self.spawn_at = time.monotonic()
+        self.who: list[str] = []  # the dead seen, [] while none
+        self.seen_at = 0.0
+        self.during_spawn = False  # the dead seen died during a spawn of this recovery
+        self.generation = 0  # bumped by every completed recovery: a scan begun before it is stale
         self.thread = threading.Thread(target=self._watch, name="mpiec-spawn-watch", daemon=True)
 
     def spawning(self, plan: RecoveryPlan) -> None:
@@ -104,7 +113,8 @@ class SpawnWatch:
 
         with self.lock:
             self.world, self.slots = self.ctx.comms.world, list(self.ctx.slots)
-            self.spawn, self.spawn_at = list(plan.spawn), time.monotonic()
+            self.spawn, self.spawn_at, self.in_spawn = list(plan.spawn), time.monotonic(), True
+            self.during_spawn = self.during_spawn or bool(self.who)
         if not self.thread.is_alive():
             try:
                 write_spawn_marker(self.ctx.out_path, os.getpid())
@@ -112,12 +122,43 @@ class SpawnWatch:
                 pass
             self.thread.start()
 
+    def spawned(self) -> None:
+        """The main thread left ``Spawn`` and ``Merge`` (returned or raised): never go on if cut."""
+        with self.lock:
+            self.in_spawn = False
+            cut = self.cut
+        if cut:
+            self.hold()
+
+    def rearm(self) -> None:
+        """A recovery completed or aborted (every rank took part in its collectives): the dead seen
+        so far are accounted for; watch the world it left. Never go on if the run was cut."""
+        with self.lock:
+            cut = self.cut
+            self.generation += 1
+            self.who, self.in_spawn, self.during_spawn = [], False, False
+            self.world, self.slots = self.ctx.comms.world, list(self.ctx.slots)
+            self.since = self.ctx.now()
+        if cut:
+            self.hold()
+
+    def stop(self) -> None:
+        """Training is over: stop watching (the monitor writes the result itself from here)."""
+        from mpiec.launcher import spawn_marker_path
+
+        with self.lock:
+            self.done.set()
+            cut = self.cut
+        if cut:
+            self.hold()
+        spawn_marker_path(self.ctx.out_path).unlink(missing_ok=True)
+
     def deaths(self) -> list[str]:
         """Who of ``world`` is dead, as the line names them ([] while nobody is). A process that
-        died before the spawn began but after the shrink that made ``world`` counts too: the
-        spawn waits for it as well."""
+        died before a spawn began but after the shrink that made ``world`` counts too: the spawn
+        waits for it as well."""
         with self.lock:
-            slots, world = list(self.slots), self.world
+            slots, world, since = list(self.slots), self.world, self.since
         out = []
         try:
             names = sorted(f.name for f in self.notes.iterdir() if not f.name.startswith("."))
@@ -127,7 +168,7 @@ class SpawnWatch:
             try:
                 note = json.loads((self.notes / name).read_text())
                 slot = Slot(note["role"], int(note["index"]))
-                if slot in slots and float(note["time"]) > self.since:
+                if slot in slots and float(note["time"]) > since:
                     out.append(f"{slot} (kill {note['plan']})")
             except (OSError, ValueError, KeyError, TypeError):  # the monitor's own reader says why, later
                 continue
@@ -135,34 +176,45 @@ class SpawnWatch:
                        for r in failed_ranks(world)]
 
     def _watch(self) -> None:
-        seen_at, who = 0.0, list[str]()
         while not self.done.wait(WATCH_POLL_S):
+            with self.lock:
+                who, generation, in_spawn = list(self.who), self.generation, self.in_spawn
             if not who:
-                who = self.deaths()
-                seen_at = time.monotonic()
-                if who and TRACE_EVENTS:
-                    print(f"[trace {self.ctx.now():8.3f} spawn watch] dead in the spawn: {', '.join(who)}",
-                          file=sys.stderr, flush=True)
+                found = self.deaths()
+                with self.lock:
+                    if found and generation == self.generation:
+                        self.who, self.seen_at = found, time.monotonic()
+                        self.during_spawn = self.during_spawn or self.in_spawn
+                if found and TRACE_EVENTS:
+                    print(f"[trace {self.ctx.now():8.3f} spawn watch] dead: {', '.join(found)}"
+                          f"{' (in the spawn)' if in_spawn else ''}", file=sys.stderr, flush=True)
                 continue
             with self.lock:
-                if time.monotonic() - max(seen_at, self.spawn_at) < self.grace:
+                if time.monotonic() - max(self.seen_at, self.spawn_at) < self.grace or self.done.is_set():
                     continue
-                if self.done.is_set():
-                    return
                 self.cut = True
-            self._end_run(who)
+                in_spawn = self.during_spawn or self.in_spawn
+            self._end_run(who, in_spawn)
             return
 
-    def _end_run(self, who: list[str]) -> None:
-        """Write the result (lost) and the launcher's stop request. Never raises: a failure to
+    def _end_run(self, who: list[str], in_spawn: bool) -> None:
+        """Write the result (lost) and the launcher's stop request (``in_spawn``: the death cut a
+        spawn of this recovery). Never raises: a failure to
         write is printed, and the stop request still goes out (the run then ends as a crash)."""
         from mpiec.launcher import write_stop_request
 
         ctx = self.ctx
-        reason = (f"{', '.join(who)} died while MPI_Comm_spawn started "
-                  f"{'a process' if len(self.spawn) == 1 else 'processes'} for "
-                  f"{', '.join(map(str, self.spawn))}; Open MPI never returns from a spawn that a death "
-                  f"cut, so the run was ended {self.grace:g} s after the death (layout.spawn_grace_s)")
+        dead = ", ".join(who)
+        if in_spawn:
+            reason = (f"{dead} died while MPI_Comm_spawn started "
+                      f"{'a process' if len(self.spawn) == 1 else 'processes'} for "
+                      f"{', '.join(map(str, self.spawn))}; Open MPI never returns from a spawn that a "
+                      f"death cut, so the run was ended {self.grace:g} s after the death "
+                      "(layout.spawn_grace_s)")
+        else:
+            reason = (f"{dead} died and the recovery did not complete within {self.grace:g} s "
+                      "(layout.spawn_grace_s): Open MPI's ULFM does not reliably recover a run that "
+                      "spawned processes (open-mpi/ompi #12585), so the run was ended")
         path = ""
         try:
             ctx.event("abort", ctx.progress.current_step, ctx.rank, detail=reason[:250])
@@ -179,25 +231,6 @@ class SpawnWatch:
             print(f"[mpiec] cannot ask the launcher to end the run ({exc}); it ends at its time limit",
                   file=sys.stderr, flush=True)
 
-    def check(self) -> None:
-        """The main thread, between steps of the recovery: if the run was cut, never go on."""
-        with self.lock:
-            cut = self.cut
-        if cut:
-            self.hold()
-
-    def end(self) -> None:
-        """The recovery completed or aborted (every rank took part in its collectives, so none is
-        stuck in a spawn): stop watching, or never go on if the run was cut already."""
-        from mpiec.launcher import spawn_marker_path
-
-        with self.lock:
-            self.done.set()
-            cut = self.cut
-        if cut:
-            self.hold()
-        spawn_marker_path(self.ctx.out_path).unlink(missing_ok=True)
-
     def hold(self) -> None:
         """The run was cut and its result written: never go on (the launcher kills the job)."""
         self.thread.join()
@@ -205,11 +238,17 @@ class SpawnWatch:
         os._exit(1)
 
 
-def end_watch(ctx: RankContext) -> None:
-    """The monitor, when a recovery completed or aborted: end its spawn watch, if one runs."""
+def rearm_watch(ctx: RankContext) -> None:
+    """The monitor, when a recovery completed or aborted: its spawn watch, if one runs, rearms."""
+    if ctx.spawn_watch is not None:
+        ctx.spawn_watch.rearm()
+
+
+def stop_watch(ctx: RankContext) -> None:
+    """The monitor, when training is over: its spawn watch, if one runs, ends."""
     if ctx.spawn_watch is not None:
         watch, ctx.spawn_watch = ctx.spawn_watch, None
-        watch.end()
+        watch.stop()
 
 
 def spawn_replacements(ctx: RankContext, plan: RecoveryPlan) -> None:
@@ -235,7 +274,7 @@ def spawn_replacements(ctx: RankContext, plan: RecoveryPlan) -> None:
     finally:
         info.Free()
         if watch is not None:
-            watch.check()
+            watch.spawned()
     ctx.comms = Comms(world=merged, data=None, trainers=None)
     if ctx.rank == 0:
         ctx.spawned += len(plan.spawn)
@@ -275,4 +314,4 @@ def join_context(cfg: Config, out_path: Path, worker_args: list[str]) -> tuple[R
     return ctx, plan
 
 
-__all__ = ["spawn_replacements", "join_context", "end_watch", "SpawnWatch", "TAG_SPAWN"]
+__all__ = ["spawn_replacements", "join_context", "rearm_watch", "stop_watch", "SpawnWatch", "TAG_SPAWN"]
