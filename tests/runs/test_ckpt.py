@@ -255,9 +255,9 @@ def test_a_death_during_a_spawn_ends_the_run_lost_with_its_result(reference, tmp
     the job. Before: nothing until the time limit (exit 3, no result file).
 
     Two outcomes are right, and which one comes depends on where the death lands in Open MPI's
-    spawn: cut (exit 1, the line, a lost result: 8 of 10 runs here, all 5 with a busy loop beside),
-    or, when the spawn fails on every survivor alike or the death falls after it returned, a
-    recovery that spawns again (exit 0, the failure-free checksum: 2 of 10, on an idle machine).
+    spawn: cut (exit 1, the line, a lost result: 13 of 20 runs here, 8 of the 10 with a busy loop
+    beside), or, when the spawn fails on every survivor alike or the death falls after it returned,
+    a recovery that spawns again (exit 0, the failure-free checksum: 7 of 20).
     Never the time limit."""
     run = mpiec(["run", *TINY, "--timeout", "200", "--set", "layout.spares=0",
                  "--set", "layout.replacement='spawn'", "--set", "layout.spawn_grace_s=5",
