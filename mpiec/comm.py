@@ -287,6 +287,25 @@ def shrink(world: MPI.Intracomm) -> tuple[MPI.Intracomm, list[int]]:
     return new, dead
 
 
+def failed_ranks(comm: MPI.Comm) -> list[int]:
+    """The ranks of ``comm`` this process's MPI library knows to have failed (ULFM's
+    ``MPIX_Comm_get_failed``: local, no communication; [] without ULFM or on any error). Safe from
+    a second thread while the first is blocked in a collective of ``comm`` (``spawn.SpawnWatch``)."""
+    try:
+        group = comm.Get_failed()
+    except (MPI.Exception, NotImplementedError, AttributeError):
+        return []
+    try:
+        mine = comm.Get_group()
+        ranks = MPI.Group.Translate_ranks(group, list(range(group.Get_size())), mine)
+        mine.Free()
+        return [r for r in ranks if r != MPI.UNDEFINED]
+    except MPI.Exception:
+        return []
+    finally:
+        group.Free()
+
+
 def agree_min(comm: MPI.Intracomm, value: int, bits: int = 31) -> int:
     """Fault-tolerant agreement on the minimum of non-negative ints ``< 2**bits``.
 

@@ -80,6 +80,10 @@ class LayoutConfig:
     # replacement = shrink: N steps after a shrink the run spawns processes for the missing slots and
     # re-places rows and virtual shards onto them at a step boundary (ULFM only); 0 = never
     grow_back_steps: int = 0
+    # spawn, grow_back_steps: a run whose MPI_Comm_spawn a death cut (Open MPI never returns from it) is
+    # ended, lost, this many seconds after the death (roles.spawn.SpawnWatch); a spawn that fails
+    # with an error within it is recovered as usual
+    spawn_grace_s: float = 10.0
     # shards of the global batch whose gradients sum in a fixed tree (layout.trainer_blocks): the
     # result is the same on any trainer count that divides into them; 0 = auto (4, or more trainers)
     virtual_trainers: int = 0
@@ -472,6 +476,8 @@ def validate(cfg: Config, memory: bool = True) -> None:
     _need(lay.replacement in ("spare", "spawn", "shrink"),
           f"layout.replacement must be spare, spawn or shrink, got '{lay.replacement}'")
     _need(lay.grow_back_steps >= 0, f"layout.grow_back_steps must be >= 0, got {lay.grow_back_steps}")
+    _need(math.isfinite(lay.spawn_grace_s) and 0 < lay.spawn_grace_s <= 3600,
+          f"layout.spawn_grace_s must be a number of seconds in (0, 3600], got {lay.spawn_grace_s}")
     _need(lay.grow_back_steps == 0 or lay.replacement == "shrink",
           f"layout.grow_back_steps = {lay.grow_back_steps} needs layout.replacement = 'shrink' "
           f"(got '{lay.replacement}')")

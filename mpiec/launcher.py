@@ -13,6 +13,13 @@ Owns the ``mpiexec`` command line and the run's process group. Invariants:
 * the exit status reflects the result file, not only ``mpiexec``'s code: 0 completed, 1 lost
   (a failure the run could not survive), 3 crashed (a rank died of an exception: its crash note,
   ``mpiec.crashes``, names it, with or without a result file; a time limit; no result file);
+* a rank can ask for the job's end (``write_stop_request``: a file ``.NAME.h5.stop`` beside the
+  result, polled every ``STOP_POLL_S``): the launcher then ends the whole process group at once and
+  reports the request's reason. The monitor does so when a death cut a ``MPI_Comm_spawn``, which
+  Open MPI never returns from (``roles.spawn.SpawnWatch``); a stuck job cannot end itself from
+  inside, mpiexec stays up. While that watch runs, a marker ``.NAME.h5.spawn`` names the monitor's
+  pid: a monitor that died meanwhile (Open MPI can crash there) ends the job at once too; so does
+  an mpiexec still up ``LINGER_S`` after the result file was published (judged by that file);
 * a run owns its result name before any rank starts (an exclusive lock file
   ``.NAME.h5.lock`` beside the target, removed when the run ends) and reports
   only a file it wrote; the output directory, and the folders the strategy writes into
@@ -34,11 +41,14 @@ Owns the ``mpiexec`` command line and the run's process group. Invariants:
 from __future__ import annotations
 
 import contextlib
+import json
+import math
 import os
 import platform
 import re
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -258,7 +268,7 @@ def _name_max(directory: Path) -> int:
 def derived_names(stem: str) -> list[str]:
     """Every file or folder name a run with result ``STEM.h5`` may create next to it."""
     return [f"{stem}.h5", f".{stem}.h5.lock", f".{stem}.h5.{'9' * 7}.tmp", f"{stem}.{'9' * 7}.h5",
-            f".{stem}.{'f' * 12}.kills", f"{stem}.ckpt"]
+            f".{stem}.{'f' * 12}.kills", f"{stem}.ckpt", f".{stem}.h5.spawn.{'9' * 7}.tmp"]
 
 
 def check_output_dir(out_dir: Path) -> None:
@@ -359,6 +369,109 @@ def check_resume(cfg: Config, root: str | Path) -> None:
                          f"plan it at step {step + 1} or later")
 
 
+STOP_POLL_S = 0.25  # how often the launcher looks for a stop request while mpiexec runs
+LINGER_S = 15.0  # mpiexec still up this long after the result file was published: it is ended
+
+
+def stop_request_path(path: Path) -> Path:
+    """Where a rank of the run with result ``path`` asks the launcher to end the job."""
+    return path.with_name(f".{path.name}.stop")
+
+
+def write_stop_request(path: Path, reason: str, result: str = "") -> None:
+    """Ask the launcher to end the job now (see the module's docstring): ``reason`` is its message,
+    ``result`` the result file written first ("" if none). Atomic: the launcher never reads half."""
+    target = stop_request_path(path)
+    tmp = target.with_name(f"{target.name}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps({"reason": reason, "result": result}))
+    tmp.replace(target)
+
+
+def spawn_marker_path(path: Path) -> Path:
+    """Where the monitor of the run with result ``path`` says, while it watches a recovery that
+    spawns (``roles.spawn.SpawnWatch``), which process it is."""
+    return path.with_name(f".{path.name}.spawn")
+
+
+def write_spawn_marker(path: Path, pid: int) -> None:
+    target = spawn_marker_path(path)
+    tmp = target.with_name(f"{target.name}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps({"pid": pid, "host": socket.gethostname()}))
+    tmp.replace(target)
+
+
+def monitor_died_in_spawn(path: Path) -> str | None:
+    """The reason to end the run now if its monitor died while it watched a spawn (Open MPI can
+    crash every survivor of a death inside ``MPI_Comm_spawn``); None otherwise, and for a monitor
+    on another host (its own watch is all there is then)."""
+    try:
+        marker = json.loads(spawn_marker_path(path).read_text())
+        pid, host = int(marker["pid"]), str(marker["host"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    if host != socket.gethostname() or _alive(pid):
+        return None
+    return (f"the monitor (pid {pid}) died during a recovery by MPI_Comm_spawn, with no result file: a "
+            "death inside a spawn can crash Open MPI's survivors (their messages are above); the run "
+            "was ended at once")
+
+
+def _alive(pid: int) -> bool:
+    """``pid`` runs (a zombie, dead but not reaped yet, does not); True when it cannot be told (no
+    ``/proc``): a run is never ended on a guess."""
+    if not os.path.isdir("/proc/self"):
+        return True
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rpartition(")")[2].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+    except (OSError, IndexError):
+        return True
+
+
+def read_stop_request(path: Path) -> str | None:
+    """The reason of a stop request for the run with result ``path``; None if there is none."""
+    target = stop_request_path(path)
+    try:
+        text = target.read_text()
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        return f"a rank asked to end the run (unreadable request {target}: {exc.strerror or exc})"
+    try:
+        return str(json.loads(text)["reason"])
+    except (ValueError, KeyError, TypeError):
+        return f"a rank asked to end the run (malformed request {target})"
+
+
+def wait_for_mpiexec(proc: subprocess.Popen, limit: float, path: Path) -> tuple[str, str]:
+    """Wait until mpiexec ends, its time limit passes, a rank asks for the end or mpiexec outlives
+    the result file by ``LINGER_S``: (the time limit's message or "", why it was ended or "")."""
+    deadline = time.monotonic() + limit
+    published = math.inf
+    while True:
+        try:
+            proc.wait(timeout=max(0.0, min(STOP_POLL_S, deadline - time.monotonic())))
+            return "", ""
+        except subprocess.TimeoutExpired:
+            pass
+        reason = read_stop_request(path)
+        if reason is None:
+            reason = monitor_died_in_spawn(path)
+        if reason is not None:
+            return "", reason
+        if published == math.inf and path.exists():
+            published = time.monotonic()
+        if time.monotonic() - published > LINGER_S:
+            # Seen after a recovery by spawn (1 of 10 runs of issue 36 item 1): the ranks had ended,
+            # PRRTE stayed up to the time limit. The result is complete: the run is judged by it.
+            return "", (f"mpiexec did not exit {LINGER_S:g} s after the result file was written (Open MPI's "
+                        "launcher can stay up after a recovery by spawn); the job was ended")
+        if time.monotonic() >= deadline:
+            return f"run exceeded its time limit of {fmt_seconds(limit)} s and was killed", ""
+
+
 def remove_kill_notes(path: Path) -> None:
     """Remove ``.STEM.<run>.kills`` beside ``path``: the victims' notes, which the monitor reads and
     removes, stay behind when the run ends before that (a crash, its time limit, an interruption).
@@ -456,6 +569,9 @@ def launch(cfg: Config, out_dir: Path, timeout: float | None = None, quiet: bool
     unique = not cfg.output.name if unique_name is None else unique_name
     path, lock = claim_result_path(out_dir, result_name(cfg), unique)
     try:
+        for leftover in (stop_request_path(path), spawn_marker_path(path)):  # a killed launcher's:
+            with contextlib.suppress(OSError):  # this name is ours now
+                leftover.unlink()
         for what, directory in strategy_dirs(cfg, path, resume):
             check_writable_dir(directory, what, keep=False)
         if not resume:
@@ -471,6 +587,9 @@ def launch(cfg: Config, out_dir: Path, timeout: float | None = None, quiet: bool
         from mpiec.crashes import remove_crash_notes
 
         remove_crash_notes(path)
+        for leftover in (stop_request_path(path), spawn_marker_path(path)):
+            with contextlib.suppress(OSError):
+                leftover.unlink()
         with contextlib.suppress(OSError):
             lock.unlink()
 
@@ -499,20 +618,21 @@ def _launch(cfg: Config, path: Path, timeout: float | None, quiet: bool, resume:
         relay = threading.Thread(target=relay_output, args=(proc.stdout, quiet, lost_daemons, held),
                                  daemon=True)
         relay.start()
-        message = ""
+        message = stopped = ""
         try:
-            proc.wait(timeout=limit)
-        except subprocess.TimeoutExpired:
-            message = f"run exceeded its time limit of {fmt_seconds(limit)} s and was killed"
+            message, stopped = wait_for_mpiexec(proc, limit, path)
         except KeyboardInterrupt:
             message = "interrupted"
         finally:
-            kill_group(proc, grace=STOP_GRACE_S if message else 0.0)
+            # a job stopped on request is stuck (mpiexec ignores SIGTERM then): a short grace
+            kill_group(proc, grace=STOP_GRACE_S if message else REQUESTED_STOP_GRACE_S if stopped else 0.0)
             relay.join(timeout=5)
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
         seconds = time.monotonic() - t0
     outcome = _judge(cfg, path, wall_start, seconds, message, proc.returncode, lost_daemons)
+    if stopped:  # the run was ended on request: the request says why (its ranks' last lines may be cut)
+        outcome.message = stopped if outcome.code != EXIT_CRASH else f"{stopped}; {outcome.message}"
     if outcome.code == EXIT_CRASH and held:
         # What the relay held back (all of it under quiet, else known launcher noise) may be the
         # crash's only trace: "its error is above" must be true.
@@ -662,6 +782,7 @@ def _die_with_parent() -> None:
 
 
 STOP_GRACE_S = 5.0  # a stuck mpiexec gets this long after SIGTERM to stop its remote daemons
+REQUESTED_STOP_GRACE_S = 1.0  # the same for a run a rank asked to end: stuck in a spawn, it sat out all 5 s
 
 
 def kill_group(proc: subprocess.Popen, grace: float = 0.0) -> None:

@@ -180,6 +180,10 @@ def test_replacement_is_spare_spawn_or_shrink():
         load_config(preset="tiny", sets=["layout.replacement='magic'"])
     with pytest.raises(ConfigError, match="layout.grow_back_steps = 5 needs layout.replacement = 'shrink'"):
         load_config(preset="tiny", sets=["layout.grow_back_steps=5"])
+    assert load_config(preset="tiny", sets=["layout.spawn_grace_s=2.5"]).layout.spawn_grace_s == 2.5
+    for bad in ("0", "-1", "inf", "nan", "1e9"):
+        with pytest.raises(ConfigError, match="layout.spawn_grace_s must be a"):
+            load_config(preset="tiny", sets=[f"layout.spawn_grace_s={bad}"])
 
 
 SHRINK = ["layout.spares=0", "layout.replacement='shrink'", "layout.servers=4"]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import socket
 import sys
 import threading
 from pathlib import Path
@@ -418,3 +419,60 @@ def test_a_crashed_quiet_run_still_shows_its_error(tmp_path, monkeypatch, capsys
     assert outcome.code == 3 and "its error is above" in outcome.message
     assert capsys.readouterr().out.splitlines()[-2:] == ["Traceback (most recent call last):",
                                                          "ValueError: boom"]
+
+
+def test_a_stop_request_ends_the_whole_job_at_once(tmp_path, monkeypatch):
+    """Issue 36, item 1: a rank that asks for the end (the monitor, when a death cut a spawn) gets
+    the job ended from outside: mpiexec and everything in its process group, whatever they do
+    (here a rank that never ends and an mpiexec that would wait for it), with the request's reason.
+    Before, the launcher waited for the time limit."""
+    marker = tmp_path / "rank-alive"
+    _fake_mpiexec(tmp_path, monkeypatch, f'(trap "" TERM; while :; do touch {marker}; sleep 0.2; done) &\n'
+                  'sleep 1\nprintf \'{"reason": "a spawn was cut", "result": ""}\' '
+                  '> "$(dirname "$out")/.$stem.h5.stop"\nexec sleep 300')
+    out = tmp_path / "out"
+    outcome = launch(load_config("tiny", sets=["output.name='mine'"]), out, timeout=200, quiet=True)
+    assert outcome.code == 3 and outcome.message.startswith("a spawn was cut; "), outcome.message
+    assert "time limit" not in outcome.message
+    assert not list(out.iterdir())  # the request and the lock removed
+    marker.unlink()
+    threading.Event().wait(1.0)  # the rank would touch its marker again within 0.2 s
+    assert not marker.exists()  # the rank that ignored SIGTERM went with the group
+
+
+def test_a_stop_request_a_killed_launcher_left_does_not_stop_the_next_run(tmp_path, monkeypatch):
+    _fake_mpiexec(tmp_path, monkeypatch, "sleep 1\nexit 0")
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / ".mine.h5.stop").write_text('{"reason": "an old request", "result": ""}')
+    outcome = launch(load_config("tiny", sets=["output.name='mine'"]), out, timeout=200, quiet=True)
+    assert outcome.code == 3 and "old request" not in outcome.message
+    assert "the ranks ended without writing a result file" in outcome.message
+
+
+def test_a_monitor_that_died_while_it_watched_a_spawn_ends_the_job_at_once(tmp_path, monkeypatch):
+    """Issue 36, item 1: Open MPI can crash every survivor of a death inside MPI_Comm_spawn, the
+    monitor too, and then nobody writes a stop request; its spawn marker names a dead process."""
+    _fake_mpiexec(tmp_path, monkeypatch, 'sh -c "exit 0" & dead=$!; wait $dead\n'
+                  f'printf \'{{"pid": %d, "host": "{socket.gethostname()}"}}\' "$dead" '
+                  '> "$(dirname "$out")/.$stem.h5.spawn"\nexec sleep 300')
+    out = tmp_path / "out"
+    outcome = launch(load_config("tiny", sets=["output.name='mine'"]), out, timeout=200, quiet=True)
+    assert outcome.code == 3, outcome.message
+    assert "died during a recovery by MPI_Comm_spawn" in outcome.message, outcome.message
+    assert not list(out.iterdir())
+
+
+def test_an_mpiexec_that_outlives_its_result_file_is_ended_and_the_run_judged_by_it(tmp_path, monkeypatch):
+    """Issue 36, item 1: after a recovery by spawn, PRRTE once stayed up to the time limit after the
+    ranks had written the result and ended (exit 3 for a run that succeeded)."""
+    target = tmp_path / "out" / "mine.h5"
+    _fake_mpiexec(tmp_path, monkeypatch, f"{sys.executable} -c \"import sys; sys.path[:0] = {sys.path!r}; "
+                  "from mpiec.results import ResultWriter; from mpiec.config import load_config; "
+                  "c = load_config('tiny', sets=[\\\"output.name='mine'\\\"]); "
+                  f"ResultWriter('{target}', {{'config': c.to_json(), 'strategy': 'none', 'seed': 1, "
+                  "'failure_mode': 'ulfm', 'ulfm': True}).close({'lost': False})\"\nexec sleep 300")
+    cfg = load_config("tiny", sets=["output.name='mine'"])
+    outcome = launch(cfg, tmp_path / "out", timeout=200, quiet=True)
+    assert outcome.code == 0 and outcome.path == target, outcome.message
+    assert "did not exit 15 s after the result file was written" in outcome.message

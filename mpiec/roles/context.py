@@ -44,6 +44,7 @@ from mpiec.strategies.base import Strategy
 
 if TYPE_CHECKING:
     from mpiec.roles.driver import Role
+    from mpiec.roles.spawn import SpawnWatch
 
 A = TypeVar("A", bound=Agent)
 
@@ -82,6 +83,7 @@ class RankContext:
     resumed_step: int = -1  # the checkpoint step a resumed run started from
     worker_args: list[str] = field(default_factory=list)  # how this worker was started (spawn reuses them)
     spawned: int = 0  # monitor: processes spawned so far (their first_rank follows n_ranks)
+    spawn_watch: SpawnWatch | None = None  # monitor: the watch over a recovery that spawns (roles.spawn)
     procs: list[tuple[str, int]] = field(default_factory=list)  # (processor name, pid) by original world rank
     cpu_t0: float = 0.0  # process CPU clock when training started (``rank_info``'s cpu_s counts from it)
 
@@ -221,6 +223,12 @@ class RankContext:
         if TRACE_EVENTS:  # MPIEC_TRACE_EVENTS=1: every event on stderr as it happens (debugging hangs)
             print(f"[trace {self.now():8.3f} rank {self.first_rank} {self.slot}] {kind} step {step} {s} "
                   f"{detail}", file=sys.stderr, flush=True)
+
+    def final_report(self, role: Any) -> dict[str, Any]:
+        """This rank's final report, ``role`` its role object (``runner.hand_in`` gathers every
+        rank's at the monitor; a monitor that writes a cut run's result alone uses its own)."""
+        return {"info": self.rank_info(), "events": self.events, "dead": False, "role": role.final_report(),
+                "strategy": self.agent.summary(), "recoveries": self.ledger.recoveries}
 
     def rank_info(self) -> dict[str, Any]:
         return {"rank": self.first_rank, "role": self.slot.role, "role_index": self.slot.index,

@@ -225,6 +225,12 @@ class Monitor:
         return {}
 
     # -- the result file -----------------------------------------------------
+    def write_lost_result(self, reason: str) -> Path:
+        """The result of a run that cannot reach its final report (a spawn a death cut:
+        ``spawn.SpawnWatch``, from its thread while this rank's main thread is stuck in MPI): lost,
+        with what the monitor holds itself (the streamed timeline, evaluations, kill notes)."""
+        return self.write_result([self.ctx.final_report(self)], "lost", reason)
+
     def write_result(self, reports: list[dict[str, Any]], outcome: str, reason: str = "") -> Path:
         ctx, cfg = self.ctx, self.ctx.cfg
         w = self.writer

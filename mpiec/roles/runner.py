@@ -40,7 +40,7 @@ from mpiec.roles.recovery import (
     share_plan,
     shrink_world,
 )
-from mpiec.roles.spawn import join_context
+from mpiec.roles.spawn import join_context, rearm_watch, stop_watch
 from mpiec.strategies.agents import Agent, Coordinator, ParityAgent, ServerAgent, TrainerAgent
 from mpiec.strategies.base import Strategy
 from mpiec.strategies.env import DenseState, RankEnv, ShardState
@@ -149,16 +149,16 @@ def run_rank(ctx: RankContext, role: Role | None = None) -> str:
         except (PeerFailure, EmulatedFailure) as exc:
             ctx.ledger.failures_seen += 1
             role, reason = recover(ctx, role, exc)
+            rearm_watch(ctx)  # a run that spawned: the next death must be recovered in time (roles.spawn)
             if reason:
                 outcome = "lost"
                 break
+    stop_watch(ctx)
     ctx.faults.disarm()
     if ctx.ledger.dead:
         return wait_for_release(ctx)
     ctx.faults.die_if_killed_at_end()
-    report = {"info": ctx.rank_info(), "events": ctx.events, "dead": False, "role": role.final_report(),
-              "strategy": ctx.agent.summary(), "recoveries": ctx.ledger.recoveries}
-    reports = hand_in(ctx, report)
+    reports = hand_in(ctx, ctx.final_report(role))
     held_state = [s for s in ctx.ledger.report_deaths if s.role in (TRAINER, SERVER)]
     if held_state and outcome == "done":
         outcome = "lost"

@@ -185,15 +185,27 @@ def test_beyond_tolerance_with_the_ckpt_fallback_rolls_back_losslessly(reference
 
 
 def test_a_server_kill_after_a_parity_rank_recovery_is_recovered(reference, tmp_path):
-    """Hardening round 3, item 1: the parity rank is replaced at step 20 and re-encoded in two
-    rounds (one per residue), a server dies at step 22. Before: the rebuild was declared over one
-    round late, the parity rank still counted as lost, the servers gave up while the trainers
-    waited in the replay broadcast: a hang until the time limit."""
+    """Hardening round 3, item 1: the parity rank is replaced at step 20 and re-encoded, a server
+    dies at step 22. Before: the rebuild was declared over one round late, the parity rank still
+    counted as lost, the servers gave up while the trainers waited in the replay broadcast: a hang
+    until the time limit.
+
+    Round 4, item 7: the re-encode (every parity row of tiny fits one round) ends in the round of
+    the step the recovery resumed at, so the server kill of a later step always finds it complete.
+    Before, the rebuild began with an empty decode round and re-encoded in the second: on a loaded
+    machine the rounds were paced two steps apart, or the parity kill fired a step late (the
+    parity rank lags the servers), and the server kill found the stripes beyond r: lost, 2 of 6
+    runs with a busy loop beside."""
     run = ecrm(tmp_path, 2, 2, "parity:0@step=20;server:1@step=22", "layout.parity_ranks=1",
                "strategy.rebuild_rows='auto'")
     assert run.code == 0, run.stdout + run.stderr
-    s = run.result().summary
+    res = run.result()
+    s = res.summary
     assert s["kills_fired"] == 2 and s["recoveries"] == 2 and s["param_checksum"] == reference
+    parity = {decode(e["kind"]): int(e["step"]) for e in res.events
+              if decode(e["role"]) == "parity" and decode(e["kind"]) in ("rebuild_start", "rebuild_end")}
+    assert parity.keys() == {"rebuild_start", "rebuild_end"}, res.events
+    assert parity["rebuild_end"] == parity["rebuild_start"], parity  # one round, at the resume
 
 
 @pytest.mark.parametrize("servers,spares,kills,sets", [

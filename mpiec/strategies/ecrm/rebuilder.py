@@ -151,10 +151,17 @@ class Rebuilder:
         self.encoding = decode_for is None and me in lost and a.store is not None
         self.into = into
         target = me if decode_for is None else decode_for
-        self.phase: str | None = "decode"
+        S = pl.servers
+        # Decode while a lost member holds data rows (a server: ranks below S of ``servers``). Lost
+        # dedicated parity ranks alone have none: the first round re-encodes already. (It started
+        # with an empty decode round, so a parity rank's re-encode ended one round later: a server
+        # killed the step after the recovery found the parity still "being rebuilt", its stripes
+        # beyond r, and the run was lost when the parity kill fired a step late or the rounds were
+        # paced apart on a loaded machine, issue 36 item 7.) Every member decides alike: ``lost``
+        # is the plan's.
+        self.phase: str | None = "decode" if decode_for is not None or any(h < S for h in lost) else "encode"
         self.cursor = 0
         self.todo_rows = 0  # rows of this replacement not rebuilt yet (kept, not recounted: O(1))
-        S = pl.servers
         self.gf = isinstance(a.code, GFCode)
         self.widths = sorted({a.row_bytes, a.width})  # one fetch per width, on every member alike
         self.coefs: dict[tuple[int, tuple[int, ...]], np.ndarray] = {}
