@@ -51,7 +51,12 @@ def write_crash_note(out_path: Path, run_id: str, rank: int, slot: str, exc: Bas
     with contextlib.suppress(Exception):
         d = crash_notes_dir(out_path, run_id)
         d.mkdir(parents=True, exist_ok=True)
-        rec = {"rank": rank, "slot": slot, "pid": os.getpid(), "step": step, "error": exception_text(exc)}
+        from mpiec.errors import MpiecError
+
+        # reported: an error the rank already printed as its one line (a result file it cannot write,
+        # bad input): no traceback to point at, and the launcher must not repeat the line
+        rec = {"rank": rank, "slot": slot, "pid": os.getpid(), "step": step, "error": exception_text(exc),
+               "reported": isinstance(exc, MpiecError)}
         tmp = d / f".{os.getpid()}.tmp"
         tmp.write_text(json.dumps(rec))
         tmp.replace(d / f"{os.getpid()}.json")  # atomic: a reader never sees half a note

@@ -650,6 +650,10 @@ def _judge(cfg: Config, path: Path, wall_start: float, seconds: float, message: 
         from mpiec.crashes import crash_line, notes_beside
 
         crashes = notes_beside(path)
+        if crashes and all(n.get("reported") for n in crashes):  # its one line is above: not repeated
+            who = crashes[0].get("rank", "?")
+            return RunOutcome(EXIT_CRASH, None, seconds,
+                              f"the run stopped on rank {who}'s error above; no result file was written")
         if crashes:  # a rank died of an exception (its note says which): a crash, whoever followed it
             return RunOutcome(EXIT_CRASH, None, seconds, f"the run crashed: {crash_line(crashes)}; no result "
                               "file was written (the traceback is above)")
