@@ -1,4 +1,4 @@
-"""Kill plans: the syntax of DESIGN.md, validated against the layout; random plans reproducible."""
+"""Kill plans: the syntax of README "Kill plans", validated against the layout; random plans reproducible."""
 
 import threading
 import time

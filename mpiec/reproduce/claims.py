@@ -45,7 +45,7 @@ NOT_REPRODUCED = "not reproduced"
 CANNOT = "cannot be measured here"
 VERDICTS = (REPRODUCED, PARTLY, NOT_REPRODUCED, CANNOT)
 
-#: Where a claim's figure comes from (``../shared/notes/paper-regimes.md``): P = the paper's abstract
+#: Where a claim's figure comes from (each paper module's constants carry one): P = the paper's abstract
 #: or proceedings page, C = the authors' code, S = secondary summaries, U = inferred.
 TAGS = {"P": "paper", "C": "authors' code", "S": "secondary summary", "U": "inferred"}
 

@@ -2,7 +2,7 @@
 quantized differential checkpoints, the quantizers' error order, accuracy against restores, and the
 bit width chosen from the expected restores.
 
-Owns the paper's figures (constants with their source tag, ``../shared/notes/paper-regimes.md``),
+Owns the paper's figures (constants with their source tag, ``claims.TAGS``),
 its claims and thresholds, the time-compressed regime (tiny-derived tables sized so that an interval
 of ``INTERVAL`` steps modifies about the paper's 26 % of the rows), the benches that measure them,
 the findings and the figures. ``PAPER`` is the ``experiment.Paper`` the CLI calls.

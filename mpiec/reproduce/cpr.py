@@ -78,7 +78,7 @@ from .experiment import Experiment, Machine, Regime, RegimeRow, RunSet, Scale
 __all__ = ["CLAIMS", "PAPER", "CprPaper", "Figures", "Plan", "auc_loss", "avoided_share", "factor_off",
            "findings_of", "model_stall", "overhead", "plan_of", "share_removed"]
 
-# -- the paper's figures (source tags: ../shared/notes/paper-regimes.md) ------------------------------
+# -- the paper's figures (source tags: claims.TAGS) --------------------------------------------------
 FULL_RECOVERY_PCT = 13.0  # [S] failure handling costs 13 % on average in production (slides)
 REMOVED_PCT = 91.0  # [S] partial recovery removed over 91 % of it ...
 REMOVED_LOSS = 0.0008  # [S] ... for 0.0008 AUC

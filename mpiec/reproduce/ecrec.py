@@ -96,7 +96,7 @@ from .experiment import Experiment, Machine, Regime, RegimeRow, RunSet, Scale
 
 __all__ = ["PAPER", "EcrecPaper", "Figures", "extract", "judge_all"]
 
-# -- the paper's setup (../shared/notes/paper-regimes.md; tags P/C/S/U) --------------------------
+# -- the paper's setup (source tags P/C/S/U: claims.TAGS) -------------------------------------
 PAPER_ROWS = 197_767_405  # [C] rows of the Criteo table
 PAPER_DIM = 128  # [C] floats per row
 PAPER_SERVERS = 5  # [C] parameter servers

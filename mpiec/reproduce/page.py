@@ -120,7 +120,7 @@ def _intro(command: str, date: str, seconds: float, machine: Machine, scale: str
         "`mpiec.analysis.stats`; "
         "*cannot be measured here* says what this machine cannot show and gives the figure that bounds it. "
         "Source tags of the paper's figures: P paper, C authors' code, S secondary summary, U inferred "
-        "(`../shared/notes/paper-regimes.md` in the project).",
+        "(each paper's regime table below lists its figures with their tags).",
     ]
 
 

@@ -1,6 +1,6 @@
 """The seed papers' clusters and workloads, for ``mpiec simulate --paper NAME``.
 
-Owns what each paper's setup is as far as ``notes/paper-regimes.md`` knows it (tags: [P] the
+Owns what each paper's setup is as far as the paper and its code state it (tags: [P] the
 paper's abstract or proceedings, [C] the authors' code, [S] secondary summaries, [U] assumed here),
 which simulator inputs stand for it, and how its headline is set beside the simulated figure. A
 ``Paper`` is data: the config overrides of its model, the simulator flags of its cluster and failures,

@@ -42,7 +42,7 @@ from .job import Job
 
 __all__ = ["DEFAULT_NETWORK_GBPS", "Hardware", "StepTimes", "step_times"]
 
-#: Network per rank, Gbit/s: CPR's production setup, 25 Gbit Ethernet (notes/paper-regimes.md, [S]).
+#: Network per rank, Gbit/s: CPR's production setup, 25 Gbit Ethernet ([S]: a secondary summary).
 DEFAULT_NETWORK_GBPS = 25.0
 
 

@@ -1,6 +1,6 @@
 """Several hosts on one machine, for the multi-host tests: network namespaces on a bridge.
 
-Owns the emulated hosts of ``../shared/notes/multihost.md``: a Linux bridge, one network
+Owns the emulated hosts (docs/runtime.md "Nodes, hosts and partitions"): a Linux bridge, one network
 namespace per host joined to it by a veth pair, the host names in ``/etc/hosts`` (marked lines),
 and the launch agent Open MPI's launcher calls instead of ``ssh`` (``PRTE_MCA_plm_ssh_agent``):
 it starts the host's daemon inside the namespace, in a UTS namespace of its own whose host name

@@ -1,4 +1,4 @@
-"""The contract every registered strategy passes (``mpiec.contract``; DESIGN.md, "Recovery").
+"""The contract every registered strategy passes (``mpiec.contract``; docs/runtime.md, "Failures").
 
 * failure-free, it trains exactly what ``none`` trains (same ``param_checksum``);
 * every planned kill fires exactly once, and a strategy that recovers ends with
