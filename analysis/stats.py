@@ -49,8 +49,8 @@ import numpy as np
 from scipy import stats as _sp
 
 __all__ = ["CONFIDENCE", "DASH", "Comparison", "Estimate", "analyse_table", "fmt_diff", "fmt_estimate",
-           "mean_sd", "mean_t", "median", "median_level", "paired", "ratio_of_means", "rounds_to_resolve",
-           "spearman", "t_quantile", "unpaired"]
+           "mean_sd", "mean_t", "median", "median_bracket_level", "median_level", "paired", "ratio_of_means",
+           "rounds_to_resolve", "spearman", "t_quantile", "unpaired"]
 
 CONFIDENCE = 0.95
 DASH = "—"
@@ -147,6 +147,12 @@ def median_level(n: int, k: int) -> float:
     return float(1.0 - 2.0 * _sp.binom.cdf(k - 1, n, 0.5))
 
 
+def median_bracket_level(n: int) -> float:
+    """The confidence of the bracket ``median`` prints for ``n`` runs (≥ 95 % from n = 6; below, the
+    range's); nan for fewer than 2."""
+    return median_level(n, _median_k(n)) if n >= 2 else math.nan
+
+
 def median(values: Iterable[Any]) -> Estimate:
     """The median of ``values`` with the order-statistic interval (a 95 % one from n = 6; below, the
     range of the runs at its real confidence); identical values: deterministic; one value: none."""
@@ -160,7 +166,7 @@ def median(values: Iterable[Any]) -> Estimate:
     if _all_equal(x):
         return Estimate(med, n=n, method="deterministic", deterministic=True)
     k = _median_k(n)
-    level = median_level(n, k)
+    level = median_bracket_level(n)
     method = "order statistics" if level >= CONFIDENCE else f"range of {n} runs"
     return Estimate(med, float(x[k - 1]), float(x[n - k]), n, level, method)
 

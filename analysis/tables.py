@@ -53,6 +53,7 @@ from .metrics import (
 )
 from .read import repeat_of
 from .stats import (
+    CONFIDENCE,
     Comparison,
     Estimate,
     analyse_table,
@@ -61,6 +62,7 @@ from .stats import (
     mean_sd,
     mean_t,
     median,
+    median_bracket_level,
     rounds_to_resolve,
     unpaired,
 )
@@ -575,21 +577,22 @@ def interval_title(est: dict[str, dict[str, Estimate]]) -> str:
     n = _rounds_n(est)
     if n < 2:
         return "one run each: no intervals"
-    levels = "medians [95 % interval]" if median(range(n)).is_ci95 else f"medians (range of {n} runs)"
+    levels = ("medians [95 % interval]" if median_bracket_level(n) >= CONFIDENCE
+              else f"medians (range of {n} runs)")
     return f"{n} rounds: {levels}; vs the baseline paired by round [95 % interval]"
 
 
 def method_notes(est: dict[str, dict[str, Estimate]], baseline: str) -> list[str]:
     """The footer lines that name the statistical method and its formula (docs/measurement.md)."""
     n = _rounds_n(est)
-    lev = median(range(n)) if n >= 2 else None
-    if lev is None:
+    level = median_bracket_level(n)
+    if n < 2:
         brackets = "one run: no interval"
-    elif lev.is_ci95:
+    elif level >= CONFIDENCE:
         brackets = "[a, b]: the order-statistic 95 % interval of the median (distribution-free)"
     else:
         brackets = (f"(range a–b): the range of the {n} runs, which holds the median with only "
-                    f"{100 * lev.level:.0f} % (1 − 2^(1−n)): not a 95 % interval")
+                    f"{100 * level:.0f} % (1 − 2^(1−n)): not a 95 % interval")
     levels = "levels (samples/s, ms, MiB, AUC): the median of the runs; " + brackets
     paired = (f"vs the failure-free '{baseline}' runs: paired by round (a randomized complete block design: "
               "every variant once per round, order rotated); per round d = log(x / base) for throughput "
@@ -696,9 +699,10 @@ def repeated_failure_table(groups: dict[tuple[str, bool], Group], scenario: str 
             *([fmt_estimate(median(vs_twin), ".2f")] if twin_column else []),
         ])
     n = max((len(g) for (_, f), g in groups.items() if f), default=0)
-    levels = ("[a, b]: the order-statistic 95 % interval of the median" if median(range(n)).is_ci95 else
+    levels = ("[a, b]: the order-statistic 95 % interval of the median"
+              if median_bracket_level(n) >= CONFIDENCE else
               f"(range a–b): the range of the runs (n = {n}: it holds the median with only "
-              f"{100 * median(range(max(n, 2))).level:.0f} %, not a 95 % interval)")
+              f"{100 * median_bracket_level(max(n, 2)):.0f} %, not a 95 % interval)")
     notes = [f"medians over the repeats; {levels}; det.: identical in every run; ΔAUC: final AUC minus the "
              "failure-free twin's (same round), mean with its Student-t 95 % interval (n.s.: holds 0); "
              "lossless: runs whose model equals the failure-free twin's / runs; "
@@ -712,7 +716,8 @@ def repeated_failure_table(groups: dict[tuple[str, bool], Group], scenario: str 
                      "failure-free twin's (same round) on the same steps; — where training paused "
                      "for the whole repair")
     title = "under failures" + (f": {scenario}" if scenario else "") + (
-        " (medians [95 % interval])" if median(range(n)).is_ci95 else f" (medians, range of {n} runs)")
+        " (medians [95 % interval])" if median_bracket_level(n) >= CONFIDENCE
+        else f" (medians, range of {n} runs)")
     return Table(title, header, rows, right=set(range(1, len(header))) - {3}, notes=notes,
                  verdicts=_grouped_verdicts(groups)
                  + unfired_lines([r for (_, f), g in groups.items() if f for _, r in g]))
