@@ -254,7 +254,8 @@ CLAIMS: tuple[Claim, ...] = (
            Rule("at_most", FULL_RECOVERY_PCT, 2 * FULL_RECOVERY_PCT,
                 why="the fleet's average; not judged here (a statistic over production jobs)"), " %",
            quote="failure handling costs 13 % on average"),
-    _claim("full-recovery-p90", "... and over 30 % at the 90th percentile of the production jobs",
+    _claim("full-recovery-p90", "failure handling under full recovery costs over 30 % of the training time "
+           "at the 90th percentile of the production jobs",
            f"> {FULL_RECOVERY_P90_PCT:g} % at P90", "S",
            Rule("at_least", FULL_RECOVERY_P90_PCT, FULL_RECOVERY_P90_PCT / 2,
                 why="a percentile over production jobs; not judged here"), " %",
@@ -279,7 +280,7 @@ CLAIMS: tuple[Claim, ...] = (
            f"{REMOVED_PCT:g} % removed", "S", Rule("at_least", 90.0, 75.0, why=_REMOVE_WHY, null=0.0), " %",
            quote="partial recovery removes over 91 % of the overhead"),
     _claim("partial-accuracy", "partial recovery costs about 0.001 AUC or less at that overhead",
-           f"{REMOVED_LOSS:g} ('loss', metric not stated) [S]; read as AUC [U]", "S",
+           f"{REMOVED_LOSS:g} 'loss' (metric not stated; read as AUC [U])", "S",
            Rule("at_most", 0.001, 0.002, why=_AUC_WHY), quote="for a 0.0008 loss"),
     _claim("pls-vs-loss", "the accuracy loss grows with the portion of lost samples (PLS)",
            "monotone (CPR's model)", "U",
