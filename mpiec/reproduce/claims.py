@@ -119,7 +119,7 @@ class Rule:
         null = (f", and the 95 % interval wholly past the no-effect figure {_num(self.null)}{unit} (else "
                 "inconclusive)" if self.null is not None else
                 " (a noisy figure without a 95 % interval: at most partly)")
-        why = f" Why: {self.why}" if self.why else ""
+        why = f" Why: {self.why.rstrip('.')}." if self.why else ""
         return (f"reproduced if the figure is {op} {_num(self.reproduced)}{unit} and its 95 % interval "
                 f"{op} {_num(self.partly)}{unit} (or the figure is deterministic); partly if the figure is "
                 f"{op} {_num(self.partly)}{unit}{null}.{why}")
@@ -399,11 +399,13 @@ def judge(claim: Claim, m: Measured, *, limit: str = "", note: str = "", calibra
     if limit:
         return out(CANNOT, f"{limit}.{shown}{tail}")
     if gate is not None and gate.disturbed:
-        return out(NOT_JUDGED, f"the bench was disturbed: {gate.disturbed}.{shown}{tail}",
+        return out(NOT_JUDGED, f"{gate.disturbed}: the figure may be the host's, not the regime's."
+                               f"{shown}{tail}",
                    "not judged: disturbed")
     if gate is not None and gate.unrealized:
         why = "; ".join(gate.unrealized)
-        return out(NOT_JUDGED, f"the planned regime was not realized: {why}.{shown}{tail}",
+        return out(NOT_JUDGED, f"the runs did not realize the planned regime (the realized table)."
+                               f"{shown}{tail}",
                    f"not judged: regime not realized ({why})")
     if not m.known:
         return out(CANNOT, f"no figure: {m.how or 'the runs it needs did not complete'}.{tail}")
