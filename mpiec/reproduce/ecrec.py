@@ -89,31 +89,32 @@ from typing import Any
 
 from mpiec.analysis.metrics import number
 from mpiec.analysis.stats import Estimate, mean_t, median, paired, unpaired
+from mpiec.paper_regimes import ECREC
 from mpiec.storage import PROFILES
+from mpiec.strategies.ecrm.strategy import EcrmParams as _EcrmParams
 
 from .claims import Claim, Finding, Measured, Rule, figure, judge, measured, measured_from
 from .experiment import Experiment, Machine, Regime, RegimeRow, RunSet, Scale
 
 __all__ = ["PAPER", "EcrecPaper", "Figures", "extract", "judge_all"]
 
-# -- the paper's setup (source tags P/C/S/U: claims.TAGS) -------------------------------------
-PAPER_ROWS = 197_767_405  # [C] rows of the Criteo table
-PAPER_DIM = 128  # [C] floats per row
-PAPER_SERVERS = 5  # [C] parameter servers
-PAPER_WORKERS = 15  # [C] workers (one V100 each)
-PAPER_BATCH = 2048  # [C] samples per worker per batch
-PAPER_FEATURES = 26  # [C] Criteo's sparse features, hashed into the one table
-PAPER_BOTTOM, PAPER_TOP = (512, 256), (1024, 1024, 512, 256)  # [C] hidden widths: 13-512-256-128, …-256-1
-KEY_BYTES = 8  # [U] a 64-bit key written with each row
-PAPER_CKPT_BYTES = PAPER_ROWS * (PAPER_DIM * 4 + KEY_BYTES)  # SGD: no optimizer slot [C]
-STORE = PROFILES["object-store"]  # [U] the storage assumed for XDL's checkpoints (docs/checkpoints.md)
-PAPER_WRITE_S = PAPER_CKPT_BYTES / (PAPER_SERVERS * STORE.write_mb_s * 1e6)  # ≈ 257 s, one stream a server
-CKPT30_S, CKPT60_S = 1800.0, 3600.0  # [C] Ckpt-30, Ckpt-60
-RATIO30, RATIO60 = PAPER_WRITE_S / CKPT30_S, PAPER_WRITE_S / CKPT60_S  # write time / interval [U]
+# -- the paper's setup (source tags P/C/S/U: claims.TAGS), read from the project's one regime source
+# (``mpiec.paper_regimes.ECREC``, which ``mpiec simulate --paper ecrec`` reads too) -----------------
+PAPER_ROWS, PAPER_DIM = ECREC.rows, ECREC.dim  # [C]
+PAPER_SERVERS, PAPER_WORKERS, PAPER_BATCH = ECREC.servers, ECREC.workers, ECREC.batch  # [C]
+PAPER_FEATURES = ECREC.features  # [C]
+PAPER_BOTTOM, PAPER_TOP = ECREC.bottom, ECREC.top  # [C] hidden widths: 13-512-256-128, …-256-1
+KEY_BYTES = ECREC.key_bytes  # [U]
+PAPER_CKPT_BYTES = ECREC.ckpt_bytes  # SGD: no optimizer slot [C]
+STORAGE = ECREC.storage  # [U] per-server checkpoint bandwidth: the runs are sized at its nominal value
+STORE = PROFILES["object-store"]  # the aggregate's proportion to a stream (it does not bind)
+PAPER_WRITE_S = ECREC.write_s()  # ≈ 257 s at 80 MB/s, one stream a server
+CKPT30_S, CKPT60_S = ECREC.ckpt30_s, ECREC.ckpt60_s  # [C] Ckpt-30, Ckpt-60
+RATIO30, RATIO60 = ECREC.ratio(CKPT30_S), ECREC.ratio(CKPT60_S)  # write time / interval [U]
 PAPER_RATIO = {30: RATIO30, 60: RATIO60}
-PAPER_FF_RUN_S = 7200.0  # [C] failure-free runs of 2 h
-PAPER_KILL_AT_S, PAPER_AFTER_S = 900.0, 3600.0  # [C] kill after 15 min, then 60 min more
-KILL_FRACTION = PAPER_KILL_AT_S / (PAPER_KILL_AT_S + PAPER_AFTER_S)  # 20 %
+PAPER_FF_RUN_S = ECREC.ff_run_s  # [C] failure-free runs of 2 h
+PAPER_KILL_AT_S, PAPER_AFTER_S = ECREC.kill_at_s, ECREC.after_s  # [C] kill after 15 min, then 60 min more
+KILL_FRACTION = ECREC.kill_fraction  # 20 %
 
 # -- this reproduction's design ------------------------------------------------------------------
 SERVERS = PAPER_SERVERS
@@ -124,14 +125,17 @@ TABLE_SCALE = 16  # the tiny preset's 26 tables, each 16 times bigger (251,936 r
 #: machine): N steps stand for ECRec's 2 h, so I30 = N · REF_STEP_S / 4. Not a measured result: a
 #: machine at another pace keeps every ratio and fits another number of intervals into the run.
 REF_STEP_S = 25e-3
-REBUILD_BUDGET = 1.0  # a background round may take as long as a step (module docstring)
+#: The rebuild's pacing, fixed before the run: the strategy's default (``EcrmParams.rebuild_budget``),
+#: chosen for the strategy, not for this paper; the recovery speed-up, the drop while rebuilding and
+#: the time lost per failure are all judged at it (one trade-off, module docstring).
+REBUILD_BUDGET = float(_EcrmParams().rebuild_budget)
 
 CKPT = "ckpt"
 K2, K4 = 2, 4
 
 
 def _ecrm(code: str, k: int, r: int = 1) -> str:
-    return f"ecrm:code={code}:k={k}" + (f":r={r}" if r != 1 else "") + f":rebuild_budget={REBUILD_BUDGET:g}"
+    return f"ecrm:code={code}:k={k}" + (f":r={r}" if r != 1 else "")  # rebuild_budget: the default
 
 
 ECRM = {K2: _ecrm("sum", K2), K4: _ecrm("sum", K4)}  # ECRec's ECRM: float-sum parity, r = 1 [C]
@@ -150,11 +154,24 @@ CLAIMS = (
           "up to 66 % / 88 % lower (best case); ≈ 32 % implied at half the ratio [U]", "P",
           Rule("at_least", 25.0, 0.0), " %"),
     # Half the paper's speed-up counts as reproduced (the paper's is "up to"); 2x: clearly faster.
-    Claim(P, "recovery", "recovery time of Ckpt-30 (rollback, reload, redo) over ECRM's (background "
-          "rebuild)", "up to 9.8× (PVLDB) / 10.3× (arXiv) faster", "P", Rule("at_least", 5.0, 2.0), "×"),
+    Claim(P, "recovery", "recovery time of Ckpt-30 (rollback: reload and redo) over ECRM k = 4's (pause, "
+          "background rebuild), both in the paper's seconds, at the default rebuild_budget",
+          "up to 9.8× (PVLDB) / 10.3× (arXiv) faster", "P", Rule("at_least", 5.0, 2.0), "×"),
     # The paper's range tops at 13 %; up to 25 % still leaves training at 3/4 speed (partly).
-    Claim(P, "rebuild-drop", "throughput drop while the lost shard is rebuilt (training continues)",
-          "7–13 % (PVLDB)", "P", Rule("at_most", 13.0, 25.0), " %"),
+    Claim(P, "rebuild-drop", "throughput drop while the lost shard is rebuilt (training continues), at the "
+          "same rebuild_budget", "7–13 % (PVLDB)", "P", Rule("at_most", 13.0, 25.0), " %"),
+    # ECRM's central claim: training goes on during the recovery. Were ECRM to pause for the whole of its
+    # recovery, its time lost would be its recovery time, 1/9.8 of checkpointing's (the paper's
+    # speed-up): training that continues loses less, so 9.8× is the floor for reproduced; losing
+    # at most half of checkpointing's time is partly.
+    Claim(P, "without-pause", "time lost per failure, Ckpt-30 (training paused for reload and redo) over "
+          "ECRM k = 4 (training continues while it rebuilds), both in the paper's seconds",
+          "recovery without pausing training (PVLDB), with 9.8× faster recovery", "P",
+          Rule("at_least", 9.8, 2.0), "×"),
+    # Liu & Xu's course report: the only absolute ECRM overhead in the sources; at or below it
+    # supports it, up to twice it partly.
+    Claim(P, "overhead-absolute", "failure-free overhead of ECRM k = 4 (linear parity, plain SGD)",
+          "24 % throughput overhead (Liu & Xu's course report)", "S", Rule("at_most", 24.0, 48.0), " %"),
     # Each update touches r parity rows whatever k [U]: k = 4 may cost at most 2 % of a trainer's
     # step more than k = 2 (below run-to-run noise), 5 % partly.
     Claim(P, "k-growth", "failure-free cost of k = 4 over k = 2 (r = 1), in % of a trainer's step",
@@ -233,15 +250,92 @@ def ckpt_variant(interval_s: float) -> str:
 
 
 # -- figures from the runs -------------------------------------------------------------------------
+# -- recovery in the paper's units -----------------------------------------------------------------
+# The two sides of ECRec's recovery compare only in one unit: here the reload and the redone steps are
+# time-compressed with the interval (I30 stands for 1800 s) while the rebuild is real CPU on this
+# machine's shard, so a ratio of the seconds measured here grows with the run length. Both sides are
+# put in the paper's seconds instead: what is compressed is scaled back by 1800 s / I30; the rebuild
+# is projected from the rate measured here (shard bytes per wall second at the fixed rebuild_budget)
+# to the paper's shard; what neither side compresses (detection, the restart) stays in seconds.
+@dataclass(frozen=True)
+class CkptLoss:
+    """One Ckpt-30 recovery in the paper's seconds: the reload (at the nominal storage bandwidth), the
+    redone steps, and the rest (detection, restart, the slow steps after the resume: real time)."""
+
+    reload_s: float
+    redo_s: float
+    rest_s: float
+
+    def total(self, mb_s: float | None = None) -> float:
+        """Time lost per failure (kill → training back where it was) with the storage at ``mb_s``
+        (default: the nominal): the reload scales with the bandwidth, the rest does not."""
+        bw = STORAGE.nominal if mb_s is None else mb_s
+        return self.reload_s * STORAGE.nominal / bw + self.redo_s + self.rest_s
+
+
+def ckpt_loss(rec: dict[str, Any], interval_s: float, lost_s: float) -> CkptLoss:
+    """A Ckpt-30 recovery's breakdown (``restore_s``, ``reexec_s``: seconds here), the run's interval
+    ``interval_s`` (standing for the paper's 1800 s) and its time lost per failure ``lost_s``: the
+    reload and the redo scaled by 1800 / interval, the rest kept."""
+    scale = CKPT30_S / interval_s if interval_s > 0 else math.nan
+    restore, redo = number(rec.get("restore_s")), number(rec.get("reexec_s"))
+    return CkptLoss(restore * scale, redo * scale, lost_s - restore - redo)
+
+
+@dataclass(frozen=True)
+class EcrmLoss:
+    """One ECRM recovery in the paper's seconds: the pause (kill → resume, real time), the background
+    rebuild projected to the paper's shard, and the throughput ``drop`` (0..1) while it runs."""
+
+    pause_s: float
+    rebuild_s: float
+    drop: float
+
+    @property
+    def recovery_s(self) -> float:
+        """Kill → the shard rebuilt (ECRec's recovery time)."""
+        return self.pause_s + self.rebuild_s
+
+    @property
+    def lost_s(self) -> float:
+        """Time lost per failure: the pause, and the drop over the rebuild (training continues)."""
+        return self.pause_s + self.drop * self.rebuild_s
+
+
+def ecrm_loss(pause_s: float, repair_s: float, shard_bytes: float, k: int, drop: float) -> EcrmLoss:
+    """An ECRM recovery measured here: the pause, the rebuild's wall time ``repair_s`` of a shard of
+    ``shard_bytes`` at the fixed ``rebuild_budget`` (its rate, shard bytes per second, carried to the
+    paper's shard), floored by the paper's network: a lost row is decoded from k members, k shards'
+    bytes through one server's link [U]. Nothing here depends on the run's length."""
+    paced = repair_s * ECREC.shard_bytes / shard_bytes if shard_bytes > 0 else math.nan
+    network = k * ECREC.shard_bytes / (ECREC.network_gbps * 1e9 / 8)
+    return EcrmLoss(pause_s, max(paced, network) if math.isfinite(paced) else math.nan, drop)
+
+
+def _shard_bytes(r: Any) -> float:
+    """One server's data rows in ``r``'s table, bytes (SGD: no optimizer state; the config's sizes)."""
+    cfg = r.config if isinstance(r.config, dict) else {}
+    data, model, lay = (cfg.get(key) if isinstance(cfg.get(key), dict) else {}
+                        for key in ("data", "model", "layout"))
+    cards = data.get("cardinalities") or []
+    rows = sum(int(c) for c in cards) if isinstance(cards, list) else 0
+    servers = number(lay.get("servers"))
+    dim = number(model.get("dim"))
+    return rows * dim * 4 / servers if rows and servers > 0 and dim > 0 else math.nan
+
+
 @dataclass
 class Figures:
     """Every number the findings judge, extracted from the runs (lists: one value per round or run)."""
 
     shared: bool = True  # ranks share cores
     n_ranks: int = 0
+    batch: int = 64  # samples per trainer and step (the tiny preset's; read from the runs)
     ckpt_ovh: dict[int, list[float]] = field(default_factory=dict)  # 30/60 -> ECRec's W / I, %
     ckpt_tp_ovh: dict[int, list[float]] = field(default_factory=dict)  # 1 − tp/tp_none, %
     reduction: dict[tuple[int, str], list[float]] = field(default_factory=dict)  # (30|60, tp|bound), %
+    # the same rounds' (ECRM k=4's overhead, Ckpt's judged overhead) pairs: re-judged over the storage band
+    overhead_pairs: dict[tuple[int, str], list[tuple[float, float]]] = field(default_factory=dict)
     ecrm_tp_ovh: dict[int, list[float]] = field(default_factory=dict)  # k -> %
     ecrm_bound: dict[int, list[float]] = field(default_factory=dict)  # k -> x / (t + x), %
     server_extra_ms: dict[int, list[float]] = field(default_factory=dict)
@@ -251,6 +345,9 @@ class Figures:
     recovery: dict[str, list[float]] = field(default_factory=dict)  # ckpt30, ckpt60, k2, k4, *_lost, *_resume
     recovery_rounds: dict[str, list[int]] = field(default_factory=dict)  # the round of each recovery value
     drop: list[float] = field(default_factory=list)  # %, ECRM k = 4
+    # recovery in the paper's seconds (compression-invariant): (round, loss) of each failure run
+    ckpt_paper: list[tuple[int, CkptLoss]] = field(default_factory=list)  # Ckpt-30
+    ecrm_paper: list[tuple[int, EcrmLoss]] = field(default_factory=list)  # ECRM k = 4
     memory: dict[int, list[float]] = field(default_factory=dict)  # k -> parity / shard
     memory_r: dict[int, int] = field(default_factory=dict)
     sum_drift: list[float] = field(default_factory=list)
@@ -330,6 +427,9 @@ def extract(runs: dict[str, RunSet], shared: bool) -> Figures:
         f.missing.append("main")
         return f
     f.n_ranks = max(_n_ranks(r) for r in main.results)
+    training = main.results[0].config.get("training") if isinstance(main.results[0].config, dict) else None
+    if isinstance(training, dict) and number(training.get("batch_size")) > 0:
+        f.batch = int(number(training.get("batch_size")))
     ckpts = ckpt_variants(main.experiment)
     c30, c60 = (ckpts.get(key, ("", 0.0))[0] for key in (30, 60))
     none = _rounds(main.of("none", failure=False))
@@ -367,11 +467,15 @@ def extract(runs: dict[str, RunSet], shared: bool) -> Figures:
             # not make ECRM look better than at the paper's ratio.
             c = min(c, 100.0 * PAPER_RATIO[key])
             if K4 in ecrm_round and c > 0:
-                f.reduction.setdefault((key, "bound"), []).append(100.0 * (1 - ecrm_round[K4][1] / c))
-                f.reduction.setdefault((key, "tp"), []).append(100.0 * (1 - ecrm_round[K4][2] / c))
+                for path, ecrm_pct in (("bound", ecrm_round[K4][1]), ("tp", ecrm_round[K4][2])):
+                    f.reduction.setdefault((key, path), []).append(100.0 * (1 - ecrm_pct / c))
+                    f.overhead_pairs.setdefault((key, path), []).append((ecrm_pct, c))
 
     # failure runs: recovery, the rebuild's throughput, drift
+    from mpiec.analysis.metrics import recovery_list
     from mpiec.analysis.read import repeat_of
+
+    i30 = ckpts.get(30, ("", 0.0))[1]
 
     metrics = {id(r): m for r, m in zip(main.results, compare(main.results), strict=True)}
     for name, v in (("ckpt30", c30), ("ckpt60", c60), ("k2", ECRM[K2]), ("k4", ECRM[K4])):
@@ -388,8 +492,18 @@ def extract(runs: dict[str, RunSet], shared: bool) -> Figures:
             f.recovery_rounds.setdefault(name, []).append(repeat_of(r))
             f.recovery.setdefault(f"{name}_lost", []).append(lost)
             f.recovery.setdefault(f"{name}_resume", []).append(number(m.recovery_latency_s))
-            if v == ECRM[K4] and m.repair_throughput_vs_twin is not None:
-                f.drop.append(100.0 * (1.0 - m.repair_throughput_vs_twin))
+            drop = 1.0 - m.repair_throughput_vs_twin if m.repair_throughput_vs_twin is not None else math.nan
+            if v == ECRM[K4] and math.isfinite(drop):
+                f.drop.append(100.0 * drop)
+            recs = recovery_list(r)
+            if name == "ckpt30" and recs:
+                iv = number(r.summary.get("checkpoint_interval_s"))
+                f.ckpt_paper.append((repeat_of(r), ckpt_loss(recs[0], iv if iv > 0 else i30, lost)))
+            elif name == "k4" and recs:
+                k = int(number(r.summary.get("k")) or K4)
+                f.ecrm_paper.append((repeat_of(r), ecrm_loss(number(m.recovery_latency_s),
+                                                             number(recs[0].get("repair_s")),
+                                                             _shard_bytes(r), k, drop)))
             if v in ECRM.values():
                 if _drift_measured(r):
                     f.sum_drift.append(number(r.summary.get("sum_drift_max_rel")))
@@ -429,6 +543,50 @@ def _fmt_mean(values: Sequence[float], spec: str = ".3g", unit: str = "") -> str
     return figure(mean_t(values), spec, unit)
 
 
+def parity_work_ratio(workers: int, batch: int, features: int, dim: int, servers: int,
+                      bottom: Sequence[int], top: Sequence[int]) -> float:
+    """The ratio that decides ECRM's failure-free overhead: a server's parity work per step (bytes of the
+    parity rows it updates: every id a step looks up updates one, r = 1, no deduplication: an upper
+    bound) per FLOP of a trainer's step (its MLPs forward and backward, 6 FLOPs a weight a sample).
+    The batch cancels: workers × features × dim × 4 / (servers × 6 × dense weights)."""
+    from mpiec.model.dlrm import DLRMShape, n_params
+
+    dense = n_params(DLRMShape(13, features, dim, tuple(bottom), tuple(top)))
+    return workers * batch * features * dim * 4 / servers / (6 * batch * dense)
+
+
+#: ECRec's deciding ratio (bytes of parity per trainer FLOP) and, in time, the factor that carries this
+#: run's measured x / t to the paper's: the work ratio, a V100 worker's speed-up over a CPU core on the
+#: MLPs and a server's parity spread over its threads [U] (``mpiec.paper_regimes``, simulate's figures)
+PAPER_PARITY_RATIO = parity_work_ratio(PAPER_WORKERS, PAPER_BATCH, PAPER_FEATURES, PAPER_DIM, PAPER_SERVERS,
+                                       PAPER_BOTTOM, PAPER_TOP)
+
+
+def _here_parity_ratio(batch: int) -> float:
+    return parity_work_ratio(TRAINERS, batch, len(_tiny_cardinalities()), DIM, SERVERS, PAPER_BOTTOM,
+                             PAPER_TOP)
+
+
+def to_paper_time(batch: int) -> float:
+    """The factor from this run's measured x / t (a server's parity CPU per step over a trainer's) to the
+    paper's: the work ratio paper / here, times the trainer's speed-up, over the server's threads."""
+    return PAPER_PARITY_RATIO / _here_parity_ratio(batch) * ECREC.trainer_speedup / ECREC.server_threads
+
+
+def _deciding(f: Figures) -> dict[str, str]:
+    """x / t measured here (median over the rounds, %) and carried to the paper's ratio, with ECRM k=4's
+    overhead bound there (all parity on the critical path)."""
+    xt = [100.0 * x / t for x, t in zip(f.server_extra_ms.get(K4, []), f.trainer_step_ms, strict=False)
+          if t > 0]
+    if not xt:
+        keys = ("deciding_ratio_here_pct", "deciding_ratio_paper_pct", "ecrm_bound_at_paper_pct")
+        return dict.fromkeys(keys, "—")
+    factor = to_paper_time(f.batch)
+    y = [v * factor for v in xt]
+    return {"deciding_ratio_here_pct": _fmt(xt), "deciding_ratio_paper_pct": _fmt(y),
+            "ecrm_bound_at_paper_pct": _fmt([100.0 * v / (100.0 + v) for v in y])}
+
+
 def _overhead_finding(key: str, which: int, f: Figures) -> Finding:
     claim = CLAIM[key]
     path = "bound" if f.shared else "tp"
@@ -455,17 +613,48 @@ def _overhead_finding(key: str, which: int, f: Figures) -> Finding:
                  f"{extra['reduction_from_throughput_pct']} %) counts its parity CPU taken from the "
                  "trainers; judged on the CPU bound that carries to dedicated cores (all parity work on the "
                  "critical path: an upper bound on ECRM's overhead, a lower bound on the reduction).")
+    deciding = _deciding(f)
+    extra.update(deciding)
+    note += (f" The deciding ratio, a server's parity CPU per step over a trainer's (x / t), is "
+             f"{deciding['deciding_ratio_here_pct']} % here; carried to the paper's (its parity work per "
+             f"trainer FLOP is {PAPER_PARITY_RATIO / _here_parity_ratio(f.batch):.3g}× this run's, a V100 "
+             f"worker {ECREC.trainer_speedup:g} cores, parity over {ECREC.server_threads} threads [U]) it "
+             f"is {deciding['deciding_ratio_paper_pct']} %, where ECRM's bound (all parity on the critical "
+             f"path) would be {deciding['ecrm_bound_at_paper_pct']} %: the verdict is this regime's.")
+    pairs = f.overhead_pairs.get((which, path), [])
+    if pairs:
+        hi = mean_t([100.0 * (1 - e / (c * STORAGE.nominal / STORAGE.high)) for e, c in pairs])
+        note += (f" At the storage band's high end ({STORAGE.high:g} {STORAGE.unit} a server: "
+                 f"{STORAGE.high_source}) Ckpt-{which}'s ratio is "
+                 f"{100 * ratio * STORAGE.nominal / STORAGE.high:.2g} % and the reduction "
+                 f"{figure(hi, unit=' %')}.")
     fd = judge(claim, measured(mean_t(values), how), note=note)
     fd.extra.update(extra)
     return fd
 
 
-def recovery_ratio(f: Figures) -> tuple[Estimate, str]:
-    """Ckpt-30's recovery time over ECRM k=4's with how it was paired: by round where every value
-    has its round (the bench's blocks: ``stats.paired`` on the log ratios), else unpaired
-    (``stats.unpaired``, Welch on the logs)."""
-    ck, ec = f.recovery.get("ckpt30", []), f.recovery.get("k4", [])
-    rk, re_ = f.recovery_rounds.get("ckpt30", []), f.recovery_rounds.get("k4", [])
+def _absolute_finding(f: Figures) -> Finding:
+    claim = CLAIM["overhead-absolute"]
+    path = "bound" if f.shared else "tp"
+    values = f.ecrm_bound.get(K4, []) if f.shared else f.ecrm_tp_ovh.get(K4, [])
+    how = ("ECRM k=4's failure-free overhead per round, median over the rounds: "
+           + ("the servers' extra CPU per step x over none's against a trainer's t, x / (t + x) (ranks share "
+              "cores: the bound that carries to dedicated cores)" if f.shared
+              else "1 − throughput / none's of the same round"))
+    deciding = _deciding(f)
+    note = (f"Judged on the {path} figure. This regime's deciding ratio x / t is "
+            f"{deciding['deciding_ratio_here_pct']} %; at the paper's ratio ECRM's bound would be "
+            f"{deciding['ecrm_bound_at_paper_pct']} %: the report's 24 % was measured at a ratio of its own "
+            "(not given).")
+    fd = judge(claim, measured_from(values, how), note=note)
+    fd.extra.update(deciding)
+    return fd
+
+
+def _ratio_by_round(ck: Sequence[float], ec: Sequence[float], rk: Sequence[int], re_: Sequence[int],
+                    ) -> tuple[Estimate, str]:
+    """``ck`` over ``ec``: by round where every value has its round (the bench's blocks:
+    ``stats.paired`` on the log ratios), else the ratio of the geometric means (``stats.unpaired``)."""
     if len(rk) == len(ck) and len(re_) == len(ec) and len(set(rk)) == len(rk) and len(set(re_)) == len(re_):
         a, b = dict(zip(rk, ck, strict=True)), dict(zip(re_, ec, strict=True))
         rounds = sorted(set(a) | set(b))
@@ -475,23 +664,70 @@ def recovery_ratio(f: Figures) -> tuple[Estimate, str]:
     return unpaired(ck, ec, "ratio"), "ratio of the geometric means (no rounds to pair by: Welch t on logs)"
 
 
+def recovery_ratio(f: Figures) -> tuple[Estimate, str]:
+    """Ckpt-30's recovery time over ECRM k=4's in the seconds measured here (shown, not judged: it
+    grows with the run length), paired by round where it can be (``_ratio_by_round``)."""
+    return _ratio_by_round(f.recovery.get("ckpt30", []), f.recovery.get("k4", []),
+                           f.recovery_rounds.get("ckpt30", []), f.recovery_rounds.get("k4", []))
+
+
+def paper_ratio(f: Figures, what: str, mb_s: float | None = None) -> tuple[Estimate, str]:
+    """Ckpt-30 over ECRM k=4 in the paper's seconds, with the storage at ``mb_s`` (default: nominal):
+    ``what`` = ``recovery`` (kill → state back: the reload and redo against the pause and rebuild)
+    or ``lost`` (time lost per failure: ECRM's pause and its drop over the rebuild)."""
+    ck = [c.total(mb_s) for _, c in f.ckpt_paper]
+    ec = [e.recovery_s if what == "recovery" else e.lost_s for _, e in f.ecrm_paper]
+    return _ratio_by_round(ck, ec, [i for i, _ in f.ckpt_paper], [i for i, _ in f.ecrm_paper])
+
+
+def _paper_extra(f: Figures) -> dict[str, str]:
+    """The paper-unit figures both recovery claims show (medians over the runs, paper seconds)."""
+    ck, ec = [c for _, c in f.ckpt_paper], [e for _, e in f.ecrm_paper]
+    return {"ckpt30_paper_s": _fmt([c.total() for c in ck]),
+            "ckpt30_paper_s_at_high_bw": _fmt([c.total(STORAGE.high) for c in ck]),
+            "ckpt30_reload_paper_s": _fmt([c.reload_s for c in ck]),
+            "ckpt30_redo_paper_s": _fmt([c.redo_s for c in ck]),
+            "ecrm_k4_pause_s": _fmt([e.pause_s for e in ec]),
+            "ecrm_k4_rebuild_paper_s": _fmt([e.rebuild_s for e in ec]),
+            "ecrm_k4_lost_paper_s": _fmt([e.lost_s for e in ec])}
+
+
+def _band_note(f: Figures, what: str, unit: str) -> str:
+    """The figure at the storage band's high end (the runs are sized at its nominal, low end)."""
+    e, _ = paper_ratio(f, what, STORAGE.high)
+    return (f" At the storage band's high end ({STORAGE.high:g} {STORAGE.unit} a server: "
+            f"{STORAGE.high_source}) the reload shrinks and the figure is {figure(e, unit=unit)}."
+            if f.ckpt_paper and f.ecrm_paper else "")
+
+
 def _recovery_finding(f: Figures) -> Finding:
     claim = CLAIM["recovery"]
-    ck, ec = f.recovery.get("ckpt30", []), f.recovery.get("k4", [])
-    how = ("Ckpt-30 time lost per failure (kill → back at the failure point: reload of every shard and redo) "
-           "/ ECRM k=4 kill → shard rebuilt (unprotected_s)")
-    if ck and ec:
-        e, pairing = recovery_ratio(f)
+    how = ("Ckpt-30 time lost per failure (kill → back at the failure point) in paper seconds: the reload "
+           "and the redone steps × 1800 s / I30, detection and restart as measured / ECRM k=4 kill → "
+           f"shard rebuilt in paper seconds: the pause as measured, the rebuild at rebuild_budget = "
+           f"{REBUILD_BUDGET:g} carried to the paper's {ECREC.shard_bytes / 1e9:.1f} GB shard at the rate "
+           f"measured here (at least k shards through {ECREC.network_gbps:g} Gbit/s [U])")
+    if f.ckpt_paper and f.ecrm_paper:
+        e, pairing = paper_ratio(f, "recovery")
         m = measured(e, f"{how}, {pairing}")
     else:
         m = Measured(math.nan, how=f"{how}: runs missing")
-    extra = {"ckpt30_s": _fmt(ck), "ecrm_k4_rebuilt_s": _fmt(ec), "ecrm_k4_time_lost_s": _fmt(f.recovery.get(
-        "k4_lost", [])), "ckpt30_kill_to_resume_s": _fmt(f.recovery.get("ckpt30_resume", [])),
-        "ckpt60_s": _fmt(f.recovery.get("ckpt60", [])), "ecrm_k2_rebuilt_s": _fmt(f.recovery.get("k2", []))}
-    note = (f"Ckpt-30 {extra['ckpt30_s']} s, ECRM rebuilt after {extra['ecrm_k4_rebuilt_s']} s (time "
-            f"lost {extra['ecrm_k4_time_lost_s']} s). The reload and the redone steps are time-compressed "
-            "with the checkpoint interval; the rebuild is real CPU on this machine and is not: the ratio "
-            "scales with the compression (a longer run gives a larger one).")
+    extra = _paper_extra(f)
+    here, _ = recovery_ratio(f)
+    extra.update({
+        "ckpt30_s": _fmt(f.recovery.get("ckpt30", [])), "ecrm_k4_rebuilt_s": _fmt(f.recovery.get("k4", [])),
+        "ecrm_k4_time_lost_s": _fmt(f.recovery.get("k4_lost", [])),
+        "ckpt30_kill_to_resume_s": _fmt(f.recovery.get("ckpt30_resume", [])),
+        "ckpt60_s": _fmt(f.recovery.get("ckpt60", [])), "ecrm_k2_rebuilt_s": _fmt(f.recovery.get("k2", [])),
+        "ratio_of_seconds_here": figure(here, unit="×")})
+    note = (f"In paper seconds: Ckpt-30 {extra['ckpt30_paper_s']} (reload {extra['ckpt30_reload_paper_s']}, "
+            f"redo {extra['ckpt30_redo_paper_s']}), ECRM k=4 pause {extra['ecrm_k4_pause_s']} + rebuild "
+            f"{extra['ecrm_k4_rebuild_paper_s']}. Both sides in one unit, the figure does not change with "
+            "the "
+            f"run length (the ratio of the seconds measured here, {extra['ratio_of_seconds_here']}, does)."
+            + _band_note(f, "recovery", "×")
+            + f" Judged with the drop at the same rebuild_budget ({REBUILD_BUDGET:g}, the strategy's "
+              f"default): the drop while rebuilding is {_fmt(f.drop, unit=' %')}.")
     if f.shared:
         note += " Ranks share cores: the rebuild's rounds compete with the trainers."
     fd = judge(claim, m, note=note)
@@ -503,16 +739,34 @@ def _drop_finding(f: Figures) -> Finding:
     claim = CLAIM["rebuild-drop"]
     m = measured_from(f.drop, "1 − repair_throughput_vs_twin of ECRM k=4's failure runs (the steps trained "
                               "during the background rebuild against the failure-free twin's same steps)")
-    limit = ""
-    note = (f"Rebuild paced at rebuild_budget = {REBUILD_BUDGET:g} (rounds at the servers' idle point, "
-            "spaced so that a round's CPU, every member's summed, spread over the steps until the next "
-            "round is at most one step's time per step).")
-    if f.shared and m.known and not claim.rule.passes(m.value, claim.rule.reproduced):
-        limit = ("ranks share cores: every rebuild round's CPU is taken from the trainers, where ECRec's "
-                 "background thread ran on cores of its own (the measured drop is an upper bound)")
-    elif f.shared:
-        note += " Ranks share cores: the measured drop is an upper bound."
-    return judge(claim, m, limit=limit, note=note)
+    note = (f"Rebuild paced at rebuild_budget = {REBUILD_BUDGET:g}, the strategy's default, fixed before the "
+            "run (rounds at the servers' idle point, spaced so that a round's CPU, every member's summed, "
+            "spread over the steps until the next round is at most that share of a step's time); the same "
+            "setting as the recovery speed-up, one trade-off: a larger budget rebuilds faster and drops "
+            "more.")
+    if f.shared:
+        note += (" Ranks share cores: the rebuild's CPU is taken from the trainers (on c busy cores about "
+                 "budget / c), where ECRec's thread ran on server cores of its own.")
+    return judge(claim, m, note=note)
+
+
+def _lost_finding(f: Figures) -> Finding:
+    claim = CLAIM["without-pause"]
+    how = ("Ckpt-30 time lost per failure in paper seconds (as the recovery claim) / ECRM k=4's: its pause "
+           "plus the drop while rebuilding times the rebuild's paper seconds")
+    if f.ckpt_paper and f.ecrm_paper:
+        e, pairing = paper_ratio(f, "lost")
+        m = measured(e, f"{how}, {pairing}")
+    else:
+        m = Measured(math.nan, how=f"{how}: runs missing")
+    extra = _paper_extra(f)
+    note = (f"Paper seconds lost per failure: Ckpt-30 {extra['ckpt30_paper_s']}, ECRM k=4 "
+            f"{extra['ecrm_k4_lost_paper_s']} (pause {extra['ecrm_k4_pause_s']}, drop "
+            f"{_fmt(f.drop, unit=' %')} over a {extra['ecrm_k4_rebuild_paper_s']} s rebuild)."
+            + _band_note(f, "lost", "×"))
+    fd = judge(claim, m, note=note)
+    fd.extra.update(extra)
+    return fd
 
 
 def _k_finding(f: Figures) -> Finding:
@@ -570,8 +824,8 @@ def _exact_finding(f: Figures) -> Finding:
 def judge_all(f: Figures) -> list[Finding]:
     """One finding per claim, in ``CLAIMS`` order."""
     return [_overhead_finding("overhead-ckpt30", 30, f), _overhead_finding("overhead-ckpt60", 60, f),
-            _recovery_finding(f), _drop_finding(f), _k_finding(f), _memory_finding(f), _drift_finding(f),
-            _exact_finding(f)]
+            _recovery_finding(f), _drop_finding(f), _lost_finding(f), _absolute_finding(f), _k_finding(f),
+            _memory_finding(f), _drift_finding(f), _exact_finding(f)]
 
 
 # -- the paper -------------------------------------------------------------------------------------
