@@ -336,9 +336,13 @@ def ecrm_loss(pause_s: float, repair_s: float, shard_bytes: float, k: int, drop:
 
 def _shard_bytes(r: Any) -> float:
     """One server's data rows in ``r``'s table, bytes (SGD: no optimizer state; the config's sizes)."""
-    cfg = r.config if isinstance(r.config, dict) else {}
-    data, model, lay = (cfg.get(key) if isinstance(cfg.get(key), dict) else {}
-                        for key in ("data", "model", "layout"))
+    cfg: dict[str, Any] = r.config if isinstance(r.config, dict) else {}
+
+    def part(key: str) -> dict[str, Any]:
+        got = cfg.get(key)
+        return got if isinstance(got, dict) else {}
+
+    data, model, lay = part("data"), part("model"), part("layout")
     cards = data.get("cardinalities") or []
     rows = sum(int(c) for c in cards) if isinstance(cards, list) else 0
     servers = number(lay.get("servers"))
