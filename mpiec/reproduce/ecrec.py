@@ -103,6 +103,8 @@ figure falls.
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -111,6 +113,7 @@ from typing import Any
 
 from mpiec.analysis.metrics import number
 from mpiec.analysis.stats import Estimate, mean_t, median, paired, unpaired
+from mpiec.errors import MpiecError
 from mpiec.paper_regimes import ECREC
 from mpiec.storage import PROFILES
 from mpiec.strategies.ecrm.strategy import EcrmParams as _EcrmParams
@@ -854,6 +857,83 @@ def judge_all(f: Figures) -> list[Finding]:
             _memory_finding(f), _drift_finding(f), _exact_finding(f)]
 
 
+# -- simulate --paper ecrec beside the runs ---------------------------------------------------------
+#: Why ``mpiec simulate --paper ecrec`` (the same regime source) can point the other way than the runs,
+#: per claim: shown where the two disagree on the claim's direction.
+SIM_WHY = {
+    "overhead-ckpt30": "the simulator overlaps a server's parity with the trainers' step at the paper's "
+                       "ratio (the step model's critical path), where the runs share cores and the figure "
+                       "judged is the bound with all parity on the critical path at this run's ratio",
+    "recovery": "the simulator rebuilds at its calibrated CPU rate on a core of the server's own, where the "
+                "runs pace the rebuild at rebuild_budget's share of a step",
+    "rebuild-drop": "the simulator has no term for the rebuild's contention (it paces it into the servers' "
+                    "idle window), where on shared cores the runs' rebuild takes its CPU from the trainers",
+    "without-pause": "the simulator's rebuild loses no throughput and runs at its calibrated CPU rate, where "
+                     "the runs' rebuild is paced and takes its CPU from the trainers",
+    "overhead-absolute": "the simulator overlaps the parity with the trainers' step at the paper's ratio, "
+                         "where the runs judge the bound with all parity on the critical path at this run's "
+                         "ratio",
+}
+SIM_WHY["overhead-ckpt60"] = SIM_WHY["overhead-ckpt30"]
+
+
+def simulated_figures() -> dict[str, float]:
+    """The claims' figures as ``mpiec simulate --paper ecrec`` gives them (its reference calibration,
+    the regime source this module reads: ``mpiec.paper_regimes``), in the claims' units."""
+    from mpiec.simulate.cli import _setup, build_parser
+    from mpiec.simulate.paper_run import paper_results
+    from mpiec.simulate.reference import reference_costs
+
+    args = build_parser().parse_args(["--paper", P])
+    r, _ = paper_results(args, reference_costs(), "reference calibration", _setup)
+    ck30, ck60, ec = r["Ckpt-30"], r["Ckpt-60"], r["ECRM-k4"]
+
+    def lower(a: float, b: float) -> float:
+        return 100.0 * (1.0 - a / b) if b > 0 else math.nan
+
+    def over(a: float, b: float) -> float:
+        return a / b if b > 0 else math.inf
+
+    return {"overhead-ckpt30": lower(ec["overhead"], ck30["overhead"]),
+            "overhead-ckpt60": lower(ec["overhead"], ck60["overhead"]),
+            "recovery": over(ck30["time_lost_per_failure_s"], ec["recovery_s"]),
+            "rebuild-drop": 100.0 * ec["rebuild_drop"],
+            "without-pause": over(ck30["time_lost_per_failure_s"], ec["time_lost_per_failure_s"]),
+            "overhead-absolute": 100.0 * ec["overhead"]}
+
+
+@functools.cache
+def simulated() -> dict[str, float]:
+    """``simulated_figures`` once a process; {} where the simulator cannot run (the page says so)."""
+    try:
+        return simulated_figures()
+    except (MpiecError, KeyError, ValueError, ArithmeticError):
+        return {}
+
+
+def with_simulated(findings: Sequence[Finding], sim: dict[str, float]) -> list[Finding]:
+    """Each finding with the simulator's figure for its claim beside, and whether the two agree on the
+    claim's direction (both past its ``partly`` threshold, or neither), with why not where they do not."""
+    out = []
+    for fd in findings:
+        x = sim.get(fd.claim.key)
+        if x is None or fd.claim.key not in SIM_WHY:
+            out.append(fd)
+            continue
+        rule, unit = fd.claim.rule, fd.claim.unit
+        shown = f"{x:.3g}{unit}"
+        if fd.measured.known:
+            agree = rule.passes(fd.measured.value, rule.partly) == rule.passes(x, rule.partly)
+            tail = "the runs' direction." if agree else f"not the runs' direction: {SIM_WHY[fd.claim.key]}."
+        else:
+            agree, tail = None, "no measured figure to set it against."
+        fd.extra["simulated"] = shown
+        fd.extra["simulate_agrees"] = agree
+        text = f"simulate --paper ecrec (the same regime source, reference costs): {shown}, {tail}"
+        out.append(dataclasses.replace(fd, reason=f"{fd.reason} {text}"))
+    return out
+
+
 # -- the paper -------------------------------------------------------------------------------------
 class EcrecPaper:
     """``Paper`` for ECRM / ECRec (``experiment.Paper``)."""
@@ -974,7 +1054,8 @@ class EcrecPaper:
     def findings(self, runs: dict[str, RunSet], scale: Scale, machine: Machine) -> list[Finding]:
         main = runs.get("main")
         n = max((_n_ranks(r) for r in main.results), default=0) if main is not None else 0
-        return judge_all(extract(runs, machine.shares_cores(n or SERVERS + TRAINERS + 2)))
+        found = judge_all(extract(runs, machine.shares_cores(n or SERVERS + TRAINERS + 2)))
+        return with_simulated(found, simulated())
 
     def plots(self, runs: dict[str, RunSet], outdir: Path) -> list[Path]:
         from mpiec.analysis.plots import matplotlib_available

@@ -230,7 +230,13 @@ def test_recovery_in_paper_seconds_scales_back_what_is_compressed():
     assert fast.rebuild_s == pytest.approx(4 * shard / (ecrec.ECREC.network_gbps * 1e9 / 8))
 
 
-def test_figures_are_extracted_per_round_from_result_files(tmp_path):
+@pytest.fixture
+def no_simulator(monkeypatch):
+    """Findings without running the simulator (its own test below): the unit tests stay fast."""
+    monkeypatch.setattr(ecrec, "simulated", lambda: {})
+
+
+def test_figures_are_extracted_per_round_from_result_files(tmp_path, no_simulator):
     runs = fake_runs(tmp_path)
     f = ecrec.extract(runs, shared=True)
     x, t = 0.6, 10.0  # ECRM k=4's extra server CPU per step, a trainer's, ms
@@ -311,6 +317,24 @@ def test_the_deciding_ratio_scales_with_workers_and_dim_not_with_the_batch():
     assert r == pytest.approx(ecrec.parity_work_ratio(2, 2048, 26, 16, 5, *mlps))
     assert ecrec.parity_work_ratio(4, 64, 26, 16, 5, *mlps) == pytest.approx(2 * r)
     assert ecrec.PAPER_PARITY_RATIO / r > 10  # the paper's parity per trainer FLOP is far above this run's
+
+
+def test_the_simulators_figure_is_shown_beside_with_whether_it_agrees_in_direction():
+    found = ecrec.judge_all(good())
+    sim = {"overhead-ckpt30": 100.0, "rebuild-drop": 40.0, "recovery": 12.0}
+    got = {f.claim.key: f for f in ecrec.with_simulated(found, sim)}
+    assert got["overhead-ckpt30"].extra["simulate_agrees"] is True and "the runs' direction" in \
+        got["overhead-ckpt30"].reason
+    drop = got["rebuild-drop"]  # 10 % measured, 40 % simulated: past the claim's 25 % the other way
+    assert drop.extra["simulate_agrees"] is False and ecrec.SIM_WHY["rebuild-drop"] in drop.reason
+    assert drop.verdict == REPRODUCED  # the simulator's figure is shown, it judges nothing
+    assert "simulated" not in got["k-growth"].extra  # a check of mpiec, not the paper's: no simulator figure
+
+
+@pytest.mark.slow
+def test_simulate_gives_a_figure_for_every_claim_it_can_set_beside():
+    sim = ecrec.simulated_figures()
+    assert set(sim) == set(ecrec.SIM_WHY) and all(math.isfinite(v) or v == math.inf for v in sim.values())
 
 
 def test_plots_are_written_from_fake_runs(tmp_path):
