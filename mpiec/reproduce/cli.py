@@ -12,7 +12,9 @@ cannot be written or is a file the reproduction did not write (``page.check_page
 experiment folder, the last as much as the first (``experiment.check_directory``); a malformed
 ``reproduce.json`` or ``bench.json`` under ``--reuse`` is one line, never a traceback; the page and
 the JSON are written even when runs crash (the claims they feed say why they have no figure); exit 3
-when a run crashed or timed out, else 0 — a verdict never changes the exit code.
+when a run crashed or timed out, else 0 — a verdict never changes the exit code. A paper's findings
+are computed for the machine the runs were made on (``Machine.of_runs``: under ``--reuse``, the one
+``reproduce.json`` recorded, with the runs' own core count), never for the machine remaking the page.
 """
 
 from __future__ import annotations
@@ -37,9 +39,11 @@ from .page import (
     PAGE_FIGURE_PREFIX,
     PaperReport,
     check_page,
+    checks_table,
     claims_table,
     markdown,
     page_html,
+    realized_table,
     regime_table,
     summary_table,
     write_page,
@@ -113,7 +117,12 @@ def _finding_json(f: Finding) -> dict:
     c = f.claim
     return {"claim": c.key, "text": c.text, "paper_figure": c.paper_figure, "tag": c.tag,
             "rule": f.claim.rule.text(f.claim.unit), "unit": f.claim.unit, "verdict": f.verdict,
-            "reason": f.reason, "median": num(m.value), "lo": num(m.lo), "hi": num(m.hi), "n": m.n,
+            "shown": f.shown, "check": c.check, "quote": c.quote, "reason": f.reason,
+            "ends": [{"assumption": k, "at": num(x), "verdict": v, "figure": num(y)}
+                     for k, x, v, y in f.ends],
+            "unrealized": list(f.gate.unrealized) if f.gate is not None else [],
+            "disturbed": f.gate.disturbed if f.gate is not None else "",
+            "median": num(m.value), "lo": num(m.lo), "hi": num(m.hi), "n": m.n,
             "level": num(m.level), "method": m.method, "deterministic": m.deterministic,
             "how": m.how,
             "extra": {k: v for k, v in f.extra.items() if isinstance(v, str | int | float | bool)}}
@@ -203,7 +212,10 @@ def main(argv: list[str] | None = None) -> int:
             runs[e.key] = rs
             progress.done += e.n_runs
             crashed |= bool(rs.problems)
-        findings = p.findings(runs, scale, machine)
+        # the machine the runs were made on (--reuse: the recorded one, with the runs' core count)
+        ran_on = Machine.of_runs([r for rs in runs.values() for r in rs.results],
+                                 earlier.get("machine") if args.reuse else None)
+        findings = p.findings(runs, scale, ran_on)
         figdir = out / "figures"
         figdir.mkdir(exist_ok=True)
         try:
@@ -218,6 +230,10 @@ def main(argv: list[str] | None = None) -> int:
         print(regime_table(rep).text())
         print()
         print(claims_table(rep).text())
+        for t in (realized_table(rep), checks_table(rep)):
+            if t is not None:
+                print()
+                print(t.text())
         print(flush=True)
     seconds = time.monotonic() - t_start
     meta: dict[str, Any] = {"command": command, "date": date, "seconds": seconds, "machine": machine,

@@ -4,7 +4,9 @@ Owns ``Scale`` (smoke / quick / full: how many repetitions, how big), ``Experime
 strategies, config overrides, kill plan, repetitions), ``run_experiment`` (runs it through
 ``mpiec.bench.Bench``, or reuses a finished directory), ``Regime`` rows (which of a paper's ratios a
 run keeps, and which it does not), ``Machine`` (what the page says about the host) and the
-``Paper`` protocol every paper module implements.
+``Paper`` protocol every paper module implements; ``Realized`` (a planned ratio against the one the
+runs realized, with its tolerance and why) and ``Gate`` (whether an experiment's runs may be judged:
+its planned ratios realized and its bench not disturbed, ``claims.judge(gate=)``).
 
 Invariants:
 
@@ -16,25 +18,33 @@ Invariants:
   (and only such a one: a malformed ``bench.json`` or a truncated result file makes it incomplete,
   moved aside, never deleted, with one line saying why);
 * ``check_directory`` refuses, before any run, a directory that ``run_experiment`` would refuse;
-* nothing here computes a verdict (``claims.judge`` does).
+* nothing here computes a verdict (``claims.judge`` does): a ``Gate`` only says why the runs may
+  not be judged; a bench is disturbed when other processes took more than
+  ``analysis.tables.DISTURBED_SHARE`` of the CPU (median over its runs, the bench's own trust line);
+* the machine a figure is computed for is the one recorded with the runs (``Machine.of_runs``),
+  never the one remaking a page (``--reuse``).
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
+import math
 import os
 import platform
+import statistics
 import time
-from collections.abc import Sequence
+from collections import Counter
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
 from mpiec.errors import MpiecError
 
-__all__ = ["SCALES", "Experiment", "Machine", "Paper", "Regime", "RegimeRow", "RunSet", "Scale",
-           "check_directory", "run_experiment"]
+__all__ = ["SCALES", "Experiment", "Gate", "Machine", "Paper", "Realized", "Regime", "RegimeRow", "RunSet",
+           "Scale", "check_directory", "disturbance", "run_experiment"]
 
 
 @dataclass(frozen=True)
@@ -243,6 +253,17 @@ class RegimeRow:
     here: str
     kept: bool | None  # True kept, False not kept, None: not applicable / only described
     note: str = ""  # how the run keeps it, or why it cannot (and the source tag of the paper's value)
+    #: a constant chosen to produce a paper's figure: which one (the table says "calibrated", and a
+    #: claim whose judged figure follows from it is "calibrated (not a test)")
+    calibrated: str = ""
+    band: str = ""  # an [U] assumption's plausible band and its source (``claims.Assumption.text``)
+
+    @property
+    def status(self) -> str:
+        """The 'kept' column: ``calibrated``, ``kept``, ``not kept`` or —."""
+        if self.calibrated:
+            return "calibrated"
+        return {True: "kept", False: "not kept", None: "—"}[self.kept]
 
 
 @dataclass(frozen=True)
@@ -251,6 +272,81 @@ class Regime:
 
     summary: str  # one paragraph: the compression (e.g. one paper minute = 0.25 s) and the layout
     rows: tuple[RegimeRow, ...]
+
+
+@dataclass(frozen=True)
+class Realized:
+    """A ratio an experiment planned, the one its runs realized, and the tolerance (``lo``..``hi``,
+    in the quantity's unit) within which the runs still stand for the planned regime, with ``why``."""
+
+    quantity: str  # "save time / MTBF"
+    planned: float
+    realized: float
+    lo: float
+    hi: float
+    why: str  # why this tolerance (stated before the run)
+    unit: str = ""
+
+    @staticmethod
+    def factor(quantity: str, planned: float, realized: float, factor: float, why: str,
+               unit: str = "") -> Realized:
+        """Realized within ``factor`` times the planned figure, either way."""
+        return Realized(quantity, planned, realized, planned / factor, planned * factor, why, unit)
+
+    @property
+    def ok(self) -> bool:
+        """Realized and within the tolerance (an unknown realized figure is not realized)."""
+        return math.isfinite(self.realized) and self.lo <= self.realized <= self.hi
+
+    def text(self) -> str:
+        """``save time / MTBF 12.6 % realized, planned 0.35 % (tolerance 0.175–0.7 %)``."""
+        got = f"{self.realized:.3g}{self.unit}" if math.isfinite(self.realized) else "not measured"
+        return (f"{self.quantity} {got} realized, planned {self.planned:.3g}{self.unit} (tolerance "
+                f"{self.lo:.3g}–{self.hi:.3g}{self.unit})")
+
+
+def disturbance(results: Iterable[Any]) -> str:
+    """'' when the runs' host was quiet, else why not: the median share of the CPU other processes took
+    during the runs (``other_cpu_share``) above ``analysis.tables.DISTURBED_SHARE``. Runs that recorded
+    no share (older result files) do not count."""
+    from mpiec.analysis.tables import DISTURBED_SHARE
+
+    other = [float(r.summary["other_cpu_share"]) for r in results
+             if isinstance(r.summary.get("other_cpu_share"), int | float)
+             and math.isfinite(float(r.summary["other_cpu_share"]))]
+    if not other:
+        return ""
+    med = statistics.median(other)
+    if med <= DISTURBED_SHARE:
+        return ""
+    return (f"other processes took {100 * med:.0f} % of the CPU (median over {len(other)} runs, more than "
+            f"{100 * DISTURBED_SHARE:.0f} %)")
+
+
+@dataclass(frozen=True)
+class Gate:
+    """Whether runs may be judged: ``checks`` (the planned ratios against the realized ones),
+    ``unrealized`` (each failed check's text) and ``disturbed`` (why the bench was not quiet, or '').
+    ``claims.judge(gate=)`` gives ``not judged`` when either is set. ``a + b``: both gates' checks."""
+
+    checks: tuple[Realized, ...] = ()
+    disturbed: str = ""
+
+    @staticmethod
+    def of(checks: Iterable[Realized] = (), results: Iterable[Any] = ()) -> Gate:
+        """The gate of ``results`` (their disturbance) with ``checks``."""
+        return Gate(tuple(checks), disturbance(results))
+
+    @property
+    def unrealized(self) -> tuple[str, ...]:
+        return tuple(c.text() + f" ({c.why})" for c in self.checks if not c.ok)
+
+    @property
+    def ok(self) -> bool:
+        return not self.disturbed and not self.unrealized
+
+    def __add__(self, other: Gate) -> Gate:
+        return Gate(self.checks + other.checks, "; ".join(x for x in (self.disturbed, other.disturbed) if x))
 
 
 @dataclass(frozen=True)
@@ -284,6 +380,18 @@ class Machine:
             load = float("nan")
         return Machine(os.cpu_count() or 1, cpu, float(mem), float(load), platform.python_version(),
                        platform.node())
+
+    @staticmethod
+    def of_runs(results: Iterable[Any], recorded: Machine | None = None) -> Machine:
+        """The machine the runs ran on: ``recorded`` (the one ``reproduce.json`` kept with them) or
+        this one, with the core count the runs themselves recorded (``host_cores``, the most common)
+        where they did: findings made from reused runs on another host are those of the runs'."""
+        base = recorded or Machine.here()
+        cores = [int(r.summary.get("host_cores") or 0) for r in results]
+        cores = [c for c in cores if c > 0]
+        if not cores:
+            return base
+        return dataclasses.replace(base, cores=Counter(cores).most_common(1)[0][0])
 
     def shares_cores(self, n_ranks: int) -> bool:
         return n_ranks > self.cores

@@ -1,7 +1,8 @@
 """The reproduction's page: per paper, the regime, the claims with their verdicts, the figures, the runs.
 
-Owns ``PaperReport`` (what one paper's reproduction produced), the tables built from it (claims,
-regime, experiments, the summary over papers), the Markdown page, the self-contained HTML page
+Owns ``PaperReport`` (what one paper's reproduction produced), the tables built from it (the
+paper's claims, mpiec's implementation checks, the regime, the realized ratios, the experiments, the
+summary over papers), the Markdown page, the self-contained HTML page
 (figures inlined) and ``write_page`` (``--page FILE``: the Markdown written elsewhere, e.g.
 ``docs/reproductions.md``, with its figures copied beside it).
 
@@ -9,6 +10,10 @@ Invariants:
 
 * the tables show the findings as ``claims.judge`` made them: the verdict and its reason, cell for
   cell, never edited here;
+* only the papers' claims are tallied: implementation checks (``Claim.check``) have a table of
+  their own and no column in the summary;
+* the measured column shows the judged figure itself, in its unit, and the criterion beside it
+  (``Rule.short``: the direction and thresholds), never a derived factor;
 * a page written over an existing one keeps that page's hand-written section (``READINGS``, from
   its heading to the end) verbatim, so a rerun never erases the reading of its verdicts;
 * only a page this module wrote is ever written over (``is_page``: its ``MARKER`` line, or the
@@ -34,9 +39,9 @@ from mpiec.errors import MpiecError
 from .claims import VERDICTS, Finding
 from .experiment import Machine, Regime, RunSet
 
-__all__ = ["MARKER", "PAGE_FIGURE_PREFIX", "READINGS", "PaperReport", "check_page", "claims_table",
-           "experiments_table", "is_page", "markdown", "page_html", "regime_table", "summary_table",
-           "write_page"]
+__all__ = ["MARKER", "PAGE_FIGURE_PREFIX", "READINGS", "PaperReport", "check_page", "checks_table",
+           "claims_table", "experiments_table", "is_page", "markdown", "page_html", "realized_table",
+           "regime_table", "summary_table", "write_page"]
 
 #: Figures copied beside a ``--page`` get this prefix (docs/figures/ holds other pages' figures).
 PAGE_FIGURE_PREFIX = "reproduce-"
@@ -65,24 +70,67 @@ class PaperReport:
     seconds: float = 0.0
 
 
-def claims_table(rep: PaperReport) -> Table:
-    """Claim | paper's figure | measured (figure with its 95 % interval, its range or det., n) | verdict;
-    the reasons and the
-    thresholds as notes."""
+def _rows(findings: list[Finding], quote: bool) -> tuple[list[list[str]], list[str]]:
     rows, notes = [], []
-    for f in rep.findings:
+    for f in findings:
         c = f.claim
-        rows.append([c.key, c.text, f"{c.paper_figure} [{c.tag}]", f.measured.text(c.unit), f.verdict])
-        notes.append(f"{c.key} — {f.verdict}: {f.reason} Thresholds: {c.rule.text(c.unit)}."
+        says = [f"{c.says} [{c.tag}]", c.paper_figure] if quote else [c.text, c.paper_figure]
+        rows.append([c.key, *says, f.measured.text(c.unit), c.rule.short(c.unit), f.shown])
+        notes.append(f"{c.key} — {f.shown}: {f.reason} Thresholds: {c.rule.text(c.unit)}"
                      + (f" How: {f.measured.how}." if f.measured.how else ""))
+    return rows, notes
+
+
+def claims_table(rep: PaperReport) -> Table:
+    """The paper's claims (never mpiec's checks): claim | what the paper says (quoted, with its tag) |
+    paper's figure | measured (the judged figure with its 95 % interval, its range or det., n) |
+    criterion (direction and thresholds) | verdict; the reasons and the thresholds' why as notes."""
+    rows, notes = _rows([f for f in rep.findings if not f.claim.check], quote=True)
     return Table(f"{rep.title}: claims", ["claim", "what the paper says", "paper's figure", "measured",
-                                          "verdict"], rows, notes=notes)
+                                          "criterion", "verdict"], rows, notes=notes)
+
+
+def checks_table(rep: PaperReport) -> Table | None:
+    """mpiec's own implementation checks of this paper's strategies (None without any): judged by the
+    same rule, not claims of the paper, not tallied."""
+    found = [f for f in rep.findings if f.claim.check]
+    if not found:
+        return None
+    rows, notes = _rows(found, quote=False)
+    return Table(f"{rep.title}: implementation checks (mpiec's, not the paper's claims; not tallied)",
+                 ["check", "what is checked", "expected", "measured", "criterion", "result"], rows,
+                 notes=notes)
 
 
 def regime_table(rep: PaperReport) -> Table:
-    rows = [[r.quantity, r.paper, r.here, {True: "kept", False: "not kept", None: "—"}[r.kept], r.note]
+    rows = [[r.quantity, r.paper, r.here, r.status,
+             "; ".join(x for x in (r.note, f"calibrated: {r.calibrated}" if r.calibrated else "",
+                                   f"band: {r.band}" if r.band else "") if x)]
             for r in rep.regime.rows]
     return Table(f"{rep.title}: regime", ["quantity", "paper", "this run", "kept", "how / why not"], rows)
+
+
+def realized_table(rep: PaperReport) -> Table | None:
+    """The ratios the experiments planned against those their runs realized (each check once), and
+    whether the benches were quiet: what ``not judged`` verdicts rest on. None without any check."""
+    seen: dict[str, list[str]] = {}
+    disturbed: list[str] = []
+    for f in rep.findings:
+        g = f.gate
+        if g is None:
+            continue
+        for c in g.checks:
+            seen.setdefault(c.text(), [c.quantity, f"{c.planned:.3g}{c.unit}",
+                                       f"{c.realized:.3g}{c.unit}", f"{c.lo:.3g}–{c.hi:.3g}{c.unit}",
+                                       "yes" if c.ok else "NO", c.why])
+        if g.disturbed and g.disturbed not in disturbed:
+            disturbed.append(g.disturbed)
+    if not seen and not disturbed:
+        return None
+    notes = [f"disturbed: {d}" for d in disturbed]
+    return Table(f"{rep.title}: planned regime, realized", ["quantity", "planned", "realized", "tolerance",
+                                                            "realized?", "why this tolerance"],
+                 list(seen.values()), notes=notes)
 
 
 def experiments_table(rep: PaperReport) -> Table:
@@ -99,28 +147,46 @@ def experiments_table(rep: PaperReport) -> Table:
 def summary_table(reports: list[PaperReport]) -> Table:
     rows = []
     for rep in reports:
-        n = Counter(f.verdict for f in rep.findings)
+        n = Counter(f.verdict for f in rep.findings if not f.claim.check)
         rows.append([rep.title, *(str(n.get(v, 0)) for v in VERDICTS), f"{rep.seconds / 60:.1f}"])
-    return Table("Verdicts", ["paper", *VERDICTS, "minutes"], rows, right=set(range(1, len(VERDICTS) + 2)))
+    return Table("Verdicts on the papers' claims (implementation checks not counted)",
+                 ["paper", *VERDICTS, "minutes"], rows, right=set(range(1, len(VERDICTS) + 2)))
 
 
-def _intro(command: str, date: str, seconds: float, machine: Machine, scale: str, remade: str) -> list[str]:
+def _kept(reports: list[PaperReport]) -> str:
+    """Which ratios the runs keep and which constants are calibrated, paper by paper, from the regime
+    tables (the intro says exactly this, no more)."""
+    parts = []
+    for rep in reports:
+        kept = [r.quantity for r in rep.regime.rows if r.kept and not r.calibrated]
+        cal = [r.quantity for r in rep.regime.rows if r.calibrated]
+        text = f"{rep.name}: " + (", ".join(kept) if kept else "none")
+        parts.append(text + (f" (calibrated: {', '.join(cal)})" if cal else ""))
+    return "; ".join(parts)
+
+
+def _intro(command: str, date: str, seconds: float, machine: Machine, scale: str, remade: str,
+           reports: list[PaperReport]) -> list[str]:
     made = f"Made by `{command}` ({scale} scale) on {date}, in {seconds / 60:.1f} min, on {machine.line()}."
     if remade:
         made += f" Page remade from those runs by `{remade}`."
     return [
         made,
         "",
-        "Each claim is re-measured in a time-compressed regime that keeps the paper's ratios (each paper's "
-        "regime table says which ratios are kept and which are not). Verdicts are computed from the "
-        "figures by the thresholds written next to each claim (`mpiec/reproduce/`): *reproduced* needs the "
-        "figure past the claim's threshold and either its whole 95 % interval past the *partly* threshold "
-        "or a deterministic figure (the same in every run); a noisy figure without a 95 % interval (one run, "
-        "or the range of fewer than 6 runs) is at most *partly*; every interval comes from "
-        "`mpiec.analysis.stats`; "
-        "*cannot be measured here* says what this machine cannot show and gives the figure that bounds it. "
-        "Source tags of the paper's figures: P paper, C authors' code, S secondary summary, U inferred "
-        "(each paper's regime table below lists its figures with their tags).",
+        "Each paper's claims (quoted, with their source tag) are re-measured in a time-compressed regime "
+        f"that keeps exactly these of the paper's ratios — {_kept(reports)} — and no others (each paper's "
+        "regime table says what is not kept and why). A constant marked *calibrated* was chosen to produce a "
+        "paper's figure: a claim judged on a figure that follows from it is *calibrated (not a test)*. "
+        "Verdicts are computed from the figures by the thresholds written next to each claim, with why they "
+        "are there (`mpiec/reproduce/claims.py`): *reproduced* needs the figure past the claim's threshold "
+        "and either its whole 95 % interval past the *partly* threshold or a deterministic figure; *partly* "
+        "needs the figure past the *partly* threshold and, where the claim has a no-effect figure (0, chance "
+        "0.5, ρ = 0), its 95 % interval past it, else *inconclusive*; an assumption [U] a verdict rests on "
+        "is varied over its stated band and a verdict that changes across it is *depends on …*; a bench "
+        "that was disturbed or did not realize its planned ratios is *not judged*; *cannot be measured "
+        "here* says what this machine cannot show and gives the figure that bounds it. Every interval comes "
+        "from `mpiec.analysis.stats`. mpiec's own implementation checks stand in a table of their own and "
+        "are not tallied. Source tags: P paper, C authors' code, S secondary summary, U inferred, M mpiec.",
     ]
 
 
@@ -128,10 +194,13 @@ def markdown(reports: list[PaperReport], *, command: str, date: str, seconds: fl
              scale: str, remade: str = "", figure_prefix: str = "") -> str:
     """The page in Markdown; figures referenced as ``figures/<figure_prefix>NAME.png``."""
     out = [TITLE, "", MARKER, "",
-           *_intro(command, date, seconds, machine, scale, remade), "", summary_table(reports).markdown(), ""]
+           *_intro(command, date, seconds, machine, scale, remade, reports), "",
+           summary_table(reports).markdown(), ""]
     for rep in reports:
         out += [f"## {rep.title}", "", rep.regime.summary, "", regime_table(rep).markdown(), "",
                 claims_table(rep).markdown(), ""]
+        out += [x for t in (realized_table(rep), checks_table(rep)) if t is not None
+                for x in (t.markdown(), "")]
         out += [f"![{p.stem}](figures/{figure_prefix}{p.name})" for p in rep.figures]
         out += ["", experiments_table(rep).markdown(), ""]
     return "\n".join(out).rstrip() + "\n"
@@ -144,12 +213,13 @@ def page_html(reports: list[PaperReport], *, command: str, date: str, seconds: f
     parts = ["<!doctype html><html><head><meta charset='utf-8'><title>mpiec reproduce</title>"
              f"<style>{CSS}</style></head><body>",
              "<h1>mpiec reproduce: the papers' headline claims, re-measured</h1>"]
-    intro = _intro(command, date, seconds, machine, scale, remade)
+    intro = _intro(command, date, seconds, machine, scale, remade, reports)
     parts += [f"<p class='meta'>{e(p)}</p>" for p in intro if p]
     parts.append(table_html(summary_table(reports)))
     for rep in reports:
         parts += [f"<h1>{e(rep.title)}</h1>", f"<p>{e(rep.regime.summary)}</p>",
                   table_html(regime_table(rep)), table_html(claims_table(rep))]
+        parts += [table_html(t) for t in (realized_table(rep), checks_table(rep)) if t is not None]
         for p in rep.figures:
             if p.is_file():
                 data = base64.b64encode(p.read_bytes()).decode("ascii")

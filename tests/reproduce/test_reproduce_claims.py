@@ -8,18 +8,26 @@ import math
 import pytest
 
 from mpiec.reproduce.claims import (
+    CALIBRATED,
     CANNOT,
+    DEPENDS,
+    INCONCLUSIVE,
+    NOT_JUDGED,
     NOT_REPRODUCED,
     PARTLY,
     REPRODUCED,
     VERDICTS,
+    Assumption,
+    Band,
     Claim,
     Measured,
     Rule,
+    check,
     judge,
     measured,
     measured_from,
 )
+from mpiec.reproduce.experiment import Gate, Realized
 
 SPEEDUP = Claim("ecrec", "speedup", "recovers faster", "9.8x", "P", Rule("at_least", 5.0, 2.0), "x")
 OVERHEAD = Claim("cpr", "ovh", "small overhead", "0.53-0.68 %", "P", Rule("at_most", 1.0, 3.0), " %")
@@ -89,7 +97,13 @@ def test_rules_and_tags_are_checked():
         Rule("at_most", 3.0, 1.0)
     with pytest.raises(ValueError):
         Claim("x", "k", "t", "1", "Q", Rule("at_least", 1, 0))
-    assert set(VERDICTS) == {REPRODUCED, PARTLY, NOT_REPRODUCED, CANNOT}
+    with pytest.raises(ValueError):
+        Claim("x", "k", "t", "1", "M", Rule("at_least", 1, 0))  # M (mpiec) only for a check
+    with pytest.raises(ValueError):
+        Rule("at_least", 1.0, 0.5, null=0.6)  # the no-effect figure past 'partly'
+    assert check("x", "k", "t", "1", Rule("at_least", 1, 0)).check
+    assert set(VERDICTS) == {REPRODUCED, PARTLY, INCONCLUSIVE, NOT_REPRODUCED, DEPENDS, CALIBRATED, CANNOT,
+                             NOT_JUDGED}
     assert "≥ 5" in SPEEDUP.rule.text("x") and "≤ 1" in OVERHEAD.rule.text(" %")
 
 
@@ -120,3 +134,100 @@ def test_no_interval_is_computed_in_the_reproduction():
     for path in Path(mpiec.reproduce.__file__).parent.glob("*.py"):
         code = path.read_text(encoding="utf-8")
         assert not [w for w in forbidden if w in code], path.name
+
+
+# -- the second edition's verdicts (issue 37) ----------------------------------------------------------
+CHANCE = Claim("cnr", "order", "ordered as Fig. 14", "ordered", "S",
+               Rule("at_least", 0.8, 0.6, why="0.5 is chance", null=0.5))
+
+
+@pytest.mark.parametrize("m, verdict", [
+    (Measured(0.63, 0.55, 0.7, 20, **CI), PARTLY),  # past partly, the interval clear of chance
+    (Measured(0.63, 0.5, 0.7, 20, **CI), INCONCLUSIVE),  # the interval reaches chance
+    (Measured(0.71, 0.08, 1.0, 12, **CI), INCONCLUSIVE),
+    (Measured(0.9, 0.45, 0.99, 20, **CI), INCONCLUSIVE),  # past 'reproduced' but the interval holds chance
+    (Measured(0.9, 0.85, 0.95, 20, **CI), REPRODUCED),
+    (Measured(0.7, n=3, level=0.75, lo=0.6, hi=0.8), INCONCLUSIVE),  # no 95 % interval: cannot exclude chance
+    (Measured(0.7, n=4, deterministic=True), PARTLY),  # deterministic: the figure itself is past chance
+    (Measured(0.55, 0.52, 0.58, 20, **CI), NOT_REPRODUCED),  # not even past 'partly'
+])
+def test_partly_needs_the_interval_clear_of_the_null(m, verdict):
+    f = judge(CHANCE, m)
+    assert f.verdict == verdict, f.reason
+    if verdict == INCONCLUSIVE:
+        assert "no effect" in f.reason
+
+
+def test_without_a_null_the_rule_is_the_first_editions():
+    """A claim with no no-effect figure keeps the old branches (a noisy figure w/o interval: partly)."""
+    assert judge(SPEEDUP, Measured(6.0, n=1)).verdict == PARTLY
+    assert SPEEDUP.rule.null is None and "no effect" not in SPEEDUP.rule.short("x")
+    assert "no effect: 0.5" in CHANCE.rule.short() and "Why: 0.5 is chance" in CHANCE.rule.text()
+
+
+def test_calibrated_comes_first_and_keeps_the_figure():
+    f = judge(OVERHEAD, Measured(0.6, 0.4, 0.9, 8, **CI), calibrated="SAVE_OVER_MTBF chosen for 8.4 %",
+              limit="a fleet statistic", gate=Gate(disturbed="busy"))
+    assert f.verdict == CALIBRATED and f.shown == CALIBRATED
+    assert "SAVE_OVER_MTBF" in f.reason and "0.6 %" in f.reason
+
+
+def test_a_gate_stops_the_verdict_and_says_why():
+    good = Measured(9.0, 7.0, 11.0, 8, **CI)
+    off = Realized.factor("save time / MTBF", 0.0035, 0.12, 2.0, "Young's optimum is flat within 2x")
+    f = judge(SPEEDUP, good, gate=Gate((off,)))
+    assert f.verdict == NOT_JUDGED and f.shown.startswith("not judged: regime not realized (save time / MTBF")
+    assert "flat within 2x" in f.reason and "9x" in f.reason
+    f = judge(SPEEDUP, good, gate=Gate((off,), disturbed="other processes took 40 % of the CPU"))
+    assert f.shown == "not judged: disturbed" and "40 %" in f.reason
+    ok = Realized.factor("save time / MTBF", 0.0035, 0.004, 2.0, "why")
+    assert ok.ok and not Realized("x", 1.0, math.nan, 0.5, 2.0, "why").ok
+    f = judge(SPEEDUP, good, gate=Gate((ok,)) + Gate())
+    assert f.verdict == REPRODUCED and f.gate.checks == (ok,)
+    assert judge(SPEEDUP, good, limit="fleet").verdict == CANNOT
+
+
+def test_disturbance_reads_the_runs_cpu_share():
+    from types import SimpleNamespace
+
+    from mpiec.reproduce.experiment import disturbance
+
+    runs = [SimpleNamespace(summary={"other_cpu_share": x}) for x in (0.05, 0.3, 0.4)]
+    assert "30 %" in disturbance(runs)
+    assert disturbance(runs[:1]) == "" and disturbance([SimpleNamespace(summary={})]) == ""
+    assert Gate.of((), runs).disturbed and not Gate.of((), runs[:1]).disturbed
+
+
+STORE = Assumption("bw", "storage bandwidth", 80.0, 40.0, 160.0, "S3 single stream 40-160 MB/s", " MB/s")
+
+
+def test_a_band_that_changes_the_verdict_gives_depends_and_where():
+    """Reduction = 1 − ecrm / ckpt where ckpt's overhead scales as 1 / bandwidth."""
+    def at(bw: float) -> Measured:
+        ckpt = 14.3 * 80.0 / bw
+        return Measured(100 * (1 - 5.0 / ckpt), n=3, deterministic=True)
+
+    f = judge(Claim("ecrec", "ovh", "lower overhead", "66 %", "P", Rule("at_least", 33.0, 0.0)),
+              at(80.0), bands=[Band(STORE, at)])
+    assert f.verdict == DEPENDS and f.shown.startswith("depends on storage bandwidth: reproduced below ")
+    assert f.shown.endswith("partly above")
+    x = float(f.shown.split("below ")[1].split(" MB/s")[0])
+    assert 100 * (1 - 5.0 / (14.3 * 80 / x)) == pytest.approx(33.0, abs=0.1)  # where the figure meets 33 %
+    assert {e[0] for e in f.ends} == {"bw"} and [e[1] for e in f.ends] == [40.0, 160.0]
+
+
+def test_a_band_that_holds_keeps_the_verdict_and_says_so():
+    f = judge(SPEEDUP, Measured(9.0, n=3, deterministic=True),
+              bands=[Band(STORE, lambda bw: Measured(9.0 * bw / 80.0 + 3, n=3, deterministic=True))])
+    assert f.verdict == REPRODUCED and f.label == "" and "Holds across the band" in f.reason
+
+
+def test_a_band_of_two_runs_only_reports_its_ends():
+    runs = {40.0: Measured(1.0, n=2, deterministic=True), 160.0: Measured(9.0, n=2, deterministic=True)}
+    f = judge(SPEEDUP, Measured(6.0, n=2, deterministic=True),
+              bands=[Band(STORE, runs.__getitem__, exact_ends_only=True)])
+    assert f.verdict == DEPENDS
+    assert f.shown == ("depends on storage bandwidth: not reproduced at 40 MB/s, reproduced at 80 MB/s, "
+                       "reproduced at 160 MB/s")
+    with pytest.raises(ValueError):
+        Assumption("x", "x", 1.0, 2.0, 3.0, "s")

@@ -10,7 +10,7 @@ import pytest
 from mpiec.cli import main as mpiec_main
 from mpiec.errors import MpiecError
 from mpiec.reproduce import PAPERS, paper
-from mpiec.reproduce.claims import Claim, Measured, Rule, judge
+from mpiec.reproduce.claims import VERDICTS, Claim, Measured, Rule, check, judge
 from mpiec.reproduce.cli import _earlier
 from mpiec.reproduce.experiment import SCALES, Experiment, Machine, Regime, RegimeRow, RunSet, run_experiment
 from mpiec.reproduce.page import (
@@ -18,9 +18,12 @@ from mpiec.reproduce.page import (
     READINGS,
     TITLE,
     PaperReport,
+    checks_table,
     claims_table,
     markdown,
     page_html,
+    realized_table,
+    regime_table,
     summary_table,
     write_page,
 )
@@ -44,7 +47,69 @@ def test_tables_show_the_verdict_and_reason_as_judged():
     assert t.rows[0][-1] == "not reproduced"
     assert any("not ≥ 2" in n for n in t.notes)
     s = summary_table([rep, report(9.0)])
-    assert [r[1:5] for r in s.rows] == [["0", "0", "1", "0"], ["1", "0", "0", "0"]]
+    col = {h: i for i, h in enumerate(s.header)}
+    assert [(r[col["reproduced"]], r[col["not reproduced"]]) for r in s.rows] == [("0", "1"), ("1", "0")]
+    assert all(r[1:-1].count("0") == len(VERDICTS) - 1 for r in s.rows)  # one finding each
+
+
+def test_checks_stand_apart_and_are_not_tallied():
+    """Issue 37: only the papers' claims enter the claims table and the tally; mpiec's own checks have a
+    table of their own."""
+    rep = report(9.0)
+    own = check("ecrec", "k-growth", "k = 4 costs no more than k = 2", "no growth",
+                Rule("at_most", 2.0, 5.0), " %")
+    rep.findings.append(judge(own, Measured(0.5, n=3, deterministic=True)))
+    claims, checks = claims_table(rep), checks_table(rep)
+    assert [r[0] for r in claims.rows] == ["speedup"] and [r[0] for r in checks.rows] == ["k-growth"]
+    assert "not the paper's claims" in checks.title and checks.rows[0][-1] == "reproduced"
+    s = summary_table([rep])
+    assert s.rows[0][1 + VERDICTS.index("reproduced")] == "1"  # the check's "reproduced" is not counted
+    assert checks_table(report(9.0)) is None
+
+
+def test_the_measured_column_shows_the_judged_figure_and_its_criterion():
+    quoted = Claim("cpr", "ovh", "full recovery costs 13 %", "13 %", "S",
+                   Rule("at_most", 9.5, 13.0, "why"), " %", quote="failure handling costs 13 % on average")
+    rep = report(9.0)
+    rep.findings[:] = [judge(quoted, Measured(8.43, n=1, deterministic=True))]
+    row = claims_table(rep).rows[0]
+    assert row[1] == "“failure handling costs 13 % on average” [S]"
+    assert row[3].startswith("8.43 % det.") and row[4] == "≤ 9.5 % (partly ≤ 13 %)"
+
+
+def test_not_judged_and_depends_show_their_label_and_the_realized_table():
+    from mpiec.reproduce.claims import Assumption, Band
+    from mpiec.reproduce.experiment import Gate, Realized
+
+    rep = report(9.0)
+    off = Realized.factor("save time / MTBF", 0.35, 12.6, 2.0, "Young is flat within 2x", " %")
+    rep.findings[:] = [judge(CLAIM, Measured(9.0, n=1, deterministic=True), gate=Gate((off,))),
+                       judge(CLAIM, Measured(9.0, n=1, deterministic=True), bands=[Band(
+                           Assumption("bw", "bandwidth", 2.0, 1.0, 4.0, "src"),
+                           lambda x: Measured(4.5 * x, n=1, deterministic=True))])]
+    rows = claims_table(rep).rows
+    assert rows[0][-1].startswith("not judged: regime not realized (save time / MTBF 12.6 %")
+    assert rows[1][-1].startswith("depends on bandwidth: partly below 1.111, reproduced above")
+    t = realized_table(rep)
+    assert t.rows == [["save time / MTBF", "0.35 %", "12.6 %", "0.175–0.7 %", "NO",
+                       "Young is flat within 2x"]]
+    assert realized_table(report(9.0)) is None
+    s = summary_table([rep]).rows[0]
+    assert s[1 + VERDICTS.index("not judged")] == "1"
+    assert s[1 + VERDICTS.index("depends on an assumption")] == "1"
+
+
+def test_regime_table_marks_calibrated_constants_and_bands():
+    rep = report(9.0)
+    rep.regime = Regime("s", (RegimeRow("save / MTBF", "—", "0.35 %", True, "sized",
+                                        calibrated="Young → 8.4 %", band="0.1–1 % (src)"),
+                              RegimeRow("interval", "30 min", "7.5 s", True)))
+    rows = regime_table(rep).rows
+    assert rows[0][3] == "calibrated" and "calibrated: Young → 8.4 %" in rows[0][4]
+    assert "band: 0.1–1 %" in rows[0][4]
+    assert rows[1][3] == "kept"
+    md = markdown([rep], command="c", date="d", seconds=1.0, machine=MACHINE, scale="quick")
+    assert "ecrec: interval (calibrated: save / MTBF)" in md
 
 
 def test_markdown_and_html_hold_every_part():
