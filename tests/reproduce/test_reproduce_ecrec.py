@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from mpiec.reproduce import ecrec
-from mpiec.reproduce.claims import CANNOT, NOT_REPRODUCED, PARTLY, REPRODUCED, VERDICTS
+from mpiec.reproduce.claims import CANNOT, DEPENDS, NOT_JUDGED, NOT_REPRODUCED, PARTLY, REPRODUCED, VERDICTS
 from mpiec.reproduce.experiment import SCALES, Machine, RunSet, run_experiment
 from mpiec.results import TIMELINE_DTYPE, ResultWriter, read_result
 
@@ -28,6 +28,10 @@ def verdicts(findings):
 
 
 # -- the verdict logic on figures ------------------------------------------------------------------
+#: Ckpt's stall / interval as planned (the storage model's), so that the overhead claims are judged
+REALIZED = {30: [100 * ecrec.RATIO30] * 3, 60: [100 * ecrec.RATIO60] * 3}
+
+
 def paper_losses(ckpt_s, ecrm_rebuild_s, drop=0.1):
     """(round, loss) lists of Ckpt-30 and ECRM k=4 recoveries in paper seconds, one a round."""
     ck = [(i, ecrec.CkptLoss(257.0, redo, 5.0)) for i, redo in enumerate(ckpt_s)]
@@ -44,7 +48,7 @@ def good(shared: bool = True) -> ecrec.Figures:
         shared=shared, n_ranks=9 if shared else 1,
         reduction={(30, path): [64.0, 60.0, 70.0], (60, path): [30.0, 28.0, 35.0]},
         recovery={"ckpt30": [2.0, 2.2, 1.8], "k4": [0.2, 0.21, 0.19]}, ckpt_paper=ck, ecrm_paper=ec,
-        ecrm_bound={4: low}, ecrm_tp_ovh={4: low},
+        ecrm_bound={4: low}, ecrm_tp_ovh={4: low}, ckpt_ovh=REALIZED,
         # levels (medians over runs) with 6 runs: their order-statistic 95 % interval exists
         drop=[9.0, 10.0, 11.0, 9.5, 10.5, 10.0], k_growth={"cpu": [0.1, -0.2, 0.3], "tp": [0.5, -0.3, 0.2]},
         memory={2: [0.5, 0.5], 4: [0.25, 0.25]}, memory_r={2: 1, 4: 1},
@@ -61,7 +65,7 @@ def bad(shared: bool = True) -> ecrec.Figures:
         shared=shared, n_ranks=9,
         reduction={(30, path): [-50.0, -40.0, -60.0], (60, path): [-90.0, -80.0, -100.0]},
         recovery={"ckpt30": [0.5, 0.55, 0.45], "k4": [1.0, 1.1, 0.9]}, ckpt_paper=ck, ecrm_paper=ec,
-        ecrm_bound={4: high}, ecrm_tp_ovh={4: high},
+        ecrm_bound={4: high}, ecrm_tp_ovh={4: high}, ckpt_ovh=REALIZED,
         drop=[60.0, 55.0, 65.0], k_growth={"cpu": [20.0, 25.0, 30.0], "tp": [10.0, 12.0, 9.0]},
         memory={4: [0.4, 0.4]}, memory_r={4: 1},
         sum_drift=[0.0, 0.0], exact_lossless={ecrec.EXACT[0]: False, ecrec.EXACT[1]: False})
@@ -74,7 +78,9 @@ def finding(findings, key):
 def test_every_claim_gets_a_finding_without_any_run():
     for shared in (True, False):
         got = verdicts(ecrec.judge_all(ecrec.Figures(shared=shared)))
-        assert set(got.values()) == {CANNOT}
+        # a claim gated on a planned ratio that nothing realized is not judged; the others: no figure
+        assert set(got.values()) <= {CANNOT, NOT_JUDGED}
+        assert got["recovery"] == NOT_JUDGED and got["rebuild-drop"] == CANNOT
 
 
 @pytest.mark.parametrize("shared", [True, False])
@@ -103,7 +109,8 @@ def test_recovery_ratio_without_rounds_is_the_ratio_of_the_geometric_means():
     e, how = ecrec.recovery_ratio(f)
     assert e.value == pytest.approx(3.0) and "Welch" in how
     fd = finding(ecrec.judge_all(f), "recovery")  # the seconds here alone are not judged
-    assert fd.verdict == CANNOT and fd.extra["ratio_of_seconds_here"].startswith("3")
+    assert fd.verdict in (CANNOT, NOT_JUDGED) and not fd.measured.known
+    assert fd.extra["ratio_of_seconds_here"].startswith("3")
 
 
 def test_recovery_ratio_is_paired_by_round():
@@ -190,7 +197,7 @@ def fake_runs(tmp_path, stall=0.1, stretch=1.0):
                                           "r": 1, "sum_drift_max_rel": 0.0 if k == 4 else 4e-7,
                                           "param_checksum": "beef"}, kill))
         # Ckpt-30: 0.7 s real (detection, restart), the reload and the redo compressed with the interval
-        restore, redo = 0.3 * stretch, (1.0 + 0.5 * i) * stretch
+        restore, redo = 0.1 * stretch, (1.0 + 0.5 * i) * stretch  # the reload: 13 % of I30, as planned
         main.append(w(c30, {**rec(restore_s=restore, reexec_s=redo), "time_lost_s": 0.7 + restore + redo,
                             "checkpoint_interval_s": i30 * stretch}, kill))
     for v in ecrec.EXACT:
@@ -246,11 +253,11 @@ def test_figures_are_extracted_per_round_from_result_files(tmp_path, no_simulato
     assert f.reduction[(30, "bound")] == pytest.approx([100 * (1 - 100 * x / (t + x) / ckpt30)] * 3)
     assert f.ecrm_tp_ovh[4] == pytest.approx([20.0] * 3)
     assert f.k_growth["cpu"] == pytest.approx([1.0] * 3)  # 0.1 ms of a 10 ms step
-    assert f.recovery["ckpt30"] == pytest.approx([2.0, 2.5, 3.0]) and f.recovery["k4"] == [0.25] * 3
+    assert f.recovery["ckpt30"] == pytest.approx([1.8, 2.3, 2.8]) and f.recovery["k4"] == [0.25] * 3
     # in the paper's seconds: the reload and the redo × 1800 s / I30, the rest (0.7 s) kept
     scale = ecrec.CKPT30_S / float(ecrec.ckpt_variants(runs["main"].experiment)[30][1])
     assert [i for i, _ in f.ckpt_paper] == [0, 1, 2]
-    assert f.ckpt_paper[1][1].reload_s == pytest.approx(0.3 * scale)
+    assert f.ckpt_paper[1][1].reload_s == pytest.approx(0.1 * scale)
     assert f.ckpt_paper[1][1].redo_s == pytest.approx(1.5 * scale)
     assert f.ckpt_paper[1][1].rest_s == pytest.approx(0.7)
     shard = 26 * 1000 * 16 * 4 / 5  # the fake table's rows, dim 16, fp32, over 5 servers
@@ -262,9 +269,14 @@ def test_figures_are_extracted_per_round_from_result_files(tmp_path, no_simulato
     assert f.sum_drift == [4e-7] * 3  # k = 4 on 5 servers leaves no intact stripe: its 0 is no measurement
     assert f.sum_lossless == [False] * 6
     assert f.exact_lossless == {v: True for v in ecrec.EXACT}
-    got = verdicts(ecrec.PAPER.findings(runs, SCALES["quick"], TWO_CORES))
-    assert got["overhead-ckpt30"] == REPRODUCED and got["exact-lossless"] == REPRODUCED
-    assert got["recovery"] == REPRODUCED and got["k-growth"] == REPRODUCED
+    found = {fd.claim.key: fd for fd in ecrec.PAPER.findings(runs, SCALES["quick"], TWO_CORES)}
+    got = verdicts(found.values())
+    # reproduced at the assumed 80 MB/s, not at 500: Ckpt-30's write time / interval is 2.3 % there
+    assert got["overhead-ckpt30"] == DEPENDS and "reproduced below" in found["overhead-ckpt30"].shown
+    assert [v for key, _, v, _ in found["overhead-ckpt30"].ends if key == "storage-mb-s"] == \
+        [REPRODUCED, NOT_REPRODUCED]
+    assert got["exact-lossless"] == REPRODUCED and got["k-growth"] == REPRODUCED
+    assert got["recovery"] == REPRODUCED and "Holds across the band" in found["recovery"].reason
     # with a core per rank the throughput figure is judged: ECRM 20 % against Ckpt-30's ~13 %
     dedicated = verdicts(ecrec.PAPER.findings(runs, SCALES["quick"], MANY_CORES))
     assert dedicated["overhead-ckpt30"] == NOT_REPRODUCED
