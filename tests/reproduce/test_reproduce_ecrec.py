@@ -232,6 +232,8 @@ def test_recovery_in_paper_seconds_scales_back_what_is_compressed():
     ec = ecrec.ecrm_loss(pause_s=1.0, repair_s=2.0, shard_bytes=shard / 1000, k=4, drop=0.1)
     assert ec.rebuild_s == pytest.approx(2000.0) and ec.recovery_s == pytest.approx(2001.0)
     assert ec.lost_s == pytest.approx(1.0 + 200.0)
+    # its CPU carried the same way: the rebuild at full speed on a core of its own, shown beside
+    assert ecrec.ecrm_loss(1.0, 2.0, shard / 1000, 4, 0.1, cpu_s=0.5).full_speed_s == pytest.approx(500.0)
     # a fast rebuild is floored by k shards through the paper's network
     fast = ecrec.ecrm_loss(1.0, 1e-6, shard / 1000, 4, 0.1)
     assert fast.rebuild_s == pytest.approx(4 * shard / (ecrec.ECREC.network_gbps * 1e9 / 8))
