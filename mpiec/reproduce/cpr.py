@@ -72,14 +72,15 @@ import numpy as np
 from mpiec.analysis.metrics import failure_run, number
 from mpiec.analysis.stats import Estimate, mean_sd, median, paired, ratio_of_means, spearman
 
-from .claims import Claim, Finding, Measured, Rule, figure, judge, measured, measured_from
-from .experiment import Experiment, Machine, Regime, RegimeRow, RunSet, Scale
+from .claims import Assumption, Band, Claim, Finding, Measured, Rule, figure, judge, measured, measured_from
+from .experiment import Experiment, Gate, Machine, Realized, Regime, RegimeRow, RunSet, Scale
 
-__all__ = ["CLAIMS", "PAPER", "CprPaper", "Figures", "Plan", "auc_loss", "avoided_share", "factor_off",
+__all__ = ["CLAIMS", "PAPER", "CprPaper", "Figures", "Plan", "auc_loss", "avoided_share", "gate_of",
            "findings_of", "model_stall", "overhead", "plan_of", "share_removed"]
 
 # -- the paper's figures (source tags: claims.TAGS) --------------------------------------------------
 FULL_RECOVERY_PCT = 13.0  # [S] failure handling costs 13 % on average in production (slides)
+FULL_RECOVERY_P90_PCT = 30.0  # [S] ... and over 30 % at P90
 REMOVED_PCT = 91.0  # [S] partial recovery removed over 91 % of it ...
 REMOVED_LOSS = 0.0008  # [S] ... for 0.0008 AUC
 CKPT_RELATED_PCT = (8.2, 8.5)  # [P] full recovery's checkpoint-related overhead
@@ -88,10 +89,12 @@ PAPER_SERVERS, PAPER_TRAINERS = 18, 20  # [S]
 PAPER_RUN_H, PAPER_FAILURES, PAPER_PER_FAILURE = 50.0, 5, 4  # [S]
 
 # -- assumptions of the reproduction [U] ------------------------------------------------------------
-#: t_save / MTBF: Young's optimum full-recovery overhead sqrt(2 · ρ) = 8.37 % at ρ = 0.0035 ([P]: 8.2–8.5 %).
+#: t_save / MTBF, **calibrated**: Young's optimum full-recovery overhead sqrt(2 · ρ) = 8.37 % at ρ = 0.0035
+#: ([P]: 8.2–8.5 %), so full recovery's overhead follows from it (``full-recovery-overhead``: calibrated).
 SAVE_OVER_MTBF = 0.0035
-#: CPR's PLS target (mpiec's default): with the paper's 18 shards and 4 per failure it gives T = 0.45 MTBF,
-#: where t_save / T = 0.78 % is 9 % of the 8.4 %: the slides' 91 % removed.
+#: CPR's PLS target (mpiec's default), **calibrated**: with the paper's 18 shards and 4 per failure it gives
+#: T = 0.45 MTBF, where t_save / T = 0.78 % is 9 % of the 8.4 %: the slides' 91 % removed. The share
+#: partial recovery removes therefore follows from it (``partial-removes``: calibrated, not a test).
 TARGET_PLS = 0.05
 #: MFU / SSU: full checkpoints at twice plain cpr's PLS target (twice its interval), partial ones every
 #: quarter of that; MFU saves a third of the rows each time (3 partials = the full checkpoint the doubled
@@ -152,7 +155,7 @@ def plan_of(scale: Scale) -> Plan:
     all4 = ("ckpt", "cpr", "cpr-mfu", "cpr-ssu")
     return scale.pick(
         Plan(2, 1, 1, 30, 1, ("ckpt", "cpr"), ()),
-        Plan(SERVERS, EVENTS, PER_EVENT, 600, scale.repeat, all4, (0.01, 0.15, 0.5)),
+        Plan(SERVERS, EVENTS, PER_EVENT, 600, scale.repeat, all4, (0.01, 0.1, 0.5)),
         Plan(SERVERS, EVENTS, PER_EVENT, 1000, scale.repeat, all4, (0.01, 0.02, 0.1, 0.2, 0.5, 1.0)),
     )
 
@@ -221,37 +224,89 @@ def sets(p: Plan) -> tuple[str, ...]:
 
 
 # -- the claims ---------------------------------------------------------------------------------------
-def _claim(key: str, text: str, figure: str, tag: str, rule: Rule, unit: str = "") -> Claim:
-    return Claim("cpr", key, text, figure, tag, rule, unit)
+def _claim(key: str, text: str, figure: str, tag: str, rule: Rule, unit: str = "", quote: str = "") -> Claim:
+    return Claim("cpr", key, text, figure, tag, rule, unit, quote=quote)
 
 
+#: Why the accuracy thresholds are where they are (the slides' figure is 0.0008; rounded up to 0.001,
+#: and twice that still below the 0.001-0.002 DLRM work commonly treats as significant [U]).
+_AUC_WHY = ("the slides' 0.0008 rounded up to 0.001 (reproduced); 0.002, still below what DLRM work treats "
+            "as a significant AUC change, partly. The slides say 'loss' without the metric: it is read as "
+            "AUC here [U]")
+_REMOVE_WHY = ("8.2–8.5 % → 0.53–0.68 % is a 92–94 % reduction: 90 % reproduces it, 75 % (most of the "
+               "overhead removed) is partly; no effect is 0 % removed")
+_AVOID_WHY = ("a quarter of plain cpr's loss avoided is a clear gain; any avoided share whose interval "
+              "clears 0 is partly")
 CLAIMS: tuple[Claim, ...] = (
-    # Within a factor of 2 of the slides' average: the figure rests on the assumed save cost (the regime)
-    # and leaves out rescheduling, so only its magnitude is testable; a factor of 4 is still the same order.
-    _claim("full-recovery-overhead", "full recovery (ckpt at Young's interval, every server rolled back) "
-           "costs 13 % on average", f"{FULL_RECOVERY_PCT:g} %", "S", Rule("at_most", 2.0, 4.0), "x"),
-    # The claim's own 90 %; below 75 % partial recovery no longer removes most of the overhead.
+    _claim("full-recovery-average", "failure handling under full recovery costs 13 % of the training time "
+           "on average over the production fleet", f"{FULL_RECOVERY_PCT:g} %", "S",
+           Rule("at_most", FULL_RECOVERY_PCT, 2 * FULL_RECOVERY_PCT,
+                why="the fleet's average; not judged here (a statistic over production jobs)"), " %",
+           quote="failure handling costs 13 % on average"),
+    _claim("full-recovery-p90", "... and over 30 % at the 90th percentile of the production jobs",
+           f"> {FULL_RECOVERY_P90_PCT:g} % at P90", "S",
+           Rule("at_least", FULL_RECOVERY_P90_PCT, FULL_RECOVERY_P90_PCT / 2,
+                why="a percentile over production jobs; not judged here"), " %",
+           quote="over 30 % at P90"),
+    _claim("full-recovery-overhead", "full recovery's checkpoint-related overhead (checkpoint stalls, "
+           "reload and re-executed steps) at Young's interval", f"{CKPT_RELATED_PCT[0]:g}–"
+           f"{CKPT_RELATED_PCT[1]:g} %", "P",
+           Rule("at_most", CKPT_RELATED_PCT[1], 2 * CKPT_RELATED_PCT[1],
+                why="the paper's upper end; not judged here: the save cost is calibrated to give it"), " %",
+           quote="checkpoint-related overhead of 8.2–8.5 % (full recovery)"),
+    # What is not calibrated in the full-recovery figure: whether the measured overhead is what Young's
+    # model predicts at the save cost the run realized (the model the 8.2-8.5 % rests on).
+    _claim("full-recovery-young", "full recovery's measured checkpoint-related overhead over Young's "
+           "prediction sqrt(2 · t_save / MTBF) at the save cost the run realized",
+           "= Young's optimum (8.2–8.5 % at the paper's save cost)", "U",
+           Rule("at_most", 1.25, 1.5,
+                why="Young's expected overhead is a first-order model and 2 failure events a run make the "
+                    "lost work depend on the kill's phase: within 25 % above the prediction reproduces it, "
+                    "within 50 % partly; below the prediction passes (a lucky phase, or a lower bound met)"),
+           "× Young's"),
     _claim("partial-removes", "partial recovery removes > 90 % of full recovery's overhead",
-           f"{REMOVED_PCT:g} % removed", "S", Rule("at_least", 90.0, 75.0), " %"),
-    # The slides' 0.0008, rounded up to 0.001; 0.002 is still below what DLRM work calls significant.
+           f"{REMOVED_PCT:g} % removed", "S", Rule("at_least", 90.0, 75.0, why=_REMOVE_WHY, null=0.0), " %",
+           quote="partial recovery removes over 91 % of the overhead"),
     _claim("partial-accuracy", "partial recovery costs about 0.001 AUC or less at that overhead",
-           f"{REMOVED_LOSS:g} AUC", "S", Rule("at_most", 0.001, 0.002)),
-    # The loss should rise with PLS at nearly every step of the sweep (rank correlation 1 = monotone).
+           f"{REMOVED_LOSS:g} ('loss', metric not stated) [S]; read as AUC [U]", "S",
+           Rule("at_most", 0.001, 0.002, why=_AUC_WHY), quote="for a 0.0008 loss"),
     _claim("pls-vs-loss", "the accuracy loss grows with the portion of lost samples (PLS)",
-           "monotone (CPR's model)", "U", Rule("at_least", 0.8, 0.5)),
-    # CPR-MFU / SSU: 8.2–8.5 % → 0.53–0.68 % is a 92–94 % reduction; 90 % reproduced, 75 % most of it.
+           "monotone (CPR's model)", "U",
+           Rule("at_least", 0.8, 0.5, why="ρ = 1 is a monotone rise; 0.8 'nearly every step of the sweep'; "
+                                         "0.5 a clear but loose trend; no effect is ρ = 0", null=0.0)),
     _claim("mfu-overhead", "CPR-MFU cuts full recovery's checkpoint-related overhead from 8.2–8.5 % to "
-           "0.53–0.68 %", "92–94 % reduction", "P", Rule("at_least", 90.0, 75.0), " %"),
+           "0.53–0.68 %", "92–94 % reduction", "P", Rule("at_least", 90.0, 75.0, why=_REMOVE_WHY, null=0.0),
+           " %", quote="reduce the checkpoint-related overhead from 8.2–8.5 % to 0.53–0.68 %"),
     _claim("ssu-overhead", "CPR-SSU cuts full recovery's checkpoint-related overhead from 8.2–8.5 % to "
-           "0.53–0.68 %", "92–94 % reduction", "P", Rule("at_least", 90.0, 75.0), " %"),
-    # At about equal bytes MFU/SSU should lose less AUC than plain cpr: a quarter of its loss avoided is a
-    # clear gain; losing no more than plain cpr is partly.
+           "0.53–0.68 %", "92–94 % reduction", "P", Rule("at_least", 90.0, 75.0, why=_REMOVE_WHY, null=0.0),
+           " %", quote="reduce the checkpoint-related overhead from 8.2–8.5 % to 0.53–0.68 %"),
     _claim("mfu-accuracy", "CPR-MFU loses less accuracy than plain partial recovery at equal checkpoint "
-           "bytes", "less loss", "S", Rule("at_least", 25.0, 0.0), " %"),
+           "bytes", "less loss", "S", Rule("at_least", 25.0, 0.0, why=_AVOID_WHY, null=0.0), " %"),
     _claim("ssu-accuracy", "CPR-SSU loses less accuracy than plain partial recovery at equal checkpoint "
-           "bytes", "less loss", "S", Rule("at_least", 25.0, 0.0), " %"),
+           "bytes", "less loss", "S", Rule("at_least", 25.0, 0.0, why=_AVOID_WHY, null=0.0), " %"),
+    _claim("mfu-quality", "CPR-MFU's model quality is on par with full recovery's (AUC of full recovery − "
+           "MFU's, same kills)", "on par", "P", Rule("at_most", 0.001, 0.002, why=_AUC_WHY),
+           quote="maintaining model quality on par with full recovery"),
+    _claim("ssu-quality", "CPR-SSU's model quality is on par with full recovery's (AUC of full recovery − "
+           "SSU's, same kills)", "on par", "P", Rule("at_most", 0.001, 0.002, why=_AUC_WHY),
+           quote="maintaining model quality on par with full recovery"),
 )
 _BY_KEY = {c.key: c for c in CLAIMS}
+
+#: The [U] assumptions the verdicts rest on, with their plausible bands. The save cost: 36 s to 6 min of
+#: checkpoint write against the slides' 10 h MTBF, over which Young's full-recovery overhead spans 4.5–14 %,
+#: the paper's 8.2–8.5 % and the fleet's 13 % inside it.
+SAVE_BAND = Assumption("save-over-mtbf", "save time / MTBF", 100 * SAVE_OVER_MTBF, 0.1, 1.0,
+                       "36 s to 6 min of write against the slides' 10 h MTBF: Young's overhead 4.5–14 %, the "
+                       "paper's 8.2–8.5 % and the fleet's 13 % inside", " %")
+#: mpiec's PLS target; the paper's is not given: a factor of 5 below, 2 above (the sweep runs both ends).
+PLS_BAND = Assumption("pls-target", "PLS target", TARGET_PLS, 0.01, 0.1,
+                      "the paper's target is not given: 5x below to 2x above mpiec's 0.05, the sweep's ends")
+#: Tolerances of the realized regime (``experiment.Realized``), with why.
+SAVE_TOLERANCE = (2.0, "Young's overhead grows as sqrt(t_save / MTBF): beyond a factor 2 the prediction "
+                       "moves by > 41 % and the run stands for another save cost")
+PLS_TOLERANCE = (2.0, "CPR's interval rule sets the expected PLS; beyond a factor 2 the run is at another "
+                      "point of the trade-off (the sweep covers those)")
 
 
 # -- figures from result files ------------------------------------------------------------------------
@@ -314,21 +369,6 @@ def auc_loss(r: Any, ref: Any) -> float:
 
 def _lost(r: Any) -> bool:
     return bool(r.summary.get("lost"))
-
-
-def factor_off(e: Estimate, paper: float, how: str) -> Measured:
-    """How many times ``e`` is off ``paper`` (≥ 1, either way), its interval mapped through the same
-    function (1 when the interval holds the paper's figure)."""
-    def f(x: float) -> float:
-        return max(x / paper, paper / x) if x > 0 else math.inf
-
-    if not math.isfinite(e.value):
-        return Measured(math.nan, how=how)
-    if not e.has_interval:
-        return Measured(f(e.value), n=e.n, how=how, level=e.level, method=e.method,
-                        deterministic=e.deterministic)
-    lo = 1.0 if e.lo <= paper <= e.hi else min(f(e.lo), f(e.hi))
-    return Measured(f(e.value), lo, max(f(e.lo), f(e.hi)), e.n, how, e.level, e.method, e.deterministic)
 
 
 def _fmt(e: Estimate, spec: str = ".3g", unit: str = "") -> str:
@@ -428,10 +468,71 @@ def _machine_note(p: Plan, machine: Machine) -> str:
             "storage model's time.")
 
 
-def findings_of(fig: Figures, p: Plan, machine: Machine) -> list[Finding]:
-    """One finding per claim from ``fig`` (the logic ``CprPaper.findings`` runs; unit-testable)."""
+def gate_of(fig: Figures, real: dict[str, float], results: Sequence[Any] = ()) -> Gate:
+    """Whether the runs stand for the planned regime: the realized save cost and PLS within their
+    tolerances (``SAVE_TOLERANCE``, ``PLS_TOLERANCE``), and the benches not disturbed."""
+    pls = median([number(r.summary.get("pls")) for r in fig.runs_of("cpr")])
+    checks = []
+    if fig.runs_of("ckpt"):
+        checks.append(Realized.factor("save time / MTBF", 100 * SAVE_OVER_MTBF, 100 * real["save_over_mtbf"],
+                                      SAVE_TOLERANCE[0], SAVE_TOLERANCE[1], " %"))
+    if fig.runs_of("cpr"):
+        checks.append(Realized.factor("PLS of plain cpr", TARGET_PLS, pls.value, PLS_TOLERANCE[0],
+                                      PLS_TOLERANCE[1]))
+    return Gate.of(checks, results)
+
+
+def _young_ratio(r: Any) -> float:
+    """A ckpt run's checkpoint-related overhead over Young's prediction at its own save cost:
+    ``sqrt(2 · t_save / MTBF)`` with t_save the median of its full checkpoints' writes, the MTBF its
+    ``failures.mtbf_steps`` at its median step time."""
+    from mpiec.results import decode
+
+    ck, tl = r.checkpoints, r.timeline
+    mtbf = number((r.config.get("failures") or {}).get("mtbf_steps"))
+    if not len(ck) or len(tl) < 6 or not mtbf > 0:
+        return math.nan
+    full = np.array([decode(k) == "full" for k in ck["kind"]], dtype=bool)
+    if not full.any():
+        return math.nan
+    rho = float(np.median(ck["seconds"][full])) / (mtbf * float(np.median(tl["dt"][5:])))
+    young = 100.0 * math.sqrt(2 * rho)
+    return overhead(r)["pct"] / young if young > 0 else math.nan
+
+
+def _scaled_removed(fig: Figures, v: str, x_pct: float) -> Measured:
+    """The share of ckpt's overhead ``v`` removes, were the save cost ``x_pct`` % of the MTBF instead of the
+    assumed one, from the same rounds: ckpt at Young's interval scales as sqrt(t_save) (its interval
+    follows the save cost), ``v``'s checkpoint stall linearly (its interval is set by PLS, not by t_save),
+    the rest of ``v``'s overhead (restore, degraded steps) not at all."""
+    k = x_pct / (100 * SAVE_OVER_MTBF)
+    pairs = fig.paired("ckpt", v)
+    ck, vv = [], []
+    for a, b in pairs:
+        oa, ob = overhead(a), overhead(b)
+        base = ob["wall"] - ob["rescheduling"]
+        stall = 100.0 * ob["stall"] / base if base > 0 else math.nan
+        ck.append(oa["pct"] * math.sqrt(k))
+        vv.append(stall * k + (ob["pct"] - stall))
+    return measured(share_removed(vv, ck))
+
+
+def _sweep_run(fig: Figures, p: Plan, target: float) -> Any | None:
+    """The sweep's cpr run at PLS target ``target`` (the variant's per-server target times servers per
+    event), or None."""
+    for r in fig.sweep:
+        t = number(((r.config.get("strategy") or {}).get("params") or {}).get("target_pls"))
+        if math.isfinite(t) and math.isclose(t * p.per_event, target, rel_tol=1e-3):
+            return r
+    return None
+
+
+def findings_of(fig: Figures, p: Plan, machine: Machine, results: Sequence[Any] = ()) -> list[Finding]:
+    """One finding per claim from ``fig`` (the logic ``CprPaper.findings`` runs; unit-testable);
+    ``results``: every result file read (their disturbance gates the verdicts)."""
     out: list[Finding] = []
     real = _realized(fig)
+    gate = gate_of(fig, real, results)
     mnote = _machine_note(p, machine)
     regime_note = (f"Regime: the assumed save cost t_save = {100 * SAVE_OVER_MTBF:.2g} % of the MTBF [U]; "
                    f"realized {100 * real['save_over_mtbf']:.2g} % (the write's median "
@@ -440,57 +541,88 @@ def findings_of(fig: Figures, p: Plan, machine: Machine) -> list[Finding]:
                    if math.isfinite(real["save_over_mtbf"]) else
                    f"Regime: the assumed save cost t_save = {100 * SAVE_OVER_MTBF:.2g} % of the MTBF [U].")
     ov = {s: median(fig.overheads(s)) for s in ("ckpt", "cpr", "cpr-mfu", "cpr-ssu")}
+    ckpt_m = measured(ov["ckpt"], f"ckpt's checkpoint-related overhead over {ov['ckpt'].n} failure runs")
 
-    # 1. full recovery's overhead, against the slides' 13 %
-    c = _BY_KEY["full-recovery-overhead"]
+    # 1. the fleet's statistics: not measurable on one machine
+    fleet = ("a statistic over the production fleet's jobs (their failures, rescheduling and save costs): "
+             "one machine running one regime cannot measure it")
+    out.append(_finding(_BY_KEY["full-recovery-average"], ckpt_m,
+                        "The figure shown is this regime's full-recovery overhead, not a fleet average.",
+                        limit=fleet))
+    out.append(_finding(_BY_KEY["full-recovery-p90"], Measured(math.nan, how="a percentile over jobs"),
+                        limit=fleet))
+
+    # 2. full recovery's 8.2-8.5 %: follows from the calibrated save cost
     raw = _raw_overhead(fig, "ckpt")
+    ckpt_model = median(fig.overheads("ckpt", "pct_model"))
     resched = [overhead(r)["rescheduling"] / max(1, int(r.summary.get("recoveries") or 1))
                for r in fig.runs_of("ckpt")]
-    m = factor_off(ov["ckpt"], FULL_RECOVERY_PCT,
-                   f"ckpt's checkpoint-related overhead {_fmt(ov['ckpt'], '.3g', ' %')} over "
-                   f"{ov['ckpt'].n} failure runs, times off the paper's {FULL_RECOVERY_PCT:g} %")
-    ckpt_model = median(fig.overheads("ckpt", "pct_model"))
-    note = (f"Overhead {_fmt(ov['ckpt'], '.3g', ' %')} (1 − throughput / none's: {_fmt(raw, '.3g', ' %')}, "
-            f"rescheduling and host noise included; with every write at the storage model's time: "
-            f"{_fmt(ckpt_model, '.3g', ' %')}). {regime_note} The slides' 13 % includes rescheduling, "
-            "which is not modelled: mpiec's detection, shrink and replacement "
+    note = (f"1 − throughput / none's: {_fmt(raw, '.3g', ' %')} (rescheduling and host noise included); with "
+            f"every write at the storage model's time: {_fmt(ckpt_model, '.3g', ' %')}. {regime_note} "
+            "Rescheduling is not modelled: mpiec's detection, shrink and replacement "
             + (f"({np.median(resched):.3g} s per failure) " if resched else "") + "are left out." + mnote)
+    extra = {"ckpt_overhead_pct": ov["ckpt"].value, "ckpt_raw_overhead_pct": raw.value,
+             "realized_save_over_mtbf": real["save_over_mtbf"], "assumed_save_over_mtbf": SAVE_OVER_MTBF}
+    out.append(_finding(_BY_KEY["full-recovery-overhead"], ckpt_m, note, extra, gate=gate,
+                        calibrated=f"SAVE_OVER_MTBF = {100 * SAVE_OVER_MTBF:.2g} % was chosen so that "
+                                   f"Young's rule gives the paper's {CKPT_RELATED_PCT[0]:g}–"
+                                   f"{CKPT_RELATED_PCT[1]:g} %"))
+
+    # 3. ... what is not calibrated: the measured overhead against Young's at the realized save cost
+    c = _BY_KEY["full-recovery-young"]
+    m = measured_from([_young_ratio(r) for r in fig.runs_of("ckpt")],
+                      "per ckpt failure run: its checkpoint-related overhead / sqrt(2 · its median full "
+                      "write / (M · its median step)), the median over the rounds")
+    young_note = (f"Measured {_fmt(ov['ckpt'], '.3g', ' %')} against Young's "
+                  f"{100 * math.sqrt(2 * real['save_over_mtbf']):.3g} % at the realized save cost "
+                  f"{100 * real['save_over_mtbf']:.2g} % of the MTBF (above 1: more than the model)."
+                  if math.isfinite(real["save_over_mtbf"]) else "")
     if math.isfinite(real["gap_steps"]):
-        note += (f" ckpt's checkpoints came {real['gap_steps']:.3g} steps apart before the first failure and "
-                 f"{real['gap_after_steps']:.3g} after it (medians), Young's rule at the median write gives "
-                 f"{real['young_steps']:.3g}")
+        young_note += (f" ckpt's checkpoints came {real['gap_steps']:.3g} steps apart before the first "
+                       f"failure and {real['gap_after_steps']:.3g} after it (medians); Young's rule at the "
+                       f"median write gives {real['young_steps']:.3g}")
         if real["gap_after_steps"] > 1.5 * real["gap_steps"]:
-            note += (f": ckpt takes t_save as the running maximum of every part's write (the slowest "
-                     f"{1e3 * real['worst_write_s']:.3g} ms, median over the runs), so one slow write, e.g. "
-                     "a replacement's first, lengthens every later interval")
-        note += "."
-    out.append(_finding(c, m, note, {"ckpt_overhead_pct": ov["ckpt"].value,
-                                     "ckpt_raw_overhead_pct": raw.value,
-                                     "realized_save_over_mtbf": real["save_over_mtbf"],
-                                     "assumed_save_over_mtbf": SAVE_OVER_MTBF}))
+            young_note += (f": ckpt takes t_save as the running maximum of every part's write (the slowest "
+                           f"{1e3 * real['worst_write_s']:.3g} ms, median over the runs), so one slow write, "
+                           "e.g. a replacement's first, lengthens every later interval")
+        young_note += "."
+    out.append(_finding(c, m, young_note + mnote, extra, gate=gate))
 
-    # 2. the share of it partial recovery removes, per round (the same kills)
+    # 4. the share of it partial recovery removes: follows from the calibrated PLS target
     out.append(_removed(_BY_KEY["partial-removes"], fig, "cpr", ov,
-                        _per_failure_note(fig, p, real["step_s"]) + regime_note + mnote))
+                        _per_failure_note(fig, p, real["step_s"]) + regime_note + mnote, gate=gate,
+                        calibrated=f"TARGET_PLS = {TARGET_PLS:g} was derived from the slides' "
+                                   f"{REMOVED_PCT:g} % removed (CPR's interval at that PLS against "
+                                   "Young's at the calibrated save cost)"))
 
-    # 2b. partial recovery's accuracy cost
+    # 5. partial recovery's accuracy cost, at the PLS target and at the ends of its band (the sweep)
     c = _BY_KEY["partial-accuracy"]
     if fig.reference is None:
-        out.append(_finding(c, Measured(math.nan, how="the failure-free reference run is missing")))
+        out.append(_finding(c, Measured(math.nan, how="the failure-free reference run is missing"),
+                            gate=gate))
     else:
-        losses = [auc_loss(r, fig.reference) for r in fig.runs_of("cpr")]
+        ref = fig.reference
+        losses = [auc_loss(r, ref) for r in fig.runs_of("cpr")]
         pls = median([number(r.summary.get("pls")) for r in fig.runs_of("cpr")])
         m = measured_from(losses, f"failure-free AUC − cpr's final AUC over {len(losses)} failure runs")
-        out.append(_finding(c, m, f"At measured PLS {_fmt(pls, '.3g')} (target {TARGET_PLS:g} [U]) on the "
-                           "tiny-derived model, still learning: updates lost then cost more AUC than late in "
-                           "a long production run.", {"pls": pls.value}))
+        ends = {x: _sweep_run(fig, p, x) for x in (PLS_BAND.low, PLS_BAND.high)}
+        end_m = {x: (measured_from([auc_loss(r, ref)], f"the sweep's cpr run at PLS target {x:g}")
+                     if r is not None else Measured(math.nan, how=f"no sweep run at PLS target {x:g}"))
+                 for x, r in ends.items()}
+        end_m[PLS_BAND.value] = m
+        bands = [Band(PLS_BAND, end_m.__getitem__, exact_ends_only=True)] if any(
+            r is not None for r in ends.values()) else []
+        out.append(_finding(c, m, f"At measured PLS {_fmt(pls, '.3g')} (target {TARGET_PLS:g} [U], not the "
+                            "paper's, which is not given) on the tiny-derived model, still learning: updates "
+                            "lost then cost more AUC than late in a long production run. The band's ends are "
+                            "one sweep run each (no interval).", {"pls": pls.value}, gate=gate, bands=bands))
 
-    # 3. PLS against the AUC loss (every cpr run: the sweep and the rounds)
+    # 6. PLS against the AUC loss (every cpr run: the sweep and the rounds)
     c = _BY_KEY["pls-vs-loss"]
     pts = [(r, number(r.summary.get("pls"))) for r in [*fig.runs_of("cpr"), *fig.sweep]]
     if fig.reference is None or len(pts) < 3:
         out.append(_finding(c, Measured(math.nan, how=f"{len(pts)} cpr failure runs (3 needed) or no "
-                                                       "failure-free reference")))
+                                                       "failure-free reference"), gate=gate))
     else:
         xs = [x for _, x in pts]
         ys = [auc_loss(r, fig.reference) for r, _ in pts]
@@ -498,21 +630,40 @@ def findings_of(fig: Figures, p: Plan, machine: Machine) -> list[Finding]:
         m = measured(e, f"Spearman ρ of measured PLS and AUC loss over {len(pts)} cpr failure runs "
                         f"(PLS {min(xs):.3g}–{max(xs):.3g}), {e.method or 'no interval'}")
         out.append(_finding(c, m, "", {"points": len(pts), "pls_min": min(xs), "pls_max": max(xs),
-                                       "loss_at_max_pls": ys[int(np.argmax(xs))]}))
+                                       "loss_at_max_pls": ys[int(np.argmax(xs))]}, gate=gate))
 
-    # 4. MFU / SSU overhead against full recovery's
+    # 7. MFU / SSU overhead against full recovery's, over the save cost's band
     for key, v in (("mfu-overhead", "cpr-mfu"), ("ssu-overhead", "cpr-ssu")):
-        out.append(_removed(_BY_KEY[key], fig, v, ov, regime_note + _partial_note(fig, v) + mnote))
+        band = Band(SAVE_BAND, functools.partial(_scaled_removed, fig, v))
+        out.append(_removed(_BY_KEY[key], fig, v, ov, regime_note + _partial_note(fig, v) + mnote, gate=gate,
+                            bands=[band] if fig.paired("ckpt", v) else []))
 
-    # 5. MFU / SSU accuracy against plain cpr's at about equal bytes
+    # 8. MFU / SSU accuracy against plain cpr's at about equal bytes
     for key, v in (("mfu-accuracy", "cpr-mfu"), ("ssu-accuracy", "cpr-ssu")):
-        out.append(_accuracy(_BY_KEY[key], fig, v))
+        out.append(_accuracy(_BY_KEY[key], fig, v, gate))
+
+    # 9. MFU / SSU model quality against full recovery's (ckpt re-executes every lost step)
+    for key, v in (("mfu-quality", "cpr-mfu"), ("ssu-quality", "cpr-ssu")):
+        out.append(_quality(_BY_KEY[key], fig, v, gate))
     return out
 
 
+def _quality(c: Claim, fig: Figures, v: str, gate: Gate) -> Finding:
+    """Full recovery's final AUC − ``v``'s, paired by round (the same kills), Student t."""
+    pairs = fig.paired("ckpt", v)
+    if not pairs:
+        return _finding(c, Measured(math.nan, how=f"no round with both ckpt and {v}"), gate=gate)
+    e = paired([number(a.summary.get("final_auc")) for a, _ in pairs],
+               [number(b.summary.get("final_auc")) for _, b in pairs])
+    m = measured(e, f"mean over {e.n} rounds with the same kills of ckpt's final AUC − {v}'s (paired t)")
+    return _finding(c, m, "Full recovery re-executes every lost step: its final AUC is the failure-free "
+                          "run's (deterministic training).", gate=gate)
+
+
 def _finding(c: Claim, m: Measured, note: str = "", extra: dict[str, Any] | None = None,
-             limit: str = "") -> Finding:
-    f = judge(c, m, limit=limit, note=note)
+             limit: str = "", **kw: Any) -> Finding:
+    """``judge`` with ``extra`` kept beside (``kw``: ``gate``, ``calibrated``, ``bands``)."""
+    f = judge(c, m, limit=limit, note=note, **kw)
     if extra:
         f.extra.update({k: v for k, v in extra.items() if isinstance(v, str | int | float | bool)})
     return f
@@ -525,7 +676,7 @@ def share_removed(ov_v: Sequence[float], ov_ckpt: Sequence[float]) -> Estimate:
     return paired(ov_v, ov_ckpt, "ratio").mapped(lambda r: 100.0 * (1.0 - r), increasing=False)
 
 
-def _removed(c: Claim, fig: Figures, v: str, ov: dict[str, Estimate], note: str) -> Finding:
+def _removed(c: Claim, fig: Figures, v: str, ov: dict[str, Estimate], note: str, **kw: Any) -> Finding:
     """1 − overhead(v) / overhead(ckpt), paired by round, %."""
     pairs = fig.paired("ckpt", v)
     per = {key: ([overhead(b)[key] for _, b in pairs], [overhead(a)[key] for a, _ in pairs])
@@ -545,7 +696,7 @@ def _removed(c: Claim, fig: Figures, v: str, ov: dict[str, Estimate], note: str)
     extra = {"ckpt_overhead_pct": ov["ckpt"].value, f"{v}_overhead_pct": ov[v].value if v in ov else math.nan,
              f"{v}_raw_overhead_pct": _raw_overhead(fig, v).value,
              "removed_pct_storage_model_bound": bound_e.value}
-    return _finding(c, m, text + note, extra)
+    return _finding(c, m, text + note, extra, **kw)
 
 
 def _per_failure_note(fig: Figures, p: Plan, step_s: float) -> str:
@@ -595,11 +746,11 @@ def avoided_share(lc: Sequence[float], lv: Sequence[float]) -> Estimate:
     return ratio_of_means(list(b), list(a)).mapped(lambda r: 100.0 * (1.0 - r), increasing=False)
 
 
-def _accuracy(c: Claim, fig: Figures, v: str) -> Finding:
+def _accuracy(c: Claim, fig: Figures, v: str, gate: Gate | None = None) -> Finding:
     """Share of plain cpr's AUC loss that ``v`` avoids under the same kills (``avoided_share``); the bytes
     ratio and the perturbation floor beside."""
     if fig.reference is None:
-        return _finding(c, Measured(math.nan, how="the failure-free reference run is missing"))
+        return _finding(c, Measured(math.nan, how="the failure-free reference run is missing"), gate=gate)
     pairs = fig.paired("cpr", v)
     lc = [auc_loss(a, fig.reference) for a, _ in pairs]
     lv = [auc_loss(b, fig.reference) for _, b in pairs]
@@ -624,12 +775,12 @@ def _accuracy(c: Claim, fig: Figures, v: str) -> Finding:
         why = (f"plain cpr's median AUC loss ({losses['cpr'].value:.2g}) is not above the perturbation's "
                f"noise: the cpr run with the fewest lost samples (PLS {small[0][0]:.2g}) lost "
                f"{small[0][1]:.2g} AUC, so which variant loses less cannot be told at this PLS on this model")
-        return _finding(c, m, note, extra, limit=why)
+        return _finding(c, m, note, extra, limit=why, gate=gate)
     if pairs and not m.known:
         why = (f"plain cpr's mean AUC loss over the rounds ({mean_sd(lc)[0]:.2g}) is not above "
                f"{AUC_FLOOR:g}: nothing measurable to improve on")
-        return _finding(c, m, note, extra, limit=why)
-    return _finding(c, m, note, extra)
+        return _finding(c, m, note, extra, limit=why, gate=gate)
+    return _finding(c, m, note, extra, gate=gate)
 
 
 # -- the paper module -------------------------------------------------------------------------------
@@ -671,7 +822,9 @@ class CprPaper:
             RegimeRow("save time / MTBF", f"{SAVE_OVER_MTBF:.2%} [U]",
                       f"{save_s(p) / m_s:.2%} planned ({1e3 * save_s(p):.3g} ms)", True,
                       "the storage model's write time of a shard; the machine's own write cost adds to it "
-                      "(the findings give the realized ratio)"),
+                      f"(the realized ratio is checked: within {SAVE_TOLERANCE[0]:g}x)",
+                      calibrated="chosen so that Young's rule gives the paper's 8.2–8.5 % "
+                                 "(full-recovery-overhead is therefore not a test)", band=SAVE_BAND.text()),
             RegimeRow("load time / MTBF", "not given [U]: = save", f"{save_s(p) / m_s:.2%}", True,
                       "read bandwidth = write bandwidth, cold reads"),
             RegimeRow("Young's interval / MTBF (full recovery)", f"{math.sqrt(2 * SAVE_OVER_MTBF):.3f} [U]",
@@ -680,12 +833,18 @@ class CprPaper:
                       "(failures.mtbf_steps)"),
             RegimeRow("CPR interval / MTBF", f"{paper_cpr:.2f} (PLS {TARGET_PLS:g} [U])", f"{t_cpr:.2f}",
                       True, "2 · N_shards · per-server MTBF · PLS"),
+            RegimeRow("PLS target", "not given [U]", f"{TARGET_PLS:g}", True,
+                      f"the realized PLS of plain cpr is checked: within {PLS_TOLERANCE[0]:g}x; the sweep "
+                      "runs the band's ends",
+                      calibrated=f"derived from the slides' {REMOVED_PCT:g} % removed (partial-removes is "
+                                 "therefore not a test)", band=PLS_BAND.text()),
             RegimeRow("MFU / SSU schedule", "not known [U]",
                       f"full every {PARTIAL_TARGET_FACTOR:g}x cpr's interval, partials every quarter of it: "
                       f"MFU {MFU_FRACTION:.2f} of the rows, SSU rows of a {SSU_RATE:g} step sample",
                       None, "MFU sized to cpr's bytes; SSU's bytes are measured"),
             RegimeRow("rescheduling", "part of the 13 % [S]", "not modelled", False,
-                      "ULFM detection and replacement (~0.1 s) are taken out of the overheads"),
+                      "ULFM detection and replacement (~0.1 s) are taken out of the overheads; no verdict "
+                      "rests on it (the 13 % and its P90 are fleet statistics: cannot be measured here)"),
             RegimeRow("model", "Criteo Terabyte DLRM [P]", f"tiny x{TABLE_SCALE} tables, synthetic data",
                       False, "minutes of training: the model is still learning when updates are lost"),
         )
@@ -710,7 +869,8 @@ class CprPaper:
         return out
 
     def findings(self, runs: dict[str, RunSet], scale: Scale, machine: Machine) -> list[Finding]:
-        return findings_of(Figures.of(runs), plan_of(scale), machine)
+        return findings_of(Figures.of(runs), plan_of(scale), machine,
+                           [r for rs in runs.values() for r in rs.results])
 
     def plots(self, runs: dict[str, RunSet], outdir: Path) -> list[Path]:
         from mpiec.analysis.plots import matplotlib_available, pyplot, save_figure

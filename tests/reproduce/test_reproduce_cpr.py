@@ -13,7 +13,17 @@ import numpy as np
 import pytest
 
 from mpiec.reproduce import cpr
-from mpiec.reproduce.claims import CANNOT, NOT_REPRODUCED, PARTLY, REPRODUCED, VERDICTS
+from mpiec.reproduce.claims import (
+    CALIBRATED,
+    CANNOT,
+    DEPENDS,
+    INCONCLUSIVE,
+    NOT_JUDGED,
+    NOT_REPRODUCED,
+    PARTLY,
+    REPRODUCED,
+    VERDICTS,
+)
 from mpiec.reproduce.experiment import SCALES, Experiment, Machine, RunSet, run_experiment
 from mpiec.results import CHECKPOINTS_DTYPE, EVENTS_DTYPE, TIMELINE_DTYPE
 
@@ -38,7 +48,8 @@ class Fake:
 
 def fake(strategy: str, *, overhead_pct: float = 0.0, loss: float = 0.0, pls: float = 0.0,
          failure: bool = True, nbytes: float = 1e6, resched_s: float = 0.1, wall: float = 10.0,
-         checkpoints: list[tuple[str, float, float]] | None = None) -> Fake:
+         checkpoints: list[tuple[str, float, float]] | None = None, target: float | None = None,
+         other_cpu: float = 0.0) -> Fake:
     """A run whose checkpoint-related overhead is ``overhead_pct`` (after ``resched_s`` of rescheduling
     over one recovery), whose final AUC is ``REF_AUC - loss``."""
     tl = np.zeros(100, TIMELINE_DTYPE)
@@ -53,12 +64,15 @@ def fake(strategy: str, *, overhead_pct: float = 0.0, loss: float = 0.0, pls: fl
                "recovery_breakdown": json.dumps([rec] if failure else []),
                "checkpoint_critical_s": related / 2, "stall_time_lost_s": 0.0,
                "time_lost_s": related / 2 + (resched_s if failure else 0),
-               "unproductive_s": related + (resched_s if failure else 0)}
+               "unproductive_s": related + (resched_s if failure else 0), "other_cpu_share": other_cpu}
     ck = np.zeros(len(checkpoints or []), CHECKPOINTS_DTYPE)
     for i, (kind, b, s) in enumerate(checkpoints or []):
         ck[i]["step"], ck[i]["kind"], ck[i]["bytes"] = 10 * i, kind, b
         ck[i]["seconds"] = ck[i]["stall_s"] = s
-    config = {"failures": {"kill": ["server:1@step=50"] if failure else [], "mtbf_steps": 50.0}}
+    kill = ["server:1@step=50"] if failure else []
+    config: dict[str, Any] = {"failures": {"kill": kill, "mtbf_steps": 50.0}}
+    if target is not None:  # a sweep run: its per-server target (the plan's PLS / servers per event)
+        config["strategy"] = {"name": "cpr", "params": {"target_pls": target / QUICK.per_event}}
     return Fake(strategy, config, summary, tl, ck)
 
 
@@ -101,17 +115,22 @@ def findings(runs: dict[str, RunSet]) -> dict[str, str]:
 
 # -- every claim, whatever ran -------------------------------------------------------------------------
 def test_every_claim_gets_a_finding_without_any_run():
-    assert set(findings({}).values()) == {CANNOT}
+    assert findings({}) == {k: DESIGN.get(k, CANNOT) for k in KEYS}
 
 
 def test_every_claim_gets_a_finding_with_the_baseline_only():
-    assert set(findings({"baseline": baseline()}).values()) == {CANNOT}
+    assert findings({"baseline": baseline()}) == {k: DESIGN.get(k, CANNOT) for k in KEYS}
 
 
 # -- the verdicts follow the figures -------------------------------------------------------------------
 # six rounds: a level (a median over the rounds) has its 95 % interval from 6 runs
-PAPER_LIKE = {"ckpt": [12.0, 13.0, 14.0, 12.5, 13.5, 13.0], "cpr": [0.9, 1.0, 1.1, 0.95, 1.05, 1.0],
-              "cpr-mfu": [0.6, 0.6, 0.7, 0.65, 0.6, 0.7], "cpr-ssu": [0.5, 0.6, 0.6, 0.55, 0.5, 0.6]}
+# ckpt near Young's prediction at the fakes' save cost (0.012 s over 50 steps of 0.1 s: sqrt(2 · 0.24 %) =
+# 6.93 %); MFU/SSU far enough below it that the reduction holds across the save cost's band
+PAPER_LIKE = {"ckpt": [6.5, 7.0, 7.5, 6.8, 7.2, 7.0], "cpr": [0.9, 1.0, 1.1, 0.95, 1.05, 1.0],
+              "cpr-mfu": [0.3, 0.3, 0.35, 0.32, 0.3, 0.35], "cpr-ssu": [0.25, 0.3, 0.3, 0.28, 0.25, 0.3]}
+#: What the design gives whatever the figures: the fleet's statistics, and the two calibrated figures.
+DESIGN = {"full-recovery-average": CANNOT, "full-recovery-p90": CANNOT, "full-recovery-overhead": CALIBRATED,
+          "partial-removes": CALIBRATED}
 PAPER_LOSS = {"ckpt": [0.0] * 6, "cpr": [0.0008, 0.0007, 0.0009, 0.00075, 0.00085, 0.0008],
               "cpr-mfu": [0.0003, 0.0002, 0.0003, 0.00025, 0.0003, 0.0002],
               "cpr-ssu": [0.0004, 0.0003, 0.0002, 0.0003, 0.00035, 0.00025]}
@@ -123,7 +142,7 @@ def test_figures_like_the_papers_reproduce_every_claim():
     sweep = [fake("cpr", pls=p, loss=p / 20) for p in (0.01, 0.1, 0.15, 0.2, 0.3, 0.45, 0.6)]
     runs["pls-sweep"] = runset("pls-sweep", sweep)
     got = findings(runs)
-    assert got == {k: REPRODUCED for k in KEYS}
+    assert got == {k: DESIGN.get(k, REPRODUCED) for k in KEYS}
 
 
 def test_three_rounds_are_too_few_for_a_level_to_be_reproduced():
@@ -133,11 +152,11 @@ def test_three_rounds_are_too_few_for_a_level_to_be_reproduced():
     three = {k: v[:3] for k, v in PAPER_LIKE.items()}
     runs = {"baseline": baseline(), **rounds(three, {k: v[:3] for k, v in PAPER_LOSS.items()})}
     f = {x.claim.key: x for x in cpr.PAPER.findings(runs, SCALES["quick"], TWO_CORES)}
-    for key in ("full-recovery-overhead", "partial-accuracy"):
+    for key in ("full-recovery-young", "partial-accuracy"):
         assert f[key].verdict == PARTLY and "n = 3: too few runs for a 95 % interval" in f[key].reason
         assert "(range" in f[key].measured.text()
-    assert f["partial-removes"].verdict == REPRODUCED and f["partial-removes"].measured.is_ci95
-    assert "paired" in f["partial-removes"].measured.how
+    assert f["mfu-overhead"].verdict == REPRODUCED and f["mfu-overhead"].measured.is_ci95
+    assert "paired" in f["mfu-overhead"].measured.how
 
 
 def test_figures_against_the_paper_are_not_reproduced():
@@ -148,26 +167,91 @@ def test_figures_against_the_paper_are_not_reproduced():
     runs = {"baseline": baseline(), **rounds(ov, loss)}
     runs["pls-sweep"] = runset("pls-sweep", [fake("cpr", pls=p, loss=0.01 - p / 100)
                                              for p in (0.05, 0.1, 0.3, 0.6)])
-    assert set(findings(runs).values()) == {NOT_REPRODUCED}
+    got = findings(runs)
+    assert {k: v for k, v in got.items() if k not in DESIGN} == {k: NOT_REPRODUCED for k in KEYS
+                                                                 if k not in DESIGN}
+    assert {k: got[k] for k in DESIGN} == DESIGN
 
 
-def test_full_recovery_overhead_is_judged_on_its_distance_from_13_percent():
+def test_full_recovery_is_judged_against_young_at_the_realized_save_cost():
+    """Issue 37: the 8.2–8.5 % follows from the calibrated save cost (not a test); what is judged is the
+    measured overhead over Young's prediction at the save cost the run realized (6.93 % in the fakes)."""
+    young = 100 * math.sqrt(2 * 0.012 / (50 * 0.1))
     for ov, verdict in (([6.0, 7.0, 8.0, 7.0, 6.5, 7.5], REPRODUCED),
-                        ([20.0, 22.0, 24.0, 21.0, 23.0, 22.0], REPRODUCED),
-                        ([3.5, 4.0, 4.5, 4.0, 3.8, 4.2], PARTLY), ([1.0, 1.2, 1.1], NOT_REPRODUCED),
+                        ([9.0, 9.5, 10.0, 9.2, 9.8, 9.5], PARTLY),  # 1.37x the prediction
+                        ([20.0, 22.0, 24.0, 21.0, 23.0, 22.0], NOT_REPRODUCED),  # 13 % would once pass
                         ([6.0, 7.0, 8.0], PARTLY)):  # 3 rounds: the range of 3 runs, no 95 % interval
         runs = {"baseline": baseline(), **rounds({"ckpt": ov})}
-        f = cpr.PAPER.findings(runs, SCALES["quick"], TWO_CORES)[0]
-        assert f.claim.key == "full-recovery-overhead"
-        assert f.verdict == verdict, (ov, f.reason)
-        assert "assumed save cost" in f.reason and "rescheduling" in f.reason
+        f = {x.claim.key: x for x in cpr.PAPER.findings(runs, SCALES["quick"], TWO_CORES)}
+        assert f["full-recovery-young"].verdict == verdict, (ov, f["full-recovery-young"].reason)
+        assert f["full-recovery-young"].measured.value == pytest.approx(np.median(ov) / young)
+        assert "Young's" in f["full-recovery-young"].reason
+        cal = f["full-recovery-overhead"]
+        assert cal.verdict == CALIBRATED and "SAVE_OVER_MTBF" in cal.reason and "rescheduling" in cal.reason
+        assert cal.measured.value == pytest.approx(np.median(ov))  # the judged figure itself, in %
+        assert f["full-recovery-average"].verdict == CANNOT and "fleet" in f["full-recovery-average"].reason
 
 
-def test_a_partial_recovery_that_removes_three_quarters_is_partly():
+def test_a_run_that_did_not_realize_its_save_cost_is_not_judged():
+    """Issue 37: at smoke scale on a loaded host the realized save cost was 36x the assumed one."""
+    runs = {"baseline": baseline(), **rounds(PAPER_LIKE, PAPER_LOSS)}
+    runs["pls-sweep"] = runset("pls-sweep", [fake("cpr", pls=0.01, loss=0.0001)])
+    for rs in runs.values():
+        for r in rs.results:
+            if r.strategy == "ckpt":
+                r.checkpoints["seconds"] *= 36
+    f = {x.claim.key: x for x in cpr.PAPER.findings(runs, SCALES["quick"], TWO_CORES)}
+    judged = [k for k in KEYS if k not in DESIGN]
+    assert {f[k].verdict for k in judged} == {NOT_JUDGED}
+    assert f["mfu-overhead"].shown.startswith("not judged: regime not realized (save time / MTBF")
+    assert {f[k].verdict for k in DESIGN} == set(DESIGN.values())  # the design's verdicts come first
+
+
+def test_a_disturbed_bench_is_not_judged():
+    runs = {"baseline": baseline(), **rounds(PAPER_LIKE, PAPER_LOSS)}
+    for rs in runs.values():
+        for r in rs.results:
+            r.summary["other_cpu_share"] = 0.4
+    f = {x.claim.key: x for x in cpr.PAPER.findings(runs, SCALES["quick"], TWO_CORES)}
+    assert f["mfu-overhead"].shown == "not judged: disturbed" and "40 %" in f["mfu-overhead"].reason
+
+
+def test_mfu_overhead_is_judged_over_the_save_costs_band():
+    """A reduction that holds at the assumed save cost but not at the band's ends (at the low end ckpt's
+    overhead shrinks as the square root and the variant's fixed costs do not; at the high end the
+    variant's stall grows linearly, ckpt's as the square root) depends on it."""
+    ov = {"ckpt": PAPER_LIKE["ckpt"], "cpr-mfu": [0.6, 0.6, 0.65, 0.62, 0.6, 0.63]}
+    f = {x.claim.key: x for x in cpr.PAPER.findings({"baseline": baseline(), **rounds(ov)}, SCALES["quick"],
+                                                     TWO_CORES)}["mfu-overhead"]
+    assert f.verdict == DEPENDS and {e[0] for e in f.ends} == {"save-over-mtbf"}
+    # not monotonic over the band: the three points are listed
+    assert f.shown == "depends on save time / MTBF: partly at 0.1 %, reproduced at 0.35 %, partly at 1 %"
+
+
+def test_partial_accuracy_is_judged_at_the_pls_bands_ends_from_the_sweep():
+    runs = {"baseline": baseline(), **rounds(PAPER_LIKE, PAPER_LOSS)}
+    runs["pls-sweep"] = runset("pls-sweep", [fake("cpr", pls=0.01, loss=0.0002, target=0.01),
+                                             fake("cpr", pls=0.1, loss=0.003, target=0.1)])
+    f = {x.claim.key: x for x in cpr.PAPER.findings(runs, SCALES["quick"], TWO_CORES)}["partial-accuracy"]
+    assert f.verdict == DEPENDS
+    assert f.shown == ("depends on PLS target: partly at 0.01, reproduced at 0.05, not reproduced at 0.1")
+
+
+def test_pls_vs_loss_needs_its_interval_clear_of_zero():
+    runs = {"baseline": baseline(), **rounds({"cpr": [1.0] * 3}, {"cpr": [0.0004, 0.0006, 0.0005]})}
+    sweep = [(0.01, 0.003), (0.1, 0.0001), (0.15, 0.004), (0.2, 0.0002), (0.3, 0.006), (0.4, 0.009),
+             (0.6, 0.012)]  # ρ = 0.56 over 10 points, its interval reaching below 0
+    runs["pls-sweep"] = runset("pls-sweep", [fake("cpr", pls=p, loss=x) for p, x in sweep])
+    f = {x.claim.key: x for x in cpr.PAPER.findings(runs, SCALES["quick"], TWO_CORES)}["pls-vs-loss"]
+    assert f.measured.is_ci95 and f.measured.value >= 0.5 and f.measured.lo <= 0
+    assert f.verdict == INCONCLUSIVE and "no effect" in f.reason
+
+
+def test_the_share_partial_recovery_removes_is_calibrated_and_shown():
     runs = {"baseline": baseline(), **rounds({"ckpt": [10.0, 10.0, 10.0], "cpr": [2.0, 2.2, 1.8]})}
     f = {x.claim.key: x for x in cpr.PAPER.findings(runs, SCALES["quick"], TWO_CORES)}
-    assert f["partial-removes"].verdict == PARTLY
-    # 1 − the geometric mean of the per-round ratios (paired by round)
+    assert f["partial-removes"].verdict == CALIBRATED and "TARGET_PLS" in f["partial-removes"].reason
+    # 1 − the geometric mean of the per-round ratios (paired by round), still shown
     gm = math.exp(np.mean(np.log([0.2, 0.22, 0.18])))
     assert f["partial-removes"].measured.value == pytest.approx(100 * (1 - gm))
     assert f["partial-removes"].measured.is_ci95
@@ -210,7 +294,7 @@ def test_lost_runs_are_left_out():
             if r.strategy == "cpr":
                 r.summary["lost"] = True
     got = findings(runs)
-    assert got["partial-removes"] == CANNOT and got["partial-accuracy"] == CANNOT
+    assert got["partial-accuracy"] == CANNOT and got["pls-vs-loss"] == CANNOT
 
 
 # -- the pieces --------------------------------------------------------------------------------------
@@ -244,21 +328,11 @@ def test_pls_against_the_loss_has_an_interval_only_from_ten_points():
 
     few = finding([(0.1, 0.002), (0.5, 0.01)])  # 5 points, in rank order but one pair
     assert few.measured.n == 5 and not few.measured.has_interval and "too few" in few.measured.method
-    assert few.verdict == PARTLY and "n = 5: no 95 % interval" in few.reason
+    assert few.verdict == INCONCLUSIVE and "n = 5: no 95 % interval" in few.reason
     ten = finding([(0.01, 0.0001), (0.1, 0.002), (0.15, 0.004), (0.2, 0.003), (0.3, 0.006), (0.4, 0.009),
                    (0.6, 0.012)])
     assert ten.measured.n == 10 and ten.measured.is_ci95 and ten.measured.lo < ten.measured.value < 1
     assert "Fisher z" in ten.measured.how
-
-
-def test_factor_off_maps_the_interval():
-    from mpiec.analysis.stats import Estimate
-
-    m = cpr.factor_off(Estimate(10.0, 8.0, 15.0, 3), 13.0, "x")
-    assert m.value == pytest.approx(1.3) and m.lo == 1.0 and m.hi == pytest.approx(13.0 / 8.0)
-    m = cpr.factor_off(Estimate(52.0, 39.0, 65.0, 3), 13.0, "x")
-    assert (m.value, m.lo, m.hi) == pytest.approx((4.0, 3.0, 5.0))
-    assert not cpr.factor_off(Estimate(math.nan), 13.0, "x").known
 
 
 # -- the plan ----------------------------------------------------------------------------------------
@@ -304,6 +378,7 @@ def test_smoke_runs_and_every_claim_gets_a_finding(smoke_reproduction, tmp_path)
         assert rs.reused and not rs.problems, rs.problems or smoke_reproduction.stdout
     assert {r.strategy for r in runs["recovery-r0"].results} == {"ckpt", "cpr"}
     got = verdicts(cpr.PAPER.findings(runs, scale, Machine.here()))
-    assert got["full-recovery-overhead"] != CANNOT  # the ckpt run and the reference were read back
+    assert got["full-recovery-overhead"] == CALIBRATED
+    assert got["full-recovery-young"] != CANNOT  # the ckpt run and the reference were read back
     figs = cpr.PAPER.plots(runs, tmp_path / "figures")
     assert all(p.is_file() for p in figs)
