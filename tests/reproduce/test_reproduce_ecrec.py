@@ -48,7 +48,7 @@ def good(shared: bool = True) -> ecrec.Figures:
         shared=shared, n_ranks=9 if shared else 1,
         reduction={(30, path): [64.0, 60.0, 70.0], (60, path): [30.0, 28.0, 35.0]},
         recovery={"ckpt30": [2.0, 2.2, 1.8], "k4": [0.2, 0.21, 0.19]}, ckpt_paper=ck, ecrm_paper=ec,
-        ecrm_bound={4: low}, ecrm_tp_ovh={4: low}, ckpt_ovh=REALIZED,
+        ecrm_bound={4: low}, ecrm_tp_ovh={4: low}, ckpt_ovh=REALIZED, rebuild_in_run=[True] * 3,
         # levels (medians over runs) with 6 runs: their order-statistic 95 % interval exists
         drop=[9.0, 10.0, 11.0, 9.5, 10.5, 10.0], k_growth={"cpu": [0.1, -0.2, 0.3], "tp": [0.5, -0.3, 0.2]},
         memory={2: [0.5, 0.5], 4: [0.25, 0.25]}, memory_r={2: 1, 4: 1},
@@ -65,7 +65,7 @@ def bad(shared: bool = True) -> ecrec.Figures:
         shared=shared, n_ranks=9,
         reduction={(30, path): [-50.0, -40.0, -60.0], (60, path): [-90.0, -80.0, -100.0]},
         recovery={"ckpt30": [0.5, 0.55, 0.45], "k4": [1.0, 1.1, 0.9]}, ckpt_paper=ck, ecrm_paper=ec,
-        ecrm_bound={4: high}, ecrm_tp_ovh={4: high}, ckpt_ovh=REALIZED,
+        ecrm_bound={4: high}, ecrm_tp_ovh={4: high}, ckpt_ovh=REALIZED, rebuild_in_run=[True] * 3,
         drop=[60.0, 55.0, 65.0], k_growth={"cpu": [20.0, 25.0, 30.0], "tp": [10.0, 12.0, 9.0]},
         memory={4: [0.4, 0.4]}, memory_r={4: 1},
         sum_drift=[0.0, 0.0], exact_lossless={ecrec.EXACT[0]: False, ecrec.EXACT[1]: False})
@@ -80,7 +80,7 @@ def test_every_claim_gets_a_finding_without_any_run():
         got = verdicts(ecrec.judge_all(ecrec.Figures(shared=shared)))
         # a claim gated on a planned ratio that nothing realized is not judged; the others: no figure
         assert set(got.values()) <= {CANNOT, NOT_JUDGED}
-        assert got["recovery"] == NOT_JUDGED and got["rebuild-drop"] == CANNOT
+        assert got["recovery"] == NOT_JUDGED and got["k-growth"] == CANNOT
 
 
 @pytest.mark.parametrize("shared", [True, False])
@@ -158,6 +158,9 @@ def write(path, variant, rnd, summary, kill=None, layout=None):
     w.add_steps(tl)
     if kill:
         w.add_event(10, 0.1, "kill", rank=3, role="server", role_index=1, detail=kill)
+        if strategy == "ecrm":  # its background rebuild, over well before the last step
+            w.add_event(11, 0.11, "rebuild_start", rank=3, role="server", role_index=1)
+            w.add_event(14, 0.14, "rebuild_end", rank=3, role="server", role_index=1)
     w.close({"lost": False, "param_checksum": "c0ffee", **summary})
     return read_result(path)
 
@@ -221,6 +224,14 @@ def test_recovery_metrics_do_not_change_with_the_run_length(tmp_path):
         assert (ma.value, ma.lo, ma.hi) == pytest.approx((mb.value, mb.lo, mb.hi), nan_ok=True), key
     # the ratio of the seconds measured here is the figure the run length set
     assert ecrec.recovery_ratio(b)[0].value > 2 * ecrec.recovery_ratio(a)[0].value
+
+
+def test_a_rebuild_still_running_at_the_runs_end_is_not_judged():
+    f = good()
+    f.rebuild_in_run = [True, False, True]  # one run ended mid-rebuild: its pace is the run's end
+    got = {fd.claim.key: fd for fd in ecrec.judge_all(f)}
+    for key in ("recovery", "rebuild-drop", "without-pause"):
+        assert got[key].verdict == NOT_JUDGED and "rebuild ended before the last step" in got[key].shown
 
 
 def test_recovery_in_paper_seconds_scales_back_what_is_compressed():
