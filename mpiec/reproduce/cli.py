@@ -174,7 +174,9 @@ def main(argv: list[str] | None = None) -> int:
         for p in papers:
             print(f"{p.title}")
             for c in p.claims():
-                print(f"  claim {c.key}: {c.text} — paper: {c.paper_figure} [{c.tag}]; {c.rule.text(c.unit)}")
+                kind = "check" if c.check else "claim"  # mpiec's own checks are not the paper's claims
+                print(f"  {kind} {c.key}: {c.text} — {'expected' if c.check else 'paper'}: {c.paper_figure} "
+                      f"[{c.tag}]; {c.rule.text(c.unit)}")
             for e in plans[p.name]:
                 print(f"  runs  {e.key}: {e.what} — {e.n_runs} runs ({', '.join(e.strategies)})")
         return 0

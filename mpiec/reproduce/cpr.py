@@ -52,6 +52,17 @@ perturbation costs (the cpr run with the fewest lost samples), the variants cann
 PLS against the AUC loss: Spearman's ρ, with an interval from 10 points. Every interval comes from
 ``mpiec.analysis.stats``; none is computed here.
 
+**What is a test here (issue 37).** The 13 % average and the > 30 % at P90 are statistics of the
+production fleet: ``cannot be measured here``. Full recovery's 8.2–8.5 % follows from the calibrated
+``SAVE_OVER_MTBF`` and the share partial recovery removes from the calibrated ``TARGET_PLS``: both
+``calibrated (not a test)``, their figures shown. What is judged: full recovery's measured overhead
+over Young's prediction at the save cost the run realized (``full-recovery-young``); the MFU/SSU
+reductions, re-judged over ``SAVE_BAND`` (ckpt's overhead scaled as the square root of the save
+cost, the variants' stall linearly, their other costs not at all); partial recovery's AUC loss at
+``TARGET_PLS`` and at ``PLS_BAND``'s ends (the sweep's runs); PLS against the loss; MFU/SSU's loss
+against plain cpr's and their quality against full recovery's. Every one is gated (``gate_of``) on
+the realized save cost and PLS being within their tolerances and on a quiet bench.
+
 Invariants: verdicts only from ``claims.judge``; every figure computed from result files (the
 paper's figures are the constants below, each with its tag); a claim whose runs are missing still
 gets a finding.
@@ -243,7 +254,8 @@ CLAIMS: tuple[Claim, ...] = (
            Rule("at_most", FULL_RECOVERY_PCT, 2 * FULL_RECOVERY_PCT,
                 why="the fleet's average; not judged here (a statistic over production jobs)"), " %",
            quote="failure handling costs 13 % on average"),
-    _claim("full-recovery-p90", "... and over 30 % at the 90th percentile of the production jobs",
+    _claim("full-recovery-p90", "failure handling under full recovery costs over 30 % of the training time "
+           "at the 90th percentile of the production jobs",
            f"> {FULL_RECOVERY_P90_PCT:g} % at P90", "S",
            Rule("at_least", FULL_RECOVERY_P90_PCT, FULL_RECOVERY_P90_PCT / 2,
                 why="a percentile over production jobs; not judged here"), " %",
@@ -268,7 +280,7 @@ CLAIMS: tuple[Claim, ...] = (
            f"{REMOVED_PCT:g} % removed", "S", Rule("at_least", 90.0, 75.0, why=_REMOVE_WHY, null=0.0), " %",
            quote="partial recovery removes over 91 % of the overhead"),
     _claim("partial-accuracy", "partial recovery costs about 0.001 AUC or less at that overhead",
-           f"{REMOVED_LOSS:g} ('loss', metric not stated) [S]; read as AUC [U]", "S",
+           f"{REMOVED_LOSS:g} 'loss' (metric not stated; read as AUC [U])", "S",
            Rule("at_most", 0.001, 0.002, why=_AUC_WHY), quote="for a 0.0008 loss"),
     _claim("pls-vs-loss", "the accuracy loss grows with the portion of lost samples (PLS)",
            "monotone (CPR's model)", "U",

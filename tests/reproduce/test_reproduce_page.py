@@ -339,3 +339,17 @@ def test_reuse_of_a_malformed_reproduce_json_is_one_line(tmp_path, capsys, doc):
     out = capsys.readouterr().out
     assert "reproduce.json is malformed" in out and out.count("\n") == 1
     assert _earlier(tmp_path / "none") == {} and capsys.readouterr().out == ""
+
+
+def test_findings_are_made_for_the_machine_the_runs_recorded():
+    """Issue 37: under --reuse the findings used the machine remaking the page; now the one recorded with
+    the runs (reproduce.json's), with the core count the runs themselves recorded."""
+    from types import SimpleNamespace
+
+    recorded = Machine(2, "old cpu", 8.0, 0.1, "3.11", "old-host")
+    runs = [SimpleNamespace(summary={"host_cores": 2}), SimpleNamespace(summary={"host_cores": 2}),
+            SimpleNamespace(summary={})]
+    assert Machine.of_runs(runs, recorded) == recorded
+    assert Machine.of_runs([SimpleNamespace(summary={"host_cores": 64})], recorded).cores == 64
+    assert Machine.of_runs([], recorded) == recorded
+    assert Machine.of_runs(runs).cores == 2  # no record: this host, with the runs' core count
