@@ -25,7 +25,7 @@ from .papers import PAPERS, Paper, Variant
 from .policies import Setup, build_policy
 from .scale import ScaleRow, Trials, servers_per_failure, sweep
 
-__all__ = ["run_paper"]
+__all__ = ["paper_results", "run_paper"]
 
 
 def _metrics(row: ScaleRow, policy: Policy, job: Job, costs: Costs, steps: int) -> dict[str, float]:
@@ -45,8 +45,12 @@ def _metrics(row: ScaleRow, policy: Policy, job: Job, costs: Costs, steps: int) 
     }
 
 
-def run_paper(args: argparse.Namespace, costs: Costs, source: str,
-              make_setup: Callable[[argparse.Namespace, Costs, dict], Setup]) -> int:
+def paper_results(args: argparse.Namespace, costs: Costs, source: str,
+                  make_setup: Callable[[argparse.Namespace, Costs, dict], Setup],
+                  ) -> tuple[dict[str, dict[str, float]], list[tuple[Variant, ScaleRow]]]:
+    """Each variant of ``args.paper`` simulated: its figures (``overhead``, ``recovery_s``, …) by label,
+    and the sweep's rows (what ``run_paper`` prints; ``mpiec reproduce`` sets the figures beside its
+    own)."""
     from mpiec.config import load_config
 
     paper: Paper = PAPERS[args.paper]
@@ -58,8 +62,6 @@ def run_paper(args: argparse.Namespace, costs: Costs, source: str,
         raise MpiecError(f"--paper {paper.key} compares {', '.join(missing)}, which the costs ({source}) do "
                          "not calibrate: add measured runs of them")
     process = paper.failures or Replay(())
-    print(f"paper: {paper.title}")
-    print(f"headline: {paper.headline}")
     results: dict[str, dict[str, float]] = {}
     rows_out: list[tuple[Variant, ScaleRow]] = []
     for v in paper.variants:
@@ -76,6 +78,15 @@ def run_paper(args: argparse.Namespace, costs: Costs, source: str,
                               setup=vs, servers_per_failure=servers_per_failure(process, job))
         results[v.label] = _metrics(rows[0], policy, job, costs, job.steps)
         rows_out.append((v, rows[0]))
+    return results, rows_out
+
+
+def run_paper(args: argparse.Namespace, costs: Costs, source: str,
+              make_setup: Callable[[argparse.Namespace, Costs, dict], Setup]) -> int:
+    paper: Paper = PAPERS[args.paper]
+    results, rows_out = paper_results(args, costs, source, make_setup)
+    print(f"paper: {paper.title}")
+    print(f"headline: {paper.headline}")
     print(f"{'variant':<16} {'strategy':<9} {'interval':<26} {'step ms':>8} {'overhead %':>10} "
           f"{'time lost/failure s':>20} {'ETTR':>18} {'trials':>6}")
     for v, r in rows_out:

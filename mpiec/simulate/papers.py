@@ -20,6 +20,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from mpiec.paper_regimes import ECREC
+
 from .failures import HOUR_S, Arrival
 from .job import Job
 
@@ -160,8 +162,11 @@ def _even(cards: int, total: int) -> str:
     return "[" + ", ".join(str(x) for x in base) + "]"
 
 
-#: ECRec's table: 197,767,405 rows (its Criteo Terabyte table [C]), as 26 tables of one lookup each
-_ECREC_ROWS = 197_767_405
+#: ECRec's setup, the one ``mpiec reproduce ecrec`` reads too (``mpiec.paper_regimes``): its table of
+#: 197,767,405 rows [C] as 26 tables of one lookup each, and the storage, network and worker figures
+#: assumed for it [U]
+_E = ECREC
+_E_STORE_GBPS = _E.storage.nominal / 1e3  # a server's checkpoint stream, GB/s
 
 PAPERS: dict[str, Paper] = {
     "ecrec": Paper(
@@ -170,16 +175,17 @@ PAPERS: dict[str, Paper] = {
         headline="erasure-coded tables: overhead up to 66 % lower than checkpointing (88 % in the arXiv "
                  "version), recovery up to 9.8x (10.3x) faster, 7-13 % throughput drop while recovering",
         preset="mlperf-dlrmv2",
-        sets=(f"data.cardinalities={_even(26, _ECREC_ROWS)}", "data.multi_hot=[]", "model.dim=128",
-              "model.bottom=[512, 256, 128]", "model.top=[1024, 1024, 512, 256]", "training.batch_size=2048",
-              "training.optimizer='sgd'"),
-        servers=5, trainers=15, hours=1.25,
-        failures=Burst((15 * 60.0,), 1, 5),
-        variants=(Variant("no FT", "none"), Variant("Ckpt-30", "ckpt", interval_s=1800.0),
-                  Variant("Ckpt-60", "ckpt", interval_s=3600.0), Variant("ECRM-k2", "ecrm", k=2),
+        sets=(f"data.cardinalities={_even(_E.features, _E.rows)}", "data.multi_hot=[]",
+              f"model.dim={_E.dim}", f"model.bottom={[*_E.bottom, _E.dim]}", f"model.top={list(_E.top)}",
+              f"training.batch_size={_E.batch}", "training.optimizer='sgd'"),
+        servers=_E.servers, trainers=_E.workers, hours=(_E.kill_at_s + _E.after_s) / HOUR_S,
+        failures=Burst((_E.kill_at_s,), 1, _E.servers),
+        variants=(Variant("no FT", "none"), Variant("Ckpt-30", "ckpt", interval_s=_E.ckpt30_s),
+                  Variant("Ckpt-60", "ckpt", interval_s=_E.ckpt60_s), Variant("ECRM-k2", "ecrm", k=2),
                   Variant("ECRM-k4", "ecrm", k=4)),
-        flags={"trainer_speedup": 20.0, "server_threads": 24, "network_gbps": 10.0,
-               "storage_profile": "pfs-node", "node_storage_gbps": 0.5, "storage_gbps": 2.5,
+        flags={"trainer_speedup": _E.trainer_speedup, "server_threads": _E.server_threads,
+               "network_gbps": _E.network_gbps, "storage_profile": "pfs-node",
+               "node_storage_gbps": _E_STORE_GBPS, "storage_gbps": _E.servers * _E_STORE_GBPS,
                "storage_latency_ms": 1.0, "scaling": "weak"},
         calibrated=("CPU per sample of a trainer and per row of a server (scaled by model size)",
                     "ecrm's parity CPU per byte and rows updated per lookup", "recovery latencies",
@@ -187,10 +193,11 @@ PAPERS: dict[str, Paper] = {
         assumed=("[C] 5 parameter servers, 15 V100 workers, batch 2048 per worker, one 197.8 M x 128 table, "
                  "SGD",
                  "[C] one server killed 15 min in, 60 min more; Ckpt-30 / Ckpt-60",
-                 "[U] a V100 worker = 20 calibration cores on the MLPs; a server's row work over 24 of its "
-                 "96 cores; 10 Gbit/s to a worker",
-                 "[U] checkpoints to each server's EBS io2 volume at 0.5 GB/s (the authors' scripts write to "
-                 "local EBS [C]; its bandwidth is not published)",
+                 f"[U] a V100 worker = {_E.trainer_speedup:g} calibration cores on the MLPs; a server's row "
+                 f"work over {_E.server_threads} of its 96 cores; {_E.network_gbps:g} Gbit/s to a worker",
+                 f"[U] {_E.storage.text()}: the same assumption as mpiec reproduce ecrec "
+                 "(mpiec.paper_regimes; the authors' scripts write to local EBS [C], its bandwidth is not "
+                 "published)",
                  "[U] 26 ids per sample over 26 tables, the ids' power law of the suite's data (zipf 1.05)"),
         verdicts=_ecrec),
     "cpr": Paper(
