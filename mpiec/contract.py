@@ -131,8 +131,9 @@ def _need(ok: bool, message: str) -> None:
 def _tag_errors(case: Case, run: Run) -> None:
     """A rank stopped by the tag audit: the one-line reason, not the crash's tail."""
     line = next((ln for ln in (run.stdout + run.stderr).splitlines() if "TagError: " in ln), "")
-    _need(not line, f"{case.id}: a message with a tag that is not the strategy's "
-                    f"({line.split('TagError: ', 1)[1]})")
+    if line:
+        raise ContractError(f"{case.id}: a message with a tag that is not the strategy's "
+                            f"({line.split('TagError: ', 1)[1]})")
 
 
 def _digest_env(mode: str, where: Path | None) -> dict[str, str]:

@@ -20,6 +20,7 @@ smallest ``MPI_TAG_UB`` the standard allows).
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -142,13 +143,10 @@ def audited_comm(comm: MPI.Intracomm | None, name: str, tags: TagRange) -> MPI.I
 
 def audited(comms: Comms, tags: TagRange = STRATEGY_TAGS) -> Comms:
     """``comms`` as a strategy sees them under the audit (the same handles, checked calls)."""
-    from mpiec.comm import Comms
-
-    world = audited_comm(comms.world, "world", tags)
-    assert world is not None
-    return Comms(world=world, data=audited_comm(comms.data, "data", tags),
-                 trainers=audited_comm(comms.trainers, "trainers", tags),
-                 servers=audited_comm(comms.servers, "servers", tags))
+    return dataclasses.replace(comms, world=audited_comm(comms.world, "world", tags),
+                               data=audited_comm(comms.data, "data", tags),
+                               trainers=audited_comm(comms.trainers, "trainers", tags),
+                               servers=audited_comm(comms.servers, "servers", tags))
 
 
 __all__ = ["AUDIT_ENV", "AuditedComm", "RUNTIME_TAGS", "STRATEGY_TAGS", "TAG_CONTROL", "TAG_DONE",
