@@ -143,8 +143,9 @@ def audited_comm(comm: MPI.Intracomm | None, name: str, tags: TagRange) -> MPI.I
 
 def audited(comms: Comms, tags: TagRange = STRATEGY_TAGS) -> Comms:
     """``comms`` as a strategy sees them under the audit (the same handles, checked calls)."""
-    return dataclasses.replace(comms, world=audited_comm(comms.world, "world", tags),
-                               data=audited_comm(comms.data, "data", tags),
+    world = audited_comm(comms.world, "world", tags)
+    assert world is not None
+    return dataclasses.replace(comms, world=world, data=audited_comm(comms.data, "data", tags),
                                trainers=audited_comm(comms.trainers, "trainers", tags),
                                servers=audited_comm(comms.servers, "servers", tags))
 
