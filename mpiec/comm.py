@@ -34,6 +34,7 @@ import numpy as np
 from mpi4py import MPI
 
 from mpiec.layout import TRAINER, Slot, data_rank, servers_rank
+from mpiec.tags import TAG_PROBE  # never sent: probing it only asks "has any peer of world failed?"
 
 _FAILURE_CLASSES: set[int] = set()
 for _name in ("ERR_PROC_FAILED", "ERR_PROC_FAILED_PENDING", "ERR_REVOKED"):
@@ -162,7 +163,6 @@ def build_comms(world: MPI.Intracomm, slot: Slot, n_trainers: int, n_servers: in
     return Comms(world=world, data=data, trainers=trainers, servers=servers)
 
 
-TAG_PROBE = 99  # never sent: probing it only asks "has any peer of world failed?"
 
 
 def check_world(world: MPI.Intracomm) -> None:

@@ -12,7 +12,12 @@ installed plug-in included; a plug-in's author runs them on theirs with one comm
   ``summary_merge_problems``, which fails this check);
 * **planned kills** — ``KILLS`` (a server, a trainer and a spare) each fire exactly once; a
   strategy that recovers completes in 2 or 3 recoveries, and one that claims ``lossless`` ends
-  with the failure-free checksum; one that does not recover says it lost the run.
+  with the failure-free checksum; one that does not recover says it lost the run;
+* **tags** — in every run the strategy's communicators are audited (``mpiec.tags``): a
+  point-to-point message with a tag outside ``RankEnv.tags`` (or on ``world``) fails the check;
+* **where it diverged** — ``main`` records per-step shard digests in the failure-free run and
+  compares them in the run under kills (``roles.digests``); a lossless claim that ends with
+  another checksum names the first step, shard and rows that differed.
 
 Each check raises ``ContractError`` (an ``AssertionError``: pytest shows it) with a one-line
 reason. Runs go through the ``mpiec`` CLI of the running interpreter (mpiexec underneath).
@@ -32,9 +37,11 @@ from typing import Any
 
 from mpiec.errors import ConfigError
 from mpiec.results import RunResult, decode, read_result
+from mpiec.roles import digests
 from mpiec.strategies import STRATEGIES
 from mpiec.strategies.base import Strategy
 from mpiec.strategies.base import check_declarations as check_class_declarations
+from mpiec.tags import AUDIT_ENV
 
 STEPS = 30
 BASE = ["--preset", "tiny", "--steps", str(STEPS), "--set", "layout.spares=3"]
@@ -95,12 +102,13 @@ def claims_lossless(case: Case) -> bool:
     return bool(getattr(strategy_class(case.name), "lossless", False))
 
 
-def run_mpiec(args: list[str], out: Path, timeout: float = 150) -> Run:
-    """``mpiec ARGS --out OUT`` with the running interpreter; a run past ``timeout`` s is a hang."""
+def run_mpiec(args: list[str], out: Path, timeout: float = 150, env: dict[str, str] | None = None) -> Run:
+    """``mpiec ARGS --out OUT`` with the running interpreter, the tag audit on and ``env`` added to
+    the environment; a run past ``timeout`` s is a hang."""
     out.mkdir(parents=True, exist_ok=True)
     cmd = [sys.executable, "-P", "-m", "mpiec", *args, "--out", str(out)]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            start_new_session=True)
+                            start_new_session=True, env={**os.environ, AUDIT_ENV: "1", **(env or {})})
     try:
         stdout, stderr = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
@@ -118,6 +126,25 @@ def _tail(run: Run) -> str:
 def _need(ok: bool, message: str) -> None:
     if not ok:
         raise ContractError(message)
+
+
+def _tag_errors(case: Case, run: Run) -> None:
+    """A rank stopped by the tag audit: the one-line reason, not the crash's tail."""
+    line = next((ln for ln in (run.stdout + run.stderr).splitlines() if "TagError: " in ln), "")
+    if line:
+        raise ContractError(f"{case.id}: a message with a tag that is not the strategy's "
+                            f"({line.split('TagError: ', 1)[1]})")
+
+
+def _digest_env(mode: str, where: Path | None) -> dict[str, str]:
+    return {digests.ENV: f"{mode}:{where}"} if where is not None else {}
+
+
+def first_divergence(res: RunResult) -> str:
+    """The earliest ``diverged`` event of a run that compared shard digests ("" if none)."""
+    found = sorted((float(e["time"]), decode(e["detail"])) for e in res.events
+                   if decode(e["kind"]) == "diverged")
+    return found[0][1] if found else ""
 
 
 # -- the checks -----------------------------------------------------------------------------------
@@ -142,9 +169,11 @@ def reference_checksum(out: Path, extra: list[str] | None = None) -> str:
     return str(run.result().summary["param_checksum"])
 
 
-def check_failure_free(case: Case, reference: str, out: Path) -> str:
-    """The strategy trains exactly what ``none`` trains."""
-    run = run_mpiec(["run", *BASE, "--strategy", case.name, *case.extra], out, timeout=120)
+def check_failure_free(case: Case, reference: str, out: Path, record: Path | None = None) -> str:
+    """The strategy trains exactly what ``none`` trains (``record``: its shard digests go there)."""
+    run = run_mpiec(["run", *BASE, "--strategy", case.name, *case.extra], out, timeout=120,
+                    env=_digest_env("record", record))
+    _tag_errors(case, run)
     _need(run.code == 0, f"{case.id}: failure-free run ended with exit code {run.code}: {_tail(run)}")
     res = run.result()
     s = res.summary
@@ -168,10 +197,13 @@ def fired_kills(res: RunResult) -> list[tuple[str, int]]:
                   if decode(e["kind"]) == "kill")
 
 
-def check_kills(case: Case, reference: str, out: Path) -> str:
-    """Every planned kill fires once; recovery is lossless (if claimed) or the run says it is lost."""
+def check_kills(case: Case, reference: str, out: Path, compare: Path | None = None) -> str:
+    """Every planned kill fires once; recovery is lossless (if claimed) or the run says it is lost
+    (``compare``: the failure-free run's shard digests, to name where a lossless claim failed)."""
     cls = strategy_class(case.name)
-    run = run_mpiec(["run", *BASE, "--strategy", case.name, *case.extra, "--kill", KILLS], out, timeout=150)
+    run = run_mpiec(["run", *BASE, "--strategy", case.name, *case.extra, "--kill", KILLS], out, timeout=150,
+                    env=_digest_env("compare", compare))
+    _tag_errors(case, run)
     _need(run.code in (0, 1), f"{case.id}: exit code {run.code} under --kill {KILLS!r} (0: completed, "
                               f"1: lost; anything else is a crash or bad input): {_tail(run)}")
     res = run.result()
@@ -190,9 +222,14 @@ def check_kills(case: Case, reference: str, out: Path) -> str:
           f"{case.id}: kills_fired {s['kills_fired']} (3 planned), recoveries {s['recoveries']} (2 or 3: "
           "kills close together may share one)")
     if claims_lossless(case):
+        where = ""
+        if compare is not None and s["param_checksum"] != reference:
+            where = first_divergence(res) or ("every server's shard matched the failure-free run's at "
+                                              "every step checked: look at the trainers' dense replica")
+            where = f"; first divergence: {where}"
         _need(s["param_checksum"] == reference,
               f"{case.id} claims lossless recovery but ended with param_checksum {s['param_checksum'][:16]}, "
-              f"the failure-free one is {reference[:16]}")
+              f"the failure-free one is {reference[:16]}{where}")
         return f"{s['recoveries']} recoveries, checksum = the failure-free one (lossless)"
     return f"{s['recoveries']} recoveries (not lossless: checksum {s['param_checksum'][:16]})"
 
@@ -237,8 +274,11 @@ def main(argv: list[str] | None = None) -> int:
         if check("declarations", lambda: check_declarations(args.name)) is not None:
             reference = check("reference run", lambda: reference_checksum(root / "none", layout)) or ""
         if reference:
-            check("failure-free", lambda: check_failure_free(case, reference, root / "failure-free"))
-            check("planned kills", lambda: check_kills(case, reference, root / "kills"))
+            shards: Path | None = root / "shard-digests"  # recorded failure-free, compared under kills
+            if check("failure-free", lambda: check_failure_free(case, reference, root / "failure-free",
+                                                                 shards)) is None:
+                shards = None
+            check("planned kills", lambda: check_kills(case, reference, root / "kills", shards))
         if failed:
             print(f"FAIL: strategy {case.id} breaks the contract ({', '.join(failed)})")
         else:

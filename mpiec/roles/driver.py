@@ -6,7 +6,7 @@ evaluation). Every step ``s``::
 
     kill switch → world check (ULFM) → test stall → agent.before_step(s)
     → role.exchange(s, status, agent.header_word(s))   (calls the agent's in-exchange hooks)
-    → completed = s → agent.after_step(s, words) → agent.background(s)
+    → completed = s → (shard digests, opt-in) → agent.after_step(s, words) → agent.background(s)
     → role.finish_step(...) → evaluation when due (failures now interrupt step s + 1)
     → role.after_step(s)
 
@@ -26,6 +26,7 @@ from mpi4py import MPI
 
 from mpiec.comm import PeerFailure, check_world
 from mpiec.layout import TRAINER, Slot
+from mpiec.roles import digests
 from mpiec.roles.exchange import STATUS_DYING, STATUS_OK, Diverged
 
 if TYPE_CHECKING:
@@ -90,6 +91,7 @@ def run_steps(ctx: RankContext, role: SteppingRole, agent: StepAgent) -> bool:
     """Run steps ``ctx.progress.completed + 1`` .. the last; False if the loss diverged (training stopped)."""
     cfg = ctx.cfg
     role.resume()
+    digests.check(ctx, role, ctx.progress.completed, resumed=True)  # MPIEC_SHARD_DIGESTS (off: returns)
     for step in range(ctx.progress.completed + 1, cfg.training.steps):
         t_start = time.perf_counter()
         ctx.progress.current_step = step
@@ -108,6 +110,7 @@ def run_steps(ctx: RankContext, role: SteppingRole, agent: StepAgent) -> bool:
             return False
         ctx.progress.completed = step
         ctx.progress.steps_run += 1
+        digests.check(ctx, role, step)
         t0 = time.perf_counter()
         agent.after_step(step, words)
         agent.background(step)

@@ -52,6 +52,7 @@ from mpiec.faults import kill_notes_dir
 from mpiec.layout import MONITOR, Slot
 from mpiec.roles.context import TRACE_EVENTS, RankContext
 from mpiec.strategies.plan import RecoveryPlan
+from mpiec.tags import TAG_SPAWN
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -59,7 +60,6 @@ if TYPE_CHECKING:
     from mpiec.config import Config
     from mpiec.roles.monitor import Monitor
 
-TAG_SPAWN = 21
 JOIN_TIMEOUT_S = 120.0  # a spawned process whose parents vanished gives up instead of hanging
 WATCH_POLL_S = 0.1  # SpawnWatch: how often it looks for a death (a directory listing, a local MPI call)
 OUTPUT_S = 1.0  # a cut run's last lines need this long through mpiexec before the launcher kills it

@@ -9,6 +9,8 @@ not here.
 Invariants: a ``RankEnv`` is read-only (assigning to it raises); it reads the rank's live values,
 so after a recovery rebuilt the communicators or advanced the epoch the agent sees the new ones.
 This module imports nothing of the runtime: ``RankView`` is the structural type of what it reads.
+A strategy's point-to-point messages use ``tags`` only (``mpiec.tags``: the rule, and the audit
+that ``mpiec.contract`` turns on, under which ``comms`` are checking wrappers of the same handles).
 """
 
 from __future__ import annotations
@@ -17,6 +19,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
+
+from mpiec.tags import STRATEGY_TAGS, TagRange, audit_on, audited
 
 if TYPE_CHECKING:
     from mpiec.comm import Comms
@@ -62,11 +66,15 @@ class RankView(Protocol):
 class RankEnv:
     """A rank as its strategy agent sees it. Read-only; every value is the rank's current one."""
 
-    __slots__ = ("_view",)
+    __slots__ = ("_audit", "_audited", "_view")
     _view: RankView
+    _audit: bool  # MPIEC_TAG_AUDIT, read once
+    _audited: tuple[Comms, Comms] | None  # (the runtime's comms, their audited wrappers)
 
     def __init__(self, view: RankView) -> None:
         object.__setattr__(self, "_view", view)
+        object.__setattr__(self, "_audit", audit_on())
+        object.__setattr__(self, "_audited", None)
 
     def __setattr__(self, name: str, value: Any) -> None:
         raise AttributeError(f"RankEnv is read-only (tried to set '{name}')")
@@ -92,8 +100,21 @@ class RankEnv:
 
     @property
     def comms(self) -> Comms:
-        """The current communicators (``world``, ``data``, ``trainers``, ``servers``)."""
-        return self._view.comms
+        """The current communicators (``world``, ``data``, ``trainers``, ``servers``); a strategy's
+        point-to-point messages go on ``data``, ``trainers`` or ``servers`` with ``tags``."""
+        comms = self._view.comms
+        if not self._audit:
+            return comms
+        if self._audited is None or self._audited[0] is not comms:  # a recovery rebuilt them
+            object.__setattr__(self, "_audited", (comms, audited(comms, self.tags)))
+        assert self._audited is not None
+        return self._audited[1]
+
+    @property
+    def tags(self) -> TagRange:
+        """The strategy's MPI tags (``tags[0]``, ``tags[1]``, ...; ``tags.slice`` for a part): the
+        only tags its point-to-point messages use (``mpiec.tags``; the contract checks it)."""
+        return STRATEGY_TAGS
 
     @property
     def n_trainers(self) -> int:

@@ -4,7 +4,9 @@
 * every planned kill fires exactly once, and a strategy that recovers ends with
   the failure-free checksum (strategies that claim ``lossless``) or says it lost the run;
 * the result file has the required fields, and every strategy summary key has a
-  merge rule.
+  merge rule;
+* no run sends a point-to-point message with a tag outside ``RankEnv.tags`` (the contract's runs
+  audit the strategy's communicators: ``mpiec.tags``; ``test_contract_checks.py`` shows it failing).
 
 Every strategy of the registry is a case, an installed plug-in included (``mpiec.contract``'s
 ``default_cases``); the variants below add built-ins' non-default configurations. A plug-in's

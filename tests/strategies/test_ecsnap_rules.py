@@ -21,6 +21,7 @@ from mpiec.strategies.ecsnap.exchange import restore_shards
 from mpiec.strategies.ecsnap.geometry import Geometry
 from mpiec.strategies.ecsnap.snapshot import Snapshot, decode_block, encode_block
 from mpiec.strategies.ecsnap.strategy import ErasureCodedSnapshots
+from mpiec.tags import STRATEGY_TAGS
 
 
 def ecsnap_config(*sets: str):
@@ -140,10 +141,10 @@ def test_a_snapshot_whose_parity_exchange_had_not_completed_is_refused():
     geo, code = Geometry(2, 1, 1), make_code("rs", 1, 1)
     snap = Snapshot(19, data=np.zeros(8, dtype=np.uint8))
     stale = FlagsComm([(True, False), (False, False)])
-    got, problem, _ = restore_shards(stale, geo, code, 0, [8, 8], snap, 19)
+    got, problem, _ = restore_shards(stale, geo, code, 0, [8, 8], snap, 19, STRATEGY_TAGS)
     assert got is None and "servers [0]" in problem and "had not completed" in problem
     gone = FlagsComm([(False, False), (False, False)])
-    got, problem, _ = restore_shards(gone, geo, code, 0, [8, 8], None, 9)
+    got, problem, _ = restore_shards(gone, geo, code, 0, [8, 8], None, 9, STRATEGY_TAGS)
     assert got is None and problem.startswith("snapshot 9: stripe 0 ")
 
 

@@ -26,7 +26,8 @@ from mpiec.strategies.agents import Coordinator, ServerAgent
 from mpiec.strategies.base import Failure, RecoveryPlan, Scope, Strategy
 from mpiec.strategies.params import param
 
-TAG_COUNT, TAG_ROWS, TAG_DIGEST, TAG_OWN, TAG_COPY = 7301, 7302, 7303, 7304, 7305
+# the messages' tags: these of the strategy's range, RankEnv.tags (a plug-in never picks a tag)
+COUNT, ROWS, DIGEST, OWN, COPY = range(5)
 
 
 @dataclass(frozen=True)
@@ -90,9 +91,9 @@ class ReplicaServer(ServerAgent):
     def _empty_replica(self) -> np.ndarray:
         return np.empty((self.env.placement.n_local(self.pred), self._table().shape[1]), np.float32)
 
-    def _ring(self, out: np.ndarray, into: np.ndarray, tag: int, where: str) -> None:
+    def _ring(self, out: np.ndarray, into: np.ndarray, which: int, where: str) -> None:
         """Send ``out`` to the successor, receive ``into`` from the predecessor (every server)."""
-        comm = self.env.comms.servers
+        comm, tag = self.env.comms.servers, self.env.tags[which]
         with guard(where):
             reqs = [comm.Irecv(into, source=self.pred, tag=tag), comm.Isend(out, dest=self.succ, tag=tag)]
         waitall(reqs, where)
@@ -101,7 +102,7 @@ class ReplicaServer(ServerAgent):
     def overlap(self, step: int) -> None:
         if self.S > 1 and self.replica is None:  # the start: the rows are still at step - 1
             replica = self._empty_replica()
-            self._ring(self._table(), replica, TAG_ROWS, "replica: initial copy")
+            self._ring(self._table(), replica, ROWS, "replica: initial copy")
             self.replica, self.at, self.undo = replica, step - 1, None
 
     def after_apply(self, step: int, slots: np.ndarray, old: np.ndarray | None,
@@ -111,11 +112,11 @@ class ReplicaServer(ServerAgent):
         assert self.replica is not None and self.at == step - 1, (self.at, step)
         rows = self._table()[slots]
         n = np.empty(1, np.int64)
-        self._ring(np.array([slots.size], np.int64), n, TAG_COUNT, f"replica: step {step}")
+        self._ring(np.array([slots.size], np.int64), n, COUNT, f"replica: step {step}")
         width = rows.shape[1]
         into = np.empty(int(n[0]) * (8 + 4 * width), np.uint8)
         out = np.concatenate([slots.astype(np.int64).view(np.uint8), rows.reshape(-1).view(np.uint8)])
-        self._ring(out, into, TAG_ROWS, f"replica: step {step}")
+        self._ring(out, into, ROWS, f"replica: step {step}")
         got = into[: 8 * n[0]].view(np.int64)
         self.undo = (step, got, self.replica[got])  # fancy indexing copies
         self.replica[got] = into[8 * n[0]:].view(np.float32).reshape(-1, width)
@@ -123,7 +124,7 @@ class ReplicaServer(ServerAgent):
         if self.params.check_every and (step + 1) % self.params.check_every == 0:
             theirs = np.empty(32, np.uint8)
             mine = np.frombuffer(hashlib.sha256(self._table().tobytes()).digest(), np.uint8).copy()
-            self._ring(mine, theirs, TAG_DIGEST, f"replica: digest of step {step}")
+            self._ring(mine, theirs, DIGEST, f"replica: digest of step {step}")
             if theirs.tobytes() != hashlib.sha256(self.replica.tobytes()).digest():
                 self.mismatches += 1
                 self.env.event("replica_mismatch", step, detail=f"replica of server {self.pred}")
@@ -156,11 +157,11 @@ class ReplicaServer(ServerAgent):
         comm, table, own, reqs = self.env.comms.servers, self._table(), None, []
         with guard("replica: rebuild"):
             if self.pred in replaced and held[me] == c:
-                reqs.append(comm.Isend(self.replica, dest=self.pred, tag=TAG_OWN))
+                reqs.append(comm.Isend(self.replica, dest=self.pred, tag=self.env.tags[OWN]))
                 self.sent += self.replica.nbytes
             if me in replaced and held[self.succ] == c:
                 own = np.empty_like(table)
-                reqs.append(comm.Irecv(own, source=self.succ, tag=TAG_OWN))
+                reqs.append(comm.Irecv(own, source=self.succ, tag=self.env.tags[OWN]))
         waitall(reqs, "replica: rebuild")
         if me in replaced:
             if own is None:
@@ -172,10 +173,10 @@ class ReplicaServer(ServerAgent):
         fresh, reqs = (self._empty_replica() if need[me] else None), []
         with guard("replica: refresh"):
             if need[self.succ]:
-                reqs.append(comm.Isend(self._table(), dest=self.succ, tag=TAG_COPY))
+                reqs.append(comm.Isend(self._table(), dest=self.succ, tag=self.env.tags[COPY]))
                 self.sent += self._table().nbytes
             if fresh is not None:
-                reqs.append(comm.Irecv(fresh, source=self.pred, tag=TAG_COPY))
+                reqs.append(comm.Irecv(fresh, source=self.pred, tag=self.env.tags[COPY]))
         waitall(reqs, "replica: refresh")
         if fresh is not None:
             self.replica, self.at, self.undo = fresh, c, None

@@ -332,7 +332,8 @@ class SnapshotServer(_SnapshotAgent, ServerAgent):
             snap.data = np.empty_like(table)
         np.copyto(snap.data, table)
         c, me = self.coding, self.env.slot.index
-        self.exchange = ParityExchange(self.env.comms.servers_comm(), c.geo, c.code, me, c.sizes, snap)
+        self.exchange = ParityExchange(self.env.comms.servers_comm(), c.geo, c.code, me, c.sizes, snap,
+                                       self.env.tags)
         self.stats["snapshot_traffic_bytes"] += self.exchange.bytes_sent
 
     def after_step(self, step: int, words: np.ndarray | None) -> None:
@@ -381,7 +382,7 @@ class SnapshotServer(_SnapshotAgent, ServerAgent):
     def restore_snapshot(self, plan: RecoveryPlan, step: int) -> bool:
         me, c = self.env.slot.index, self.coding
         snap, problem, figures = restore_shards(self.env.comms.servers_comm(), c.geo, c.code, me, c.sizes,
-                                                self.snaps.get(step), step)
+                                                self.snaps.get(step), step, self.env.tags)
         if snap is None:
             self.env.event("snapshot_refused", plan.step, detail=problem[:250])
             return False

@@ -31,8 +31,9 @@ from mpiec.comm import guard, waitall
 from mpiec.strategies.ecsnap.geometry import Geometry
 from mpiec.strategies.ecsnap.snapshot import Snapshot, decode_block, encode_block, mac_into
 from mpiec.strategies.replay import collective
+from mpiec.tags import TagRange
 
-TAG_SNAPSHOT, TAG_RECOVERY = 7411, 7412
+SNAPSHOT, RECOVERY = 0, 1  # ecsnap's tags: these of the strategy's range (``RankEnv.tags``)
 _RETIRED: list[Any] = []  # cut-off requests and their buffers, kept alive to the end of the process
 
 
@@ -40,8 +41,9 @@ class ParityExchange:
     """The parity exchange of snapshot ``snap`` on server ``me`` (its data copy is taken)."""
 
     def __init__(self, comm: MPI.Intracomm, geo: Geometry, code: Any, me: int, sizes: list[int],
-                 snap: Snapshot) -> None:
+                 snap: Snapshot, tags: TagRange) -> None:
         self.snap = snap
+        tag = tags[SNAPSHOT]
         stripe = geo.stripe_of(me)
         self.sends: list[MPI.Request] = []
         self.recvs: list[list[Any]] = []  # [request, buffer, parity block, coefficient]
@@ -58,13 +60,13 @@ class ParityExchange:
             for j, src in enumerate(st.members):
                 buf = np.empty(sizes[src], dtype=np.uint8)
                 with guard("ecsnap parity receive"):
-                    req = comm.Irecv([buf, MPI.BYTE], source=src, tag=TAG_SNAPSHOT)
+                    req = comm.Irecv([buf, MPI.BYTE], source=src, tag=tag)
                 self.recvs.append([req, buf, block, int(code.parity_rows[i, j])])
         data = snap.data
         assert data is not None  # the exchange of a snapshot starts once its data copy is taken
         with guard("ecsnap parity send"):
             for h in stripe.holders:
-                self.sends.append(comm.Isend([data, MPI.BYTE], dest=h, tag=TAG_SNAPSHOT))
+                self.sends.append(comm.Isend([data, MPI.BYTE], dest=h, tag=tag))
                 self.bytes_sent += data.nbytes
 
     def progress(self) -> bool:
@@ -96,23 +98,25 @@ class ParityExchange:
 
 
 def transfer(comm: MPI.Intracomm, sends: list[tuple[int, np.ndarray]], recvs: list[tuple[int, int]],
-             where: str) -> list[np.ndarray]:
+             where: str, tag: int) -> list[np.ndarray]:
     """Post every send (dest, bytes) and receive (source, size), wait for all; the received buffers
     in ``recvs`` order. Every server calls it once per phase (collective in effect)."""
     with collective(where):
-        reqs = [comm.Isend([a, MPI.BYTE], dest=d, tag=TAG_RECOVERY) for d, a in sends]
+        reqs = [comm.Isend([a, MPI.BYTE], dest=d, tag=tag) for d, a in sends]
         bufs = [np.empty(n, dtype=np.uint8) for _, n in recvs]
-        reqs += [comm.Irecv([b, MPI.BYTE], source=s, tag=TAG_RECOVERY)
+        reqs += [comm.Irecv([b, MPI.BYTE], source=s, tag=tag)
                  for (s, _), b in zip(recvs, bufs, strict=True)]
     waitall(reqs, where)
     return bufs
 
 
 def restore_shards(comm: MPI.Intracomm, geo: Geometry, code: Any, me: int, sizes: list[int],
-                   snap: Snapshot | None, step: int) -> tuple[Snapshot | None, str, dict[str, int]]:
+                   snap: Snapshot | None, step: int,
+                   tags: TagRange) -> tuple[Snapshot | None, str, dict[str, int]]:
     """Collective over ``servers``: bring snapshot ``step`` back on every server.
 
-    ``snap`` is this server's snapshot of ``step`` (None: it has none, e.g. a replacement).
+    ``snap`` is this server's snapshot of ``step`` (None: it has none, e.g. a replacement);
+    ``tags`` the strategy's (its ``RECOVERY`` tag carries the transfers).
     Usable when every server that has a copy also has its parity complete, and every lost
     shard is decodable. Returns (this server's complete snapshot or None, the problem if
     unusable, figures: decoded blocks and bytes, re-encoded blocks, bytes received).
@@ -147,7 +151,7 @@ def restore_shards(comm: MPI.Intracomm, geo: Geometry, code: Any, me: int, sizes
                 recvs.append((h, sizes[h] if m < geo.k else size))
         if target == me:
             mine.append((t, j, helpers))
-    bufs = transfer(comm, sends, recvs, "ecsnap decode transfer")
+    bufs = transfer(comm, sends, recvs, "ecsnap decode transfer", tags[RECOVERY])
     figures["recovery_bytes"] += sum(b.nbytes for b in bufs)
     at = 0
     for t, j, helpers in mine:
@@ -169,7 +173,7 @@ def restore_shards(comm: MPI.Intracomm, geo: Geometry, code: Any, me: int, sizes
         if holder == me:
             recvs += [(s, sizes[s]) for s in st.members]
             blocks.append((t, i))
-    bufs = transfer(comm, sends, recvs, "ecsnap re-encode transfer")
+    bufs = transfer(comm, sends, recvs, "ecsnap re-encode transfer", tags[RECOVERY])
     figures["recovery_bytes"] += sum(b.nbytes for b in bufs)
     at = 0
     for t, i in blocks:
