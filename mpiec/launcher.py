@@ -19,7 +19,9 @@ Owns the ``mpiexec`` command line and the run's process group. Invariants:
   Open MPI never returns from (``roles.spawn.SpawnWatch``); a stuck job cannot end itself from
   inside, mpiexec stays up. While that watch runs, a marker ``.NAME.h5.spawn`` names the monitor's
   pid: a monitor that died meanwhile (Open MPI can crash there) ends the job at once too; so does
-  an mpiexec still up ``LINGER_S`` after the result file was published (judged by that file);
+  an mpiexec still up ``LINGER_S`` after the result file was published (judged by that file); a
+  job so ended always has a result file: where the monitor wrote none, the launcher writes a
+  minimal lost one that says so (``mpiec.stopped_result``), unless a rank crashed;
 * a run owns its result name before any rank starts (an exclusive lock file
   ``.NAME.h5.lock`` beside the target, removed when the run ends) and reports
   only a file it wrote; the output directory, and the folders the strategy writes into
@@ -630,6 +632,14 @@ def _launch(cfg: Config, path: Path, timeout: float | None, quiet: bool, resume:
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
         seconds = time.monotonic() - t0
+    if stopped and not path.exists():
+        from mpiec.crashes import notes_beside
+        from mpiec.stopped_result import write_stopped_result
+
+        if not notes_beside(path):  # a rank's exception stays a crash (judged below), never a loss
+            problem = write_stopped_result(cfg, path, stopped)
+            if problem:
+                print(f"[mpiec] {problem}", file=sys.stderr, flush=True)
     outcome = _judge(cfg, path, wall_start, seconds, message, proc.returncode, lost_daemons)
     if stopped:  # the run was ended on request: the request says why (its ranks' last lines may be cut)
         outcome.message = stopped if outcome.code != EXIT_CRASH else f"{stopped}; {outcome.message}"
