@@ -413,9 +413,9 @@ def monitor_died_in_spawn(path: Path) -> str | None:
         return None
     if host != socket.gethostname() or _alive(pid):
         return None
-    return (f"the monitor (pid {pid}) died during a recovery by MPI_Comm_spawn, with no result file: a "
-            "death inside a spawn can crash Open MPI's survivors (their messages are above); the run "
-            "was ended at once")
+    return (f"the monitor (pid {pid}) died during a recovery by MPI_Comm_spawn, before it wrote the "
+            "result: a death inside a spawn can crash Open MPI's survivors (their messages are above); "
+            "the run was ended at once")
 
 
 def _alive(pid: int) -> bool:

@@ -58,7 +58,7 @@ def write_stopped_result(cfg: Config, path: Path, reason: str) -> str:
     from mpiec.results import ResultWriter
 
     mode = "emulated" if cfg.failures.mode == "emulated" else "ulfm"  # a spawn runs under ULFM only
-    why = f"written by the launcher: the run's monitor wrote no result; the run was ended: {reason}"
+    why = f"written by the launcher (the monitor wrote no result): {reason}"
     try:
         writer = ResultWriter(path, {"config": cfg.to_json(), "strategy": cfg.strategy.name,
                                      "seed": cfg.training.seed, "preset": cfg.preset,
