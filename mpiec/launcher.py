@@ -7,7 +7,8 @@ Owns the ``mpiexec`` command line and the run's process group. Invariants:
   root are handled so the same command works on a laptop and in CI; a run
   on one host leaves out the ofi btl (``OMPI_MCA_btl=^ofi`` unless set), whose
   fabric probe costs every rank ~1 s of start-up and carries nothing there;
-* a run is bounded: past its timeout the whole process group is killed, and
+* a run is bounded: past its timeout every rank dumps its stacks (``mpiec.stacks``: who waits on
+  what, printed), then the whole process group is killed, and
   after ``mpiexec`` returns any straggler of the group is killed too, so no
   rank is ever left behind;
 * the exit status reflects the result file, not only ``mpiexec``'s code: 0 completed, 1 lost
@@ -61,6 +62,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
+from mpiec import stacks
 from mpiec.config import Config
 from mpiec.errors import MpiecError
 
@@ -608,6 +610,9 @@ def _launch(cfg: Config, path: Path, timeout: float | None, quiet: bool, resume:
         cmd, env = mpiexec_command(cfg, cfg_path, path, resume=resume, rank_hosts=rank_hosts, seqfile=seqfile,
                                    hosts=hosts)
         limit = timeout if timeout is not None else default_timeout(cfg)
+        dumps = Path(tmp) / "stacks"  # each rank's stack at a time limit (mpiec.stacks)
+        dumps.mkdir()
+        env[stacks.ENV] = str(dumps)
         if not quiet:
             print("[mpiec] launching: " + " ".join(cmd), flush=True)
         t0 = time.monotonic()
@@ -621,8 +626,15 @@ def _launch(cfg: Config, path: Path, timeout: float | None, quiet: bool, resume:
                                  daemon=True)
         relay.start()
         message = stopped = ""
+        timed_out = False
         try:
             message, stopped = wait_for_mpiexec(proc, limit, path)
+            timed_out = bool(message)
+            if timed_out:  # who waits on what: every rank dumps its stacks before the job ends
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    proc.send_signal(stacks.SIGNAL)  # mpiexec forwards it to every rank
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    proc.wait(timeout=stacks.DUMP_WAIT_S)
         except KeyboardInterrupt:
             message = "interrupted"
         finally:
@@ -631,6 +643,10 @@ def _launch(cfg: Config, path: Path, timeout: float | None, quiet: bool, resume:
             relay.join(timeout=5)
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
+        if timed_out:
+            lines = stacks.report(dumps)
+            if lines:
+                print("\n".join(lines), file=sys.stderr, flush=True)
         seconds = time.monotonic() - t0
     if stopped and not path.exists():
         from mpiec.crashes import notes_beside

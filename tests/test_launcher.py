@@ -515,3 +515,17 @@ def test_an_mpiexec_that_outlives_its_result_file_is_ended_and_the_run_judged_by
     outcome = launch(cfg, tmp_path / "out", timeout=200, quiet=True)
     assert outcome.code == 0 and outcome.path == target, outcome.message
     assert "did not exit 15 s after the result file was written" in outcome.message
+
+
+def test_a_run_past_its_time_limit_shows_where_each_rank_was(tmp_path, monkeypatch, capsys):
+    """Issue 36 (a replica run hung to its limit twice, never reproduced): at the time limit every
+    rank dumps its stacks (mpiexec forwards SIGUSR1; here the fake one writes a rank's dump) and
+    the launcher prints them before it reports the limit."""
+    _fake_mpiexec(tmp_path, monkeypatch, 'trap \'printf "  File \\"x.py\\", line 1 in waits_here\\n" '
+                  '> "$MPIEC_STACKS_DIR/00002-42.txt"; exit 0\' USR1\nwhile :; do sleep 0.1; done')
+    cfg = load_config("tiny", sets=["output.name='mine'"])
+    outcome = launch(cfg, tmp_path / "out", timeout=2, quiet=True)
+    assert outcome.code == 3 and "time limit" in outcome.message, outcome.message
+    err = capsys.readouterr().err
+    assert "[mpiec] where each rank was at the time limit (1 dumped" in err
+    assert "--- rank 2 (pid 42)" in err and "waits_here" in err
