@@ -648,6 +648,10 @@ def _launch(cfg: Config, path: Path, timeout: float | None, quiet: bool, resume:
             if lines:
                 print("\n".join(lines), file=sys.stderr, flush=True)
         seconds = time.monotonic() - t0
+        if not (message or stopped or path.exists()):
+            # every survivor, the monitor too, segfaulted inside a spawn and mpiexec ended on its own
+            # before the poll above saw the monitor gone (1 of 10 runs of issue 36 item 1's command)
+            stopped = monitor_died_in_spawn(path) or ""
     if stopped and not path.exists():
         from mpiec.crashes import notes_beside
         from mpiec.stopped_result import write_stopped_result

@@ -472,6 +472,21 @@ def test_a_monitor_that_died_while_it_watched_a_spawn_ends_the_job_at_once(tmp_p
     assert "died during a recovery by MPI_Comm_spawn" in summary["abort_reason"]
 
 
+def test_a_job_that_ended_itself_after_its_monitor_died_in_a_spawn_has_a_result(tmp_path, monkeypatch):
+    """Issue 36, item 1 (1 of 10 runs of its command): every survivor, the monitor too, segfaulted
+    in ompi_comm_revoke_local inside the spawn and mpiexec exited on its own before the launcher's
+    poll saw the marker: exit 3, no result file. Now the marker still tells, and the run is lost."""
+    _fake_mpiexec(tmp_path, monkeypatch, 'sh -c "exit 0" & dead=$!; wait $dead\n'
+                  f'printf \'{{"pid": %d, "host": "{socket.gethostname()}"}}\' "$dead" '
+                  '> "$(dirname "$out")/.$stem.h5.spawn"\nexit 0')
+    out = tmp_path / "out"
+    outcome = launch(load_config("tiny", sets=["output.name='mine'"]), out, timeout=200, quiet=True)
+    assert outcome.code == 1, outcome.message
+    assert "died during a recovery by MPI_Comm_spawn" in outcome.message, outcome.message
+    summary = read_result(out / "mine.h5").summary
+    assert summary["lost"] and summary["written_by"] == "launcher"
+
+
 def test_the_launchers_result_of_a_stopped_run_counts_the_noted_kills(tmp_path, monkeypatch):
     """Issue 36, item 1: a segfault inside a spawn left no result file at all; the launcher's
     minimal one carries the kills the victims noted, so the run reads as lost to those kills."""
