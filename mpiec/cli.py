@@ -44,7 +44,7 @@ EPILOG_RUN = """kill plans (repeat --kill, or separate plans with ';'):
 result file: DIR/NAME.h5 in --out DIR (default: output.dir, "results"); NAME is output.name or
   PRESET-STRATEGY-sSEED-TIME, with -2, -3, ... added if another run has that name
 time limit: --timeout, else failures.timeout_s, else 180 s + 2 s x training.steps (at most
-  1 day); past it the whole process group is killed
+  1 day); past it every rank prints its Python stacks, then the whole process group is killed
 exit codes:
   0  the run completed
   1  the run was lost to a failure its strategy could not survive (the result file says so)

@@ -7,7 +7,8 @@ Owns the ``mpiexec`` command line and the run's process group. Invariants:
   root are handled so the same command works on a laptop and in CI; a run
   on one host leaves out the ofi btl (``OMPI_MCA_btl=^ofi`` unless set), whose
   fabric probe costs every rank ~1 s of start-up and carries nothing there;
-* a run is bounded: past its timeout the whole process group is killed, and
+* a run is bounded: past its timeout every rank dumps its stacks (``mpiec.stacks``: who waits on
+  what, printed), then the whole process group is killed, and
   after ``mpiexec`` returns any straggler of the group is killed too, so no
   rank is ever left behind;
 * the exit status reflects the result file, not only ``mpiexec``'s code: 0 completed, 1 lost
@@ -19,7 +20,9 @@ Owns the ``mpiexec`` command line and the run's process group. Invariants:
   Open MPI never returns from (``roles.spawn.SpawnWatch``); a stuck job cannot end itself from
   inside, mpiexec stays up. While that watch runs, a marker ``.NAME.h5.spawn`` names the monitor's
   pid: a monitor that died meanwhile (Open MPI can crash there) ends the job at once too; so does
-  an mpiexec still up ``LINGER_S`` after the result file was published (judged by that file);
+  an mpiexec still up ``LINGER_S`` after the result file was published (judged by that file); a
+  job so ended always has a result file: where the monitor wrote none, the launcher writes a
+  minimal lost one that says so (``mpiec.stopped_result``), unless a rank crashed;
 * a run owns its result name before any rank starts (an exclusive lock file
   ``.NAME.h5.lock`` beside the target, removed when the run ends) and reports
   only a file it wrote; the output directory, and the folders the strategy writes into
@@ -59,6 +62,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
+from mpiec import stacks
 from mpiec.config import Config
 from mpiec.errors import MpiecError
 
@@ -411,9 +415,9 @@ def monitor_died_in_spawn(path: Path) -> str | None:
         return None
     if host != socket.gethostname() or _alive(pid):
         return None
-    return (f"the monitor (pid {pid}) died during a recovery by MPI_Comm_spawn, with no result file: a "
-            "death inside a spawn can crash Open MPI's survivors (their messages are above); the run "
-            "was ended at once")
+    return (f"the monitor (pid {pid}) died during a recovery by MPI_Comm_spawn, before it wrote the "
+            "result: a death inside a spawn can crash Open MPI's survivors (their messages are above); "
+            "the run was ended at once")
 
 
 def _alive(pid: int) -> bool:
@@ -606,6 +610,9 @@ def _launch(cfg: Config, path: Path, timeout: float | None, quiet: bool, resume:
         cmd, env = mpiexec_command(cfg, cfg_path, path, resume=resume, rank_hosts=rank_hosts, seqfile=seqfile,
                                    hosts=hosts)
         limit = timeout if timeout is not None else default_timeout(cfg)
+        dumps = Path(tmp) / "stacks"  # each rank's stack at a time limit (mpiec.stacks)
+        dumps.mkdir()
+        env[stacks.ENV] = str(dumps)
         if not quiet:
             print("[mpiec] launching: " + " ".join(cmd), flush=True)
         t0 = time.monotonic()
@@ -619,8 +626,15 @@ def _launch(cfg: Config, path: Path, timeout: float | None, quiet: bool, resume:
                                  daemon=True)
         relay.start()
         message = stopped = ""
+        timed_out = False
         try:
             message, stopped = wait_for_mpiexec(proc, limit, path)
+            timed_out = bool(message)
+            if timed_out:  # who waits on what: every rank dumps its stacks before the job ends
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    proc.send_signal(stacks.SIGNAL)  # mpiexec forwards it to every rank
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    proc.wait(timeout=stacks.DUMP_WAIT_S)
         except KeyboardInterrupt:
             message = "interrupted"
         finally:
@@ -629,7 +643,23 @@ def _launch(cfg: Config, path: Path, timeout: float | None, quiet: bool, resume:
             relay.join(timeout=5)
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
+        if timed_out:
+            lines = stacks.report(dumps)
+            if lines:
+                print("\n".join(lines), file=sys.stderr, flush=True)
         seconds = time.monotonic() - t0
+        if not (message or stopped or path.exists()):
+            # every survivor, the monitor too, segfaulted inside a spawn and mpiexec ended on its own
+            # before the poll above saw the monitor gone (1 of 10 runs of issue 36 item 1's command)
+            stopped = monitor_died_in_spawn(path) or ""
+    if stopped and not path.exists():
+        from mpiec.crashes import notes_beside
+        from mpiec.stopped_result import write_stopped_result
+
+        if not notes_beside(path):  # a rank's exception stays a crash (judged below), never a loss
+            problem = write_stopped_result(cfg, path, stopped)
+            if problem:
+                print(f"[mpiec] {problem}", file=sys.stderr, flush=True)
     outcome = _judge(cfg, path, wall_start, seconds, message, proc.returncode, lost_daemons)
     if stopped:  # the run was ended on request: the request says why (its ranks' last lines may be cut)
         outcome.message = stopped if outcome.code != EXIT_CRASH else f"{stopped}; {outcome.message}"

@@ -38,6 +38,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--resume", metavar="DIR", default="",
                         help="start from the newest complete checkpoint in DIR (a checkpointing strategy)")
     args = parser.parse_args(argv)
+    from mpiec import stacks
+
+    stacks.arm_from_env(args.spawned)  # under ``mpiec run``: where it was, should the run hit its limit
 
     from mpiec.config import Config, load_config
     from mpiec.errors import MpiecError

@@ -19,6 +19,7 @@ from mpiec.launcher import (
     launch,
     no_result_message,
 )
+from mpiec.results import read_result
 
 
 def test_a_name_is_claimed_by_exactly_one_of_many_concurrent_runs(tmp_path):
@@ -432,9 +433,14 @@ def test_a_stop_request_ends_the_whole_job_at_once(tmp_path, monkeypatch):
                   '> "$(dirname "$out")/.$stem.h5.stop"\nexec sleep 300')
     out = tmp_path / "out"
     outcome = launch(load_config("tiny", sets=["output.name='mine'"]), out, timeout=200, quiet=True)
-    assert outcome.code == 3 and outcome.message.startswith("a spawn was cut; "), outcome.message
+    assert outcome.code == 1 and outcome.message == "a spawn was cut", outcome.message
     assert "time limit" not in outcome.message
-    assert not list(out.iterdir())  # the request and the lock removed
+    assert [p.name for p in out.iterdir()] == ["mine.h5"]  # the request and the lock removed
+    # the monitor wrote no result (here it never does): the launcher's says lost, why, and by whom
+    summary = read_result(out / "mine.h5").summary
+    assert summary["lost"] and summary["written_by"] == "launcher"
+    assert summary["abort_reason"].startswith("written by the launcher")
+    assert "a spawn was cut" in summary["abort_reason"]
     marker.unlink()
     threading.Event().wait(1.0)  # the rank would touch its marker again within 0.2 s
     assert not marker.exists()  # the rank that ignored SIGTERM went with the group
@@ -458,9 +464,57 @@ def test_a_monitor_that_died_while_it_watched_a_spawn_ends_the_job_at_once(tmp_p
                   '> "$(dirname "$out")/.$stem.h5.spawn"\nexec sleep 300')
     out = tmp_path / "out"
     outcome = launch(load_config("tiny", sets=["output.name='mine'"]), out, timeout=200, quiet=True)
-    assert outcome.code == 3, outcome.message
+    assert outcome.code == 1, outcome.message
     assert "died during a recovery by MPI_Comm_spawn" in outcome.message, outcome.message
-    assert not list(out.iterdir())
+    assert [p.name for p in out.iterdir()] == ["mine.h5"]  # written by the launcher, labelled so
+    summary = read_result(out / "mine.h5").summary
+    assert summary["lost"] and summary["written_by"] == "launcher" and summary["kills_fired"] == 0
+    assert "died during a recovery by MPI_Comm_spawn" in summary["abort_reason"]
+
+
+def test_a_job_that_ended_itself_after_its_monitor_died_in_a_spawn_has_a_result(tmp_path, monkeypatch):
+    """Issue 36, item 1 (1 of 10 runs of its command): every survivor, the monitor too, segfaulted
+    in ompi_comm_revoke_local inside the spawn and mpiexec exited on its own before the launcher's
+    poll saw the marker: exit 3, no result file. Now the marker still tells, and the run is lost."""
+    _fake_mpiexec(tmp_path, monkeypatch, 'sh -c "exit 0" & dead=$!; wait $dead\n'
+                  f'printf \'{{"pid": %d, "host": "{socket.gethostname()}"}}\' "$dead" '
+                  '> "$(dirname "$out")/.$stem.h5.spawn"\nexit 0')
+    out = tmp_path / "out"
+    outcome = launch(load_config("tiny", sets=["output.name='mine'"]), out, timeout=200, quiet=True)
+    assert outcome.code == 1, outcome.message
+    assert "died during a recovery by MPI_Comm_spawn" in outcome.message, outcome.message
+    summary = read_result(out / "mine.h5").summary
+    assert summary["lost"] and summary["written_by"] == "launcher"
+
+
+def test_the_launchers_result_of_a_stopped_run_counts_the_noted_kills(tmp_path, monkeypatch):
+    """Issue 36, item 1: a segfault inside a spawn left no result file at all; the launcher's
+    minimal one carries the kills the victims noted, so the run reads as lost to those kills."""
+    note = '{"step": 10, "at_end": false, "time": 1.5, "rank": 3, "role": "server", "index": 0, ' \
+           '"plan": "server:0@step=10+800ms", "seq": 1}'
+    _fake_mpiexec(tmp_path, monkeypatch, 'd="$(dirname "$out")/.$stem.0123456789ab.kills"; mkdir "$d"\n'
+                  f"printf '%s' '{note}' > \"$d/3.json\"\n"
+                  'printf \'{"reason": "cut", "result": ""}\' > "$(dirname "$out")/.$stem.h5.stop"\n'
+                  "exec sleep 300")
+    out = tmp_path / "out"
+    outcome = launch(load_config("tiny", sets=["output.name='mine'"]), out, timeout=200, quiet=True)
+    assert outcome.code == 1, outcome.message
+    result = read_result(out / "mine.h5")
+    assert result.summary["kills_fired"] == 1 and result.summary["lost"]
+    assert [e["detail"] for e in result.event_list() if e["kind"] == "kill"] == ["server:0@step=10+800ms"]
+    assert [p.name for p in out.iterdir()] == ["mine.h5"]  # the notes removed
+
+
+def test_a_stopped_run_whose_rank_crashed_stays_a_crash(tmp_path, monkeypatch):
+    """A rank that died of an exception left a crash note: the launcher writes no lost result."""
+    _fake_mpiexec(tmp_path, monkeypatch, 'd="$(dirname "$out")/.$stem.0123456789ab.crash"; mkdir "$d"\n'
+                  'printf \'{"rank": 2, "slot": "server:0", "error": "ValueError: x"}\' > "$d/9.json"\n'
+                  'printf \'{"reason": "cut", "result": ""}\' > "$(dirname "$out")/.$stem.h5.stop"\n'
+                  "exec sleep 300")
+    out = tmp_path / "out"
+    outcome = launch(load_config("tiny", sets=["output.name='mine'"]), out, timeout=200, quiet=True)
+    assert outcome.code == 3 and outcome.path is None, outcome.message
+    assert not (out / "mine.h5").exists()
 
 
 def test_an_mpiexec_that_outlives_its_result_file_is_ended_and_the_run_judged_by_it(tmp_path, monkeypatch):
@@ -476,3 +530,17 @@ def test_an_mpiexec_that_outlives_its_result_file_is_ended_and_the_run_judged_by
     outcome = launch(cfg, tmp_path / "out", timeout=200, quiet=True)
     assert outcome.code == 0 and outcome.path == target, outcome.message
     assert "did not exit 15 s after the result file was written" in outcome.message
+
+
+def test_a_run_past_its_time_limit_shows_where_each_rank_was(tmp_path, monkeypatch, capsys):
+    """Issue 36 (a replica run hung to its limit twice, never reproduced): at the time limit every
+    rank dumps its stacks (mpiexec forwards SIGUSR1; here the fake one writes a rank's dump) and
+    the launcher prints them before it reports the limit."""
+    _fake_mpiexec(tmp_path, monkeypatch, 'trap \'printf "  File \\"x.py\\", line 1 in waits_here\\n" '
+                  '> "$MPIEC_STACKS_DIR/00002-42.txt"; exit 0\' USR1\nwhile :; do sleep 0.1; done')
+    cfg = load_config("tiny", sets=["output.name='mine'"])
+    outcome = launch(cfg, tmp_path / "out", timeout=2, quiet=True)
+    assert outcome.code == 3 and "time limit" in outcome.message, outcome.message
+    err = capsys.readouterr().err
+    assert "[mpiec] where each rank was at the time limit (1 dumped" in err
+    assert "--- rank 2 (pid 42)" in err and "waits_here" in err
