@@ -173,7 +173,8 @@ def test_the_launching_process_never_initialises_mpi(tmp_path):
             f"main({args!r})\n"
             "import mpi4py.MPI as MPI\n"
             "print(MPI.Is_initialized())\n")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=240)  # a bound, not a timing: imports take ~60 s at load 60
+    # a bound, not a timing: the imports alone took ~60 s at load 60
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=240)
     assert out.returncode == 0, out.stderr
     assert out.stdout.splitlines()[-1] == "False"
 
