@@ -124,12 +124,11 @@ class Composite:
         self.layout = layout
         for part in self.parts:
             ns = getattr(part, "namespace", "")
-            if ns:
-                own = part.header_fields().get(ns, ())
-                if own and not all(f"{ns}.{name}" in layout.fields for name, _ in own):
-                    raise ValueError(f"part {type(part).__name__}: namespace '{ns}' is not in the strategy's "
-                                     "header layout (Strategy.header_fields)")
-                part.header = layout.view(ns)
+            own = part.header_fields().get(ns, ()) if ns else ()
+            if own and not all(f"{ns}.{name}" in layout.fields for name, _ in own):
+                raise ValueError(f"part {type(part).__name__}: its header fields in '{ns}' are not in the "
+                                 "strategy's layout (Strategy.header_fields)")
+            part.header = layout.view(ns)  # no namespace: reads qualified fields, packs none
         self._hooks: dict[str, list[Callable[..., Any]]] = {}
 
     def hooks(self, hook: str) -> list[Callable[..., Any]]:

@@ -114,6 +114,8 @@ class HeaderView:
 
     def pack(self, **values: int) -> int:
         """The word holding this namespace's ``values`` (another namespace's field: ``KeyError``)."""
+        if values and not self.namespace:
+            raise KeyError(f"a part with no header namespace packs no field ({', '.join(values)})")
         return self.layout.pack(**{f"{self.namespace}.{k}": v for k, v in values.items()})
 
     def get(self, word: int | np.integer, field: str) -> int:
