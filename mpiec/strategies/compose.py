@@ -22,8 +22,10 @@ torchft's transport/state split, no code taken):
   packs them into one word. Reading any part's field is free (``header.get(word, "ns.field")``),
   packing another's is refused;
 * **decisions** — one answer per hook, by a rule the composite states (``RULES``): ``restore``
-  is every implementing part's in order, True only if all are (stops at the first False: the
-  candidate is unusable); ``rebuild`` calls every part (collective) and is True only if all are;
+  asks every implementing part in order; a part answers True (loaded), False (unusable: the
+  composite stops and answers False) or None (not its scope: abstains); the answer is True when
+  some part said True and none False, else False (the agents' default); ``rebuild`` calls
+  every part (collective) and is True only if all are;
   ``plan``, ``on_no_spare``, ``on_shrink``, ``handover``, ``resume_steps``: the first part that
   answers something else than None decides (a part that does not decide returns None, so a
   strategy's own planner can leave a case to the kit's rollback planner); ``on_grow``: True
@@ -60,7 +62,7 @@ if TYPE_CHECKING:
 RULES: dict[str, str] = {
     **{h: "each" for h in ("before_step", "after_step", "background", "after_push", "on_pull", "overlap",
                            "after_apply", "on_recovered", "on_message")},
-    "header_word": "pack", "summary": "merge", "restore": "all-in-order", "rebuild": "all",
+    "header_word": "pack", "summary": "merge", "restore": "all-in-order, None abstains", "rebuild": "all",
     "on_grow": "all", "checkpoint_rows": "concat",
     **{h: "first-answer" for h in ("plan", "on_no_spare", "on_shrink", "handover", "resume_steps")},
 }
@@ -192,10 +194,15 @@ class _StepComposite(Composite):
         self._each("background", step)
 
     def restore(self, plan: RecoveryPlan, step: int, replaced: bool) -> bool:
-        hooks = self.hooks("restore")
-        if not hooks:
-            return False
-        return all(fn(plan, step, replaced) for fn in hooks)  # stops at the first False
+        loaded = False
+        for fn in self.hooks("restore"):
+            answer = fn(plan, step, replaced)
+            if answer is None:
+                continue  # not this part's scope
+            if not answer:
+                return False  # unusable: the runtime tries the next candidate
+            loaded = True
+        return loaded
 
     def handover(self, plan: RecoveryPlan) -> ServerShard | None:
         hooks = self.hooks("handover")

@@ -31,6 +31,7 @@ committed.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -117,7 +118,7 @@ class SchedulePart(Part):
     namespace = "schedule"
     fields = (("checkpoint", 1),)
 
-    def __init__(self, env: RankEnv, schedule: Schedule, part_time: PartTime, detail: str) -> None:
+    def __init__(self, env: RankEnv, schedule: Schedule, part_time: PartTime | None, detail: str) -> None:
         self.env, self.schedule, self.part_time, self.detail = env, schedule, part_time, detail
 
     def header_word(self, step: int) -> dict[str, int]:
@@ -126,8 +127,12 @@ class SchedulePart(Part):
     def after_step(self, step: int, words: np.ndarray | None) -> None:
         if words is None:
             return
-        part = self.header.column(words[self.env.n_trainers:], f"writer.{self.part_time.name}")
-        self.schedule.observe(part * self.part_time.to_us)
+        t = self.part_time
+        if t is None:  # the writers report no time (an interval in steps never reads it)
+            self.schedule.observe(np.zeros(len(words) - self.env.n_trainers, dtype=np.int64))
+        else:
+            part = self.header.column(words[self.env.n_trainers:], f"writer.{t.name}")
+            self.schedule.observe(part * t.to_us)
         if self.header.get(words[SCHEDULER], "checkpoint"):
             self.env.event("checkpoint_start", step, detail=self.detail)
             self.schedule.started(step)
@@ -145,17 +150,19 @@ class WriterPart(Part):
 
     namespace = "writer"
 
-    def __init__(self, writer: PartWriter, part_time: PartTime, reports: bool,
+    def __init__(self, writer: PartWriter, part_time: PartTime | None, reports: bool,
                  snapshot: Callable[[int, np.ndarray], None] | None = None) -> None:
-        self.writer, self.part_time, self.reports, self.snapshot = writer, part_time, reports, snapshot
+        self.writer, self.part_time, self.snapshot = writer, part_time, snapshot
+        self.reports = reports and part_time is not None
 
     def header_fields(self) -> dict[str, tuple[tuple[str, int], ...]]:
-        return {self.namespace: ((self.part_time.name, self.part_time.bits),)}
+        t = self.part_time
+        return {self.namespace: ((t.name, t.bits),)} if t is not None else {}
 
     def header_word(self, step: int) -> dict[str, int] | None:
-        if not self.reports:
-            return None
         t = self.part_time
+        if not self.reports or t is None:
+            return None
         return {t.name: min(int(self.writer.max_part_s * t.per_s), self.header.limit(t.name))}
 
     def after_step(self, step: int, words: np.ndarray | None) -> None:
@@ -174,12 +181,16 @@ class WriterPart(Part):
 
 
 class RestorerPart(Part):
-    """Restores this rank's state of a checkpointed step (``Restorer``)."""
+    """Restores this rank's state of a checkpointed step (``Restorer``); ``rollback_only``: only in
+    a ROLLBACK (another scope is left to the strategy's parts: the answer is None)."""
 
-    def __init__(self, restorer: Restorer) -> None:
+    def __init__(self, restorer: Restorer, rollback_only: bool = False) -> None:
         self.restorer = restorer
+        self.rollback_only = rollback_only
 
-    def restore(self, plan: RecoveryPlan, step: int, replaced: bool) -> bool:
+    def restore(self, plan: RecoveryPlan, step: int, replaced: bool) -> bool | None:
+        if self.rollback_only and plan.scope is not Scope.ROLLBACK:
+            return None
         return self.restorer.restore(plan, step)
 
     def summary(self) -> dict[str, Any]:
@@ -254,17 +265,33 @@ class CheckpointKit:
 
     RULES: ClassVar[dict[str, str]] = KIT_RULES
 
-    def __init__(self, cfg: Any, params: CheckpointParams, *, part_time: PartTime = MICROS,
-                 interval: Interval | None = None) -> None:
+    def __init__(self, cfg: Any, params: CheckpointParams, *, part_time: PartTime | None = MICROS,
+                 interval: Interval | None = None, records: Any = None) -> None:
         self.cfg = cfg
         self.params = params
         self.part_time = part_time
         self.interval = interval or Interval.given(params.interval, params.interval_s)
+        self.records = records  # the config the manifests record (None: the rank's)
+
+    @classmethod
+    def fallback(cls, cfg: Any, params: dict[str, Any], *, records: bool,
+                 part_time: PartTime | None = MICROS) -> CheckpointKit:
+        """A strategy's ``ckpt`` fallback: the kit under ``cfg`` with strategy ``ckpt`` and ``params``
+        (its keys); ``records``: the manifests record that ckpt config (``--resume`` goes on as
+        ckpt), else the strategy's own; ``part_time``: as ``__init__``'s."""
+        from mpiec.strategies.params import parse_params
+
+        strategy = dataclasses.replace(cfg.strategy, name="ckpt", params=params)
+        fcfg = dataclasses.replace(cfg, strategy=strategy)
+        return cls(fcfg, parse_params(CheckpointParams, params, "ckpt"), records=fcfg if records else None,
+                   part_time=part_time)
 
     def header_fields(self) -> dict[str, tuple[tuple[str, int], ...]]:
         """The kit's header namespaces: trainer 0's decision, the writers' part time."""
-        return {SchedulePart.namespace: SchedulePart.fields,
-                WriterPart.namespace: ((self.part_time.name, self.part_time.bits),)}
+        out: dict[str, tuple[tuple[str, int], ...]] = {SchedulePart.namespace: SchedulePart.fields}
+        if self.part_time is not None:  # None: the writers report no time (an interval in steps)
+            out[WriterPart.namespace] = ((self.part_time.name, self.part_time.bits),)
+        return out
 
     def root(self, out_path: Path) -> Path:
         """``Strategy.checkpoint_root``: where the checkpoints go."""
@@ -286,8 +313,10 @@ class CheckpointKit:
         return store
 
     def committer(self, env: RankEnv, store: CheckpointStore, **options: Any) -> ManifestCommitter:
-        """The coordinator's ``ManifestCommitter`` (``options``: its ``meta``, ``classify``, ``needs``)."""
-        return ManifestCommitter(env, store, lambda: full_parts(env.n_servers), self.params.keep, **options)
+        """The coordinator's ``ManifestCommitter`` (``options``: its ``meta``, ``classify``, ``needs``);
+        its manifests record the kit's config (a fallback's: ``--resume`` goes on as ``ckpt``)."""
+        return ManifestCommitter(env, store, lambda: full_parts(env.n_servers), self.params.keep,
+                                 config=self.records, **options)
 
     def coordinator_parts(self, env: RankEnv, store: CheckpointStore | None = None,
                           committer: ManifestCommitter | None = None) -> list[Part]:
@@ -296,17 +325,21 @@ class CheckpointKit:
         return [CommitterPart(env, store, committer, self.interval, self.params.mode),
                 RollbackPlanner(store, committer, self.params.on_trainer_failure)]
 
-    def trainer_parts(self, env: RankEnv, role: DenseState, store: CheckpointStore | None = None
-                     ) -> list[Part]:
-        """Every trainer restores its dense replica; trainer 0 also decides and writes it."""
+    def trainer_parts(self, env: RankEnv, role: DenseState, store: CheckpointStore | None = None,
+                      rollback_only: bool = False, restorer: bool = True) -> list[Part]:
+        """Every trainer restores its dense replica (``restorer``: with the kit's ``RestorerPart``;
+        False: the strategy restores through ``Restorer.for_trainer`` itself); trainer 0 also
+        decides and writes it."""
         store = store if store is not None else self.store(env)
-        restorer = RestorerPart(Restorer.for_trainer(env, store, role))
+        restoring: list[Part] = []
+        if restorer:
+            restoring.append(RestorerPart(Restorer.for_trainer(env, store, role), rollback_only))
         if env.slot.index != 0:
-            return [restorer]
+            return restoring
         schedule = Schedule.from_config(self.cfg, self.interval, self.params.first, env.now)
         writer = PartWriter(env, store, TRAINER_PART, role.state, background=self.background)
         return [SchedulePart(env, schedule, self.part_time, f"{self.params.mode} full checkpoint"),
-                WriterPart(writer, self.part_time, reports=False), restorer]
+                WriterPart(writer, self.part_time, reports=False), *restoring]
 
     def server_writer(self, env: RankEnv, role: ShardState, store: Any = None,
                       on_written: Callable[[int, int], int] | None = None) -> PartWriter:
@@ -314,12 +347,15 @@ class CheckpointKit:
         return PartWriter(env, store if store is not None else self.store(env), server_part(env.slot.index),
                           role.state, rows=role.n_rows, background=self.background, on_written=on_written)
 
-    def server_parts(self, env: RankEnv, role: ShardState, store: CheckpointStore | None = None
-                     ) -> list[Part]:
-        """A server writes its shard when trainer 0's word says so, and restores it on a rollback."""
+    def server_parts(self, env: RankEnv, role: ShardState, store: CheckpointStore | None = None,
+                     rollback_only: bool = False, restorer: bool = True) -> list[Part]:
+        """A server writes its shard when trainer 0's word says so, and restores it on a rollback
+        (``restorer``: as ``trainer_parts``')."""
         store = store if store is not None else self.store(env)
-        return [WriterPart(self.server_writer(env, role, store), self.part_time, reports=True),
-                RestorerPart(Restorer.for_server(env, store, role))]
+        restoring: list[Part] = []
+        if restorer:
+            restoring.append(RestorerPart(Restorer.for_server(env, store, role), rollback_only))
+        return [WriterPart(self.server_writer(env, role, store), self.part_time, reports=True), *restoring]
 
 
 __all__ = ["KIT_RULES", "MICROS", "MILLIS", "SCHEDULER", "CheckpointKit", "CheckpointParams", "CommitterPart",
