@@ -29,7 +29,9 @@ torchft's transport/state split, no code taken):
   ``plan``, ``on_no_spare``, ``on_shrink``, ``handover``, ``resume_steps``: the first part that
   answers something else than None decides (a part that does not decide returns None, so a
   strategy's own planner can leave a case to the kit's rollback planner); ``on_grow``: True
-  only if every implementing part agrees; ``checkpoint_rows``: every part's rows, in order;
+  only if every implementing part agrees, asked in order until one refuses (a later part, e.g.
+  the kit's planner dropping the checkpoint in flight, only acts on a growth that happens);
+  ``checkpoint_rows``: every part's rows, in order;
 * **summary** — every part's ``summary()`` merged by the strategy's ``summary_rules``
   (``base.merge_summaries``): keys two parts share are combined by their rule, not overwritten;
 * **explicit defaults** — where no part answers a decision, the agent's documented default
@@ -63,7 +65,7 @@ RULES: dict[str, str] = {
     **{h: "each" for h in ("before_step", "after_step", "background", "after_push", "on_pull", "overlap",
                            "after_apply", "on_recovered", "on_message")},
     "header_word": "pack", "summary": "merge", "restore": "all-in-order, None abstains", "rebuild": "all",
-    "on_grow": "all", "checkpoint_rows": "concat",
+    "on_grow": "all-in-order", "checkpoint_rows": "concat",
     **{h: "first-answer" for h in ("plan", "on_no_spare", "on_shrink", "handover", "resume_steps")},
 }
 
@@ -282,7 +284,7 @@ class ComposedCoordinator(Composite, Coordinator):
 
     def on_grow(self, plan: RecoveryPlan) -> bool:
         hooks = self.hooks("on_grow")
-        return bool(hooks) and all([bool(fn(plan)) for fn in hooks])
+        return bool(hooks) and all(bool(fn(plan)) for fn in hooks)  # stops at the first refusal
 
     def resume_steps(self) -> list[int]:
         answer = self._first("resume_steps")

@@ -279,12 +279,9 @@ class EcrmCoordinator(Part):
     def on_grow(self, plan: RecoveryPlan) -> bool:
         """Every holder re-encodes the parity of the new stripes from the moved rows
         (``Member.on_recovered``); the fallback's checkpoints get their new parts. Not with
-        dedicated parity ranks: they keep the placement they were built for."""
-        if self.env.cfg.layout.parity_ranks:
-            return False
-        if self.fallback is not None:
-            self.fallback.on_grow(plan)
-        return True
+        dedicated parity ranks: they keep the placement they were built for. (After a yes, the
+        fallback's planner, a later part, drops the checkpoint in flight.)"""
+        return not self.env.cfg.layout.parity_ranks
 
     def on_shrink(self, failure: Failure, plan: RecoveryPlan) -> RecoveryPlan:
         """A handover (``handover``): the survivors decode the dropped servers' rows and re-place

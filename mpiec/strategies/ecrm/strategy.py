@@ -272,7 +272,9 @@ class ErasureCoded(Strategy):
         committing, planner = self.fallback.coordinator_parts(env)
         assert isinstance(committing, CommitterPart) and isinstance(planner, RollbackPlanner)
         ecrm = EcrmCoordinator(env, self.r, self.code.name, immediate, self.figures(), planner)
-        return compose.coordinator(self, env, ecrm, committing)  # ecrm plans; the kit commits
+        # ecrm plans (always answers, asking the planner for a rollback), the kit commits; the
+        # planner's own hook left: on_grow (the checkpoint in flight dropped, after ecrm's yes)
+        return compose.coordinator(self, env, ecrm, committing, planner)
 
     def trainer(self, env: RankEnv, role: DenseState) -> TrainerAgent:
         kit = self.fallback.trainer_parts(env, role, rollback_only=True) if self.fallback is not None else []
