@@ -7,7 +7,7 @@ as the strategies call it (their own functions where they are importable without
   ``[weights | Adagrad state]`` and their global ids) and ``ecsnap``'s copy into its reused
   buffer (``np.copyto``);
 * ``cnr diff``: ``ChainTracker.take`` (the bitset's set rows, minus the padding slots) and the
-  gather of those rows and ids (``CnrServer.save``);
+  gather of those rows and ids (``cnr.ChainPart.save``);
 * ``cnr quantize``: ``cnr.encode_rows`` per method and bit width (what the background writer
   does before it writes: quantize, pack, per-row error, the fp32 state columns);
 * ``log spill``: ``LogStore``'s spill of one step's record (encode, checksum, append to a file in

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from mpiec.strategies.agents import Agent, Coordinator, ParityAgent, ServerAgent, TrainerAgent
 from mpiec.strategies.costs import CostModel
+from mpiec.strategies.header import HeaderLayout
 from mpiec.strategies.params import NoParams, parse_params
 from mpiec.strategies.plan import Failure, RecoveryPlan, Scope, ServerShard
 
@@ -103,6 +104,20 @@ class Strategy:
             return ""
         return (f"strategy {cls.name} cannot restore rows onto fewer servers (layout.replacement = "
                 "shrink): give the run spares")
+
+    def header_fields(self) -> dict[str, tuple[tuple[str, int], ...]]:
+        """The step header's fields of this strategy's parts: ``{namespace: ((field, bits), ...)}``
+        (``strategies.compose``; a kit's ``header_fields()`` merged with the strategy's own parts').
+        The same on every rank. Default: none."""
+        return {}
+
+    def header(self) -> HeaderLayout:
+        """The step header layout composed of ``header_fields`` (built once; a namespace or field
+        declared twice raises ``ValueError``)."""
+        layout = self.__dict__.get("_header")
+        if layout is None:
+            layout = self.__dict__["_header"] = HeaderLayout.compose(self.header_fields())
+        return layout
 
     def checkpoint_root(self, out_path: Path) -> Path | None:
         """The directory this strategy writes checkpoints into for a run whose result file is

@@ -1,11 +1,11 @@
 """``cnr``: Check-N-Run (Eisenman et al., NSDI'22): differential, quantized, decoupled checkpoints.
 
-Composed like ``ckpt`` of the checkpoint components (``strategies.checkpointing``): trainer 0's
+The checkpoint kit (``strategies.checkpointing.kit``) and two parts of its own: trainer 0's
 agent holds the ``Schedule`` and writes the dense replica in full, the coordinator commits
-through a ``ManifestCommitter`` and plans as ``ckpt``'s coordinator does (it holds one and
-forwards to it): a full rollback on a server failure (``Scope.ROLLBACK``: every trainer and
-server restores, the steps since re-execute), a trainer-only failure uses the runtime's peer
-copy. What differs is what a server writes (``checkpointing.chain``):
+through the kit's ``ManifestCommitter`` (with the chains' ``ChainBook`` part beside it) and plans
+with the kit's ``RollbackPlanner``: a full rollback on a server failure (``Scope.ROLLBACK``: every
+trainer and server restores, the steps since re-execute), a trainer-only failure uses the
+runtime's peer copy. What differs is what a server writes (``ChainPart``, ``checkpointing.chain``):
 
 * **tracking** — two modified-row bitsets per server (``kernels.tracking``), set on every
   apply: rows changed since the last checkpoint and since the last baseline;
@@ -25,9 +25,9 @@ copy. What differs is what a server writes (``checkpointing.chain``):
 * **decoupled**: the training thread copies the changed rows (the *stall*), the background
   writer quantizes, packs, checksums and writes them (the *write time*; ``QuantizingStore``).
 
-The step header word (``HEADER``): trainer 0's ``checkpoint`` decision; each server's slowest
-part write time in ms (``part_ms``: trainer 0's Young rule) and its rows changed since its
-baseline (``changed_rows``).
+The step header word (``CheckNRun.header_fields``): trainer 0's ``schedule.checkpoint``
+decision; each server's slowest part write time in ms (the kit's ``writer.part_ms``: trainer 0's
+Young rule) and its rows changed since its baseline (``cnr.changed_rows``, ``ChainPart``'s).
 
 Every server part's manifest entry names its chain (``meta.cnr.parts[part]``: kind, the
 checkpoint it is relative to, the baseline), so a restore follows the links back to a
@@ -59,21 +59,13 @@ from mpiec.checkpoint import CheckpointError, CheckpointStore, PartInfo
 from mpiec.kernels.quantize import QuantizedRows, dequantize, quantize_rows
 from mpiec.kernels.tracking import take_rows
 from mpiec.layout import SERVER, TRAINER, Slot
-from mpiec.strategies.agents import Coordinator, ServerAgent
-from mpiec.strategies.base import Failure, RecoveryPlan, Scope, Strategy
+from mpiec.strategies import compose
+from mpiec.strategies.base import RecoveryPlan, Scope, Strategy
 from mpiec.strategies.checkpointing import (
-    CHECKPOINT_FIELD,
     TRAINER_PART,
-    Interval,
-    ManifestCommitter,
     PartWriter,
     Restorer,
-    Schedule,
-    checkpoint_root,
-    claim_root,
     expected_mtbf_s,
-    full_parts,
-    open_store,
     server_part,
 )
 from mpiec.strategies.checkpointing.chain import (
@@ -85,25 +77,30 @@ from mpiec.strategies.checkpointing.chain import (
     intermittent_rebaseline,
     load_chains,
 )
-from mpiec.strategies.ckpt import CkptCoordinator, CkptParams, CkptTrainer, FullCheckpoint
+from mpiec.strategies.checkpointing.kit import (
+    KIT_RULES,
+    MILLIS,
+    CheckpointKit,
+    CheckpointParams,
+    RestorerPart,
+    WriterPart,
+)
+from mpiec.strategies.compose import Part
 from mpiec.strategies.costs import CostModel
-from mpiec.strategies.header import HeaderLayout
 from mpiec.strategies.params import param
 
 if TYPE_CHECKING:
+    from mpiec.strategies.agents import Coordinator, ServerAgent, TrainerAgent
+    from mpiec.strategies.checkpointing import ManifestCommitter
     from mpiec.strategies.env import DenseState, RankEnv, ShardState
 
 OPTIMIZER_STATE = "fp32 unquantized"  # how the optimizer state is saved (docs, result summary)
 
-#: the step header word: trainer 0's decision; a server's slowest part write (ms) and its rows
-#: changed since its baseline
-HEADER = HeaderLayout(CHECKPOINT_FIELD, ("part_ms", 24), ("changed_rows", 38))
-SCHEDULER = 0  # the data rank whose word decides (trainer 0)
 
 
 @dataclass(frozen=True)
-class CnrParams(CkptParams):
-    """``ckpt``'s keys (``mode`` defaults to async: the decoupled write) and Check-N-Run's own."""
+class CnrParams(CheckpointParams):
+    """The checkpoint kit's keys (``mode`` defaults to async: the decoupled write) and Check-N-Run's own."""
 
     mode: Literal["sync", "async"] = param("async", "sync: write on the training thread; async: copy the "
                                            "rows, then quantize and write in a background thread")
@@ -233,7 +230,7 @@ class CheckNRun(Strategy):
     lossless = True  # with quantization the restored rows are approximate: the contract runs it unquantized
     cost = CostModel("rollback", interval="young", diffs=True)
     summary_rules: ClassVar[dict[str, str]] = {
-        **FullCheckpoint.summary_rules,
+        **KIT_RULES,
         "cnr_diff": "first", "cnr_quantization": "first", "cnr_bits": "first",
         "cnr_optimizer_state": "first", "cnr_expected_restores": "first",
         "baseline_checkpoints": "first", "diff_checkpoints": "first", "rows_saved": "first",
@@ -248,50 +245,36 @@ class CheckNRun(Strategy):
         super().__init__(cfg)
         self.bits = cnr_bits(cfg, self.params.quantization, self.params.bits)
 
-    def interval(self) -> Interval:
-        return Interval.given(self.params.interval, self.params.interval_s)
+        # the writers' time in ms: the header also carries every server's changed rows
+        self.kit = CheckpointKit(cfg, self.params, part_time=MILLIS)
+
+    def header_fields(self) -> dict[str, tuple[tuple[str, int], ...]]:
+        return {**self.kit.header_fields(), ChainPart.namespace: ChainPart.fields}
 
     def checkpoint_root(self, out_path: Path) -> Path | None:
-        return checkpoint_root(self.cfg, out_path)
+        return self.kit.root(out_path)
 
-    def store(self, env: RankEnv) -> CheckpointStore:
-        return open_store(env, self.params.bandwidth_mb_s)
-
-    # -- the agents -------------------------------------------------------------------------------
-    def coordinator(self, env: RankEnv) -> CnrCoordinator:
-        store = self.store(env)
-        claim_root(store, resuming=bool(env.resume_from))
+    # -- the agents: the kit's parts, the chains' --------------------------------------------------
+    def coordinator(self, env: RankEnv) -> Coordinator:
+        store = self.kit.coordinator_store(env)
         book = ChainBook(env, store, self.params, self.bits)
-        committer = ManifestCommitter(env, store, lambda: full_parts(env.n_servers), self.params.keep,
-                                      meta=book.meta, classify=book.classify,
-                                      needs=lambda kept: chain_members(store, kept))
-        ckpt = CkptCoordinator(env, store, committer, self.params, self.interval())
-        return CnrCoordinator(env, ckpt, book)
+        committer = self.kit.committer(env, store, meta=book.meta, classify=book.classify,
+                                       needs=lambda kept: chain_members(store, kept))
+        book.committer = committer
+        return compose.coordinator(self, env, *self.kit.coordinator_parts(env, store, committer), book)
 
-    def trainer(self, env: RankEnv, role: DenseState) -> CkptTrainer:
-        """ckpt's trainer agent, reading this strategy's header (the servers' ``part_ms``)."""
-        store = self.store(env)
-        restorer = Restorer.for_trainer(env, store, role)
-        if env.slot.index != 0:  # trainer 0 decides and writes the dense replica
-            return CkptTrainer(env, restorer, header=HEADER, part_field="part_ms", part_to_us=1000)
-        schedule = Schedule.from_config(self.cfg, self.interval(), self.params.first, env.now)
-        writer = PartWriter(env, store, TRAINER_PART, role.state, background=self.params.mode == "async")
-        return CkptTrainer(env, restorer, schedule, writer, detail=f"{self.params.mode} full checkpoint",
-                           header=HEADER, part_field="part_ms", part_to_us=1000)
+    def trainer(self, env: RankEnv, role: DenseState) -> TrainerAgent:
+        return compose.trainer(self, env, *self.kit.trainer_parts(env, role))
 
-    def server(self, env: RankEnv, role: ShardState) -> CnrServer:
-        store = self.store(env)
+    def server(self, env: RankEnv, role: ShardState) -> ServerAgent:
+        store = self.kit.store(env)
         qstore = QuantizingStore(store, role.shard.dim, self.params.quantization, self.bits)
         ledger = ChainLedger(env, role, qstore)
-        writer = PartWriter(env, qstore, server_part(env.slot.index), role.state, on_written=ledger.written,
-                            background=self.params.mode == "async")
+        writer = self.kit.server_writer(env, role, qstore, on_written=ledger.written)
         tracker = ChainTracker(role.shard.table.shape[0], self.params.diff)
-        return CnrServer(env, role, store, tracker, writer, ledger, int(sum(self.cfg.data.cardinalities)))
-
-
-def checkpoint_after(words: np.ndarray | None) -> bool:
-    """Does this step's header say: checkpoint now (trainer 0's ``checkpoint`` field)?"""
-    return words is not None and bool(HEADER.get(words[SCHEDULER], "checkpoint"))
+        chain = ChainPart(env, role, store, tracker, writer, ledger, int(sum(self.cfg.data.cardinalities)))
+        return compose.server(self, env, WriterPart(writer, MILLIS, reports=True, snapshot=chain.save), chain,
+                              RestorerPart(Restorer(env, store, chain.load, chain.reset)))
 
 
 class ChainLedger:
@@ -374,42 +357,38 @@ class ChainLedger:
         return out
 
 
-class CnrServer(ServerAgent):
-    """A server tracks its changed rows, writes its chain part when trainer 0's word says so, and
-    restores its chain on a rollback."""
+class ChainPart(Part):
+    """A server's chains: tracks its changed rows (``cnr.changed_rows`` in its header word), takes
+    its chain part when the kit's ``WriterPart`` says so (``save``), and loads its chain on a
+    restore (``load`` / ``reset``, the ``Restorer``'s)."""
+
+    namespace = "cnr"
+    fields = (("changed_rows", 38),)
 
     def __init__(self, env: RankEnv, role: ShardState, store: CheckpointStore, tracker: ChainTracker,
                  writer: PartWriter, ledger: ChainLedger, total_rows: int) -> None:
-        super().__init__(env)
+        self.env = env
         self.role = role
         self.store = store
         self.tracker = tracker
         self.writer = writer
         self.ledger = ledger
         self.total_rows = total_rows
-        self.counts: np.ndarray | None = None  # every server's rows changed since its baseline
-        self.restorer = Restorer(env, store, self.load, self.reset)
 
     def after_apply(self, step: int, slots: np.ndarray, old: np.ndarray | None,
                     delta: np.ndarray | None, replayed: bool = False) -> None:
         self.tracker.track(slots)
 
-    def header_word(self, step: int) -> int:
-        part_ms = min(int(self.writer.max_part_s * 1e3), HEADER.fields["part_ms"].limit)
-        return HEADER.pack(part_ms=part_ms, changed_rows=self.tracker.changed_since_base())
+    def header_word(self, step: int) -> dict[str, int]:
+        return {"changed_rows": self.tracker.changed_since_base()}
 
-    def after_step(self, step: int, words: np.ndarray | None) -> None:
-        if words is None:
-            return
-        self.counts = HEADER.column(words[self.env.n_trainers:], "changed_rows")
-        if checkpoint_after(words):
-            self.save(step)
-
-    def save(self, step: int) -> None:
-        """This server's part of checkpoint ``step``: a baseline or a diff."""
+    def save(self, step: int, words: np.ndarray) -> None:
+        """This server's part of checkpoint ``step``: a baseline or a diff (``words``: the step's
+        header words, every server's rows changed since its baseline)."""
         t0 = time.perf_counter()
         shard = self.role.shard
-        size = float(self.counts.sum()) / max(self.total_rows, 1) if self.counts is not None else 1.0
+        counts = self.header.column(words[self.env.n_trainers:], "changed_rows")
+        size = float(counts.sum()) / max(self.total_rows, 1)
         slots, link = self.tracker.take(step, size, shard.global_rows)
         snapshot = snapshot_rows(shard.table, shard.global_rows, slots)
         self.ledger.taken(step, self.writer.part, link, slots)
@@ -417,14 +396,11 @@ class CnrServer(ServerAgent):
             self.tracker.break_chain()  # a failed write breaks the chain: the next one is a baseline
 
     def background(self, step: int) -> None:
-        self.writer.poll()
+        # after the WriterPart's poll (the part order): the writes it found failed
         if self.ledger.unwritten(self.writer.pending()):
             self.tracker.break_chain()  # a failed write breaks the chain: the next one is a baseline
 
     # -- recovery ------------------------------------------------------------------------------
-    def restore(self, plan: RecoveryPlan, step: int, replaced: bool) -> bool:
-        return self.restorer.restore(plan, step)
-
     def reset(self) -> None:
         """The initial rows: no chain yet."""
         self.role.reset()
@@ -457,13 +433,15 @@ class CnrServer(ServerAgent):
         self.ledger.recovered(plan.restored)
 
     def summary(self) -> dict[str, Any]:
-        self.writer.finish()
-        return {**self.writer.figures(), **self.restorer.figures(), **self.ledger.figures()}
+        return self.ledger.figures()  # after the WriterPart's (its finish reports the last parts)
 
 
-class ChainBook:
+class ChainBook(Part):
     """The coordinator's record of the chains: each part's link until its checkpoint commits (the
-    manifest's ``meta.cnr``), and the figures of the committed checkpoints."""
+    manifest's ``meta.cnr``), and the figures of the committed checkpoints (``committer``: the
+    kit's, whose rows they are)."""
+
+    committer: ManifestCommitter
 
     def __init__(self, env: RankEnv, store: CheckpointStore, params: CnrParams, bits: int) -> None:
         self.env = env
@@ -475,16 +453,15 @@ class ChainBook:
         self.capacity = 0
         self.quant_errors: list[tuple[float, float, int]] = []  # (max, sum, rows) per server part
 
-    def on_message(self, payload: Any) -> bool:
-        """A server's chain link; False if the message is not one."""
+    def on_message(self, source: Slot, payload: Any) -> None:
+        """A server's chain link (other messages are the committer's)."""
         if not (isinstance(payload, tuple) and payload and payload[0] == "cnr"):
-            return False
+            return
         _, step, epoch, extra = payload
         if epoch == self.env.epoch:
             self.extra.setdefault(step, {})[extra["part"]] = extra
-        return True
 
-    def drop_pending(self) -> None:
+    def on_recovered(self, plan: RecoveryPlan) -> None:
         """A recovery: the links of checkpoints not committed yet are of an ended epoch."""
         self.extra.clear()
 
@@ -518,6 +495,9 @@ class ChainBook:
             self.quant_errors.append((e["err_max"], e["err_sum"], e["rows"]))
         return kind, self.bits
 
+    def summary(self) -> dict[str, Any]:
+        return self.figures(list(self.committer.rows))
+
     def figures(self, rows: list[tuple[Any, ...]]) -> dict[str, Any]:
         """The summary's Check-N-Run figures, ``rows`` the committed checkpoints' dataset rows."""
         written = sum(r[2] for r in rows)
@@ -540,42 +520,6 @@ class ChainBook:
         }
 
 
-class CnrCoordinator(Coordinator):
-    """``ckpt``'s coordinator (commits, plans, prunes; held and forwarded to), with the chains'
-    ``book``: the links the servers send go into each manifest's ``meta.cnr``."""
-
-    def __init__(self, env: RankEnv, ckpt: CkptCoordinator, book: ChainBook) -> None:
-        super().__init__(env)
-        self.ckpt = ckpt
-        self.book = book
-
-    def on_message(self, source: Slot, payload: Any) -> None:
-        if not self.book.on_message(payload):
-            self.ckpt.on_message(source, payload)
-
-    def plan(self, failure: Failure) -> RecoveryPlan:
-        return self.ckpt.plan(failure)
-
-    def on_no_spare(self, failure: Failure, slot: Slot, plan: RecoveryPlan) -> RecoveryPlan:
-        return self.ckpt.on_no_spare(failure, slot, plan)
-
-    def on_shrink(self, failure: Failure, plan: RecoveryPlan) -> RecoveryPlan:
-        return self.ckpt.on_shrink(failure, plan)
-
-    def resume_steps(self) -> list[int]:
-        return self.ckpt.resume_steps()
-
-    def on_recovered(self, plan: RecoveryPlan) -> None:
-        self.ckpt.on_recovered(plan)
-        self.book.drop_pending()
-
-    def checkpoint_rows(self) -> list[tuple[Any, ...]]:
-        return self.ckpt.checkpoint_rows()
-
-    def summary(self) -> dict[str, Any]:
-        return {**self.ckpt.summary(), **self.book.figures(self.ckpt.checkpoint_rows())}
-
-
-__all__ = ["HEADER", "ChainBook", "ChainLedger", "CheckNRun", "CnrCoordinator", "CnrParams", "CnrServer",
+__all__ = ["ChainBook", "ChainLedger", "ChainPart", "CheckNRun", "CnrParams",
            "QuantizingStore", "bits_for_restores", "chain_of", "cnr_bits", "decode_part",
            "decode_rows", "encode_rows", "expected_restores", "intermittent_rebaseline", "snapshot_rows"]

@@ -5,13 +5,20 @@ every data rank receives all of them (``after_step(words=...)``). A ``HeaderLayo
 word named bit fields, so components of a strategy (a checkpoint schedule, a writer's timing,
 CPR's update count) each own a field instead of packing one integer by convention.
 
+Parts of a composed agent (``strategies.compose``) each own a *namespace* of fields: a strategy
+declares its parts' fields (``Strategy.header_fields``), ``HeaderLayout.compose`` lays them out
+as ``namespace.field`` (one layout per strategy, the same on every rank), and each part gets a
+``HeaderView`` that packs its own namespace only and reads any field by its qualified name.
+
 Invariants: fields never overlap and fit in 63 bits (the word stays non-negative); packing a
 value that does not fit its field raises (a silent wrap would make another rank misread it);
-a layout is immutable, composed with ``+``.
+a layout is immutable, composed with ``+`` or ``compose``; a namespace or field declared twice
+is refused; a part never packs another namespace's field.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -44,6 +51,21 @@ class HeaderLayout:
         if shift > WORD_BITS:
             raise ValueError(f"header fields need {shift} bits; the word has {WORD_BITS}")
 
+    @classmethod
+    def compose(cls, namespaces: Mapping[str, Sequence[tuple[str, int]]]) -> HeaderLayout:
+        """One layout of every namespace's fields, named ``namespace.field``, in declaration order.
+        A namespace name with a dot, or a field declared twice, raises ``ValueError``."""
+        fields: list[tuple[str, int]] = []
+        for ns, own in namespaces.items():
+            if not ns or "." in ns:
+                raise ValueError(f"header namespace '{ns}': empty or with a dot")
+            fields += [(f"{ns}.{name}", bits) for name, bits in own]
+        return cls(*fields)
+
+    def view(self, namespace: str) -> HeaderView:
+        """The view a part owning ``namespace`` packs and reads through."""
+        return HeaderView(self, namespace)
+
     def __add__(self, other: HeaderLayout) -> HeaderLayout:
         return HeaderLayout(*[(f.name, f.bits) for f in (*self.fields.values(), *other.fields.values())])
 
@@ -75,4 +97,32 @@ class HeaderLayout:
             raise KeyError(f"no header field '{name}' (fields: {', '.join(self.fields) or 'none'})") from None
 
 
-__all__ = ["HeaderField", "HeaderLayout"]
+class HeaderView:
+    """A part's view of the strategy's layout: ``pack`` its own fields by their short names,
+    ``get`` / ``column`` its own fields by short name or any field by ``namespace.field``."""
+
+    def __init__(self, layout: HeaderLayout, namespace: str) -> None:
+        self.layout = layout
+        self.namespace = namespace
+
+    def name(self, field: str) -> str:
+        return field if "." in field else f"{self.namespace}.{field}"
+
+    def limit(self, field: str) -> int:
+        """The largest value ``field`` holds."""
+        return self.layout._field(self.name(field)).limit
+
+    def pack(self, **values: int) -> int:
+        """The word holding this namespace's ``values`` (another namespace's field: ``KeyError``)."""
+        if values and not self.namespace:
+            raise KeyError(f"a part with no header namespace packs no field ({', '.join(values)})")
+        return self.layout.pack(**{f"{self.namespace}.{k}": v for k, v in values.items()})
+
+    def get(self, word: int | np.integer, field: str) -> int:
+        return self.layout.get(word, self.name(field))
+
+    def column(self, words: np.ndarray, field: str) -> np.ndarray:
+        return self.layout.column(words, self.name(field))
+
+
+__all__ = ["HeaderField", "HeaderLayout", "HeaderView"]

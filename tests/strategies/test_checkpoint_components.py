@@ -26,7 +26,9 @@ from mpiec.strategies.checkpointing import (
     load_shard,
     rollback_plan,
 )
-from mpiec.strategies.ckpt import HEADER, CkptCoordinator, CkptServer, CkptTrainer, FullCheckpoint
+from mpiec.strategies.checkpointing.kit import RestorerPart, SchedulePart, WriterPart
+from mpiec.strategies.ckpt import FullCheckpoint
+from mpiec.strategies.compose import ComposedCoordinator, ComposedServer, ComposedTrainer
 
 
 class Env:
@@ -158,12 +160,15 @@ def test_figures_name_the_rule_and_the_interval_in_steps(cfg, tmp_path):
 
 
 def test_header_fields_round_trip_and_part_us_saturates(cfg, tmp_path):
-    words = np.array([HEADER.pack(checkpoint=1), 0, HEADER.pack(part_us=1234), HEADER.pack(part_us=7)])
-    assert HEADER.get(words[0], "checkpoint") == 1 and list(HEADER.column(words[2:], "part_us")) == [1234, 7]
-    assert not HEADER.column(words[2:], "checkpoint").any()
+    HEADER = FullCheckpoint(cfg).header()
+    sched, writer = HEADER.view("schedule"), HEADER.view("writer")
+    words = np.array([sched.pack(checkpoint=1), 0, writer.pack(part_us=1234), writer.pack(part_us=7)])
+    assert writer.get(words[0], "schedule.checkpoint") == 1
+    assert list(sched.column(words[2:], "writer.part_us")) == [1234, 7]
+    assert not HEADER.column(words[2:], "schedule.checkpoint").any()
     w = PartWriter(Env(cfg, Slot(SERVER, 0), tmp_path), CheckpointStore(tmp_path / "ck"), "server-0", dict)
     w.max_part_s = 1e9  # a part taking 30 years still fits the field
-    assert HEADER.pack(part_us=w.part_us()) > 0
+    assert writer.pack(part_us=w.part_us()) > 0
 
 
 # -- part writer -------------------------------------------------------------------------------------
@@ -359,14 +364,18 @@ def test_the_factory_gives_trainer_0_the_schedule_and_every_writer_its_part(tmp_
     t0 = strategy.trainer(Env(cfg, Slot(TRAINER, 0), tmp_path), Dense())
     t1 = strategy.trainer(Env(cfg, Slot(TRAINER, 1), tmp_path), Dense())
     s1 = strategy.server(Env(cfg, Slot(SERVER, 1), tmp_path), Shard([1, 3]))
-    assert isinstance(coord, CkptCoordinator) and (tmp_path / "ck").is_dir()
-    assert isinstance(t0, CkptTrainer) and t0.schedule is not None and t0.writer.part == "trainer"
-    assert t0.writer.writer is not None  # async
-    assert t1.schedule is None and t1.writer is None and t1.header_word(3) == 0
-    assert isinstance(s1, CkptServer) and s1.writer.part == "server-1"
-    assert HEADER.get(t0.header_word(1), "checkpoint") == 0 and coord.committer.expected == full_parts(2)
-    for agent in (t0, s1):
-        agent.writer.finish()
+    HEADER = strategy.header()
+    assert isinstance(coord, ComposedCoordinator) and (tmp_path / "ck").is_dir()
+    assert isinstance(t0, ComposedTrainer)
+    assert [type(p) for p in t0.parts] == [SchedulePart, WriterPart, RestorerPart]
+    t0_writer = t0.parts[1].writer
+    assert t0_writer.part == "trainer" and t0_writer.writer is not None  # async
+    assert [type(p) for p in t1.parts] == [RestorerPart] and t1.header_word(3) == 0
+    assert isinstance(s1, ComposedServer) and s1.parts[0].writer.part == "server-1"
+    assert HEADER.get(t0.header_word(1), "schedule.checkpoint") == 0
+    assert coord.parts[0].committer.expected == full_parts(2)
+    for writer in (t0_writer, s1.parts[0].writer):
+        writer.finish()
 
 
 def test_the_agents_take_a_checkpoint_together_and_commit_it(tmp_path):
@@ -381,7 +390,7 @@ def test_the_agents_take_a_checkpoint_together_and_commit_it(tmp_path):
               strategy.server(envs[2], Shard([0, 2])), strategy.server(envs[3], Shard([1, 3]))]
     for step in range(6):
         words = np.array([a.header_word(step) for a in agents])
-        assert bool(HEADER.get(words[0], "checkpoint")) == (step == 4)
+        assert bool(strategy.header().get(words[0], "schedule.checkpoint")) == (step == 4)
         for a in agents:
             a.after_step(step, words)
             a.background(step)

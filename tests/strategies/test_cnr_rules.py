@@ -17,12 +17,11 @@ from mpiec.layout import SERVER, TRAINER, Slot
 from mpiec.strategies import STRATEGIES
 from mpiec.strategies.base import RecoveryPlan, Scope, ServerShard
 from mpiec.strategies.checkpointing import PartWriter
-from mpiec.strategies.ckpt import CkptTrainer
+from mpiec.strategies.checkpointing.kit import RestorerPart, SchedulePart, WriterPart
 from mpiec.strategies.cnr import (
-    HEADER,
+    ChainBook,
+    ChainPart,
     CheckNRun,
-    CnrCoordinator,
-    CnrServer,
     bits_for_restores,
     chain_of,
     cnr_bits,
@@ -236,28 +235,33 @@ def test_the_factory_composes_each_role_with_what_it_needs(tmp_path):
     t0 = strategy.trainer(Env(cfg, Slot(TRAINER, 0), tmp_path), Dense())
     t1 = strategy.trainer(Env(cfg, Slot(TRAINER, 1), tmp_path), Dense())
     s1 = strategy.server(Env(cfg, Slot(SERVER, 1), tmp_path), Shard([1, 3]))
-    assert isinstance(coord, CnrCoordinator) and (tmp_path / "ck").is_dir()
-    assert isinstance(t0, CkptTrainer) and t0.schedule is not None and t0.writer.part == "trainer"
-    assert t0.writer.writer is not None  # async by default: the decoupled write
-    assert t1.schedule is None and t1.writer is None and t1.header_word(3) == 0
-    assert isinstance(s1, CnrServer) and isinstance(s1.writer, PartWriter) and s1.writer.part == "server-1"
-    assert s1.writer.on_written is not None  # the chain link goes to the coordinator before the part
-    assert s1.writer.writer is not None and s1.tracker.diff == "one-shot" and s1.tracker.base == -1
-    for writer in (t0.writer, s1.writer):
-        writer.finish()
+    assert isinstance(coord.parts[-1], ChainBook) and (tmp_path / "ck").is_dir()
+    assert [type(p) for p in t0.parts] == [SchedulePart, WriterPart, RestorerPart]
+    assert t0.parts[1].writer.part == "trainer"
+    assert t0.parts[1].writer.writer is not None  # async by default: the decoupled write
+    assert [type(p) for p in t1.parts] == [RestorerPart] and t1.header_word(3) == 0
+    assert [type(p) for p in s1.parts] == [WriterPart, ChainPart, RestorerPart]
+    writer, chain = s1.parts[0].writer, s1.parts[1]
+    assert isinstance(writer, PartWriter) and writer.part == "server-1" and chain.writer is writer
+    assert writer.on_written is not None  # the chain link goes to the coordinator before the part
+    assert writer.writer is not None and chain.tracker.diff == "one-shot" and chain.tracker.base == -1
+    for w in (t0.parts[1].writer, writer):
+        w.finish()
 
 
-def test_the_header_word_carries_the_schedule_part_time_and_changed_rows():
-    word = HEADER.pack(checkpoint=1, part_ms=(1 << 24) - 1, changed_rows=(1 << 38) - 1)
+def test_the_header_word_carries_the_schedule_part_time_and_changed_rows(tmp_path):
+    HEADER = CheckNRun(cnr_cfg(tmp_path)).header()
+    names = ("schedule.checkpoint", "writer.part_ms", "cnr.changed_rows")
+    word = HEADER.pack(**dict(zip(names, (1, (1 << 24) - 1, (1 << 38) - 1), strict=True)))
     assert 0 < word < 2**63
-    assert [HEADER.get(word, f) for f in ("checkpoint", "part_ms", "changed_rows")] == [
-        1, (1 << 24) - 1, (1 << 38) - 1]
+    assert [HEADER.get(word, f) for f in names] == [1, (1 << 24) - 1, (1 << 38) - 1]
 
 
 def test_the_agents_write_a_chain_the_coordinator_commits_and_a_new_server_restores(tmp_path):
     cfg = cnr_cfg(tmp_path, "strategy.interval=2", "strategy.mode='sync'", "strategy.diff='consecutive'",
                   "strategy.keep=1")
     strategy = CheckNRun(cfg)
+    HEADER = strategy.header()
     coord = strategy.coordinator(Env(cfg, Slot("monitor", 0), tmp_path, rank=0))
     envs = [Env(cfg, Slot(TRAINER, i), tmp_path) for i in range(2)] + [
         Env(cfg, Slot(SERVER, i), tmp_path) for i in range(2)]
@@ -267,7 +271,7 @@ def test_the_agents_write_a_chain_the_coordinator_commits_and_a_new_server_resto
     changed = []
     for step in range(6):
         words = np.array([a.header_word(step) for a in agents])
-        changed.append(list(HEADER.column(words[2:], "changed_rows")))
+        changed.append(list(HEADER.column(words[2:], "cnr.changed_rows")))
         for shard, agent in zip(shards, agents[2:], strict=True):  # the apply: one row a step
             slots = np.array([step % 3])
             shard.shard.table[slots] += step + 1
@@ -300,8 +304,8 @@ def test_the_agents_write_a_chain_the_coordinator_commits_and_a_new_server_resto
     plan = RecoveryPlan(Scope.ROLLBACK, candidates=[5, 3, 1, -1], step=6)
     assert server.restore(plan, 5, True)
     np.testing.assert_array_equal(fresh.shard.table, shards[0].shard.table)
-    assert (server.tracker.base, server.tracker.prev) == (1, 5)
-    assert HEADER.get(server.header_word(6), "changed_rows") == 3  # slots 0, 1, 2 are in the diffs
+    assert (server.parts[1].tracker.base, server.parts[1].tracker.prev) == (1, 5)
+    assert HEADER.get(server.header_word(6), "cnr.changed_rows") == 3  # slots 0, 1, 2 are in the diffs
     assert server.summary()["restores"] == 1
     assert "restore_row_error_max" not in server.summary()  # the error estimate is the writer's own
     assert agents[2].restore(plan, 3, False)  # the server that wrote the chain knows its (zero) error

@@ -94,7 +94,7 @@ def ckpt_schedule(cfg, now=lambda: 0.0):
     from mpiec.strategies.ckpt import FullCheckpoint
 
     strategy = FullCheckpoint(cfg)
-    return Schedule.from_config(cfg, strategy.interval(), strategy.params.first, now)
+    return Schedule.from_config(cfg, strategy.kit.interval, strategy.params.first, now)
 
 
 def cpr_schedule(cfg, now=lambda: 0.0):

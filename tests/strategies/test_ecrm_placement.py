@@ -189,16 +189,17 @@ def test_a_rank_is_promoted_only_on_a_slot_it_did_not_start_with():
 
 
 def test_the_header_word_is_the_fallbacks_and_the_stripe_shape_is_resolved():
-    from mpiec.strategies.ckpt import HEADER as CKPT_HEADER
-    from mpiec.strategies.ecrm.strategy import HEADER, ErasureCoded
+    from mpiec.strategies.ckpt import FullCheckpoint
+    from mpiec.strategies.ecrm.strategy import ErasureCoded
 
-    assert HEADER.fields == CKPT_HEADER.fields
     cfg = ecrm_config("layout.servers=4", "strategy.code='rs'", "strategy.r=2", "strategy.fallback='ckpt'",
                       "strategy.fallback_interval=5")
     strategy = ErasureCoded(cfg)
+    assert strategy.header().fields == FullCheckpoint(strategy.fallback.cfg).header().fields
+    assert not ErasureCoded(ecrm_config()).header().fields  # no fallback: no field
     assert ErasureCoded.stripe_shape(cfg) == (2, 2) and (strategy.k, strategy.r) == (2, 2)
     assert strategy.fallback is not None and strategy.fallback.params.interval == 5
-    assert strategy.fallback.cfg.strategy.name == "ckpt"  # its manifests record ckpt's config
+    assert strategy.fallback.records.strategy.name == "ckpt"  # its manifests record ckpt's config
     assert strategy.figures()["parity_placement"] == "rotated" and strategy.figures()["k"] == 2
     assert set(strategy.figures()) <= set(ErasureCoded.summary_rules)
 
@@ -234,16 +235,20 @@ class FakeTrainer:
 def test_trainer_0_keeps_its_gradients_and_carries_the_fallbacks_decision(tmp_path):
     from mpiec.layout import Slot
     from mpiec.strategies.base import RecoveryPlan, Scope
-    from mpiec.strategies.ecrm.strategy import HEADER, ErasureCoded
+    from mpiec.strategies.ecrm.agents import EcrmTrainer
+    from mpiec.strategies.ecrm.strategy import ErasureCoded
 
     cfg = ecrm_config("strategy.fallback='ckpt'", "strategy.fallback_interval=10", "strategy.parity_every=3")
+    HEADER = ErasureCoded(cfg).header()
     agent = ErasureCoded(cfg).trainer(Env(cfg, Slot("trainer", 0), tmp_path), FakeTrainer())
-    assert [HEADER.get(agent.header_word(s), "checkpoint") for s in (8, 9, 10)] == [0, 1, 0]
+    assert [HEADER.get(agent.header_word(s), "schedule.checkpoint") for s in (8, 9, 10)] == [0, 1, 0]
+    ecrm = agent.parts[-1]
+    assert isinstance(ecrm, EcrmTrainer)
     for step in range(12):
         agent.after_push(step, np.arange(4), np.array([2, 2]), np.ones((4, 2), np.float32))
-    assert sorted(agent.pushed) == list(range(5, 12))  # 5 steps + parity_every - 1
+    assert sorted(ecrm.pushed) == list(range(5, 12))  # 5 steps + parity_every - 1
     agent.on_recovered(RecoveryPlan(Scope.COMMITTED, restored=9))
-    assert sorted(agent.pushed) == [5, 6, 7, 8, 9]  # steps 10, 11 are executed again
+    assert sorted(ecrm.pushed) == [5, 6, 7, 8, 9]  # steps 10, 11 are executed again
     s = agent.summary()
     assert s["retained_grads_peak_bytes"] > 0 and s["replayed_steps"] == 0 and "restores" in s
     other = ErasureCoded(cfg).trainer(Env(cfg, Slot("trainer", 1), tmp_path), FakeTrainer())

@@ -16,7 +16,7 @@ from mpiec.config import load_config
 from mpiec.errors import ConfigError
 from mpiec.layout import SERVER, TRAINER, Slot
 from mpiec.strategies.base import Failure, Scope
-from mpiec.strategies.ecsnap.agents import HEADER, disk_words
+from mpiec.strategies.ecsnap.agents import FIELDS
 from mpiec.strategies.ecsnap.exchange import restore_shards
 from mpiec.strategies.ecsnap.geometry import Geometry
 from mpiec.strategies.ecsnap.snapshot import Snapshot, decode_block, encode_block
@@ -198,19 +198,24 @@ def trainer_agent(*sets: str, index: int = 0, tmp: Path | None = None):
     return agent, env.told, env.events
 
 
+def pack(**fields: int) -> int:
+    """A word of ecsnap's own fields (its layout without the disk fallback)."""
+    return ErasureCodedSnapshots(ecsnap_config()).header().view("ecsnap").pack(**fields)
+
+
 def words(lead: int, done: list[int]) -> np.ndarray:
     """Header words of tiny (2 trainers, 2 servers): trainer 0's, then the servers' done markers."""
-    return np.array([HEADER.pack(snapshot=lead), 0] + [HEADER.pack(done=d + 1) for d in done], dtype=np.int64)
+    return np.array([pack(snapshot=lead), 0] + [pack(done=d + 1) for d in done], dtype=np.int64)
 
 
 def test_a_snapshot_commits_when_every_servers_word_says_its_exchange_is_done():
     agent, told, events = trainer_agent("strategy.interval=5")
-    assert agent.header_word(3) == 0 and agent.header_word(4) == HEADER.pack(snapshot=1)
+    assert agent.header_word(3) == 0 and agent.header_word(4) == pack(snapshot=1)
     assert told == [("ecsnap", "start", 4)]
-    snaps = agent.snaps
+    snaps = agent.parts[0].snaps
     agent.after_step(4, words(1, [-1, -1]))  # the snapshot of step 4 is taken
     assert snaps.building.step == 4 and snaps.committed is None
-    agent.role.params += 1  # training goes on; the copy stays
+    agent.parts[0].role.params += 1  # training goes on; the copy stays
     assert snaps.get(4).dense["params"][0] == 0
     assert agent.header_word(9) == 0  # not while one is building
     agent.after_step(5, words(0, [4, -1]))  # one server done: not yet
@@ -228,10 +233,10 @@ def test_a_snapshot_commits_when_every_servers_word_says_its_exchange_is_done():
 
 def test_only_trainer_0_decides_and_announces():
     agent, told, events = trainer_agent("strategy.interval=5", index=1)
-    assert agent.schedule is None and agent.header_word(4) == 0 and told == []
+    assert agent.parts[0].schedule is None and agent.header_word(4) == 0 and told == []
     agent.after_step(4, words(1, [-1, -1]))  # trainer 0's word: every trainer takes the snapshot
     agent.after_step(5, words(0, [4, 4]))
-    assert agent.snaps.committed.step == 4 and events == [] and told == []
+    assert agent.parts[0].snaps.committed.step == 4 and events == [] and told == []
 
 
 # -- the monitor's plan ---------------------------------------------------------------------------
@@ -269,7 +274,7 @@ def test_more_than_r_losses_end_the_run_in_one_line_naming_the_stripe():
 def test_more_than_r_losses_with_disk_every_fall_back_to_the_disk_checkpoints(tmp_path):
     agent, events = monitor_agent("strategy.interval=10", "strategy.disk_every=10",
                                   f"strategy.dir='{tmp_path / 'ck'}'", tmp=tmp_path)
-    agent.disk.store = SimpleNamespace(complete_steps=lambda: [19, 9])
+    agent.parts[0].disk.store.complete_steps = lambda: [19, 9]  # the kit's store, the committer's too
     agent.on_message(Slot(TRAINER, 0), ("ecsnap", "start", 19))
     plan = agent.plan(failure([(SERVER, 0), (SERVER, 1)]))
     assert plan.scope is Scope.ROLLBACK and plan.candidates == [19, 9, -1]
@@ -278,11 +283,10 @@ def test_more_than_r_losses_with_disk_every_fall_back_to_the_disk_checkpoints(tm
     assert agent.resume_steps() == [19, 9]  # ``mpiec run --resume``: the disk checkpoints
 
 
-def test_the_disk_fallback_decision_travels_in_ecsnaps_header_and_reaches_ckpts_agents_in_theirs(tmp_path):
-    from mpiec.strategies.ckpt import HEADER as CKPT_HEADER
-
+def test_the_disk_fallback_decision_travels_in_the_kits_field_beside_ecsnaps(tmp_path):
     agent, _, _ = trainer_agent("strategy.interval=5", "strategy.disk_every=4", tmp=tmp_path)
+    layout = ErasureCodedSnapshots(ecsnap_config("strategy.disk_every=4")).header()
     word = agent.header_word(3)
-    assert HEADER.get(word, "checkpoint") == 1 and HEADER.get(word, "snapshot") == 0
-    both = np.array([HEADER.pack(snapshot=1, checkpoint=1), 0, HEADER.pack(done=7), HEADER.pack(done=7)])
-    assert list(disk_words(both)) == [CKPT_HEADER.pack(checkpoint=1), 0, 0, 0]
+    assert layout.get(word, "schedule.checkpoint") == 1 and layout.get(word, "ecsnap.snapshot") == 0
+    # ecsnap's fields and the kit's decision; the disk writers report no time (the interval is in steps)
+    assert list(layout.fields) == [f"ecsnap.{name}" for name, _ in FIELDS] + ["schedule.checkpoint"]

@@ -13,8 +13,8 @@ from mpiec.config import load_config
 from mpiec.errors import ConfigError
 from mpiec.layout import SERVER, TRAINER, Slot
 from mpiec.strategies.base import Failure, RecoveryPlan, Scope
-from mpiec.strategies.ckpt import HEADER as CKPT_HEADER
-from mpiec.strategies.ckpt import CkptParams, CkptServer, CkptTrainer, FullCheckpoint
+from mpiec.strategies.checkpointing.kit import CheckpointParams, RestorerPart, SchedulePart, WriterPart
+from mpiec.strategies.ckpt import FullCheckpoint
 from mpiec.strategies.log import UpdateLog
 from mpiec.strategies.log.spill import HEADER, SpillCorrupt, encode_record, read_record
 from mpiec.strategies.log.store import LogStore, record_bytes
@@ -207,13 +207,19 @@ class Shard(Dense):
         return len(self.ids)
 
 
+def part_of(agent: Any, cls: type) -> Any:
+    """The part of class ``cls`` of a composed agent."""
+    (found,) = [p for p in agent.parts if isinstance(p, cls)]
+    return found
+
+
 def log_cfg(tmp_path: Path, *sets: str) -> Any:
     return load_config("tiny", strategy="log", sets=[f"strategy.dir='{tmp_path / 'ck'}'", *sets])
 
 
 def test_the_keys_are_ckpts_and_the_logs_with_the_same_defaults():
     p = UpdateLog(load_config("tiny", strategy="log")).params
-    assert isinstance(p, CkptParams) and UpdateLog.param_keys() == FullCheckpoint.param_keys() | {
+    assert isinstance(p, CheckpointParams) and UpdateLog.param_keys() == FullCheckpoint.param_keys() | {
         "log_memory_mb", "log_dir"}
     assert (p.log_memory_mb, p.log_dir, p.interval, p.keep, p.mode) == (256.0, "", "auto", 2, "sync")
     assert set(FullCheckpoint.summary_rules) < set(UpdateLog.summary_rules)
@@ -239,14 +245,17 @@ def test_the_factory_composes_ckpts_agents_and_gives_each_trainer_a_log(tmp_path
     t0 = strategy.trainer(Env(cfg, Slot(TRAINER, 0), tmp_path, rank=1), Dense())
     t1 = strategy.trainer(Env(cfg, Slot(TRAINER, 1), tmp_path, rank=2), Dense())
     s1 = strategy.server(Env(cfg, Slot(SERVER, 1), tmp_path, rank=4), Shard([1, 3]))
-    assert isinstance(coord, LogCoordinator) and (tmp_path / "ck").is_dir()
-    assert isinstance(t0, LogTrainer) and isinstance(t0.ckpt, CkptTrainer) and t0.ckpt.schedule is not None
-    assert t1.ckpt.schedule is None and t1.ckpt.writer is None
-    assert t0.corrupt and not t1.corrupt  # the test hook is trainer 0's
-    assert t1.log.dir.parent == tmp_path / "lg" / "run.log" and t1.log.dir.name.startswith("trainer-1-rank2-")
-    assert t0.log.limit == int(0.5 * 2**20) and coord.summary()["log_memory_limit_bytes"] == int(0.5 * 2**20)
-    assert isinstance(s1, LogServer) and isinstance(s1.ckpt, CkptServer) and s1.ckpt.writer.part == "server-1"
-    assert s1.restorer is s1.ckpt.restorer  # the partial restores count in ckpt's figures
+    assert isinstance(part_of(coord, LogCoordinator), LogCoordinator) and (tmp_path / "ck").is_dir()
+    assert [type(p) for p in t0.parts] == [SchedulePart, WriterPart, RestorerPart, LogTrainer]
+    assert [type(p) for p in t1.parts] == [RestorerPart, LogTrainer]
+    log0, log1 = part_of(t0, LogTrainer), part_of(t1, LogTrainer)
+    assert log0.corrupt and not log1.corrupt  # the test hook is trainer 0's
+    assert log1.log.dir.parent == tmp_path / "lg" / "run.log"
+    assert log1.log.dir.name.startswith("trainer-1-rank2-")
+    assert log0.log.limit == int(0.5 * 2**20)
+    assert coord.summary()["log_memory_limit_bytes"] == int(0.5 * 2**20)
+    assert [type(p) for p in s1.parts] == [WriterPart, LogServer] and s1.parts[0].writer.part == "server-1"
+    # the log's part restores through the one restorer (partial restores count in its figures)
     assert set(t0.summary()) | set(s1.summary()) | set(coord.summary()) <= set(UpdateLog.summary_rules)
 
 
@@ -254,7 +263,7 @@ def run_steps(agents: list[Any], envs: list[Env], coord: LogCoordinator, steps: 
     """Every agent through ``steps`` (each trainer logs a push), then the writers' messages committed."""
     for step in steps:
         for a in agents:
-            if isinstance(a, LogTrainer):
+            if any(isinstance(p, LogTrainer) for p in a.parts):
                 a.after_push(step, *push(step))
         words = np.array([a.header_word(step) for a in agents])
         for a in agents:
@@ -279,11 +288,13 @@ def cluster(tmp_path: Path) -> tuple[UpdateLog, LogCoordinator, list[Any], list[
 def test_a_trainer_trims_its_log_once_the_checkpoint_is_committed_and_the_next_step_done(tmp_path):
     _, coord, agents, envs = cluster(tmp_path)
     run_steps(agents, envs, coord, range(5))  # checkpoint after step 4, committed
-    assert bool(CKPT_HEADER.get(agents[0].header_word(9), "checkpoint"))
-    assert coord.resume_steps() == [4] and agents[1].awaiting == [4]
-    assert agents[1].log.steps() == [0, 1, 2, 3, 4]  # step 5 not completed yet
+    header = UpdateLog(log_cfg(tmp_path)).header()
+    assert bool(header.get(agents[0].header_word(9), "schedule.checkpoint"))
+    assert coord.resume_steps() == [4] and part_of(agents[1], LogTrainer).awaiting == [4]
+    assert part_of(agents[1], LogTrainer).log.steps() == [0, 1, 2, 3, 4]  # step 5 not completed yet
     run_steps(agents, envs, coord, range(5, 6))
-    assert agents[0].log.steps() == agents[1].log.steps() == [5] and agents[1].awaiting == []
+    logs = [part_of(a, LogTrainer) for a in agents[:2]]
+    assert logs[0].log.steps() == logs[1].log.steps() == [5] and logs[1].awaiting == []
 
 
 def test_a_server_failure_replays_and_a_lost_log_rolls_back(tmp_path):
@@ -298,13 +309,14 @@ def test_a_server_failure_replays_and_a_lost_log_rolls_back(tmp_path):
     assert plan.scope is Scope.REPLACED and plan.candidates == [4] and "replay steps 5..7" in plan.reason
     assert coord.plan(failure(Slot(TRAINER, 1))).scope is Scope.COMMITTED
     plan = coord.plan(failure(Slot(SERVER, 1), Slot(TRAINER, 0)))
-    assert plan.scope is Scope.ROLLBACK and plan.candidates == [4, -1] and coord.fallbacks == 1
+    log = part_of(coord, LogCoordinator)
+    assert plan.scope is Scope.ROLLBACK and plan.candidates == [4, -1] and log.fallbacks == 1
     assert plan.reason == "full rollback: trainer:0 died with its update log"
     assert coord.env.events[-1][:2] == ("log_fallback", 8)
     # a trainer replaced after step 6: its log misses 5..6, so the next server failure rolls back
     coord.on_recovered(RecoveryPlan(Scope.COMMITTED, restored=6, replaced=[Slot(TRAINER, 1)]))
     plan = coord.plan(failure(Slot(SERVER, 0)))
-    assert plan.scope is Scope.ROLLBACK and "replaced after step 6" in plan.reason and coord.fallbacks == 2
+    assert plan.scope is Scope.ROLLBACK and "replaced after step 6" in plan.reason and log.fallbacks == 2
     coord.on_recovered(RecoveryPlan(Scope.ROLLBACK, restored=4))
     assert coord.plan(failure(Slot(SERVER, 0))).scope is Scope.REPLACED
 
@@ -318,13 +330,13 @@ def test_a_replaced_server_restores_its_shard_alone_and_an_older_one_when_corrup
     shard.table[:] = -7  # whatever the replacement held
     server = strategy.server(env, shard)
     plan = RecoveryPlan(Scope.REPLACED, candidates=[9], step=12, committed=11, replaced=[Slot(SERVER, 1)])
-    assert server.restore(plan, 11, True) and server.base == 9
+    assert server.restore(plan, 11, True) and part_of(server, LogServer).base == 9
     assert np.array_equal(shard.table, [[1, 1], [3, 3]])
     assert env.events == [("restore", 12, "replacement server:1 restored checkpoint 9; replays steps 10..11 "
                                           "from the trainers' logs")]
     part = tmp_path / "ck" / "step-000000009" / "server-1.table.npy"
     part.write_bytes(part.read_bytes()[:-3])  # checkpoint 9's part truncated
     env.events.clear()
-    assert server.restore(plan, 11, True) and server.base == 4
+    assert server.restore(plan, 11, True) and part_of(server, LogServer).base == 4
     assert [e[0] for e in env.events] == ["restore_failed", "restore"] and "checkpoint 4" in env.events[1][2]
     assert server.summary()["restores"] == 2

@@ -43,8 +43,9 @@ class ManifestCommitter:
                  expected: set[str] | Callable[[], set[str]], keep: int, *,
                  meta: Callable[[int], dict[str, Any]] | None = None,
                  classify: Callable[[int, dict[str, PartInfo]], tuple[str, int]] | None = None,
-                 needs: Callable[[list[int]], Iterable[int]] | None = None) -> None:
+                 needs: Callable[[list[int]], Iterable[int]] | None = None, config: Any = None) -> None:
         self.env = env
+        self.config = config  # the config the manifests record (None: the rank's)
         self.store = store
         self._expected = expected
         self.keep = int(keep)
@@ -92,7 +93,7 @@ class ManifestCommitter:
             except CheckpointError as exc:
                 self.env.event("checkpoint_fail", step, detail=str(exc)[:250])
             return
-        cfg = self.env.cfg
+        cfg = self.config if self.config is not None else self.env.cfg
         meta = {"config": cfg.to_dict(), "servers": self.env.n_servers, "epoch": epoch,
                 "result": str(self.env.out_path), **(self.meta(step) if self.meta else {})}
         try:

@@ -34,7 +34,7 @@ from mpiec.strategies.checkpointing import (
     open_store,
     server_part,
 )
-from mpiec.strategies.ckpt import CkptParams, FullCheckpoint
+from mpiec.strategies.checkpointing.kit import KIT_RULES, CheckpointParams
 from mpiec.strategies.costs import CostModel
 from mpiec.strategies.cpr.agents import CprCoordinator, CprServer, CprTrainer
 from mpiec.strategies.cpr.ledger import LostUpdates, UpdateCounter
@@ -54,8 +54,8 @@ if TYPE_CHECKING:
 
 
 @dataclass(frozen=True)
-class CprParams(CkptParams):
-    """``ckpt``'s keys (``interval = "auto"`` means CPR's PLS rule here) and the PLS target."""
+class CprParams(CheckpointParams):
+    """The checkpoint kit's keys (``interval = "auto"`` means CPR's PLS rule here) and the PLS target."""
 
     interval: int | Literal["auto"] = param(
         "auto", "steps between full checkpoints, or auto: CPR's rule 2 · N_shards · MTBF · target_pls "
@@ -141,7 +141,7 @@ class CprFactory:
 
 
 SUMMARY_RULES: dict[str, str] = {
-    **FullCheckpoint.summary_rules,
+    **KIT_RULES,
     "lost_updates": "max", "pls": "first", "pls_predicted": "first", "pls_target": "first",
     "pls_failures": "first", "full_checkpoint_bytes": "first", "partial_checkpoints": "first",
     "partial_checkpoint_bytes": "first", "partial_rows_saved": "first",

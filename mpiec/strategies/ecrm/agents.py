@@ -1,20 +1,21 @@
-"""``ecrm``'s agents, one per role, each holding only what its role needs.
+"""``ecrm``'s agents and parts, one per role, each holding only what its role needs.
 
-* ``EcrmServer``: a data server's ``Member`` (with its ``Source``): after every apply it stages
+* ``EcrmServer`` (a part): a data server's ``Member`` (with its ``Source``): after every apply it stages
   the old XOR new bytes of the updated rows for the parity holders of their stripes (batched in
   its commit window with ``parity_every > 1``), serves degraded reads while its rows are rebuilt;
   under rotated placement it is a holder too;
 * ``EcrmParity``: a dedicated parity rank's ``Member`` (a holder only), in lockstep with the servers;
-* ``EcrmTrainer``: the row gradients it pushed in the last steps, replayed to a rebuilt server;
-* ``EcrmCoordinator``: the plan (the tolerance check, or the fallback's rollback; a shrink's
+* ``EcrmTrainer`` (a part): the row gradients it pushed in the last steps, replayed to a rebuilt server;
+* ``EcrmCoordinator`` (a part): the plan (the tolerance check, or the fallback's rollback; a shrink's
   handover of the dropped servers' rows to the survivors, ``handover``);
 * ``EcrmSpare``: a spare; it loaded the code's kernels at start-up.
 
-With ``strategy.fallback = "ckpt"`` the coordinator, trainers and servers also hold the agent of
-ckpt (``strategies.ckpt``) for their role, built with the fallback's config, and forward it the
-hooks it needs: the step header word, ``after_step``/``background`` (its checkpoints),
-``restore`` of a rollback, ``on_recovered`` and its figures; the coordinator forwards the
-writers' messages and the fallback's checkpoint rows.
+With ``strategy.fallback = "ckpt"`` the coordinator, trainers and servers are composed
+(``strategies.compose``) of the checkpoint kit's parts for their role (``CheckpointKit.fallback``,
+under the fallback's config) and ecrm's part: the kit's parts write, commit and restore the
+checkpoints (a restore only in a ROLLBACK), ecrm's coordinator part plans and, beyond the code's
+tolerance, asks the kit's ``RollbackPlanner`` (``rollback``) for the rollback. Without the
+fallback the same parts are composed alone.
 
 Invariants: the agents never change what training computes (parity work only reads the rows);
 a hook of a member of ``servers`` runs its collectives in the same order on every member
@@ -28,7 +29,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from mpiec.layout import TRAINER, servers_rank
-from mpiec.strategies.agents import Agent, Coordinator, ParityAgent, ServerAgent, TrainerAgent
+from mpiec.strategies.agents import Agent, ParityAgent
+from mpiec.strategies.compose import Part
 from mpiec.strategies.ecrm.handover import handover_server, handover_trainer
 from mpiec.strategies.ecrm.rebuild import rebuild_parity, rebuild_server, rebuild_trainer
 from mpiec.strategies.ecrm.stripes import residue_holders, stripe_losses
@@ -36,28 +38,22 @@ from mpiec.strategies.ecrm.transfer import RebuildError
 from mpiec.strategies.plan import Failure, RecoveryPlan, Scope
 
 if TYPE_CHECKING:
-    from mpiec.layout import Slot
     from mpiec.strategies.base import ServerShard
-    from mpiec.strategies.ckpt import CkptCoordinator, CkptServer, CkptTrainer
+    from mpiec.strategies.checkpointing.kit import RollbackPlanner
     from mpiec.strategies.ecrm.member import Member
     from mpiec.strategies.env import RankEnv, ShardState
     from mpiec.strategies.replay import Pushed
 
 
-class EcrmServer(ServerAgent):
-    """A data server: its ``member`` (source, maybe holder), its ``shard`` (the replay applies to
-    it), the fallback's server agent if any; ``figures``: the strategy's own summary keys."""
+class EcrmServer(Part):
+    """A data server's part: its ``member`` (source, maybe holder), its ``shard`` (the replay
+    applies to it); ``figures``: the strategy's own summary keys. After the fallback's parts."""
 
-    def __init__(self, env: RankEnv, member: Member, shard: ShardState, figures: dict[str, Any],
-                 fallback: CkptServer | None = None) -> None:
-        super().__init__(env)
+    def __init__(self, env: RankEnv, member: Member, shard: ShardState, figures: dict[str, Any]) -> None:
+        self.env = env
         self.member = member
         self.shard = shard
         self.figures = figures
-        self.fallback = fallback
-
-    def header_word(self, step: int) -> int:
-        return self.fallback.header_word(step) if self.fallback is not None else 0
 
     def on_pull(self, step: int, slots: np.ndarray) -> None:
         """While rows are lost, decode the requested ones before they are served (degraded read)."""
@@ -122,17 +118,11 @@ class EcrmServer(ServerAgent):
         self.member.drain(step)
 
     def after_step(self, step: int, words: np.ndarray | None) -> None:
-        if self.fallback is not None:
-            self.fallback.after_step(step, words)
         self.member.end_step(step)
 
-    def background(self, step: int) -> None:
-        if self.fallback is not None:
-            self.fallback.background(step)
-
-    def restore(self, plan: RecoveryPlan, step: int, replaced: bool) -> bool:
-        if plan.scope is Scope.ROLLBACK:  # the fallback's rollback
-            return self.fallback is not None and self.fallback.restore(plan, step, replaced)
+    def restore(self, plan: RecoveryPlan, step: int, replaced: bool) -> bool | None:
+        if plan.scope is Scope.ROLLBACK:
+            return None  # the fallback's restorer (none: no part loads it, the restore fails)
         return True  # a replaced server's rows come from ``rebuild``, not from a saved copy
 
     def rebuild(self, plan: RecoveryPlan) -> bool:
@@ -143,15 +133,10 @@ class EcrmServer(ServerAgent):
         return handover_server(self.member, self.shard, plan)
 
     def on_recovered(self, plan: RecoveryPlan) -> None:
-        if self.fallback is not None:
-            self.fallback.on_recovered(plan)
         self.member.on_recovered(plan)
 
     def summary(self) -> dict[str, Any]:
-        out = {**self.figures, **self.member.figures()}
-        if self.fallback is not None:
-            out.update(self.fallback.summary())
-        return out
+        return {**self.figures, **self.member.figures()}
 
 
 class EcrmParity(ParityAgent):
@@ -193,21 +178,16 @@ class EcrmParity(ParityAgent):
         return {**self.figures, **self.member.figures()}
 
 
-class EcrmTrainer(TrainerAgent):
-    """A trainer keeps the row gradients it pushed in the last ``keep`` steps (``pushed``): a
-    rebuilt server replays them."""
+class EcrmTrainer(Part):
+    """A trainer's part: it keeps the row gradients it pushed in the last ``keep`` steps
+    (``pushed``): a rebuilt server replays them. After the fallback's parts."""
 
-    def __init__(self, env: RankEnv, keep: int, figures: dict[str, Any],
-                 fallback: CkptTrainer | None = None) -> None:
-        super().__init__(env)
+    def __init__(self, env: RankEnv, keep: int, figures: dict[str, Any]) -> None:
+        self.env = env
         self.keep = keep
         self.figures = figures
-        self.fallback = fallback
         self.pushed: dict[int, Pushed] = {}
         self.peak = 0
-
-    def header_word(self, step: int) -> int:
-        return self.fallback.header_word(step) if self.fallback is not None else 0
 
     def after_push(self, step: int, slots: np.ndarray, counts: np.ndarray, grads: np.ndarray) -> None:
         self.pushed[step] = (slots, counts, grads)  # fresh arrays every step: kept, not copied
@@ -215,17 +195,9 @@ class EcrmTrainer(TrainerAgent):
             del self.pushed[s]
         self.peak = max(self.peak, sum(a.nbytes + b.nbytes + c.nbytes for a, b, c in self.pushed.values()))
 
-    def after_step(self, step: int, words: np.ndarray | None) -> None:
-        if self.fallback is not None:
-            self.fallback.after_step(step, words)
-
-    def background(self, step: int) -> None:
-        if self.fallback is not None:
-            self.fallback.background(step)
-
-    def restore(self, plan: RecoveryPlan, step: int, replaced: bool) -> bool:
-        if plan.scope is Scope.ROLLBACK:  # the fallback's rollback
-            return self.fallback is not None and self.fallback.restore(plan, step, replaced)
+    def restore(self, plan: RecoveryPlan, step: int, replaced: bool) -> bool | None:
+        if plan.scope is Scope.ROLLBACK:
+            return None  # the fallback's restorer (none: no part loads it, the restore fails)
         return True
 
     def handover(self, plan: RecoveryPlan) -> None:
@@ -241,26 +213,23 @@ class EcrmTrainer(TrainerAgent):
         return True
 
     def on_recovered(self, plan: RecoveryPlan) -> None:
-        if self.fallback is not None:
-            self.fallback.on_recovered(plan)
         for s in [s for s in self.pushed if s > plan.restored]:
             del self.pushed[s]
 
     def summary(self) -> dict[str, Any]:
         # a trainer sends the replay; the servers count the steps they replayed
-        out = {**self.figures, "retained_grads_peak_bytes": self.peak, "replayed_steps": 0}
-        if self.fallback is not None:
-            out.update(self.fallback.summary())
-        return out
+        return {**self.figures, "retained_grads_peak_bytes": self.peak, "replayed_steps": 0}
 
 
-class EcrmCoordinator(Coordinator):
-    """Plans the recoveries: a rebuild from the survivors within the code's tolerance ``r``, else
-    the fallback's rollback, else the run is lost (the line names the stripe)."""
+class EcrmCoordinator(Part):
+    """The coordinator's part: plans the recoveries: a rebuild from the survivors within the
+    code's tolerance ``r``, else the fallback's rollback (``fallback``: the kit's planner, whose
+    plan it re-labels), else the run is lost (the line names the stripe). Before the kit's
+    ``CommitterPart`` (which commits the fallback's checkpoints and keeps their rows)."""
 
     def __init__(self, env: RankEnv, r: int, code: str, immediate: bool, figures: dict[str, Any],
-                 fallback: CkptCoordinator | None = None) -> None:
-        super().__init__(env)
+                 fallback: RollbackPlanner | None = None) -> None:
+        self.env = env
         self.r = r
         self.code = code
         self.immediate = immediate
@@ -268,9 +237,10 @@ class EcrmCoordinator(Coordinator):
         self.fallback = fallback
         self.handing_over = False  # a handover planned and not completed (``on_shrink``)
 
-    def on_message(self, source: Slot, payload: Any) -> None:
-        if self.fallback is not None:
-            self.fallback.on_message(source, payload)
+    def resume_steps(self) -> list[int]:
+        """Nothing to ``--resume`` from: a fallback checkpoint records ckpt's config, and resumes as
+        ckpt."""
+        return []
 
     def plan(self, failure: Failure) -> RecoveryPlan:
         if self.handing_over:  # the ranks' rows may be half re-placed: only a rollback is sure
@@ -309,12 +279,9 @@ class EcrmCoordinator(Coordinator):
     def on_grow(self, plan: RecoveryPlan) -> bool:
         """Every holder re-encodes the parity of the new stripes from the moved rows
         (``Member.on_recovered``); the fallback's checkpoints get their new parts. Not with
-        dedicated parity ranks: they keep the placement they were built for."""
-        if self.env.cfg.layout.parity_ranks:
-            return False
-        if self.fallback is not None:
-            self.fallback.on_grow(plan)
-        return True
+        dedicated parity ranks: they keep the placement they were built for. (After a yes, the
+        fallback's planner, a later part, drops the checkpoint in flight.)"""
+        return not self.env.cfg.layout.parity_ranks
 
     def on_shrink(self, failure: Failure, plan: RecoveryPlan) -> RecoveryPlan:
         """A handover (``handover``): the survivors decode the dropped servers' rows and re-place
@@ -351,17 +318,9 @@ class EcrmCoordinator(Coordinator):
 
     def on_recovered(self, plan: RecoveryPlan) -> None:
         self.handing_over = False
-        if self.fallback is not None:
-            self.fallback.on_recovered(plan)
-
-    def checkpoint_rows(self) -> list[tuple[Any, ...]]:
-        return self.fallback.checkpoint_rows() if self.fallback is not None else []
 
     def summary(self) -> dict[str, Any]:
-        out = dict(self.figures)
-        if self.fallback is not None:
-            out.update(self.fallback.summary())
-        return out
+        return dict(self.figures)
 
 
 class EcrmSpare(Agent):

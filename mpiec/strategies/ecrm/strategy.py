@@ -55,7 +55,6 @@ Parity is exact at every commit (``verify_every`` checks at commits only).
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
@@ -64,16 +63,16 @@ import numpy as np
 
 from mpiec.errors import ConfigError
 from mpiec.layout import holder_nodes, initial_slots, stripe_placement
+from mpiec.strategies import compose
+from mpiec.strategies.agents import Coordinator, ServerAgent, TrainerAgent
 from mpiec.strategies.base import Strategy
-from mpiec.strategies.ckpt import HEADER as CKPT_HEADER
-from mpiec.strategies.ckpt import FullCheckpoint
+from mpiec.strategies.checkpointing.kit import KIT_RULES, CheckpointKit, CommitterPart, RollbackPlanner
 from mpiec.strategies.costs import CostModel
 from mpiec.strategies.ecrm.agents import EcrmCoordinator, EcrmParity, EcrmServer, EcrmSpare, EcrmTrainer
 from mpiec.strategies.ecrm.member import Member, Source, encode_initial, warm_up
 from mpiec.strategies.ecrm.parity import ParityStore, payload_width
 from mpiec.strategies.ecrm.stripes import node_losses, parity_stripes, residue_holders
 from mpiec.strategies.env import RankEnv
-from mpiec.strategies.header import HeaderLayout
 from mpiec.strategies.params import param, parse_params
 
 if TYPE_CHECKING:
@@ -81,9 +80,8 @@ if TYPE_CHECKING:
     from mpiec.strategies.env import DenseState, ShardState
 
 KEEP_DELTAS, KEEP_GRADS = 4, 5
-#: the step header word: ecrm has no field of its own; with the ckpt fallback, ckpt's fields
-#: (trainer 0's ``checkpoint`` decision, the servers' ``part_us``), which its agents pack
-HEADER: HeaderLayout = CKPT_HEADER
+# the step header word: ecrm has no field of its own; with the ckpt fallback, the kit's fields
+# (trainer 0's ``schedule.checkpoint`` decision, the servers' ``writer.part_us``), its parts'
 
 
 @dataclass(frozen=True)
@@ -158,23 +156,6 @@ def promoted(env: RankEnv) -> bool:
     return env.first_rank >= len(start) or start[env.first_rank] != env.slot
 
 
-class _FallbackView:
-    """A rank as the fallback's agents see it: this rank under the fallback's config (the ckpt
-    config its checkpoints are written with: their manifests record it, so ``--resume`` of such a
-    checkpoint goes on as ckpt)."""
-
-    def __init__(self, env: RankEnv, cfg: Config) -> None:
-        self._env = env
-        self.cfg = cfg
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._env, name)
-
-    def event(self, kind: str, step: int, rank: int = -1, slot: Any = None, detail: str = "",
-              at: float | None = None) -> None:
-        self._env.event(kind, step, detail=detail, at=at)
-
-
 class ErasureCoded(Strategy):
     """Erasure-coded rows; the factory gives each role its pieces (see the module docstring)."""
 
@@ -204,7 +185,7 @@ class ErasureCoded(Strategy):
         "rebuild_degraded_cpu_s": "max", "rebuild_shard_steps": "max",
         "parity_exchange": "first", "sum_drift_max_abs": "max",
         "parity_every": "first", "parity_commits": "max", "parity_window_peak_bytes": "max",
-        "sum_drift_max_rel": "max", "sum_drift_checks": "sum", **FullCheckpoint.summary_rules,
+        "sum_drift_max_rel": "max", "sum_drift_checks": "sum", **KIT_RULES,
     }
     params: EcrmParams
 
@@ -259,14 +240,17 @@ class ErasureCoded(Strategy):
         self.every = int(p.parity_every)
         self.keep_grads = KEEP_GRADS + self.every - 1
         self.keep_deltas = KEEP_DELTAS + self.every - 1
-        self.fallback: FullCheckpoint | None = None
+        #: the fallback: the checkpoint kit as ``ckpt`` with a checkpoint every ``fallback_interval``
+        #: steps; its manifests record that ckpt config (a ``--resume`` goes on as ckpt)
+        self.fallback: CheckpointKit | None = None
         if p.fallback == "ckpt":
-            params = {"interval": int(p.fallback_interval)}
-            self.fallback = FullCheckpoint(dataclasses.replace(
-                cfg, strategy=dataclasses.replace(cfg.strategy, name="ckpt", params=params)))
+            self.fallback = CheckpointKit.fallback(cfg, {"interval": int(p.fallback_interval)}, records=True)
+
+    def header_fields(self) -> dict[str, tuple[tuple[str, int], ...]]:
+        return self.fallback.header_fields() if self.fallback is not None else {}
 
     def checkpoint_root(self, out_path: Path) -> Path | None:
-        return self.fallback.checkpoint_root(out_path) if self.fallback is not None else None
+        return self.fallback.root(out_path) if self.fallback is not None else None
 
     def figures(self) -> dict[str, Any]:
         """The summary keys every rank reports alike (merged by ``first``)."""
@@ -278,27 +262,29 @@ class ErasureCoded(Strategy):
                 "parity_every": self.every}
 
     # -- the agents ---------------------------------------------------------------------------------
-    def fallback_env(self, env: RankEnv) -> RankEnv:
-        """``env`` under the fallback's config, for the fallback's agents."""
-        assert self.fallback is not None
-        return RankEnv(_FallbackView(env, self.fallback.cfg))  # type: ignore[arg-type]
-
-    def coordinator(self, env: RankEnv) -> EcrmCoordinator:
+    def coordinator(self, env: RankEnv) -> Coordinator:
         """Nothing to ``--resume`` from (``resume_steps`` is empty): a fallback checkpoint records
         ckpt's config, and resumes as ckpt."""
-        fallback = self.fallback.coordinator(self.fallback_env(env)) if self.fallback is not None else None
         immediate = self.params.exchange == "immediate"
-        return EcrmCoordinator(env, self.r, self.code.name, immediate, self.figures(), fallback)
+        if self.fallback is None:
+            return compose.coordinator(self, env, EcrmCoordinator(env, self.r, self.code.name, immediate,
+                                                                  self.figures()))
+        committing, planner = self.fallback.coordinator_parts(env)
+        assert isinstance(committing, CommitterPart) and isinstance(planner, RollbackPlanner)
+        ecrm = EcrmCoordinator(env, self.r, self.code.name, immediate, self.figures(), planner)
+        # ecrm plans (always answers, asking the planner for a rollback), the kit commits; the
+        # planner's own hook left: on_grow (the checkpoint in flight dropped, after ecrm's yes)
+        return compose.coordinator(self, env, ecrm, committing, planner)
 
-    def trainer(self, env: RankEnv, role: DenseState) -> EcrmTrainer:
-        fallback = self.fallback.trainer(self.fallback_env(env), role) if self.fallback is not None else None
-        return EcrmTrainer(env, self.keep_grads, self.figures(), fallback)
+    def trainer(self, env: RankEnv, role: DenseState) -> TrainerAgent:
+        kit = self.fallback.trainer_parts(env, role, rollback_only=True) if self.fallback is not None else []
+        return compose.trainer(self, env, *kit, EcrmTrainer(env, self.keep_grads, self.figures()))
 
-    def server(self, env: RankEnv, role: ShardState) -> EcrmServer:
+    def server(self, env: RankEnv, role: ShardState) -> ServerAgent:
         source = Source(role, self.code, self.row_bytes)
         member = self.member(env, env.slot.index, source)
-        fallback = self.fallback.server(self.fallback_env(env), role) if self.fallback is not None else None
-        return EcrmServer(env, member, role, self.figures(), fallback)
+        kit = self.fallback.server_parts(env, role, rollback_only=True) if self.fallback is not None else []
+        return compose.server(self, env, *kit, EcrmServer(env, member, role, self.figures()))
 
     def parity(self, env: RankEnv) -> EcrmParity:
         member = self.member(env, env.n_servers + env.slot.index, None)
@@ -322,4 +308,4 @@ class ErasureCoded(Strategy):
                       self.keep_deltas)
 
 
-__all__ = ["HEADER", "EcrmParams", "ErasureCoded", "colocation_problem", "promoted", "stripe_k"]
+__all__ = ["EcrmParams", "ErasureCoded", "colocation_problem", "promoted", "stripe_k"]

@@ -1,24 +1,27 @@
-"""``ecsnap``'s per-role agents: snapshot trainers and servers, and the coordinator.
+"""``ecsnap``'s per-role parts: snapshot trainers and servers, and the coordinator.
 
 Owns what each role does of a snapshot (``strategy`` has the lifecycle and the invariants):
 
 * ``SnapshotServer``: copies its shard into its ``SnapshotSet``, runs the parity exchange
   (``exchange.ParityExchange``) between steps and in ``overlap``, says in its header word how far
-  it got (``done``: the last snapshot step whose exchange completed here, plus one; ``stall_us``:
-  that snapshot's stall), and on a rollback brings the snapshot back with the other servers
-  (``exchange.restore_shards``: decode, re-encode);
+  it got (``ecsnap.done``: the last snapshot step whose exchange completed here, plus one;
+  ``ecsnap.stall_us``: that snapshot's stall), and on a rollback brings the snapshot back with
+  the other servers (``exchange.restore_shards``: decode, re-encode);
 * ``SnapshotTrainer``: copies the dense replica; on a rollback receives the copy from the lowest
   trainer holding it. Trainer 0's also holds the ``SnapshotSchedule`` (its header word decides,
-  in the ``snapshot`` field) and announces each snapshot to the coordinator (``start``, then
+  in the ``ecsnap.snapshot`` field) and announces each snapshot to the coordinator (``start``, then
   ``commit`` with the ``checkpoints`` row) with a ``snapshot`` event;
 * ``SnapshotCoordinator``: the snapshot steps it heard of, the tolerance check and the plan
   (``SnapshotPlan``: what each rollback candidate is), the ``checkpoints`` rows.
 
-The disk fallback (``strategy.disk_every``) is composed, not inherited: each agent holds the
-``ckpt`` agent of its role (built by ``FullCheckpoint`` from the fallback's config) and forwards
-its hooks. The disk decision travels in this layout's ``checkpoint`` field (``HEADER``); the
-``ckpt`` agents get the step's words rewritten in their own layout (``disk_words``), with no
-``part_us`` (the disk interval is a number of steps: Young's ``t_save`` is never read).
+The disk fallback (``strategy.disk_every``) is the checkpoint kit's parts, composed beside these
+(``strategies.compose``, after them): trainer 0's ``SchedulePart`` decides in the kit's
+``schedule.checkpoint`` field, the ``WriterPart`` s write, the ``CommitterPart`` commits. The
+kit's writers put no time in the header (``part_time=None``: the disk interval is a number of
+steps, Young's ``t_save`` is never read). The restore of a ``disk`` candidate is this module's
+(it knows which kind each candidate is): it goes through the kit's ``Restorer``
+(``disk_restorer``); the coordinator part reads the disk candidates from the kit's store and
+drops the committer's pending parts (``disk``: the ``DiskCheckpoints`` components).
 
 Invariants: every data rank commits a snapshot at the end of the same step (the first whose every
 server word says ``done`` past it); every rank numbers a plan's candidates alike (``restore`` is
@@ -36,24 +39,23 @@ import numpy as np
 from mpi4py import MPI
 
 from mpiec.layout import SERVER, TRAINER, Slot
-from mpiec.strategies.agents import Coordinator, ServerAgent, StepAgent, TrainerAgent
-from mpiec.strategies.checkpointing import CHECKPOINT_FIELD
-from mpiec.strategies.ckpt import HEADER as CKPT_HEADER
-from mpiec.strategies.ckpt import SCHEDULER, CkptCoordinator, CkptServer, CkptTrainer
+from mpiec.strategies.checkpointing.kit import SCHEDULER
+from mpiec.strategies.compose import Part
 from mpiec.strategies.ecsnap.exchange import ParityExchange, restore_shards
 from mpiec.strategies.ecsnap.geometry import Geometry
 from mpiec.strategies.ecsnap.schedule import SnapshotSchedule
 from mpiec.strategies.ecsnap.snapshot import Snapshot, SnapshotSet, as_bytes
-from mpiec.strategies.header import HeaderLayout
 from mpiec.strategies.plan import Failure, RecoveryPlan, Scope
 from mpiec.strategies.replay import collective
 
 if TYPE_CHECKING:
+    from mpiec.checkpoint import CheckpointStore
+    from mpiec.strategies.checkpointing import ManifestCommitter, Restorer
     from mpiec.strategies.env import DenseState, RankEnv, ShardState
 
-#: the step header word: trainer 0's decisions (a snapshot, a disk checkpoint after this step), and
+#: the header fields of ecsnap's parts (namespace ``ecsnap``): trainer 0's snapshot decision, and
 #: each server's progress (the last snapshot step whose exchange completed, + 1; that one's stall, µs)
-HEADER = HeaderLayout(("snapshot", 1), CHECKPOINT_FIELD, ("done", 32), ("stall_us", 24))
+FIELDS = (("snapshot", 1), ("done", 32), ("stall_us", 24))
 LEAD = SCHEDULER  # the data rank whose word decides (trainer 0)
 INT_MAX = 2**31 - 1
 KEEP_CANDIDATES = 4  # snapshot steps a plan tries (newest first) before the disk and the initial state
@@ -86,23 +88,28 @@ class SnapshotPlan(RecoveryPlan):
     disk_fallback: bool = False  # beyond the code's tolerance (counted once the recovery completes)
 
 
-def disk_words(words: np.ndarray) -> np.ndarray:
-    """The step's header words as the ``ckpt`` agents read them: trainer 0's disk decision."""
-    out = np.zeros_like(words)
-    out[SCHEDULER] = CKPT_HEADER.pack(checkpoint=HEADER.get(words[LEAD], "checkpoint"))
-    return out
+@dataclass(frozen=True)
+class DiskCheckpoints:
+    """The coordinator's view of the disk fallback: the kit's store and committer."""
+
+    store: CheckpointStore
+    committer: ManifestCommitter
 
 
-class _SnapshotAgent(StepAgent):
+class _SnapshotPart(Part):
     """What trainers and servers share: their snapshots, the commit rule, the restore of a plan's
-    candidates by kind, the agreement on the snapshot kept, the disk fallback's agent, the figures."""
+    candidates by kind (``disk_restorer``: the disk fallback's, if any), the agreement on the
+    snapshot kept, the figures."""
+
+    namespace = "ecsnap"
+    fields = FIELDS
 
     def __init__(self, env: RankEnv, role: DenseState, coding: Coding,
-                 disk: CkptTrainer | CkptServer | None) -> None:
-        super().__init__(env)
+                 disk_restorer: Restorer | None) -> None:
+        self.env = env
         self.role = role
         self.coding = coding
-        self.disk = disk
+        self.disk = disk_restorer
         self.snaps = SnapshotSet()
         self.stats: dict[str, float] = dict.fromkeys(STATS, 0)
         self._plan: RecoveryPlan | None = None  # the plan whose candidates ``restore`` is trying
@@ -139,14 +146,12 @@ class _SnapshotAgent(StepAgent):
         servers = words[lay.trainers:lay.trainers + lay.servers]
         self.observe(servers)
         building = self.snaps.building
-        if building is not None and int(HEADER.column(servers, "done").min()) - 1 >= building.step:
+        if building is not None and int(self.header.column(servers, "done").min()) - 1 >= building.step:
             self.committed(step, self.snaps.commit(step), servers)
-        if HEADER.get(words[LEAD], "snapshot"):
+        if self.header.get(words[LEAD], "snapshot"):
             t0 = time.perf_counter()
             self.take(step)
             self.stats["snapshot_stall_s"] += time.perf_counter() - t0
-        if self.disk is not None:
-            self.disk.after_step(step, disk_words(words))
 
     def take(self, step: int) -> None:
         t0 = time.perf_counter()
@@ -161,10 +166,6 @@ class _SnapshotAgent(StepAgent):
                                                   sum(s.data_bytes for s in held))
         self.stats["parity_memory_bytes"] = max(self.stats["parity_memory_bytes"],
                                                 sum(s.parity_bytes for s in held))
-
-    def background(self, step: int) -> None:
-        if self.disk is not None:
-            self.disk.background(step)
 
     # -- recovery ---------------------------------------------------------------------------------
     def kind(self, plan: RecoveryPlan, step: int) -> str:
@@ -185,7 +186,7 @@ class _SnapshotAgent(StepAgent):
         t0 = time.perf_counter()
         self.cut()
         if kind == "disk" and self.disk is not None:
-            ok = self.disk.restore(plan, step, replaced)
+            ok = self.disk.restore(plan, step)
         elif kind == "initial":
             self.role.reset()
             ok = True
@@ -213,8 +214,6 @@ class _SnapshotAgent(StepAgent):
         return True
 
     def on_recovered(self, plan: RecoveryPlan) -> None:
-        if self.disk is not None:
-            self.disk.on_recovered(plan)
         self.cut()
         if plan.scope is Scope.ROLLBACK:
             keep = self.snaps.get(plan.restored) if self._last_kind == "snapshot" else None
@@ -226,32 +225,31 @@ class _SnapshotAgent(StepAgent):
 
     # -- results ----------------------------------------------------------------------------------
     def summary(self) -> dict[str, Any]:
-        out: dict[str, Any] = self.disk.summary() if self.disk is not None else {}
+        out: dict[str, Any] = self.disk.figures() if self.disk is not None else {}
         for key, value in self.stats.items():
             out[key] = int(value) if key.endswith(COUNTS) else float(value)
         return out
 
 
-class SnapshotTrainer(_SnapshotAgent, TrainerAgent):
+class SnapshotTrainer(_SnapshotPart):
     """A trainer's snapshots of the dense replica; trainer 0's also holds the ``schedule``."""
 
-    def __init__(self, env: RankEnv, role: DenseState, coding: Coding, disk: CkptTrainer | None,
+    def __init__(self, env: RankEnv, role: DenseState, coding: Coding, disk_restorer: Restorer | None,
                  schedule: SnapshotSchedule | None = None) -> None:
-        super().__init__(env, role, coding, disk)
+        super().__init__(env, role, coding, disk_restorer)
         self.schedule = schedule
 
-    def header_word(self, step: int) -> int:
+    def header_word(self, step: int) -> dict[str, int] | None:
         if self.schedule is None:
-            return 0
+            return None
         snapshot = self.schedule.due(step, building=self.snaps.building is not None)
         if snapshot:
             self.env.tell_monitor(("ecsnap", "start", step))
-        checkpoint = self.disk is not None and CKPT_HEADER.get(self.disk.header_word(step), "checkpoint")
-        return HEADER.pack(snapshot=snapshot, checkpoint=checkpoint)
+        return {"snapshot": snapshot}
 
     def observe(self, servers: np.ndarray) -> None:
         if self.schedule is not None:
-            self.schedule.observe(HEADER.column(servers, "stall_us"))
+            self.schedule.observe(self.header.column(servers, "stall_us"))
 
     def copy_into(self, snap: Snapshot) -> None:
         state = self.role.state()
@@ -267,7 +265,7 @@ class SnapshotTrainer(_SnapshotAgent, TrainerAgent):
         if self.schedule is None:
             return
         c = self.coding
-        stall = max([int(us) * 1e-6 for us in HEADER.column(servers, "stall_us")] + [snap.stall])
+        stall = max([int(us) * 1e-6 for us in self.header.column(servers, "stall_us")] + [snap.stall])
         shard_bytes = sum(c.sizes)
         parity = sum(c.geo.block_bytes(st, c.sizes) for st in c.geo.stripes) * c.r
         total = time.perf_counter() - snap.started
@@ -311,20 +309,21 @@ class SnapshotTrainer(_SnapshotAgent, TrainerAgent):
         return out
 
 
-class SnapshotServer(_SnapshotAgent, ServerAgent):
+class SnapshotServer(_SnapshotPart):
     """A server's snapshots of its shard, the parity blocks it holds, the exchange in flight."""
 
     role: ShardState
 
-    def __init__(self, env: RankEnv, role: ShardState, coding: Coding, disk: CkptServer | None) -> None:
-        super().__init__(env, role, coding, disk)
+    def __init__(self, env: RankEnv, role: ShardState, coding: Coding,
+                 disk_restorer: Restorer | None) -> None:
+        super().__init__(env, role, coding, disk_restorer)
         self.exchange: ParityExchange | None = None
         self.done_upto = -1  # the newest snapshot whose exchange completed here
         self.last_stall = 0.0
 
-    def header_word(self, step: int) -> int:
-        stall_us = min(int(self.last_stall * 1e6), HEADER.fields["stall_us"].limit)
-        return HEADER.pack(done=self.done_upto + 1, stall_us=stall_us)
+    def header_word(self, step: int) -> dict[str, int]:
+        stall_us = min(int(self.last_stall * 1e6), self.header.limit("stall_us"))
+        return {"done": self.done_upto + 1, "stall_us": stall_us}
 
     def copy_into(self, snap: Snapshot) -> None:
         table = as_bytes(self.role.state()["table"])
@@ -371,8 +370,7 @@ class SnapshotServer(_SnapshotAgent, ServerAgent):
         self.progress("snapshot_overlap_s")  # while the trainers compute: off the critical path
 
     def background(self, step: int) -> None:
-        self.progress("snapshot_stall_s")  # between steps: on the critical path
-        super().background(step)
+        self.progress("snapshot_stall_s")  # between steps: on the critical path (then the disk writer polls)
 
     def cut(self) -> None:
         if self.exchange is not None:
@@ -406,13 +404,14 @@ class SnapshotServer(_SnapshotAgent, ServerAgent):
         self.done_upto = keep.step if keep is not None else -1
 
 
-class SnapshotCoordinator(Coordinator):
+class SnapshotCoordinator(Part):
     """The snapshot steps announced, the committed snapshots' rows, the plan; the disk fallback's
-    coordinator (``disk``) commits the disk checkpoints."""
+    ``CommitterPart`` (after this part) commits the disk checkpoints, ``disk`` are its store and
+    committer (the disk candidates of a plan)."""
 
     def __init__(self, env: RankEnv, geo: Geometry, code_name: str, interval: int | None,
-                 disk: CkptCoordinator | None, declared: dict[str, Any]) -> None:
-        super().__init__(env)
+                 disk: DiskCheckpoints | None, declared: dict[str, Any]) -> None:
+        self.env = env
         self.geo = geo
         self.code_name = code_name
         self.interval = interval
@@ -424,9 +423,7 @@ class SnapshotCoordinator(Coordinator):
 
     def on_message(self, source: Slot, payload: Any) -> None:
         if payload[0] != "ecsnap":
-            if self.disk is not None:
-                self.disk.on_message(source, payload)
-            return
+            return  # the disk fallback's committer's
         _, kind, step, *rest = payload
         if kind == "start":
             self.known.add(int(step))
@@ -483,28 +480,22 @@ class SnapshotCoordinator(Coordinator):
             return "every trainer died: every copy of the snapshots' dense replica is lost"
         return ""
 
-    def resume_steps(self) -> list[int]:
-        return self.disk.resume_steps() if self.disk is not None else []
+    # resume_steps: the disk fallback's committer's (none: nothing to resume from)
 
     def on_recovered(self, plan: RecoveryPlan) -> None:
-        if self.disk is not None:
-            self.disk.on_recovered(plan)
         self.fallbacks += isinstance(plan, SnapshotPlan) and plan.disk_fallback
         self.known = {s for s in self.known if s <= plan.restored}
         self.rows = [row for row in self.rows if row[0] <= plan.restored]
 
     def checkpoint_rows(self) -> list[tuple[Any, ...]]:
-        rows = sorted(self.rows, key=lambda row: row[0])
-        return rows + (self.disk.checkpoint_rows() if self.disk is not None else [])
+        return sorted(self.rows, key=lambda row: row[0])  # then the disk fallback's (its committer's)
 
     def summary(self) -> dict[str, Any]:
         out = dict(self.declared)
-        if self.disk is not None:
-            out.update(self.disk.summary())
         out["snapshots"] = len(self.rows)
         out["disk_fallbacks"] = self.fallbacks
         return out
 
 
-__all__ = ["HEADER", "Coding", "SnapshotCoordinator", "SnapshotPlan", "SnapshotServer", "SnapshotTrainer",
-           "disk_words"]
+__all__ = ["FIELDS", "Coding", "DiskCheckpoints", "SnapshotCoordinator", "SnapshotPlan", "SnapshotServer",
+           "SnapshotTrainer"]

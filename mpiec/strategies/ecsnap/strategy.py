@@ -62,23 +62,31 @@ server sends its shard ``r`` times (``r · Σ_s B_s`` in all). A recovery moves
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from mpiec.errors import ConfigError
+from mpiec.strategies import compose
 from mpiec.strategies.base import Strategy
-from mpiec.strategies.checkpointing import expected_mtbf_s
-from mpiec.strategies.ckpt import FullCheckpoint
+from mpiec.strategies.checkpointing import Restorer, expected_mtbf_s
+from mpiec.strategies.checkpointing.kit import KIT_RULES, CheckpointKit
 from mpiec.strategies.costs import CostModel
-from mpiec.strategies.ecsnap.agents import Coding, SnapshotCoordinator, SnapshotServer, SnapshotTrainer
+from mpiec.strategies.ecsnap.agents import (
+    FIELDS,
+    Coding,
+    DiskCheckpoints,
+    SnapshotCoordinator,
+    SnapshotServer,
+    SnapshotTrainer,
+)
 from mpiec.strategies.ecsnap.geometry import Geometry
 from mpiec.strategies.ecsnap.schedule import SnapshotSchedule
 from mpiec.strategies.params import param
 
 if TYPE_CHECKING:
     from mpiec.config import Config
+    from mpiec.strategies.agents import Coordinator, ServerAgent, TrainerAgent
     from mpiec.strategies.env import DenseState, RankEnv, ShardState
 
 
@@ -122,7 +130,7 @@ class ErasureCodedSnapshots(Strategy):
         "snapshot_overlap_s": "max", "snapshot_total_s": "max", "snapshot_restores": "max",
         "snapshot_restore_s": "max", "decoded_blocks": "sum", "decoded_rows": "sum", "decoded_bytes": "sum",
         "reencoded_blocks": "sum", "snapshot_recovery_bytes": "sum", "disk_fallbacks": "max",
-        "disk_every": "first", **FullCheckpoint.summary_rules,
+        "disk_every": "first", **KIT_RULES,
     }
     params: EcsnapParams
 
@@ -150,12 +158,15 @@ class ErasureCodedSnapshots(Strategy):
         self.code = make_code(p.code, self.k, self.r)
         self.geo = Geometry(cfg.layout.servers, self.k, self.r)
         self.interval = p.interval if p.interval != "auto" else None
-        #: the disk fallback: ``ckpt`` with a checkpoint every ``disk_every`` steps into ``dir``
-        self.fallback: FullCheckpoint | None = None
+        #: the disk fallback: the checkpoint kit as ``ckpt`` with a checkpoint every ``disk_every``
+        #: steps into ``dir``; its writers put no time in the header (the interval is in steps)
+        self.fallback: CheckpointKit | None = None
         if p.disk_every:
-            params = {"interval": p.disk_every, "dir": p.dir}
-            self.fallback = FullCheckpoint(dataclasses.replace(
-                cfg, strategy=dataclasses.replace(cfg.strategy, name="ckpt", params=params)))
+            self.fallback = CheckpointKit.fallback(cfg, {"interval": p.disk_every, "dir": p.dir},
+                                                   records=False, part_time=None)
+
+    def header_fields(self) -> dict[str, tuple[tuple[str, int], ...]]:
+        return {"ecsnap": FIELDS, **(self.fallback.header_fields() if self.fallback is not None else {})}
 
     @classmethod
     def shrink_refusal(cls, cfg: Config) -> str:
@@ -165,7 +176,7 @@ class ErasureCodedSnapshots(Strategy):
                 "its snapshots are coded for the placement they were taken on; give the run spares")
 
     def checkpoint_root(self, out_path: Path) -> Path | None:
-        return self.fallback.checkpoint_root(out_path) if self.fallback is not None else None
+        return self.fallback.root(out_path) if self.fallback is not None else None
 
     def coding(self, env: RankEnv) -> Coding:
         """The code, the stripes and the shards' sizes (from the rank's row placement)."""
@@ -174,26 +185,44 @@ class ErasureCodedSnapshots(Strategy):
         sizes = [env.placement.n_local(s) * row_bytes for s in range(cfg.layout.servers)]
         return Coding(self.code, self.geo, sizes, row_bytes)
 
-    # -- the agents -------------------------------------------------------------------------------
-    def coordinator(self, env: RankEnv) -> SnapshotCoordinator:
-        disk = self.fallback.coordinator(env) if self.fallback is not None else None
+    # -- the agents: ecsnap's parts, then the disk fallback's (the checkpoint kit's) ---------------
+    def coordinator(self, env: RankEnv) -> Coordinator:
         declared: dict[str, Any] = {"code": self.code.name, "k": self.k, "r": self.r,
                                     "disk_every": self.params.disk_every,
                                     "snapshot_interval_rule": "given" if self.interval else "young"}
-        return SnapshotCoordinator(env, self.geo, self.code.name, self.interval, disk, declared)
+        if self.fallback is None:
+            return compose.coordinator(self, env, SnapshotCoordinator(env, self.geo, self.code.name,
+                                                                      self.interval, None, declared))
+        store = self.fallback.coordinator_store(env)
+        committer = self.fallback.committer(env, store)
+        committing, _ = self.fallback.coordinator_parts(env, store, committer)  # ecsnap plans itself
+        snapshots = SnapshotCoordinator(env, self.geo, self.code.name, self.interval,
+                                        DiskCheckpoints(store, committer), declared)
+        return compose.coordinator(self, env, snapshots, committing)
 
-    def trainer(self, env: RankEnv, role: DenseState) -> SnapshotTrainer:
-        disk = self.fallback.trainer(env, role) if self.fallback is not None else None
-        if env.slot.index != 0:  # trainer 0 decides
-            return SnapshotTrainer(env, role, self.coding(env), disk)
-        cfg = self.cfg
-        schedule = SnapshotSchedule(self.interval, first=self.params.first, total_steps=cfg.training.steps,
-                                    mtbf=expected_mtbf_s(cfg))
-        return SnapshotTrainer(env, role, self.coding(env), disk, schedule)
+    def trainer(self, env: RankEnv, role: DenseState) -> TrainerAgent:
+        disk: list[Any] = []
+        restorer = None
+        if self.fallback is not None:
+            store = self.fallback.store(env)
+            disk = self.fallback.trainer_parts(env, role, store, restorer=False)
+            restorer = Restorer.for_trainer(env, store, role)  # a ``disk`` candidate: ecsnap's restore
+        schedule = None
+        if env.slot.index == 0:  # trainer 0 decides
+            cfg = self.cfg
+            schedule = SnapshotSchedule(self.interval, first=self.params.first,
+                                        total_steps=cfg.training.steps, mtbf=expected_mtbf_s(cfg))
+        snapshots = SnapshotTrainer(env, role, self.coding(env), restorer, schedule)
+        return compose.trainer(self, env, snapshots, *disk)
 
-    def server(self, env: RankEnv, role: ShardState) -> SnapshotServer:
-        disk = self.fallback.server(env, role) if self.fallback is not None else None
-        return SnapshotServer(env, role, self.coding(env), disk)
+    def server(self, env: RankEnv, role: ShardState) -> ServerAgent:
+        disk: list[Any] = []
+        restorer = None
+        if self.fallback is not None:
+            store = self.fallback.store(env)
+            disk = self.fallback.server_parts(env, role, store, restorer=False)
+            restorer = Restorer.for_server(env, store, role)
+        return compose.server(self, env, SnapshotServer(env, role, self.coding(env), restorer), *disk)
 
 
 __all__ = ["EcsnapParams", "ErasureCodedSnapshots"]

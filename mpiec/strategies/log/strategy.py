@@ -1,12 +1,12 @@
 """``log``: checkpoints + upstream update logs: lossless partial recovery (after MoEvement, SWIFT).
 
-Full checkpoints are ``ckpt``'s: every agent here holds the matching ``ckpt`` agent
-(``CkptCoordinator``, ``CkptTrainer``, ``CkptServer``, built from the checkpoint components) and
-forwards the checkpoint hooks to it — the schedule on trainer 0's header word (``ckpt.HEADER``;
-the log adds no field), ``strategy.interval`` / ``interval_s`` / ``auto`` = Young, the same store
-and manifests. On top, every trainer keeps a log (``store.LogStore``) of the row gradients it
-pushed since the last committed checkpoint: each step's push as ``after_push`` gives it, in
-memory up to ``strategy.log_memory_mb``, spilled to local files beyond (format in ``spill``).
+Full checkpoints are the checkpoint kit's (``strategies.checkpointing.kit``, ``ckpt``'s parts):
+every agent is the kit's parts for its role plus the log's part (``strategies.compose``) — the
+schedule on trainer 0's header word (the kit's fields; the log adds none), ``strategy.interval``
+/ ``interval_s`` / ``auto`` = Young, the same store and manifests. On top, every trainer keeps a
+log (``store.LogStore``) of the row gradients it pushed since the last committed checkpoint:
+each step's push as ``after_push`` gives it, in memory up to ``strategy.log_memory_mb``,
+spilled to local files beyond (format in ``spill``).
 
 Recovery (the coordinator's ``plan``):
 
@@ -66,29 +66,18 @@ import numpy as np
 
 from mpiec.checkpoint import CheckpointError, CheckpointStore
 from mpiec.layout import SERVER, TRAINER, Slot
-from mpiec.strategies.agents import Coordinator, ServerAgent, TrainerAgent
+from mpiec.strategies import compose
 from mpiec.strategies.base import Failure, RecoveryPlan, Scope, Strategy
-from mpiec.strategies.checkpointing import (
-    TRAINER_PART,
-    Interval,
-    ManifestCommitter,
-    PartWriter,
-    Restorer,
-    Schedule,
-    checkpoint_root,
-    claim_root,
-    full_parts,
-    open_store,
-    server_part,
+from mpiec.strategies.checkpointing import Restorer
+from mpiec.strategies.checkpointing.kit import (
+    KIT_RULES,
+    CheckpointKit,
+    CheckpointParams,
+    RollbackPlanner,
+    WriterPart,
+    decided,
 )
-from mpiec.strategies.ckpt import (
-    CkptCoordinator,
-    CkptParams,
-    CkptServer,
-    CkptTrainer,
-    FullCheckpoint,
-    checkpoint_after,
-)
+from mpiec.strategies.compose import Part
 from mpiec.strategies.costs import CostModel
 from mpiec.strategies.log.spill import HEADER as SPILL_HEADER
 from mpiec.strategies.log.store import LogStore
@@ -96,6 +85,8 @@ from mpiec.strategies.params import param
 from mpiec.strategies.replay import RebuildError, collective, replay_steps
 
 if TYPE_CHECKING:
+    from mpiec.strategies.agents import Coordinator, ServerAgent, TrainerAgent
+    from mpiec.strategies.checkpointing import ManifestCommitter
     from mpiec.strategies.env import DenseState, RankEnv, ShardState
 
 #: test hook: trainer 0 flips one byte of the oldest spilled record a replay needs
@@ -103,8 +94,8 @@ CORRUPT_ENV = "MPIEC_LOG_CORRUPT_SPILL"
 
 
 @dataclass(frozen=True)
-class LogParams(CkptParams):
-    """``ckpt``'s keys (same defaults and ranges), and the log's own."""
+class LogParams(CheckpointParams):
+    """The checkpoint kit's keys (``ckpt``'s, same defaults and ranges), and the log's own."""
 
     log_memory_mb: float = param(256.0, "memory a trainer's log may hold, MiB; older records spill to "
                                  "files (0: every record spills)", ge=0)
@@ -125,7 +116,7 @@ class UpdateLog(Strategy):
     # the simulator: only the lost shards restore and replay the logged steps (calibrated from log runs)
     cost = CostModel("replay", interval="young")
     summary_rules: ClassVar[dict[str, str]] = {
-        **FullCheckpoint.summary_rules,
+        **KIT_RULES,
         "log_memory_peak_bytes": "max", "log_spilled_bytes": "sum", "log_spilled_records": "sum",
         "log_spill_s": "max", "log_read_bytes": "sum", "log_replay_s": "max", "log_replayed_steps": "max",
         "log_replayed_rows": "sum", "log_replays": "sum", "log_fallbacks": "first",
@@ -133,16 +124,19 @@ class UpdateLog(Strategy):
     }
     params: LogParams
 
-    def interval(self) -> Interval:
-        """The interval rule of ``strategy.interval`` / ``interval_s`` (``ckpt``'s)."""
-        return Interval.given(self.params.interval, self.params.interval_s)
+    def __init__(self, cfg: Any) -> None:
+        super().__init__(cfg)
+        self.kit = CheckpointKit(self.cfg, self.params)
+
+    def header_fields(self) -> dict[str, tuple[tuple[str, int], ...]]:
+        return self.kit.header_fields()
 
     def limit_bytes(self) -> int:
         """``strategy.log_memory_mb`` in bytes."""
         return int(float(self.params.log_memory_mb) * 2**20)
 
     def checkpoint_root(self, out_path: Path) -> Path | None:
-        return checkpoint_root(self.cfg, out_path)
+        return self.kit.root(out_path)
 
     def log_root(self, env: RankEnv, store: CheckpointStore) -> Path:
         """Where the trainers' spill directories go: ``strategy.log_dir/<result name>.log``, else
@@ -151,35 +145,30 @@ class UpdateLog(Strategy):
             return Path(self.params.log_dir) / f"{env.out_path.stem}.log"
         return Path(store.root) / "log"
 
-    # -- the agents: ckpt's, composed from the checkpoint components, and the log ---------------
-    def coordinator(self, env: RankEnv) -> LogCoordinator:
-        store = open_store(env, self.params.bandwidth_mb_s)
-        claim_root(store, resuming=bool(env.resume_from))
-        committer = ManifestCommitter(env, store, lambda: full_parts(env.n_servers), self.params.keep)
-        ckpt = CkptCoordinator(env, store, committer, self.params, self.interval())
-        return LogCoordinator(env, ckpt, store, committer, self.log_root(env, store), self.limit_bytes())
+    # -- the agents: the checkpoint kit's parts, and the log's -------------------------------------
+    def coordinator(self, env: RankEnv) -> Coordinator:
+        store = self.kit.coordinator_store(env)
+        committer = self.kit.committer(env, store)
+        committing, rollback = self.kit.coordinator_parts(env, store, committer)
+        assert isinstance(rollback, RollbackPlanner)
+        log = LogCoordinator(env, rollback, store, committer, self.log_root(env, store), self.limit_bytes())
+        return compose.coordinator(self, env, committing, log, rollback)  # the log plans first
 
-    def trainer(self, env: RankEnv, role: DenseState) -> LogTrainer:
-        store = open_store(env, self.params.bandwidth_mb_s)
-        restorer = Restorer.for_trainer(env, store, role)
-        if env.slot.index == 0:  # trainer 0 decides and writes the dense replica
-            schedule = Schedule.from_config(self.cfg, self.interval(), self.params.first, env.now)
-            writer = PartWriter(env, store, TRAINER_PART, role.state, background=self.params.mode == "async")
-            ckpt = CkptTrainer(env, restorer, schedule, writer, detail=f"{self.params.mode} full checkpoint")
-        else:
-            ckpt = CkptTrainer(env, restorer)
+    def trainer(self, env: RankEnv, role: DenseState) -> TrainerAgent:
+        store = self.kit.store(env)
         # one directory per process: a replacement never appends to a dead trainer's files
         spill = (self.log_root(env, store)
                  / f"trainer-{env.slot.index}-rank{env.first_rank}-pid{os.getpid()}")
         corrupt = env.slot.index == 0 and bool(os.environ.get(CORRUPT_ENV))
-        return LogTrainer(env, ckpt, store, LogStore(self.limit_bytes(), spill), corrupt=corrupt)
+        log = LogTrainer(env, store, LogStore(self.limit_bytes(), spill), corrupt=corrupt)
+        return compose.trainer(self, env, *self.kit.trainer_parts(env, role, store), log)
 
-    def server(self, env: RankEnv, role: ShardState) -> LogServer:
-        store = open_store(env, self.params.bandwidth_mb_s)
-        writer = PartWriter(env, store, server_part(env.slot.index), role.state, rows=role.n_rows,
-                            background=self.params.mode == "async")
-        restorer = Restorer.for_server(env, store, role)
-        return LogServer(env, CkptServer(env, writer, restorer), store, restorer, role)
+    def server(self, env: RankEnv, role: ShardState) -> ServerAgent:
+        store = self.kit.store(env)
+        writer = WriterPart(self.kit.server_writer(env, role, store), self.kit.part_time, reports=True)
+        # the log's part restores (a rollback as the kit's, a replaced server alone)
+        log = LogServer(env, store, Restorer.for_server(env, store, role), role)
+        return compose.server(self, env, writer, log)
 
 
 def rollback_event(env: RankEnv, plan: RecoveryPlan, step: int) -> None:
@@ -196,32 +185,26 @@ def replay_plan(env: RankEnv, base: int | None) -> dict[int, int]:
         return dict(v for v in env.comms.data_comm().allgather(mine) if v is not None)
 
 
-class LogTrainer(TrainerAgent):
-    """Logs its pushes, trims the log at committed checkpoints and replays it to replaced servers;
-    the checkpoint hooks go to ``ckpt`` (trainer 0's holds the schedule and the dense writer).
-    ``corrupt``: the ``MPIEC_LOG_CORRUPT_SPILL`` test hook is armed (trainer 0)."""
+class LogTrainer(Part):
+    """A trainer's log part, after the kit's parts: logs its pushes, trims the log at committed
+    checkpoints and replays it to replaced servers. ``corrupt``: the ``MPIEC_LOG_CORRUPT_SPILL``
+    test hook is armed (trainer 0)."""
 
-    def __init__(self, env: RankEnv, ckpt: CkptTrainer, store: CheckpointStore, log: LogStore,
-                 corrupt: bool = False) -> None:
-        super().__init__(env)
-        self.ckpt = ckpt
+    def __init__(self, env: RankEnv, store: CheckpointStore, log: LogStore, corrupt: bool = False) -> None:
+        self.env = env
         self.store = store
         self.log = log
         self.corrupt = corrupt
         self.awaiting: list[int] = []  # checkpoints taken, not known committed yet
-
-    def header_word(self, step: int) -> int:
-        return self.ckpt.header_word(step)
 
     def after_push(self, step: int, slots: np.ndarray, counts: np.ndarray, grads: np.ndarray) -> None:
         """A step the failure interrupts is dropped again by ``on_recovered``."""
         self.log.append(step, slots, counts, grads)
 
     def after_step(self, step: int, words: np.ndarray | None) -> None:
-        self.ckpt.after_step(step, words)
         if words is None:
             return
-        if checkpoint_after(words):
+        if decided(self.header, words):
             self.awaiting.append(step)
         self.trim_committed(step)
 
@@ -241,14 +224,10 @@ class LogTrainer(TrainerAgent):
             self.log.trim(newest)
             self.awaiting = [c for c in self.awaiting if c > newest]
 
-    def background(self, step: int) -> None:
-        self.ckpt.background(step)
-
     def restore(self, plan: RecoveryPlan, step: int, replaced: bool) -> bool:
-        ok = self.ckpt.restore(plan, step, replaced)
-        if ok:
-            rollback_event(self.env, plan, step)
-        return ok
+        """After the kit's restorer, only once it loaded ``step`` (the composite stops at a False)."""
+        rollback_event(self.env, plan, step)
+        return True
 
     def rebuild(self, plan: RecoveryPlan) -> bool:
         """Scope REPLACED: send the logged steps to the replaced servers (collective over ``data``)."""
@@ -279,7 +258,6 @@ class LogTrainer(TrainerAgent):
                 f.write(bytes([byte[0] ^ 0x01]))
 
     def on_recovered(self, plan: RecoveryPlan) -> None:
-        self.ckpt.on_recovered(plan)
         self.log.drop_after(plan.restored)  # those steps are executed (and logged) again
         self.awaiting = [c for c in self.awaiting if c <= plan.restored]
         if plan.scope is Scope.ROLLBACK and plan.restored >= 0:
@@ -287,45 +265,34 @@ class LogTrainer(TrainerAgent):
             self.awaiting = []
 
     def summary(self) -> dict[str, Any]:
-        out = self.ckpt.summary()
-        out.update({"log_memory_peak_bytes": self.log.peak_memory_bytes,
-                    "log_spilled_bytes": self.log.spilled_bytes,
-                    "log_spilled_records": self.log.spilled_records,
-                    "log_spill_s": self.log.spill_s, "log_read_bytes": self.log.read_bytes})
+        out = {"log_memory_peak_bytes": self.log.peak_memory_bytes,
+               "log_spilled_bytes": self.log.spilled_bytes,
+               "log_spilled_records": self.log.spilled_records,
+               "log_spill_s": self.log.spill_s, "log_read_bytes": self.log.read_bytes}
         self.log.close()
         return out
 
 
-class LogServer(ServerAgent):
-    """``ckpt``'s server (its part of every checkpoint, and the rollback); a replaced server
-    restores its shard alone and receives the logged steps since."""
+class LogServer(Part):
+    """A server's log part, after the kit's ``WriterPart`` (its part of every checkpoint): restores
+    on a rollback as the kit does; a replaced server restores its shard alone and receives the
+    logged steps since."""
 
-    def __init__(self, env: RankEnv, ckpt: CkptServer, store: CheckpointStore, restorer: Restorer,
-                 role: ShardState) -> None:
-        super().__init__(env)
-        self.ckpt = ckpt
+    def __init__(self, env: RankEnv, store: CheckpointStore, restorer: Restorer, role: ShardState) -> None:
+        self.env = env
         self.store = store
-        self.restorer = restorer  # ckpt's: its figures count the partial restores too
+        self.restorer = restorer  # its figures count the partial restores too
         self.role = role
         self.base = -1  # a replaced server: the checkpoint its shard was restored from
         self.replay_s = 0.0
         self.replayed_steps = self.replayed_rows = self.replays = 0
 
-    def header_word(self, step: int) -> int:
-        return self.ckpt.header_word(step)
-
-    def after_step(self, step: int, words: np.ndarray | None) -> None:
-        self.ckpt.after_step(step, words)
-
-    def background(self, step: int) -> None:
-        self.ckpt.background(step)
-
     def restore(self, plan: RecoveryPlan, step: int, replaced: bool) -> bool:
-        """ROLLBACK: ``ckpt``'s. Otherwise (a replaced server): the plan's checkpoint, else an older
+        """ROLLBACK: the kit's restore. Otherwise (a replaced server): the plan's checkpoint, else an older
         one, else the initial shard; always True (the replay check then says whether the logs
         reach back to it)."""
         if plan.scope is Scope.ROLLBACK:
-            ok = self.ckpt.restore(plan, step, replaced)
+            ok = self.restorer.restore(plan, step)
             if ok:
                 rollback_event(self.env, plan, step)
             return ok
@@ -372,34 +339,33 @@ class LogServer(ServerAgent):
         return True
 
     def summary(self) -> dict[str, Any]:
-        return {**self.ckpt.summary(), "log_replay_s": self.replay_s,
+        return {**self.restorer.figures(), "log_replay_s": self.replay_s,
                 "log_replayed_steps": self.replayed_steps, "log_replayed_rows": self.replayed_rows,
                 "log_replays": self.replays}
 
 
-class LogCoordinator(Coordinator):
-    """``ckpt``'s coordinator (commits, rollbacks, resume), with the partial recovery of a server
-    failure while every trainer's log covers the steps since the checkpoint."""
+class LogCoordinator(Part):
+    """The coordinator's log part, between the kit's ``CommitterPart`` and ``RollbackPlanner``: the
+    partial recovery of a server failure while every trainer's log covers the steps since the
+    checkpoint; every other case is the planner's (``plan`` returns None), or its full rollback
+    with the log's reason (``rollback``, the kit's planner)."""
 
-    def __init__(self, env: RankEnv, ckpt: CkptCoordinator, store: CheckpointStore,
+    def __init__(self, env: RankEnv, rollback: RollbackPlanner, store: CheckpointStore,
                  committer: ManifestCommitter, log_root: Path, limit_bytes: int) -> None:
-        super().__init__(env)
-        self.ckpt = ckpt
+        self.env = env
+        self.rollback = rollback
         self.store = store
-        self.committer = committer  # ckpt's
+        self.committer = committer  # the kit's
         self.log_root = log_root
         self.limit_bytes = limit_bytes
         self.covered_from = -1  # replacement trainers log from the step after this one (-1: all whole)
         self.fallbacks = 0
 
-    def on_message(self, source: Slot, payload: Any) -> None:
-        self.ckpt.on_message(source, payload)
-
-    def plan(self, failure: Failure) -> RecoveryPlan:
+    def plan(self, failure: Failure) -> RecoveryPlan | None:
         dead_servers = [s for s in failure.dead if s.role == SERVER]
         originals = [i for i in failure.alive(TRAINER) if Slot(TRAINER, i) not in failure.dead]
         if not dead_servers or not originals:
-            return self.ckpt.plan(failure)  # peer copy, or a rollback when no dense replica is left
+            return None  # the kit's: peer copy, or a rollback when no dense replica is left
         committed = [s for s in self.store.complete_steps() if s <= failure.committed]
         base = committed[0] if committed else -1
         dead_trainers = [str(s) for s in failure.dead if s.role == TRAINER]
@@ -410,8 +376,7 @@ class LogCoordinator(Coordinator):
             why = (f"a trainer replaced after step {self.covered_from} has no log of the steps since "
                    f"checkpoint {base}")
         if why:
-            plan = self.ckpt.plan(failure)
-            plan.reason = f"full rollback: {why}"
+            plan = self.rollback.rollback(failure, f"full rollback: {why}")
             self.fallbacks += 1
             self.env.event("log_fallback", failure.step, detail=plan.reason[:250])
             return plan
@@ -420,10 +385,8 @@ class LogCoordinator(Coordinator):
                             reason=f"{[str(s) for s in dead_servers]} restore checkpoint {base} and replay "
                                    f"steps {base + 1}..{failure.committed} from the trainers' logs")
 
-    def on_grow(self, plan: RecoveryPlan) -> bool:
-        """The trainers' logs start afresh (``on_recovered``): a server failure before the next
-        checkpoint then rolls back."""
-        return self.ckpt.on_grow(plan)
+    # on_grow is the kit's planner's: the trainers' logs start afresh (``on_recovered``), so a server
+    # failure before the next checkpoint then rolls back
 
     def on_shrink(self, failure: Failure, plan: RecoveryPlan) -> RecoveryPlan:
         """A rollback: the logs hold rows by their old servers' local slots, not replayable onto
@@ -431,17 +394,13 @@ class LogCoordinator(Coordinator):
         is ckpt's, which loads rows by global id onto any placement."""
         if plan.scope is Scope.ROLLBACK:
             return plan
-        plan = self.ckpt.on_shrink(failure, plan)
-        plan.reason = "full rollback: rows re-placed onto fewer servers (the logs address the old placement)"
+        plan = self.rollback.rollback(
+            failure, "full rollback: rows re-placed onto fewer servers (the logs address the old placement)")
         self.fallbacks += 1
         self.env.event("log_fallback", failure.step, detail=plan.reason[:250])
         return plan
 
-    def resume_steps(self) -> list[int]:
-        return self.ckpt.resume_steps()
-
     def on_recovered(self, plan: RecoveryPlan) -> None:
-        self.ckpt.on_recovered(plan)
         if plan.scope is Scope.ROLLBACK:
             self.covered_from = plan.restored  # every trainer logs the re-executed steps
         elif plan.relayout or any(s.role == TRAINER for s in plan.replaced + plan.dropped):
@@ -449,12 +408,8 @@ class LogCoordinator(Coordinator):
             # one (their agents are rebuilt for the new layout)
             self.covered_from = max(self.covered_from, plan.restored)
 
-    def checkpoint_rows(self) -> list[tuple[Any, ...]]:
-        return self.ckpt.checkpoint_rows()
-
     def summary(self) -> dict[str, Any]:
-        out = {**self.ckpt.summary(), "log_fallbacks": self.fallbacks,
-               "log_memory_limit_bytes": self.limit_bytes}
+        out = {"log_fallbacks": self.fallbacks, "log_memory_limit_bytes": self.limit_bytes}
         shutil.rmtree(self.log_root, ignore_errors=True)  # spill directories of trainers that died
         return out
 
