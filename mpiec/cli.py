@@ -24,8 +24,9 @@ from mpiec.cli_args import (
     add_config_args,
     positive,
 )
-from mpiec.config import Config, load_config
+from mpiec.config import Config
 from mpiec.errors import MpiecError
+from mpiec.resolve import load_config
 
 if TYPE_CHECKING:
     from mpiec.strategies.base import Strategy
@@ -110,6 +111,11 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_config(args: argparse.Namespace) -> int:
+    if args.explain is not None:
+        from mpiec.resolve import explain
+
+        print("\n".join(explain(args.explain)))
+        return 0
     # Not this machine's memory: a config is resolved here for a cluster too (mpiec run and the
     # ranks check the memory where they start).
     cfg = config_from(args, memory=False)
@@ -232,6 +238,10 @@ def build_parser() -> argparse.ArgumentParser:
     add_config_args(config)
     config.add_argument("--write", metavar="FILE.json", help="write the resolved config here")
     config.add_argument("--ranks", action="store_true", help="print the number of MPI ranks it needs")
+    config.add_argument("--explain", nargs="?", const="", metavar="KEY",
+                        help="print a key's type, default, range or choices and help (a key such as "
+                             "training.steps, a section such as layout, a strategy's strategy.KEY or "
+                             "NAME.KEY; no KEY: every key of the config's sections), then exit")
     config.set_defaults(func=cmd_config)
 
     strategies = sub.add_parser("strategies", help="list the available strategies",

@@ -142,13 +142,13 @@ def read_hostfile(path: str | Path) -> list[Host]:
 def place_on_hosts(cfg: Config, hosts: list[Host]) -> list[str]:
     """The host of every world rank (see the module's docstring); sets ``layout.ranks_per_node``
     when it is 0 and validates the config again (a layout ``ecrm`` refuses is refused here)."""
-    from mpiec.config import validate
     from mpiec.layout import rank_nodes
+    from mpiec.resolve import resolve
 
     H = len(hosts)
     if cfg.layout.ranks_per_node == 0 and H > 1:
         cfg.layout.ranks_per_node = -(-(cfg.n_ranks - 1) // H)
-        validate(cfg, memory=False)  # the ranks share several machines: this one's memory says little
+        resolve(cfg, memory=False)  # the ranks share several machines: this one's memory says little
     nodes = rank_nodes(cfg.n_ranks, cfg.layout.ranks_per_node)
     return [hosts[max(n, 0) % H].name for n in nodes]
 
@@ -553,7 +553,7 @@ def launch(cfg: Config, out_dir: Path, timeout: float | None = None, quiet: bool
     reported only if this run wrote it. ``hostfile``: run across its hosts
     (``place_on_hosts``; ``cfg`` then records the ranks per node it used).
     """
-    from mpiec.config import check_storage_time
+    from mpiec.resolve import check_storage_time
     from mpiec.stall import check_stalls
 
     limit = timeout if timeout is not None else default_timeout(cfg)

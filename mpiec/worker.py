@@ -39,8 +39,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="start from the newest complete checkpoint in DIR (a checkpointing strategy)")
     args = parser.parse_args(argv)
 
-    from mpiec.config import Config, load_config
+    from mpiec.config import Config
     from mpiec.errors import MpiecError
+    from mpiec.resolve import load_config
 
     try:
         text = Path(args.config).read_text()

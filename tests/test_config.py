@@ -4,8 +4,9 @@ import re
 
 import pytest
 
-from mpiec.config import PRESETS, Config, check_memory, load_config, local_ranks, set_to_dict
+from mpiec.config import PRESETS, Config, check_memory, local_ranks, set_to_dict
 from mpiec.errors import ConfigError, KillPlanError
+from mpiec.resolve import load_config
 
 CLUSTER_PRESETS = ("mlperf-dlrmv2",)  # resolve anywhere, run only where the memory is
 

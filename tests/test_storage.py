@@ -15,8 +15,8 @@ import pytest
 
 from mpiec import checkpoint, storage
 from mpiec.checkpoint import CheckpointStore
-from mpiec.config import load_config
 from mpiec.errors import ConfigError
+from mpiec.resolve import load_config
 from mpiec.storage import (
     LEDGER,
     PROFILES,

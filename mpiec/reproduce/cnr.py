@@ -160,7 +160,7 @@ def kill_plan(n: int, steps: int, shift: int = 0) -> tuple[str, ...]:
 
 @lru_cache(maxsize=1)
 def cardinalities() -> tuple[int, ...]:
-    from mpiec.config import load_config
+    from mpiec.resolve import load_config
 
     return tuple(int(c) * TABLE_SCALE for c in load_config(preset="tiny", memory=False).data.cardinalities)
 
@@ -175,7 +175,7 @@ def sets() -> tuple[str, ...]:
 
 def config(steps: int) -> Any:
     """The resolved config of this paper's runs (``cnr``, the paper's variant)."""
-    from mpiec.config import load_config
+    from mpiec.resolve import load_config
 
     own = ["strategy.diff='intermittent'", "strategy.quantization='adaptive'",
            f"strategy.interval={INTERVAL}"]

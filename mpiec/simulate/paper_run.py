@@ -47,7 +47,7 @@ def _metrics(row: ScaleRow, policy: Policy, job: Job, costs: Costs, steps: int) 
 
 def run_paper(args: argparse.Namespace, costs: Costs, source: str,
               make_setup: Callable[[argparse.Namespace, Costs, dict], Setup]) -> int:
-    from mpiec.config import load_config
+    from mpiec.resolve import load_config
 
     paper: Paper = PAPERS[args.paper]
     cfg = load_config(preset=paper.preset, sets=[*paper.sets, *args.set], memory=False)

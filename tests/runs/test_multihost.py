@@ -19,9 +19,9 @@ import pytest
 from emulated_hosts import EmulatedHosts, unavailable
 from run_helpers import mpiec, worker_processes
 
-from mpiec.config import load_config
 from mpiec.errors import MpiecError
 from mpiec.launcher import Host, kill_group, mpiexec_command, place_on_hosts, read_hostfile
+from mpiec.resolve import load_config
 from mpiec.results import decode
 
 # -- unit tests ------------------------------------------------------------------------------------
