@@ -540,7 +540,9 @@ class Bench:
         phase of ``v``'s checkpoint interval (from its failure-free run; without one, from an interval
         in steps the variant states, e.g. ``ckpt:interval=10``)."""
         kills = list(self.kills or [])
-        stated = self.base[v].strategy.params.get("interval")
+        from mpiec.resolve import typed_params
+
+        stated = getattr(typed_params(self.base[v]), "interval", None)  # "auto" (the default): none stated
         interval = self.intervals.get(v) or (stated if isinstance(stated, int) and stated > 0 else None)
         shift = kill_shift(repeat, self.repeat, interval)
         steps = self.first.training.steps
@@ -556,7 +558,7 @@ class Bench:
         print(f"[mpiec bench] {line}", flush=True)
         self.bound = bound
         try:  # the storage model the checkpoints are written under (mpiec.storage, where there is one)
-            from mpiec.storage import storage_line
+            from mpiec.resolve import storage_line
         except ImportError:
             return
         try:

@@ -320,23 +320,15 @@ def check_writable_dir(directory: Path, what: str, keep: bool = True) -> None:
 
 def strategy_dirs(cfg: Config, path: Path, resume: str = "") -> list[tuple[str, Path]]:
     """The folders the strategy of a run with result file ``path`` writes into, each with what names
-    it: the checkpoint root (``Strategy.checkpoint_root``: ``strategy.dir``, else beside the result;
-    ``ecsnap`` only with its disk fallback), the ``--resume`` directory (new checkpoints go there) and
-    ``strategy.log_dir`` (``log``'s spilled records)."""
+    it: what the strategy declares (``Strategy.directories``: its checkpoint root, ``log``'s
+    ``strategy.log_dir``, ...), the ``--resume`` directory in the checkpoint root's place (new
+    checkpoints go there)."""
     from mpiec.strategies import get_strategy_class
 
-    params = cfg.strategy.params
-    out: list[tuple[str, Path]] = []
-    if resume:
-        out.append(("--resume checkpoint directory", Path(resume)))
-    else:
-        root = get_strategy_class(cfg.strategy.name)(cfg).checkpoint_root(path)
-        if root is not None:
-            out.append(("checkpoint directory" + (" (strategy.dir)" if params.get("dir") else ""), root))
-    log_dir = params.get("log_dir")
-    if isinstance(log_dir, str) and log_dir:
-        out.append(("log directory (strategy.log_dir)", Path(log_dir)))
-    return out
+    strategy = get_strategy_class(cfg.strategy.name)(cfg)
+    root = strategy.checkpoint_root(path)
+    out = [("--resume checkpoint directory", Path(resume))] if resume else []
+    return out + [(what, d) for what, d in strategy.directories(path) if not (resume and d == root)]
 
 
 def check_resume(cfg: Config, root: str | Path) -> None:

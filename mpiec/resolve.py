@@ -24,6 +24,7 @@ from mpiec.inputs import one_line as _clean
 
 if TYPE_CHECKING:
     from mpiec.faults import Kill
+    from mpiec.storage import StorageModel
     from mpiec.strategies.base import Strategy
 
 
@@ -95,6 +96,20 @@ def load_config(
     return cfg
 
 
+def storage_model(cfg: Config) -> StorageModel:
+    """The storage model of a run: its ``[storage]`` section under its strategy's own per-rank write
+    cap (``strategy.bandwidth_mb_s`` of the checkpointing strategies, the older knob; 0 = none)."""
+    from mpiec.storage import resolve as resolve_storage
+
+    cap = getattr(typed_params(cfg), "bandwidth_mb_s", 0.0)
+    return resolve_storage(cfg.storage, float(cap))
+
+
+def storage_line(cfg: Config) -> str:
+    """One line for a table's header: ``storage: object-store (emulated: write 80 MB/s ...)``."""
+    return f"storage: {storage_model(cfg).describe()}"
+
+
 def config_from_json(text: str, memory: bool = True) -> Resolved:
     """A rank's config (the launcher's JSON, or ``mpiec config --write``'s), resolved."""
     return resolve(Config.from_json(text), memory=memory)
@@ -106,12 +121,11 @@ def check_storage_time(cfg: Config, limit_s: float) -> None:
     a strategy that writes checkpoints (its ``checkpoint_root`` is not None). The bytes are a lower
     bound, so nothing a run could do is refused: one server's embedding shard at 1 bit per value,
     less than any strategy writes; the aggregate budget carries every server's shard."""
-    from mpiec.storage import model_of
     from mpiec.strategies import get_strategy_class
 
     if get_strategy_class(cfg.strategy.name)(cfg).checkpoint_root(Path("run.h5")) is None:
         return
-    model = model_of(cfg)
+    model = storage_model(cfg)
     servers = cfg.layout.servers
     shard = -(-sum(cfg.data.cardinalities) // servers) * cfg.model.dim / 8  # bytes
     for key, rate, nbytes, what in (
@@ -120,7 +134,7 @@ def check_storage_time(cfg: Config, limit_s: float) -> None:
             ("aggregate_mb_s", model.aggregate_mb_s, shard * servers,
              f"writing the {servers} servers' shards through the job's shared budget")):
         if rate > 0 and nbytes / (rate * 1e6) >= limit_s:
-            legacy = cfg.strategy.params.get("bandwidth_mb_s") if key == "write_mb_s" else None
+            legacy = getattr(typed_params(cfg), "bandwidth_mb_s", None) if key == "write_mb_s" else None
             where = ("strategy.bandwidth_mb_s" if legacy == rate else f"storage.{key}"
                      if getattr(cfg.storage, key) != -1 else f"storage.profile '{cfg.storage.profile}'")
             raise ConfigError(_clean(
@@ -171,4 +185,4 @@ def explain(name: str = "") -> list[str]:
 
 
 __all__ = ["Resolved", "check_storage_time", "config_from_json", "explain", "load_config", "resolve",
-           "typed_params"]
+           "storage_line", "storage_model", "typed_params"]

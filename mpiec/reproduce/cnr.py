@@ -384,7 +384,7 @@ class CheckNRunPaper:
     def regime(self, scale: Scale) -> Regime:
         from mpiec.kernels.quantize import packed_row_bytes
         from mpiec.model.dlrm import DLRMShape, n_params
-        from mpiec.storage import model_of
+        from mpiec.resolve import storage_model
 
         st = setup(scale)
         cfg = config(st.steps)
@@ -402,7 +402,7 @@ class CheckNRunPaper:
         dense_share = dense / (rows * full_row)
         fr = interval_fractions(cfg, INTERVAL, st.steps)
         frac = float(np.mean(fr)) if fr else math.nan
-        storage = model_of(cfg)
+        storage = storage_model(cfg)
         per_server = rows * full_row / cfg.layout.servers
         write_s = (per_server / (storage.write_mb_s * 1e6) + storage.latency_s) if storage.write_mb_s \
             else math.nan

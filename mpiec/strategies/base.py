@@ -109,6 +109,14 @@ class Strategy:
         ``out_path`` (None: it writes none). Launcher (before any rank starts) and ranks; no MPI."""
         return None
 
+    def directories(self, out_path: Path) -> list[tuple[str, Path]]:
+        """Every folder this strategy writes into for a run whose result file is ``out_path``, each
+        with the words naming it in an error (``checkpoint directory (strategy.dir)``): the launcher
+        checks each is writable, and claims it, before any rank starts. Default: the
+        ``checkpoint_root``, if any. Launcher and ranks; no MPI."""
+        root = self.checkpoint_root(out_path)
+        return [] if root is None else [("checkpoint directory", root)]
+
     # -- the agents (one per rank, built with the rank's role) -------------------------------------
     def coordinator(self, env: RankEnv) -> Coordinator:
         """The monitor's agent. Once per run, at start-up."""

@@ -64,6 +64,7 @@ from mpiec.strategies.checkpointing import (
     full_parts,
     open_store,
     rollback_plan,
+    root_directories,
     server_part,
 )
 from mpiec.strategies.costs import CostModel
@@ -123,10 +124,13 @@ class FullCheckpoint(Strategy):
         return Interval.given(self.params.interval, self.params.interval_s)
 
     def checkpoint_root(self, out_path: Path) -> Path | None:
-        return checkpoint_root(self.cfg, out_path)
+        return checkpoint_root(self.params.dir, out_path)
+
+    def directories(self, out_path: Path) -> list[tuple[str, Path]]:
+        return root_directories(self.params.dir, out_path)
 
     def store(self, env: RankEnv) -> CheckpointStore:
-        return open_store(env, self.params.bandwidth_mb_s)
+        return open_store(env, self.params.bandwidth_mb_s, directory=self.params.dir)
 
     # -- the agents -------------------------------------------------------------------------------
     def coordinator(self, env: RankEnv) -> CkptCoordinator:

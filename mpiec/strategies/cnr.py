@@ -74,6 +74,7 @@ from mpiec.strategies.checkpointing import (
     expected_mtbf_s,
     full_parts,
     open_store,
+    root_directories,
     server_part,
 )
 from mpiec.strategies.checkpointing.chain import (
@@ -252,10 +253,13 @@ class CheckNRun(Strategy):
         return Interval.given(self.params.interval, self.params.interval_s)
 
     def checkpoint_root(self, out_path: Path) -> Path | None:
-        return checkpoint_root(self.cfg, out_path)
+        return checkpoint_root(self.params.dir, out_path)
+
+    def directories(self, out_path: Path) -> list[tuple[str, Path]]:
+        return root_directories(self.params.dir, out_path)
 
     def store(self, env: RankEnv) -> CheckpointStore:
-        return open_store(env, self.params.bandwidth_mb_s)
+        return open_store(env, self.params.bandwidth_mb_s, directory=self.params.dir)
 
     # -- the agents -------------------------------------------------------------------------------
     def coordinator(self, env: RankEnv) -> CnrCoordinator:

@@ -80,7 +80,7 @@ def test_the_heartbeat_detector_and_its_bounds(tmp_path):
     assert "mpi_ft_detector" not in " ".join(plain)
     with pytest.raises(MpiecError, match="heartbeat_timeout_s must be > 3 x failures.heartbeat_period_s"):
         load_config("tiny", sets=["failures.detector='heartbeat'", "failures.heartbeat_timeout_s=5"])
-    with pytest.raises(MpiecError, match="failures.detector must be runtime or heartbeat"):
+    with pytest.raises(MpiecError, match="failures.detector must be 'runtime' or 'heartbeat', got 'ring'"):
         load_config("tiny", sets=["failures.detector='ring'"])
 
 

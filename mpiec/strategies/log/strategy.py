@@ -79,6 +79,7 @@ from mpiec.strategies.checkpointing import (
     claim_root,
     full_parts,
     open_store,
+    root_directories,
     server_part,
 )
 from mpiec.strategies.ckpt import (
@@ -142,7 +143,12 @@ class UpdateLog(Strategy):
         return int(float(self.params.log_memory_mb) * 2**20)
 
     def checkpoint_root(self, out_path: Path) -> Path | None:
-        return checkpoint_root(self.cfg, out_path)
+        return checkpoint_root(self.params.dir, out_path)
+
+    def directories(self, out_path: Path) -> list[tuple[str, Path]]:
+        """The checkpoint root, then ``strategy.log_dir`` (the spilled records) when set."""
+        log = [("log directory (strategy.log_dir)", Path(self.params.log_dir))] if self.params.log_dir else []
+        return root_directories(self.params.dir, out_path) + log
 
     def log_root(self, env: RankEnv, store: CheckpointStore) -> Path:
         """Where the trainers' spill directories go: ``strategy.log_dir/<result name>.log``, else
@@ -153,14 +159,14 @@ class UpdateLog(Strategy):
 
     # -- the agents: ckpt's, composed from the checkpoint components, and the log ---------------
     def coordinator(self, env: RankEnv) -> LogCoordinator:
-        store = open_store(env, self.params.bandwidth_mb_s)
+        store = open_store(env, self.params.bandwidth_mb_s, directory=self.params.dir)
         claim_root(store, resuming=bool(env.resume_from))
         committer = ManifestCommitter(env, store, lambda: full_parts(env.n_servers), self.params.keep)
         ckpt = CkptCoordinator(env, store, committer, self.params, self.interval())
         return LogCoordinator(env, ckpt, store, committer, self.log_root(env, store), self.limit_bytes())
 
     def trainer(self, env: RankEnv, role: DenseState) -> LogTrainer:
-        store = open_store(env, self.params.bandwidth_mb_s)
+        store = open_store(env, self.params.bandwidth_mb_s, directory=self.params.dir)
         restorer = Restorer.for_trainer(env, store, role)
         if env.slot.index == 0:  # trainer 0 decides and writes the dense replica
             schedule = Schedule.from_config(self.cfg, self.interval(), self.params.first, env.now)
@@ -175,7 +181,7 @@ class UpdateLog(Strategy):
         return LogTrainer(env, ckpt, store, LogStore(self.limit_bytes(), spill), corrupt=corrupt)
 
     def server(self, env: RankEnv, role: ShardState) -> LogServer:
-        store = open_store(env, self.params.bandwidth_mb_s)
+        store = open_store(env, self.params.bandwidth_mb_s, directory=self.params.dir)
         writer = PartWriter(env, store, server_part(env.slot.index), role.state, rows=role.n_rows,
                             background=self.params.mode == "async")
         restorer = Restorer.for_server(env, store, role)
