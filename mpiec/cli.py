@@ -136,36 +136,18 @@ def cmd_config(args: argparse.Namespace) -> int:
     return 0
 
 
-def _default_text(value: object) -> str:
-    """A key's default as ``--set strategy.KEY=VALUE`` takes it: TOML (``true``, ``2.5``), a bare
-    word for a string (``sync``), quoted only where a bare word would read otherwise (``'1'``)."""
-    import dataclasses
-    import tomllib
-
-    if value is dataclasses.MISSING:
-        return "(required)"
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, str):
-        try:
-            tomllib.loads(f"v = {value}")
-        except tomllib.TOMLDecodeError:
-            if value and value == value.strip() and "\n" not in value:
-                return value
-        return repr(value)
-    return str(value)
-
-
 def key_lines(cls: type[Strategy]) -> list[str]:
     """``mpiec strategies --keys``: the ``strategy.KEY`` keys of strategy ``cls``, one line each,
-    aligned: the typed ones of its ``Params`` (type, default, help), then the names that only its
+    aligned: the typed ones of its ``Params`` (type, default, range, help), then the names that only its
     ``param_keys()`` knows (a strategy not yet migrated to ``Params``: no help yet)."""
     import dataclasses
 
+    from mpiec.schema import default_text
     from mpiec.strategies.params import keys
 
     typed = keys(cls.Params) if dataclasses.is_dataclass(cls.Params) else []
-    rows = [(k.name, f"{k.type} = {_default_text(k.default)}", k.help or "(no help yet)") for k in typed]
+    rows = [(k.name, f"{k.type} = {default_text(k.default)}" + (f" ({k.rule})" if k.rule else ""),
+             k.help or "(no help yet)") for k in typed]
     rows += [(name, "", "(no help yet)") for name in sorted(set(cls.param_keys()) - {k.name for k in typed})]
     if not rows:
         return ["(no keys of its own)"]

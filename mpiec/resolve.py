@@ -14,12 +14,13 @@ strategy (``Resolved.params``, ``typed_params``); a refusal is one ``ConfigError
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from mpiec.config import Config, check_memory, fmt_bytes, fmt_seconds, load_layers
-from mpiec.errors import ConfigError
+from mpiec.errors import ConfigError, MpiecError
 from mpiec.inputs import one_line as _clean
 
 if TYPE_CHECKING:
@@ -156,24 +157,22 @@ def explain(name: str = "") -> list[str]:
 
     core = core_keys()
     if not name:
-        return [describe(k) for k in core] + [
+        return describe(core) + [
             "strategy.KEY  the strategy's own keys: mpiec config --explain strategy.KEY, or "
             "mpiec strategies --keys"]
-    by_section = [k for k in core if k.name.startswith(f"{name}.")]
-    if by_section:
-        return [describe(k) for k in by_section]
-    lines = [describe(k) for k in core if k.name == name]
+    chosen = [k for k in core if k.name.startswith(f"{name}.") or k.name == name]
     head, _, tail = name.partition(".")
     strategy_keys: list[str] = []
     for strategy in STRATEGIES:
         try:
             cls = STRATEGIES[strategy]
-        except ConfigError:  # a plug-in that does not load: mpiec strategies says why
+        except MpiecError:  # a plug-in that does not load: mpiec strategies says why
             continue
         for k in declared(cls.Params, "strategy."):
             strategy_keys += [k.name, f"{strategy}.{k.name.removeprefix('strategy.')}"]
             if tail and k.name == f"strategy.{tail}" and head in ("strategy", strategy):
-                lines.append(describe(k).replace(k.name, f"{k.name} ({strategy})", 1))
+                chosen.append(dataclasses.replace(k, name=f"{k.name} ({strategy})"))
+    lines = describe(chosen)
     if lines:
         return lines
     from mpiec.errors import did_you_mean

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import tomllib
 import types
 import typing
 from collections.abc import Callable
@@ -176,19 +177,31 @@ def parse(cls: type, raw: dict[str, Any], prefix: str, unknown: Callable[[str, l
     return cls(**values)
 
 
-def describe(k: Key) -> str:
-    """One key as ``--explain`` prints it: ``NAME  TYPE = DEFAULT  (RULE)  HELP``."""
-    rule = f"  ({k.rule})" if k.rule else ""
-    return f"{k.name}  {k.type} = {default_text(k.default)}{rule}  {k.help or '(no help)'}"
+def describe(ks: list[Key]) -> list[str]:
+    """Keys as ``--explain`` prints them, one line each, in aligned columns:
+    ``NAME  TYPE = DEFAULT  (RULE)  HELP``."""
+    rows = [(k.name, f"{k.type} = {default_text(k.default)}" + (f"  ({k.rule})" if k.rule else ""),
+             k.help or "(no help)") for k in ks]
+    w_name = max((len(n) for n, _, _ in rows), default=0)
+    w_type = max((len(t) for _, t, _ in rows), default=0)
+    return [f"{n.ljust(w_name)}  {t.ljust(w_type)}  {h}" for n, t, h in rows]
 
 
 def default_text(value: Any) -> str:
-    """A default as it would be written in a ``--set`` (TOML literal)."""
+    """A default as ``--set KEY=VALUE`` takes it: TOML (``true``, ``2.5``), a bare word for a
+    string (``sync``), quoted only where a bare word would read otherwise (``'1'``, ``''``)."""
+    if value is dataclasses.MISSING:
+        return "(required)"
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, str):
-        return f'"{value}"'
-    return repr(value)
+        try:
+            tomllib.loads(f"v = {value}")
+        except tomllib.TOMLDecodeError:
+            if value and value == value.strip() and "\n" not in value:
+                return value
+        return repr(value)
+    return str(value)
 
 
 def number_text(v: float) -> str:

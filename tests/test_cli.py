@@ -316,9 +316,9 @@ def test_strategies_keys_show_typed_params_plug_ins_and_problems(capsys, monkeyp
 
     monkeypatch.setattr(mpiec.strategies, "STRATEGIES", _PlugInRegistry(replica=_Replica))
     assert _strategies_output(capsys, "--keys")["replica"] == [
-        "interval  int|auto = auto    steps between copies",
-        "mode      sync|async = sync  who waits",
-        "verify    bool = false       (no help yet)",
+        "interval  int|auto = auto (>= 1)  steps between copies",
+        "mode      sync|async = sync       who waits",
+        "verify    bool = false            (no help yet)",
     ]
     args = build_parser().parse_args(["strategies"])
     assert args.func(args) == 0
