@@ -123,8 +123,8 @@ def _simulate_run(costs: Costs, m: Measured) -> tuple[Outcome, float]:
 
 def _run_storage(m: Measured) -> Setup:
     """What the run did that the costs do not say: the storage model it wrote and read through
-    (``mpiec.storage.model_of`` its config), when it emulated one — its writes and reads are priced
-    by that model, as the runtime paced them (reads by the per-rank figure only), not by the
+    (``mpiec.resolve.storage_model`` of its config), when it emulated one — its writes and reads are
+    priced by that model, as the runtime paced them (reads by the per-rank figure only), not by the
     calibration's fit of another run's — and, for a differential strategy, its diff policy and bits
     (the run's ``strategy.diff``, ``quantization`` and ``bits``, not the strategy's defaults)."""
     model = storage_model(m.cfg)

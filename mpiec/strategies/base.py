@@ -59,7 +59,7 @@ class Strategy:
     #: ``layout.replacement = "shrink"``: the coordinator's ``on_shrink`` restores every server onto
     #: fewer servers (a rollback loading rows by global id, or a handover). False: a server death with
     #: no spare left ends the run with ``shrink_refusal``'s line, refused at launch where the kill plan
-    #: can cause one (``config.validate``); trainers shrink under any strategy
+    #: can cause one (``mpiec.resolve``); trainers shrink under any strategy
     shrinks: ClassVar[bool] = False
     #: merge rule of every key an agent's ``summary()`` may return: sum | max | min | first
     summary_rules: ClassVar[dict[str, str]] = {}
