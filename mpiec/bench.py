@@ -57,8 +57,9 @@ import time
 from pathlib import Path
 from typing import NamedTuple
 
-from mpiec.config import Config, load_config
+from mpiec.config import Config
 from mpiec.errors import MpiecError
+from mpiec.resolve import load_config
 
 __all__ = ["MAX_REPEAT", "SCENARIOS", "Bench", "PlannedRun", "add_bench_args", "check_before_launch", "clock",
            "cmd_bench", "core_case", "duration_line", "kill_shift", "rotation", "run_label", "run_plan",
@@ -300,8 +301,8 @@ MAX_REPEAT = 100
 def check_before_launch(cfg: Config, timeout: float | None) -> None:
     """What ``launch`` refuses of a run's config (the ``MPIEC_STALL`` hook, storage figures under
     which no checkpoint fits the time limit), checked for every variant before a bench's first run."""
-    from mpiec.config import check_storage_time
     from mpiec.launcher import default_timeout
+    from mpiec.resolve import check_storage_time
     from mpiec.stall import check_stalls
 
     limit = timeout if timeout is not None else default_timeout(cfg)
@@ -539,7 +540,9 @@ class Bench:
         phase of ``v``'s checkpoint interval (from its failure-free run; without one, from an interval
         in steps the variant states, e.g. ``ckpt:interval=10``)."""
         kills = list(self.kills or [])
-        stated = self.base[v].strategy.params.get("interval")
+        from mpiec.resolve import typed_params
+
+        stated = getattr(typed_params(self.base[v]), "interval", None)  # "auto" (the default): none stated
         interval = self.intervals.get(v) or (stated if isinstance(stated, int) and stated > 0 else None)
         shift = kill_shift(repeat, self.repeat, interval)
         steps = self.first.training.steps
@@ -555,7 +558,7 @@ class Bench:
         print(f"[mpiec bench] {line}", flush=True)
         self.bound = bound
         try:  # the storage model the checkpoints are written under (mpiec.storage, where there is one)
-            from mpiec.storage import storage_line
+            from mpiec.resolve import storage_line
         except ImportError:
             return
         try:

@@ -24,8 +24,9 @@ from mpiec.cli_args import (
     add_config_args,
     positive,
 )
-from mpiec.config import Config, load_config
+from mpiec.config import Config
 from mpiec.errors import MpiecError
+from mpiec.resolve import load_config
 
 if TYPE_CHECKING:
     from mpiec.strategies.base import Strategy
@@ -110,6 +111,11 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_config(args: argparse.Namespace) -> int:
+    if args.explain is not None:
+        from mpiec.resolve import explain
+
+        print("\n".join(explain(args.explain)))
+        return 0
     # Not this machine's memory: a config is resolved here for a cluster too (mpiec run and the
     # ranks check the memory where they start).
     cfg = config_from(args, memory=False)
@@ -130,36 +136,18 @@ def cmd_config(args: argparse.Namespace) -> int:
     return 0
 
 
-def _default_text(value: object) -> str:
-    """A key's default as ``--set strategy.KEY=VALUE`` takes it: TOML (``true``, ``2.5``), a bare
-    word for a string (``sync``), quoted only where a bare word would read otherwise (``'1'``)."""
-    import dataclasses
-    import tomllib
-
-    if value is dataclasses.MISSING:
-        return "(required)"
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, str):
-        try:
-            tomllib.loads(f"v = {value}")
-        except tomllib.TOMLDecodeError:
-            if value and value == value.strip() and "\n" not in value:
-                return value
-        return repr(value)
-    return str(value)
-
-
 def key_lines(cls: type[Strategy]) -> list[str]:
     """``mpiec strategies --keys``: the ``strategy.KEY`` keys of strategy ``cls``, one line each,
-    aligned: the typed ones of its ``Params`` (type, default, help), then the names that only its
+    aligned: the typed ones of its ``Params`` (type, default, range, help), then the names that only its
     ``param_keys()`` knows (a strategy not yet migrated to ``Params``: no help yet)."""
     import dataclasses
 
+    from mpiec.schema import default_text
     from mpiec.strategies.params import keys
 
     typed = keys(cls.Params) if dataclasses.is_dataclass(cls.Params) else []
-    rows = [(k.name, f"{k.type} = {_default_text(k.default)}", k.help or "(no help yet)") for k in typed]
+    rows = [(k.name, f"{k.type} = {default_text(k.default)}" + (f" ({k.rule})" if k.rule else ""),
+             k.help or "(no help yet)") for k in typed]
     rows += [(name, "", "(no help yet)") for name in sorted(set(cls.param_keys()) - {k.name for k in typed})]
     if not rows:
         return ["(no keys of its own)"]
@@ -232,6 +220,10 @@ def build_parser() -> argparse.ArgumentParser:
     add_config_args(config)
     config.add_argument("--write", metavar="FILE.json", help="write the resolved config here")
     config.add_argument("--ranks", action="store_true", help="print the number of MPI ranks it needs")
+    config.add_argument("--explain", nargs="?", const="", metavar="KEY",
+                        help="print a key's type, default, range or choices and help (a key such as "
+                             "training.steps, a section such as layout, a strategy's strategy.KEY or "
+                             "NAME.KEY; no KEY: every key of the config's sections), then exit")
     config.set_defaults(func=cmd_config)
 
     strategies = sub.add_parser("strategies", help="list the available strategies",

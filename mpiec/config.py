@@ -1,19 +1,20 @@
 """Typed run configuration: presets, config files and ``--set`` overrides.
 
-Owns the ``Config`` dataclass tree, its TOML presets (``mpiec/presets/*.toml``)
-and validation. Invariants:
+Owns the ``Config`` dataclass tree, its TOML presets (``mpiec/presets/*.toml``), its layering
+(``load_layers``) and the validation of its own sections. Every key is declared once with
+``schema.key`` (type, default, range or choices, help: what ``mpiec config --explain`` prints).
+Invariants:
 
-* a config is resolved and validated on the launching process, before any rank
-  starts; an unknown key or an invalid value raises ``ConfigError`` with one
-  line naming the key (``training.steps must be >= 1, got 0``);
+* an unknown key or an invalid value raises ``ConfigError`` with one line naming the key
+  (``training.steps must be >= 1 and <= 1e+09, got 0``; a misspelt key or choice gets a "did you mean");
 * precedence, lowest first: built-in defaults < preset < ``--config FILE`` <
   command-line shortcuts (``--strategy``, ``--kill``, ``--steps``) < ``--set``;
 * values are checked for what a run can do, not only for their sign: floats
   finite, integers 64-bit, at most ``MAX_RANKS`` ranks and ``MAX_STEPS`` steps, every
   strategy number at most ``MAX_PARAM`` (what each strategy then derives stays in 64 bits),
-  ``output.name`` a plain file name, and every rank's memory (estimated from the
-  config by ``memory_estimate``) within this machine's ``MemTotal``, shared by
-  the ranks on one host (``local_ranks``); a refusal names the key and the estimate;
+  ``output.name`` a plain file name;
+* this module knows no strategy: the checks across sections (the strategy's keys and layout, kill
+  plans, every rank's memory against ``memory_estimate``) are ``mpiec.resolve``'s, the step above;
 * the resolved config round-trips through JSON (``to_json``/``from_json``), which
   is how the launcher hands it to every rank and how result files record it.
 """
@@ -27,7 +28,6 @@ import math
 import os
 import re
 import tomllib
-import types
 import typing
 from dataclasses import dataclass, field
 from importlib import resources
@@ -38,28 +38,36 @@ from mpiec.errors import ConfigError, did_you_mean
 from mpiec.inputs import file_problem, read_input
 from mpiec.inputs import one_line as _clean
 from mpiec.limits import MAX_PARAM, MAX_RANKS, MAX_SECONDS, MAX_STEPS
+from mpiec.schema import Key, check, coerce, fields_of, key, keys
+from mpiec.storage import MAX_LATENCY_MS, MAX_MB_S, PROFILES, UNSET
 
 PRESETS = ("tiny", "laptop", "criteo-kaggle", "mlperf-dlrmv2")
 DEFAULT_PRESET = "laptop"
+MAX_BAG = 4096  # data.multi_hot: ids per sample and table
 
 
 @dataclass
 class ModelConfig:
-    dim: int = 16
-    bottom: list[int] = field(default_factory=lambda: [64, 32])
-    top: list[int] = field(default_factory=lambda: [64, 32])
+    dim: int = key(16, "embedding width (floats per row)", ge=1)
+    bottom: list[int] = key(help="widths of the bottom MLP's hidden layers (dense features -> model.dim)",
+                            default_factory=lambda: [64, 32], ge=1)
+    top: list[int] = key(help="widths of the top MLP's hidden layers (interactions -> the click logit)",
+                         default_factory=lambda: [64, 32], ge=1)
 
 
 @dataclass
 class DataConfig:
-    source: str = "synthetic"  # synthetic | criteo-tsv | criteo-npz
-    path: str = ""
-    cardinalities: list[int] = field(default_factory=lambda: [1000] * 26)
-    zipf_exponent: float = 1.05
-    cat_mapping: str = "mod"  # mod | hash
-    eval_samples: int = 20000
-    eval_fraction: float = 0.1  # file sources only: the tail held out
-    multi_hot: list[int] = field(default_factory=list)  # ids per sample and table (bag sizes); [] = one-hot
+    source: str = key("synthetic", "where samples come from: a generator, or a Criteo file (data.path)",
+                      choices=("synthetic", "criteo-tsv", "criteo-npz"))
+    path: str = key("", "the data file of a criteo-* source")
+    cardinalities: list[int] = key(help="rows of each embedding table (one entry per table)",
+                                   default_factory=lambda: [1000] * 26, ge=1)
+    zipf_exponent: float = key(1.05, "skew of the synthetic ids' popularity (Zipf)", gt=0)
+    cat_mapping: str = key("mod", "how a file's categorical value becomes a row id", choices=("mod", "hash"))
+    eval_samples: int = key(20000, "samples of the evaluation set", ge=2)
+    eval_fraction: float = key(0.1, "file sources only: the tail held out for evaluation", gt=0, lt=1)
+    multi_hot: list[int] = key(help="ids per sample and table (bag sizes); [] = one-hot",
+                               default_factory=list, ge=1, le=MAX_BAG)
 
     @property
     def bags(self) -> list[int]:
@@ -69,58 +77,71 @@ class DataConfig:
 
 @dataclass
 class LayoutConfig:
-    trainers: int = 2
-    servers: int = 2
-    spares: int = 0
-    parity_ranks: int = 0  # dedicated parity holders (ecrm); 0 = rotated parity on servers
-    wait: str = "auto"  # spin | sleep | auto (sleep-poll when ranks outnumber cores)
-    # spare: warmed-up spare ranks; spawn: MPI_Comm_spawn when no spare is left; shrink: when no spare
-    # is left, go on with fewer trainers (the survivors take the dead one's virtual shards)
-    replacement: str = "spare"
-    # replacement = shrink: N steps after a shrink the run spawns processes for the missing slots and
-    # re-places rows and virtual shards onto them at a step boundary (ULFM only); 0 = never
-    grow_back_steps: int = 0
-    # spawn, grow_back_steps: a run whose MPI_Comm_spawn a death cut (Open MPI never returns from it) is
-    # ended, lost, this many seconds after the death (roles.spawn.SpawnWatch); a spawn that fails
-    # with an error within it is recovered as usual
-    spawn_grace_s: float = 10.0
-    # shards of the global batch whose gradients sum in a fixed tree (layout.trainer_blocks): the
-    # result is the same on any trainer count that divides into them; 0 = auto (4, or more trainers)
-    virtual_trainers: int = 0
-    ranks_per_node: int = 0  # emulated nodes of N ranks after the monitor (layout.rank_nodes); 0 = none
+    trainers: int = key(2, "trainer ranks (data parallel)", ge=1)
+    servers: int = key(2, "embedding server ranks (rows sharded over them)", ge=1)
+    spares: int = key(0, "warmed-up spare ranks that take a dead rank's place", ge=0)
+    parity_ranks: int = key(0, "dedicated parity holders (ecrm); 0 = rotated parity on servers", ge=0)
+    wait: str = key("auto", "how ranks wait: spin, sleep-poll, or auto (sleep when ranks outnumber cores)",
+                    choices=("spin", "sleep", "auto"))
+    replacement: str = key(
+        "spare", "how a dead rank is replaced: a warmed-up spare; spawn (MPI_Comm_spawn when no spare is "
+        "left); shrink (when no spare is left, go on with fewer ranks: the survivors take the dead one's "
+        "virtual shards)", choices=("spare", "spawn", "shrink"))
+    grow_back_steps: int = key(
+        0, "replacement = shrink: N steps after a shrink, spawn processes for the missing slots and "
+        "re-place rows and virtual shards onto them at a step boundary (ULFM only); 0 = never", ge=0)
+    spawn_grace_s: float = key(
+        10.0, "spawn, grow_back_steps: a run whose MPI_Comm_spawn a death cut is ended, lost, this many "
+        "seconds after the death; a spawn that fails with an error within it is recovered as usual",
+        gt=0, le=3600)
+    virtual_trainers: int = key(
+        0, "shards of the global batch whose gradients sum in a fixed tree: the result is the same on any "
+        "trainer count that divides into them; a power of two >= layout.trainers; 0 = auto (4, or more "
+        "trainers)", ge=0)
+    ranks_per_node: int = key(0, "emulated nodes of N ranks after the monitor (kill plans' node:N); 0 = none",
+                              ge=0)
 
 
 @dataclass
 class TrainingConfig:
-    seed: int = 1
-    steps: int = 1000
-    batch_size: int = 256  # per trainer
-    optimizer: str = "adagrad"  # embeddings: sgd | adagrad (row-wise)
-    lr: float = 0.05
-    dense_optimizer: str = "adagrad"  # sgd | adagrad
-    dense_lr: float = 0.05
-    eps: float = 1e-8
-    eval_every: int = 0  # steps between evaluations; 0 = only at the end
-    eval_batch: int = 4096
-    log_every: int = 50
+    seed: int = key(1, "seed of the data, the model's initial values and the kill plans' random picks", ge=0)
+    steps: int = key(1000, "training steps", ge=1, le=MAX_STEPS)
+    batch_size: int = key(256, "samples per trainer and step", ge=1)
+    optimizer: str = key("adagrad", "embeddings' optimizer (adagrad: row-wise)", choices=("sgd", "adagrad"))
+    lr: float = key(0.05, "embeddings' learning rate", gt=0)
+    dense_optimizer: str = key("adagrad", "dense MLPs' optimizer", choices=("sgd", "adagrad"))
+    dense_lr: float = key(0.05, "dense MLPs' learning rate", gt=0)
+    eps: float = key(1e-8, "Adagrad's epsilon", gt=0)
+    eval_every: int = key(0, "steps between evaluations; 0 = only at the end", ge=0)
+    eval_batch: int = key(4096, "samples per evaluation batch", ge=1)
+    log_every: int = key(50, "steps between progress lines", ge=1)
 
 
 @dataclass
 class StrategyConfig:
-    name: str = "none"
-    params: dict[str, Any] = field(default_factory=dict)  # validated by the strategy plug-in
+    name: str = key("none", "the fault-tolerance strategy (mpiec strategies lists them)")
+    params: dict[str, Any] = key(
+        help="the strategy's own keys, set as strategy.KEY (mpiec config --explain strategy.KEY)",
+        default_factory=dict)
 
 
 @dataclass
 class FailuresConfig:
-    kill: list[str] = field(default_factory=list)
-    mtbf_s: float = 0.0  # expected mean time between failures (for checkpoint intervals)
-    mtbf_steps: float = 0.0  # the same in steps (mpiec bench gives a failure-free run its scenario's)
-    timeout_s: float = 0.0  # whole-run wall-clock bound; 0 = derived from steps
-    mode: str = "auto"  # auto | ulfm | emulated
-    detector: str = "runtime"  # runtime: the launcher's daemons report deaths; heartbeat: + ULFM's ring
-    heartbeat_period_s: float = 2.0  # detector = heartbeat: each rank's heartbeat to its neighbour
-    heartbeat_timeout_s: float = 10.0  # heartbeat: silence (> 3 periods, > start-up skew) = a dead peer
+    kill: list[str] = key(help="kill plans, e.g. server:1@step=10 (README 'Kill plans')",
+                          default_factory=list)
+    mtbf_s: float = key(0.0, "expected mean time between failures in seconds (for checkpoint intervals)",
+                        ge=0, le=MAX_SECONDS)
+    mtbf_steps: float = key(0.0, "the same in steps (mpiec bench gives a failure-free run its scenario's)",
+                            ge=0, le=MAX_SECONDS)
+    timeout_s: float = key(0.0, "whole-run wall-clock bound; 0 = derived from steps", ge=0, le=MAX_SECONDS)
+    mode: str = key("auto", "failure handling: ULFM, emulated (the launcher restarts nothing), or auto",
+                    choices=("auto", "ulfm", "emulated"))
+    detector: str = key("runtime", "runtime: the launcher's daemons report deaths; heartbeat: also "
+                        "ULFM's heartbeat ring", choices=("runtime", "heartbeat"))
+    heartbeat_period_s: float = key(2.0, "detector = heartbeat: each rank's heartbeat to its neighbour",
+                                    gt=0, le=60)
+    heartbeat_timeout_s: float = key(10.0, "detector = heartbeat: silence that means a dead peer "
+                                     "(> 3 periods, > start-up skew)", gt=0, le=600)
 
 
 @dataclass
@@ -128,24 +149,29 @@ class StorageConfig:
     """Checkpoint storage (``mpiec.storage``): a named profile, each figure overridable.
     A number left at -1 takes the profile's; 0 means no cap (the real disk's speed)."""
 
-    profile: str = "local"  # local | pfs-node | object-store
-    write_mb_s: float = -1.0  # per rank
-    read_mb_s: float = -1.0  # per rank
-    latency_ms: float = -1.0  # per part operation (a part's write, a part's read)
-    aggregate_mb_s: float = -1.0  # write bandwidth shared by every rank of the job
-    cold_reads: bool = True  # a restore reads the disk, not the page cache
+    profile: str = key("local", "named storage profile (docs/checkpoints.md 'Storage model')",
+                       choices=tuple(PROFILES))
+    write_mb_s: float = key(UNSET, "write bandwidth per rank, MB/s; 0 = no cap", ge=0, le=MAX_MB_S,
+                            unset=(UNSET, "the profile's"))
+    read_mb_s: float = key(UNSET, "read bandwidth per rank, MB/s; 0 = no cap", ge=0, le=MAX_MB_S,
+                           unset=(UNSET, "the profile's"))
+    latency_ms: float = key(UNSET, "latency per part operation (a part's write, a part's read), ms",
+                            ge=0, le=MAX_LATENCY_MS, unset=(UNSET, "the profile's"))
+    aggregate_mb_s: float = key(UNSET, "write bandwidth shared by every rank of the job, MB/s; 0 = no cap",
+                                ge=0, le=MAX_MB_S, unset=(UNSET, "the profile's"))
+    cold_reads: bool = key(True, "a restore reads the disk, not the page cache")
 
 
 @dataclass
 class OutputConfig:
-    dir: str = "results"
-    name: str = ""  # file stem; empty = <preset>-<strategy>-<seed>-<timestamp>
-    progress: bool = True
+    dir: str = key("results", "folder of the result file (--out)")
+    name: str = key("", "result file stem, a plain file name; empty = <preset>-<strategy>-<seed>-<timestamp>")
+    progress: bool = key(True, "print progress lines")
 
 
 @dataclass
 class Config:
-    preset: str = DEFAULT_PRESET
+    preset: str = key(DEFAULT_PRESET, "the preset the other keys start from", choices=PRESETS)
     model: ModelConfig = field(default_factory=ModelConfig)
     data: DataConfig = field(default_factory=DataConfig)
     layout: LayoutConfig = field(default_factory=LayoutConfig)
@@ -214,61 +240,24 @@ def _hints(cls: type) -> dict[str, Any]:
     return typing.get_type_hints(cls)
 
 
-def _coerce(value: Any, hint: Any, key: str) -> Any:
-    """Check ``value`` against a field type; ints are accepted for floats."""
-    origin = typing.get_origin(hint)
-    if hint is bool:
-        if isinstance(value, bool):
-            return value
-        raise ConfigError(f"{key} must be true or false, got {value!r}")
-    if hint is int:
-        if isinstance(value, int) and not isinstance(value, bool):
-            return value
-        raise ConfigError(f"{key} must be an integer, got {value!r}")
-    if hint is float:
-        if isinstance(value, (int, float)) and not isinstance(value, bool):
-            try:
-                return float(value)
-            except OverflowError:
-                raise ConfigError(f"{key} must be a finite number, got a {int(value).bit_length()}-bit "
-                                  "integer") from None
-        raise ConfigError(f"{key} must be a number, got {value!r}")
-    if hint is str:
-        if isinstance(value, str):
-            return value
-        raise ConfigError(f"{key} must be a string, got {value!r}")
-    if origin is list:
-        (item,) = typing.get_args(hint)
-        if not isinstance(value, list):
-            raise ConfigError(f"{key} must be a list, got {value!r}")
-        return [_coerce(v, item, f"{key}[{i}]") for i, v in enumerate(value)]
-    if origin is dict:
-        if not isinstance(value, dict):
-            raise ConfigError(f"{key} must be a table, got {value!r}")
-        return dict(value)
-    if isinstance(hint, types.UnionType):  # pragma: no cover - no such fields yet
-        return value
-    raise ConfigError(f"{key}: unsupported type {hint!r}")  # pragma: no cover
-
-
 def _merge(obj: Any, raw: dict[str, Any], prefix: str) -> None:
     """Merge a nested dict into a dataclass tree, rejecting unknown keys."""
     hints = _hints(type(obj))
-    for key, value in raw.items():
-        full = f"{prefix}{key}"
-        if key not in hints:
-            raise ConfigError(f"unknown config key '{full}'{did_you_mean(key, hints)}")
-        current = getattr(obj, key)
+    for name, value in raw.items():
+        full = f"{prefix}{name}"
+        if name not in hints:
+            raise ConfigError(f"unknown config key '{full}'{did_you_mean(name, hints)}")
+        current = getattr(obj, name)
         if dataclasses.is_dataclass(current):
             if not isinstance(value, dict):
                 raise ConfigError(f"'{full}' is a section; set its keys, e.g. {full}.<key>=...")
             _merge(current, value, f"{full}.")
-        elif typing.get_origin(hints[key]) is dict:
+        elif typing.get_origin(hints[name]) is dict:
             merged = dict(current)
-            merged.update(_coerce(value, hints[key], full))
-            setattr(obj, key, merged)
+            merged.update(coerce(value, hints[name], full))
+            setattr(obj, name, merged)
         else:
-            setattr(obj, key, _coerce(value, hints[key], full))
+            setattr(obj, name, coerce(value, hints[name], full))
 
 
 def _parse_value(text: str) -> Any:
@@ -341,18 +330,18 @@ def _normalise_strategy(raw: dict[str, Any]) -> dict[str, Any]:
     return raw
 
 
-def load_config(
+def load_layers(
     preset: str | None = None,
     config_file: str | Path | None = None,
     sets: list[str] | None = None,
     strategy: str | None = None,
     kill: list[str] | None = None,
     steps: int | None = None,
-    memory: bool = True,
     base: dict[str, Any] | None = None,
 ) -> Config:
-    """Resolve a config from its layers and validate it (raises ``ConfigError``); ``memory =
-    False`` skips the check against this machine's memory (``mpiec config`` for a cluster).
+    """A config from its layers, each key checked against its declaration and the rules across the
+    config's own keys (``validate``; raises ``ConfigError``). ``mpiec.resolve.load_config`` adds the
+    checks across sections (strategy, kill plans, memory): callers that run something use that.
 
     ``base``: a resolved config (a checkpoint's, for ``--resume``) that takes the preset's place
     and names it; ``preset`` must then be None (the caller refuses a conflicting one).
@@ -379,7 +368,7 @@ def load_config(
         cfg.training.steps = steps
     for assignment in sets or []:
         _merge(cfg, set_to_dict(assignment), "")
-    validate(cfg, memory=memory)
+    validate(cfg)
     return cfg
 
 
@@ -408,17 +397,17 @@ def state_changes(saved: dict[str, Any], cfg: Config) -> list[str]:
     difference at [i]: OLD vs NEW``)."""
     now = cfg.to_dict()
     out = []
-    for key in STATE_KEYS:
-        old, new = _lookup(saved, key), _lookup(now, key)
+    for name in STATE_KEYS:
+        old, new = _lookup(saved, name), _lookup(now, name)
         if old == new:
             continue
         if isinstance(old, list) and isinstance(new, list) and len(old) == len(new):
             i = next(i for i, (a, b) in enumerate(zip(old, new, strict=True)) if a != b)
-            out.append(f"{key}[{i}]: {_brief(old[i])} in the checkpoint, {_brief(new[i])} now")
+            out.append(f"{name}[{i}]: {_brief(old[i])} in the checkpoint, {_brief(new[i])} now")
         elif isinstance(old, list) and isinstance(new, list):
-            out.append(f"{key}: {len(old)} values in the checkpoint, {len(new)} now")
+            out.append(f"{name}: {len(old)} values in the checkpoint, {len(new)} now")
         else:
-            out.append(f"{key}: {_brief(old)} in the checkpoint, {_brief(new)} now")
+            out.append(f"{name}: {_brief(old)} in the checkpoint, {_brief(new)} now")
     return out
 
 
@@ -429,119 +418,69 @@ def _need(cond: bool, message: str) -> None:
         raise ConfigError(_clean(message))
 
 
-def validate(cfg: Config, memory: bool = True) -> None:
-    """Check ranges and cross-field rules; raise ``ConfigError`` on the first problem. ``memory``:
-    also refuse what cannot fit in this machine's memory (``check_memory``)."""
-    m, d, lay, t, f = cfg.model, cfg.data, cfg.layout, cfg.training, cfg.failures
+def validate(cfg: Config) -> None:
+    """Check every key against its declaration (type limits, range, choices: ``check_keys``) and the
+    rules across keys of the config's own sections; raise ``ConfigError`` on the first problem.
+    What needs the strategy, the kill plans or this machine is ``mpiec.resolve``'s."""
+    d, lay, f = cfg.data, cfg.layout, cfg.failures
     _check_numbers(cfg, "")
-    _need(m.dim >= 1, f"model.dim must be >= 1, got {m.dim}")
-    _need(all(w >= 1 for w in m.bottom), f"model.bottom widths must be >= 1, got {m.bottom}")
-    _need(all(w >= 1 for w in m.top), f"model.top widths must be >= 1, got {m.top}")
-    _need(d.source in ("synthetic", "criteo-tsv", "criteo-npz"),
-          f"data.source must be synthetic, criteo-tsv or criteo-npz, got '{d.source}'")
+    check_keys(cfg)
     _need(len(d.cardinalities) >= 1, "data.cardinalities must list at least one table")
-    _need(all(c >= 1 for c in d.cardinalities),
-          f"data.cardinalities must all be >= 1, got {d.cardinalities}")
     _need(not d.multi_hot or len(d.multi_hot) == len(d.cardinalities),
           f"data.multi_hot must give one bag size per table ({len(d.cardinalities)} in "
           f"data.cardinalities), got {len(d.multi_hot)}")
-    _need(all(1 <= m <= MAX_BAG for m in d.multi_hot),
-          f"data.multi_hot sizes must be in [1, {MAX_BAG}], got {d.multi_hot}")
     _need(d.source == "synthetic" or all(m == 1 for m in d.multi_hot),
           f"data.multi_hot > 1 needs data.source = 'synthetic' (files are one-hot), got '{d.source}'")
-    _need(d.zipf_exponent > 0, f"data.zipf_exponent must be > 0, got {d.zipf_exponent}")
-    _need(d.cat_mapping in ("mod", "hash"),
-          f"data.cat_mapping must be mod or hash, got '{d.cat_mapping}'")
-    _need(d.eval_samples >= 2, f"data.eval_samples must be >= 2, got {d.eval_samples}")
-    _need(0 < d.eval_fraction < 1, f"data.eval_fraction must be in (0, 1), got {d.eval_fraction}")
     if d.source != "synthetic":
         _need(bool(d.path), f"data.path must name a file when data.source = '{d.source}'")
         problem = file_problem(d.path, "data file")  # the ranks read it: checked, not read, here
         _need(problem is None, f"data.path '{d.path}' {problem}")
-    _need(lay.trainers >= 1, f"layout.trainers must be >= 1, got {lay.trainers}")
-    _need(lay.servers >= 1, f"layout.servers must be >= 1, got {lay.servers}")
-    _need(lay.spares >= 0, f"layout.spares must be >= 0, got {lay.spares}")
-    _need(lay.parity_ranks >= 0, f"layout.parity_ranks must be >= 0, got {lay.parity_ranks}")
-    _need(lay.virtual_trainers >= 0,
-          f"layout.virtual_trainers must be >= 0 (0 = auto), got {lay.virtual_trainers}")
-    if t.batch_size >= 1:
-        v = cfg.virtual_trainers
-        _need(v & (v - 1) == 0 and v >= lay.trainers,
-              f"layout.virtual_trainers must be a power of two >= layout.trainers ({lay.trainers}), "
-              f"got {v}")
-        _need(v <= cfg.global_batch,
-              f"layout.virtual_trainers = {v} is more than the global batch ({cfg.global_batch} = "
-              "training.batch_size x layout.trainers): every shard needs a sample")
-    _need(lay.ranks_per_node >= 0, f"layout.ranks_per_node must be >= 0, got {lay.ranks_per_node}")
-    _need(lay.replacement in ("spare", "spawn", "shrink"),
-          f"layout.replacement must be spare, spawn or shrink, got '{lay.replacement}'")
-    _need(lay.grow_back_steps >= 0, f"layout.grow_back_steps must be >= 0, got {lay.grow_back_steps}")
-    _need(math.isfinite(lay.spawn_grace_s) and 0 < lay.spawn_grace_s <= 3600,
-          f"layout.spawn_grace_s must be a number of seconds in (0, 3600], got {lay.spawn_grace_s}")
+    v = cfg.virtual_trainers
+    _need(v & (v - 1) == 0 and v >= lay.trainers,
+          f"layout.virtual_trainers must be a power of two >= layout.trainers ({lay.trainers}), got {v}")
+    _need(v <= cfg.global_batch,
+          f"layout.virtual_trainers = {v} is more than the global batch ({cfg.global_batch} = "
+          "training.batch_size x layout.trainers): every shard needs a sample")
     _need(lay.grow_back_steps == 0 or lay.replacement == "shrink",
           f"layout.grow_back_steps = {lay.grow_back_steps} needs layout.replacement = 'shrink' "
           f"(got '{lay.replacement}')")
-    _need(lay.wait in ("auto", "spin", "sleep"),
-          f"layout.wait must be auto, spin or sleep, got '{lay.wait}'")
     _need(cfg.n_ranks <= MAX_RANKS,
           f"layout: at most {MAX_RANKS} ranks in all (1 monitor + layout.trainers + layout.servers + "
           f"layout.parity_ranks + layout.spares), got {cfg.n_ranks}")
     _check_name(cfg.output.name)
-    _need(t.steps >= 1, f"training.steps must be >= 1, got {t.steps}")
-    _need(t.steps <= MAX_STEPS, f"training.steps must be <= {MAX_STEPS:.0e}, got {t.steps}")
-    _need(t.batch_size >= 1, f"training.batch_size must be >= 1, got {t.batch_size}")
-    _need(t.optimizer in ("sgd", "adagrad"),
-          f"training.optimizer must be sgd or adagrad, got '{t.optimizer}'")
-    _need(t.dense_optimizer in ("sgd", "adagrad"),
-          f"training.dense_optimizer must be sgd or adagrad, got '{t.dense_optimizer}'")
-    _need(t.lr > 0, f"training.lr must be > 0, got {t.lr}")
-    _need(t.dense_lr > 0, f"training.dense_lr must be > 0, got {t.dense_lr}")
-    _need(t.eps > 0, f"training.eps must be > 0, got {t.eps}")
-    _need(t.eval_every >= 0, f"training.eval_every must be >= 0, got {t.eval_every}")
-    _need(t.eval_batch >= 1, f"training.eval_batch must be >= 1, got {t.eval_batch}")
-    _need(t.log_every >= 1, f"training.log_every must be >= 1, got {t.log_every}")
-    _need(0 <= t.seed < 2**63, f"training.seed must be in [0, 2^63), got {t.seed}")
-    _need(f.mtbf_s >= 0, f"failures.mtbf_s must be >= 0, got {f.mtbf_s}")
-    _need(0 <= f.mtbf_steps <= MAX_SECONDS, f"failures.mtbf_steps must be in [0, 1e9], got {f.mtbf_steps}")
-    _need(f.timeout_s >= 0, f"failures.timeout_s must be >= 0, got {f.timeout_s}")
-    _need(f.mtbf_s <= MAX_SECONDS, f"failures.mtbf_s must be <= {MAX_SECONDS:.0e}, got {f.mtbf_s}")
-    _need(f.timeout_s <= MAX_SECONDS, f"failures.timeout_s must be <= {MAX_SECONDS:.0e}, got {f.timeout_s}")
-    _need(f.mode in ("auto", "ulfm", "emulated"),
-          f"failures.mode must be auto, ulfm or emulated, got '{f.mode}'")
-    _need(f.detector in ("runtime", "heartbeat"),
-          f"failures.detector must be runtime or heartbeat, got '{f.detector}'")
-    _need(0 < f.heartbeat_period_s <= 60, f"failures.heartbeat_period_s must be in (0, 60], got "
-          f"{f.heartbeat_period_s}")
-    _need(3 * f.heartbeat_period_s < f.heartbeat_timeout_s <= 600,
+    _need(3 * f.heartbeat_period_s < f.heartbeat_timeout_s,
           f"failures.heartbeat_timeout_s must be > 3 x failures.heartbeat_period_s "
           f"({3 * f.heartbeat_period_s:g}) and <= 600, got {f.heartbeat_timeout_s}")
 
-    _check_storage(cfg.storage)
 
-    from mpiec.faults import parse_kill_plans, unshrinkable_kill  # local: faults imports config types
-    from mpiec.strategies import validate_strategy
+def check_keys(obj: Any, prefix: str = "") -> None:
+    """Every field of ``obj`` (a config or one of its sections, recursively) against its declared
+    range and choices (``schema.check``)."""
+    for f, hint in fields_of(type(obj)):
+        value = getattr(obj, f.name)
+        if dataclasses.is_dataclass(hint):
+            check_keys(value, f"{prefix}{f.name}.")
+        else:
+            check(value, f, f"{prefix}{f.name}")
 
-    strategy_cls = validate_strategy(cfg)  # ConfigError, one line, also for a plug-in's own bug
-    _, r = strategy_cls.stripe_shape(cfg)
-    _need(lay.parity_ranks in (0, r),
-          f"layout.parity_ranks must be 0 or the strategy's parity count r = {r} "
-          f"(strategy '{cfg.strategy.name}'), got {lay.parity_ranks}")
-    kills = parse_kill_plans(f.kill, cfg)  # raises KillPlanError, a ConfigError's sibling
-    if strategy_cls.recovers:  # (one that does not is lost at the first kill anyway)
-        _need(not (why := unshrinkable_kill(kills, cfg, strategy_cls.shrink_refusal(cfg))), why)
-    if memory:
-        check_memory(cfg)
+
+def core_keys() -> list[Key]:
+    """Every key of the config's sections, as ``mpiec config --explain`` lists them."""
+    out = keys(Config)
+    for f, hint in fields_of(Config):
+        if dataclasses.is_dataclass(hint) and isinstance(hint, type):
+            out += keys(hint, f"{f.name}.")
+    return out
 
 
 # -- limits and the memory estimate ------------------------------------------------
 
-MAX_BAG = 4096  # data.multi_hot: ids per sample and table
 MAX_NAME_BYTES = 200  # output.name: leaves room for the suffixes a run adds (.h5.lock, -2, ...)
 RANK_BASE_BYTES = 80 << 20  # interpreter, numpy, numba, MPI, h5py: ~76 MiB private, ~97 MiB PSS per rank
 N_DENSE = 13  # dense features of every source (Criteo's 13 integer counts)
 
 
-def _fmt_bytes(n: float) -> str:
+def fmt_bytes(n: float) -> str:
     for unit, size in (("EiB", 2**60), ("PiB", 2**50), ("TiB", 2**40), ("GiB", 2**30), ("MiB", 2**20),
                        ("KiB", 2**10)):
         if n >= size:
@@ -589,8 +528,9 @@ def _data_file_bytes(cfg: Config) -> int:
     return int(size * factor)
 
 
-def memory_estimate(cfg: Config) -> dict[str, list[tuple[str, int]]]:
-    """Bytes each kind of rank needs beyond ``RANK_BASE_BYTES``, by part, from the config alone.
+def memory_estimate(cfg: Config, stripe: tuple[int, int] = (1, 0)) -> dict[str, list[tuple[str, int]]]:
+    """Bytes each kind of rank needs beyond ``RANK_BASE_BYTES``, by part, from the config and the
+    strategy's ``stripe`` = (k, r) (its ``stripe_shape``: r parity rows per k data rows).
 
     A lower estimate of what the runtime allocates (shapes as in roles/, model/, data/): a
     config refused by it cannot run here; one accepted may still be tight.
@@ -609,7 +549,7 @@ def memory_estimate(cfg: Config) -> dict[str, list[tuple[str, int]]]:
     train = 4 * ((L + T + 2) * D * 2 + n_inter * 2 + widths * 2)  # + row gradients, backward
     per_trainer_eval = -(-E // lay.trainers)
     file_bytes = _data_file_bytes(cfg)
-    k, r = _stripe_shape(cfg)
+    k, r = max(int(stripe[0]), 1), max(int(stripe[1]), 0)
     shard_rows = -(-rows // lay.servers)
     row_bytes = (D + state) * 4
     on_servers = r / k if (r and not lay.parity_ranks) else 0.0
@@ -633,7 +573,7 @@ def memory_estimate(cfg: Config) -> dict[str, list[tuple[str, int]]]:
     monitor = [(f"evaluation set (data.eval_samples = {E}, teacher AUC)",
                 E * (sample + 16) if d.source == "synthetic" else 0)]
     if file_bytes:
-        part = (f"data file (data.path '{d.path}', about {_fmt_bytes(file_bytes)} in memory)", file_bytes)
+        part = (f"data file (data.path '{d.path}', about {fmt_bytes(file_bytes)} in memory)", file_bytes)
         trainer.append(part)
         monitor.append(part)
     out = {"monitor": monitor, "trainer": trainer, "server": server,
@@ -644,24 +584,15 @@ def memory_estimate(cfg: Config) -> dict[str, list[tuple[str, int]]]:
     return out
 
 
-def _stripe_shape(cfg: Config) -> tuple[int, int]:
-    from mpiec.strategies import get_strategy_class
-
-    try:
-        k, r = get_strategy_class(cfg.strategy.name).stripe_shape(cfg)
-        return max(int(k), 1), max(int(r), 0)
-    except Exception:  # noqa: BLE001 - the strategy's own validation reports its problems
-        return 1, 0
-
-
-def check_memory(cfg: Config, total: int | None = None, on_host: int | None = None) -> None:
+def check_memory(cfg: Config, total: int | None = None, on_host: int | None = None,
+                 stripe: tuple[int, int] = (1, 0)) -> None:
     """Refuse a config whose ranks cannot fit in this machine's memory (``ConfigError``
-    naming the key of the largest part and the estimate)."""
+    naming the key of the largest part and the estimate); ``stripe`` as for ``memory_estimate``."""
     total = mem_total() if total is None else total
     if not total:
         return
     lay = cfg.layout
-    parts = memory_estimate(cfg)
+    parts = memory_estimate(cfg, stripe)
     need = {role: RANK_BASE_BYTES + sum(b for _, b in p) for role, p in parts.items()}
     counts = {"monitor": 1, "trainer": lay.trainers, "server": lay.servers,
               "parity": lay.parity_ranks, "spare": lay.spares}
@@ -679,8 +610,8 @@ def check_memory(cfg: Config, total: int | None = None, on_host: int | None = No
                              RANK_BASE_BYTES, "rank")
     who = "one rank" if here == 1 else f"the {here} ranks on this host"
     raise ConfigError(_clean(
-        f"not enough memory: {who} would need about {_fmt_bytes(host)}, this machine has "
-        f"{_fmt_bytes(total)} (MemTotal); the largest part is the {label}: about {_fmt_bytes(size)} "
+        f"not enough memory: {who} would need about {fmt_bytes(host)}, this machine has "
+        f"{fmt_bytes(total)} (MemTotal); the largest part is the {label}: about {fmt_bytes(size)} "
         f"per {role}"))
 
 
@@ -713,49 +644,7 @@ def _check_numbers(obj: Any, prefix: str, limit: float | None = None) -> None:
                   f"seconds, MB or fractions), got {v:.6g}")
 
 
-def _check_storage(st: StorageConfig) -> None:
-    """``[storage]``: a known profile; every figure -1 (the profile's) or in [0, its bound]."""
-    from mpiec.storage import MAX_LATENCY_MS, MAX_MB_S, PROFILES
-
-    _need(st.profile in PROFILES, f"storage.profile must be one of {', '.join(PROFILES)}, got '{st.profile}'")
-    for key, bound in (("write_mb_s", MAX_MB_S), ("read_mb_s", MAX_MB_S), ("latency_ms", MAX_LATENCY_MS),
-                       ("aggregate_mb_s", MAX_MB_S)):
-        v = getattr(st, key)
-        _need(v == -1 or 0 <= v <= bound,
-              f"storage.{key} must be -1 (the profile's) or in [0, {bound:g}], got {v:g}")
-
-
-def check_storage_time(cfg: Config, limit_s: float) -> None:
-    """Refuse storage figures under which not one checkpoint can be written, or restored, within
-    the run's time limit ``limit_s`` (``storage.write_mb_s = 1e-12`` ran until that limit). Only for
-    a strategy that writes checkpoints (its ``checkpoint_root`` is not None). The bytes are a lower
-    bound, so nothing a run could do is refused: one server's embedding shard at 1 bit per value,
-    less than any strategy writes; the aggregate budget carries every server's shard."""
-    from mpiec.storage import model_of
-    from mpiec.strategies import get_strategy_class
-
-    if get_strategy_class(cfg.strategy.name)(cfg).checkpoint_root(Path("run.h5")) is None:
-        return
-    model = model_of(cfg)
-    servers = cfg.layout.servers
-    shard = -(-sum(cfg.data.cardinalities) // servers) * cfg.model.dim / 8  # bytes
-    for key, rate, nbytes, what in (
-            ("write_mb_s", model.write_mb_s, shard, "writing one server's shard"),
-            ("read_mb_s", model.read_mb_s, shard, "restoring one server's shard"),
-            ("aggregate_mb_s", model.aggregate_mb_s, shard * servers,
-             f"writing the {servers} servers' shards through the job's shared budget")):
-        if rate > 0 and nbytes / (rate * 1e6) >= limit_s:
-            legacy = cfg.strategy.params.get("bandwidth_mb_s") if key == "write_mb_s" else None
-            where = ("strategy.bandwidth_mb_s" if legacy == rate else f"storage.{key}"
-                     if getattr(cfg.storage, key) != -1 else f"storage.profile '{cfg.storage.profile}'")
-            raise ConfigError(_clean(
-                f"{where}: at {rate:g} MB/s, {what} (at least {_fmt_bytes(nbytes)}) takes "
-                f"{_fmt_seconds(nbytes / (rate * 1e6))}, not less than the run's time limit of "
-                f"{_fmt_seconds(limit_s)}: no {'restore' if key == 'read_mb_s' else 'checkpoint'} "
-                "could finish"))
-
-
-def _fmt_seconds(s: float) -> str:
+def fmt_seconds(s: float) -> str:
     return f"{s:.3g} s" if s < 1e15 else "forever"
 
 

@@ -146,13 +146,13 @@ def read_hostfile(path: str | Path) -> list[Host]:
 def place_on_hosts(cfg: Config, hosts: list[Host]) -> list[str]:
     """The host of every world rank (see the module's docstring); sets ``layout.ranks_per_node``
     when it is 0 and validates the config again (a layout ``ecrm`` refuses is refused here)."""
-    from mpiec.config import validate
     from mpiec.layout import rank_nodes
+    from mpiec.resolve import resolve
 
     H = len(hosts)
     if cfg.layout.ranks_per_node == 0 and H > 1:
         cfg.layout.ranks_per_node = -(-(cfg.n_ranks - 1) // H)
-        validate(cfg, memory=False)  # the ranks share several machines: this one's memory says little
+        resolve(cfg, memory=False)  # the ranks share several machines: this one's memory says little
     nodes = rank_nodes(cfg.n_ranks, cfg.layout.ranks_per_node)
     return [hosts[max(n, 0) % H].name for n in nodes]
 
@@ -324,23 +324,15 @@ def check_writable_dir(directory: Path, what: str, keep: bool = True) -> None:
 
 def strategy_dirs(cfg: Config, path: Path, resume: str = "") -> list[tuple[str, Path]]:
     """The folders the strategy of a run with result file ``path`` writes into, each with what names
-    it: the checkpoint root (``Strategy.checkpoint_root``: ``strategy.dir``, else beside the result;
-    ``ecsnap`` only with its disk fallback), the ``--resume`` directory (new checkpoints go there) and
-    ``strategy.log_dir`` (``log``'s spilled records)."""
+    it: what the strategy declares (``Strategy.directories``: its checkpoint root, ``log``'s
+    ``strategy.log_dir``, ...), the ``--resume`` directory in the checkpoint root's place (new
+    checkpoints go there)."""
     from mpiec.strategies import get_strategy_class
 
-    params = cfg.strategy.params
-    out: list[tuple[str, Path]] = []
-    if resume:
-        out.append(("--resume checkpoint directory", Path(resume)))
-    else:
-        root = get_strategy_class(cfg.strategy.name)(cfg).checkpoint_root(path)
-        if root is not None:
-            out.append(("checkpoint directory" + (" (strategy.dir)" if params.get("dir") else ""), root))
-    log_dir = params.get("log_dir")
-    if isinstance(log_dir, str) and log_dir:
-        out.append(("log directory (strategy.log_dir)", Path(log_dir)))
-    return out
+    strategy = get_strategy_class(cfg.strategy.name)(cfg)
+    root = strategy.checkpoint_root(path)
+    out = [("--resume checkpoint directory", Path(resume))] if resume else []
+    return out + [(what, d) for what, d in strategy.directories(path) if not (resume and d == root)]
 
 
 def check_resume(cfg: Config, root: str | Path) -> None:
@@ -559,7 +551,7 @@ def launch(cfg: Config, out_dir: Path, timeout: float | None = None, quiet: bool
     reported only if this run wrote it. ``hostfile``: run across its hosts
     (``place_on_hosts``; ``cfg`` then records the ranks per node it used).
     """
-    from mpiec.config import check_storage_time
+    from mpiec.resolve import check_storage_time
     from mpiec.stall import check_stalls
 
     limit = timeout if timeout is not None else default_timeout(cfg)

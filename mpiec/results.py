@@ -948,8 +948,8 @@ def _check_types(path: Path, values: dict[str, Any], types: dict[str, type], wha
     config's rule), and 0/1 as bools, which other HDF5 tools often store as small integers; any
     other value is refused rather than cast (``bool("no")`` is True: a run would read as lost).
     """
-    from mpiec.config import _coerce  # kept local: only the reader needs the config's rules
     from mpiec.errors import ConfigError
+    from mpiec.schema import coerce  # kept local: only the reader needs the config's rules
 
     for key, typ in types.items():
         if key not in values:
@@ -958,7 +958,7 @@ def _check_types(path: Path, values: dict[str, Any], types: dict[str, type], wha
         if typ is bool and type(value) is int and value in (0, 1):
             value = bool(value)
         try:
-            values[key] = _coerce(value, typ, f"{what} {key}")
+            values[key] = coerce(value, typ, f"{what} {key}", finite=False)
         except ConfigError as exc:
             raise ResultFileError(f"result file {path}: {_short_line(str(exc))}") from None
 

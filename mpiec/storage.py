@@ -3,9 +3,9 @@
 Owns ``StorageModel`` (per-rank write and read bandwidth, a per-operation latency, an
 **aggregate** write bandwidth shared by every rank of the job, cold reads), the named
 ``PROFILES`` (their sources are in ``docs/checkpoints.md``, "Storage model"), the resolution of
-the ``[storage]`` config section into a model (``model_of``), the ``Ledger`` that makes the
-aggregate budget a real budget shared across processes, and the one-line description
-``mpiec bench`` prints (``storage_line``).
+the ``[storage]`` config section into a model (``resolve``; ``mpiec.resolve.storage_model`` adds the
+strategy's own write cap), the ``Ledger`` that makes the aggregate budget a real budget shared across
+processes.
 
 Invariants:
 
@@ -44,7 +44,7 @@ from pathlib import Path
 from typing import Any
 
 __all__ = ["LEDGER", "MAX_MB_S", "MAX_LATENCY_MS", "PROFILES", "UNSET", "Ledger", "StorageModel",
-           "drop_cache", "model_of", "reserve_slot", "resolve", "storage_line", "summary_fields"]
+           "drop_cache", "reserve_slot", "resolve", "summary_fields"]
 
 #: The ledger's file name in a checkpoint root.
 LEDGER = ".storage-ledger"
@@ -147,17 +147,6 @@ def resolve(settings: Any, legacy_write_mb_s: float = 0.0) -> StorageModel:
         changes["cold_reads"] = bool(cold)
     model = dataclasses.replace(base, **changes) if changes else base
     return model.with_write_cap(float(legacy_write_mb_s or 0.0))
-
-
-def model_of(cfg: Any) -> StorageModel:
-    """The storage model of a run's config: ``[storage]`` plus ``strategy.bandwidth_mb_s``."""
-    legacy = cfg.strategy.params.get("bandwidth_mb_s", 0.0) if hasattr(cfg, "strategy") else 0.0
-    return resolve(getattr(cfg, "storage", {}), legacy if isinstance(legacy, int | float) else 0.0)
-
-
-def storage_line(cfg: Any) -> str:
-    """One line for a table's header: ``storage: object-store (emulated: write 80 MB/s ...)``."""
-    return f"storage: {model_of(cfg).describe()}"
 
 
 def summary_fields(config: Mapping[str, Any]) -> dict[str, Any]:

@@ -42,8 +42,9 @@ def main(argv: list[str] | None = None) -> int:
 
     stacks.arm_from_env(args.spawned)  # under ``mpiec run``: where it was, should the run hit its limit
 
-    from mpiec.config import Config, load_config
+    from mpiec.config import Config
     from mpiec.errors import MpiecError
+    from mpiec.resolve import load_config
 
     try:
         text = Path(args.config).read_text()

@@ -226,7 +226,7 @@ def main(argv: list[str] | None = None) -> None:
     errors = quant_errors(x)
     print("2. write and capacity reduction against the rows modified per interval", flush=True)
     rows = reductions(a.preset, a.steps, intervals, work)
-    from mpiec.config import load_config
+    from mpiec.resolve import load_config
 
     total = int(sum(load_config(preset=a.preset).data.cardinalities))
     frac = fraction_per_interval(rows, total)

@@ -38,8 +38,9 @@ from cached_bench import run_cached_bench
 from mpiec.analysis.metrics import RunMetrics, compare
 from mpiec.analysis.read import load_results
 
-from mpiec.config import Config, load_config
+from mpiec.config import Config
 from mpiec.data.factory import make_source
+from mpiec.resolve import load_config
 
 #: strategies whose checkpoint/snapshot interval the grid sets (``strategy.interval``, steps)
 INTERVAL_STRATEGIES = ("ckpt", "cpr", "cpr-mfu", "cpr-ssu", "cnr", "log", "ecsnap")

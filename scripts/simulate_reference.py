@@ -63,8 +63,8 @@ PLAN = (
 
 
 def run_plan(out: Path, only: set[str] | None = None, timeout: float = 600.0) -> list[Path]:
-    from mpiec.config import load_config
     from mpiec.launcher import launch
+    from mpiec.resolve import load_config
 
     files = []
     for p in PLAN:

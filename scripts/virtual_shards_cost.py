@@ -16,10 +16,10 @@ import time
 import numpy as np
 from mpiec.kernels.embedding import unique_inverse
 
-from mpiec.config import load_config
 from mpiec.data.factory import make_source
 from mpiec.data.source import bag_bounds
 from mpiec.model.dlrm import forward_backward, init_params, pool_bags, pool_bags_backward
+from mpiec.resolve import load_config
 from mpiec.roles.shards import merge_arrays, tree_sum
 from mpiec.roles.trainer import model_shape
 

@@ -9,9 +9,9 @@ import pytest
 from mpiec import launcher
 from mpiec.bench import Bench, run_label
 from mpiec.cli_args import bench_parser
-from mpiec.config import check_storage_time, load_config
 from mpiec.errors import ConfigError, MpiecError
 from mpiec.launcher import EXIT_CRASH, RunOutcome, default_timeout
+from mpiec.resolve import check_storage_time, load_config
 
 
 def bench(tmp_path, *argv: str) -> Bench:

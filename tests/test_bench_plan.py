@@ -8,9 +8,9 @@ import pytest
 
 from mpiec.bench import Bench, add_bench_args, resolved_kills, scenario_plans
 from mpiec.cli_args import add_config_args
-from mpiec.config import load_config
 from mpiec.errors import MpiecError
 from mpiec.faults import parse_kill_plans
+from mpiec.resolve import load_config
 
 
 def bench_args(*argv: str) -> argparse.Namespace:

@@ -176,7 +176,8 @@ def test_cluster_preset_resolves_here_and_is_refused_only_at_run_time(tmp_path):
     assert sum(cfg["data"]["multi_hot"]) == 214 and cfg["model"]["dim"] == 128
     ranks = mpiec("config", "--preset", "mlperf-dlrmv2", "--ranks")
     assert ranks.returncode == 0 and ranks.stdout.strip() == "17"
-    from mpiec.config import load_config, mem_total, memory_estimate
+    from mpiec.config import mem_total, memory_estimate
+    from mpiec.resolve import load_config
 
     need = sum(b for _, b in memory_estimate(load_config("mlperf-dlrmv2", memory=False))["server"])
     if (mem_total() or 0) < need:
@@ -189,7 +190,7 @@ def test_resume_from_an_older_checkpoint_is_refused_with_the_way_out(tmp_path):
     import numpy as np
 
     from mpiec.checkpoint import CheckpointStore
-    from mpiec.config import load_config
+    from mpiec.resolve import load_config
 
     store = CheckpointStore(tmp_path / "ck")
     meta = {"config": load_config(preset="tiny", sets=["strategy.name='ckpt'"]).to_dict()}
@@ -206,7 +207,7 @@ def _tiny_checkpoint(tmp_path, step: int = 29):
     import numpy as np
 
     from mpiec.checkpoint import CheckpointStore
-    from mpiec.config import load_config
+    from mpiec.resolve import load_config
 
     store = CheckpointStore(tmp_path / "run.ckpt")
     cfg = load_config(preset="tiny", strategy="ckpt")
@@ -315,9 +316,9 @@ def test_strategies_keys_show_typed_params_plug_ins_and_problems(capsys, monkeyp
 
     monkeypatch.setattr(mpiec.strategies, "STRATEGIES", _PlugInRegistry(replica=_Replica))
     assert _strategies_output(capsys, "--keys")["replica"] == [
-        "interval  int|auto = auto    steps between copies",
-        "mode      sync|async = sync  who waits",
-        "verify    bool = false       (no help yet)",
+        "interval  int|auto = auto (>= 1)  steps between copies",
+        "mode      sync|async = sync       who waits",
+        "verify    bool = false            (no help yet)",
     ]
     args = build_parser().parse_args(["strategies"])
     assert args.func(args) == 0

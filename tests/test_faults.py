@@ -6,9 +6,9 @@ from unittest.mock import patch
 
 import pytest
 
-from mpiec.config import load_config
 from mpiec.errors import KillPlanError
 from mpiec.faults import Kill, KillSwitch, parse_kill_plans
+from mpiec.resolve import load_config
 
 
 @pytest.fixture

@@ -9,7 +9,6 @@ from pathlib import Path
 
 import pytest
 
-from mpiec.config import load_config
 from mpiec.errors import MpiecError
 from mpiec.launcher import (
     _written_by_us,
@@ -19,6 +18,7 @@ from mpiec.launcher import (
     launch,
     no_result_message,
 )
+from mpiec.resolve import load_config
 from mpiec.results import read_result
 
 
@@ -124,7 +124,7 @@ def test_a_file_someone_else_put_at_the_target_is_not_reported(tmp_path, monkeyp
     fake = tmp_path / "mpiexec"
     fake.write_text("#!/bin/sh\n[ \"$1\" = --version ] && exit 0\n"
                     f"{sys.executable} -c \"import sys; sys.path[:0] = {sys.path!r}; "
-                    "from mpiec.results import ResultWriter; from mpiec.config import load_config; "
+                    "from mpiec.results import ResultWriter; from mpiec.resolve import load_config; "
                     "c = load_config('tiny', sets=['training.seed=7']); "
                     f"ResultWriter('{target}', {{'config': c.to_json(), 'strategy': 'none', 'seed': 7, "
                     "'failure_mode': 'emulated', 'ulfm': False}).close({'lost': False})\"\n")
@@ -523,7 +523,7 @@ def test_an_mpiexec_that_outlives_its_result_file_is_ended_and_the_run_judged_by
     ranks had written the result and ended (exit 3 for a run that succeeded)."""
     target = tmp_path / "out" / "mine.h5"
     _fake_mpiexec(tmp_path, monkeypatch, f"{sys.executable} -c \"import sys; sys.path[:0] = {sys.path!r}; "
-                  "from mpiec.results import ResultWriter; from mpiec.config import load_config; "
+                  "from mpiec.results import ResultWriter; from mpiec.resolve import load_config; "
                   "c = load_config('tiny', sets=[\\\"output.name='mine'\\\"]); "
                   f"ResultWriter('{target}', {{'config': c.to_json(), 'strategy': 'none', 'seed': 1, "
                   "'failure_mode': 'ulfm', 'ulfm': True}).close({'lost': False})\"\nexec sleep 300")

@@ -30,7 +30,7 @@ def test_the_launcher_refuses_a_bad_stall_before_any_rank_starts(value, needle, 
     # Before: a malformed value crashed the ranks (exit 3), a stall at a slot or step the run does
     # not have was ignored silently, an overflowing one crashed the rank that slept.
     from mpiec import launcher
-    from mpiec.config import load_config
+    from mpiec.resolve import load_config
 
     def ranks_started(*a, **k):
         raise AssertionError("the ranks were started")
@@ -45,7 +45,7 @@ def test_the_launcher_refuses_a_bad_stall_before_any_rank_starts(value, needle, 
 
 
 def test_stalls_the_run_has_are_accepted(monkeypatch):
-    from mpiec.config import load_config
+    from mpiec.resolve import load_config
     from mpiec.stall import check_stalls
 
     cfg = load_config("tiny")

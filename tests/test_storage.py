@@ -15,18 +15,17 @@ import pytest
 
 from mpiec import checkpoint, storage
 from mpiec.checkpoint import CheckpointStore
-from mpiec.config import load_config
 from mpiec.errors import ConfigError
+from mpiec.resolve import load_config, storage_line
+from mpiec.resolve import storage_model as model_of
 from mpiec.storage import (
     LEDGER,
     PROFILES,
     UNSET,
     Ledger,
     StorageModel,
-    model_of,
     reserve_slot,
     resolve,
-    storage_line,
     summary_fields,
 )
 
@@ -145,7 +144,7 @@ def test_config_storage_section_resolves_and_round_trips():
 
 
 @pytest.mark.parametrize("setting,message", [
-    ("storage.profile='tape'", "storage.profile must be one of local, pfs-node, object-store, got 'tape'"),
+    ("storage.profile='tape'", "storage.profile must be 'local', 'pfs-node' or 'object-store', got 'tape'"),
     ("storage.write_mb_s=-2", "storage.write_mb_s must be -1 (the profile's) or in [0, 1e+07], got -2"),
     ("storage.aggregate_mb_s=1e12", "storage.aggregate_mb_s must be -1 (the profile's) or in [0, 1e+07]"),
     ("storage.latency_ms=1e6", "storage.latency_ms must be -1 (the profile's) or in [0, 60000], got 1e+06"),

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from mpiec.config import load_config
 from mpiec.errors import MpiecError
 from mpiec.faults import parse_kill_plans
+from mpiec.resolve import load_config
 from mpiec.traces import (
     DAY_S,
     MIN_GAP_S,

@@ -194,7 +194,7 @@ def kill_plan(n: int, steps: int, shift: int = 0) -> tuple[str, ...]:
 
 @lru_cache(maxsize=1)
 def cardinalities() -> tuple[int, ...]:
-    from mpiec.config import load_config
+    from mpiec.resolve import load_config
 
     return tuple(int(c) * TABLE_SCALE for c in load_config(preset="tiny", memory=False).data.cardinalities)
 
@@ -209,7 +209,7 @@ def sets() -> tuple[str, ...]:
 
 def config(steps: int) -> Any:
     """The resolved config of this paper's runs (``cnr``, the paper's variant)."""
-    from mpiec.config import load_config
+    from mpiec.resolve import load_config
 
     own = ["strategy.diff='intermittent'", "strategy.quantization='adaptive'",
            f"strategy.interval={INTERVAL}"]
@@ -392,7 +392,7 @@ class CheckNRunPaper:
     def regime(self, scale: Scale) -> Regime:
         from mpiec.kernels.quantize import packed_row_bytes
         from mpiec.model.dlrm import DLRMShape, n_params
-        from mpiec.storage import model_of
+        from mpiec.resolve import storage_model
 
         st = setup(scale)
         cfg = config(st.steps)
@@ -410,7 +410,7 @@ class CheckNRunPaper:
         dense_share = dense / (rows * full_row)
         fr = interval_fractions(cfg, INTERVAL, st.steps)
         frac = float(np.mean(fr)) if fr else math.nan
-        storage = model_of(cfg)
+        storage = storage_model(cfg)
         per_server = rows * full_row / cfg.layout.servers
         write_s = (per_server / (storage.write_mb_s * 1e6) + storage.latency_s) if storage.write_mb_s \
             else math.nan

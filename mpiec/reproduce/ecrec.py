@@ -1015,8 +1015,8 @@ class EcrecPaper:
         return CLAIMS
 
     def regime(self, scale: Scale) -> Regime:
-        from mpiec.config import load_config
         from mpiec.model.dlrm import DLRMShape, n_params
+        from mpiec.resolve import load_config
 
         s = setup(scale)
         cfg = load_config("tiny", sets=list(s.sets()), steps=s.steps, memory=False)

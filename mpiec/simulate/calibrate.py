@@ -61,13 +61,14 @@ import numpy as np
 
 from mpiec.config import Config
 from mpiec.errors import MpiecError
+from mpiec.resolve import typed_params
 from mpiec.results import RunResult, decode
 
 from .access import changed_fraction, distinct_rows
 from .costs import Costs, Linear, RuntimeCosts, StepCosts, StrategyCosts, fit_linear
 from .job import Job
 from .model import BACK_TO_NORMAL_SLOWDOWN
-from .policies import modelled, param_default
+from .policies import modelled
 
 __all__ = ["Measured", "MeasuredRecovery", "calibrate", "measure", "same_config", "speed_key"]
 
@@ -426,7 +427,7 @@ def _diff_access_ratio(runs: list[Measured]) -> float:
     of the diffs, 0 without any."""
     out = []
     for m in runs:
-        policy = str(m.cfg.strategy.params.get("diff", param_default(m.strategy, "diff")))
+        policy = str(typed_params(m.cfg).diff)  # the run's, else its strategy's default
         base_bytes, base_step, prev = math.nan, 0, 0
         for row in m.checkpoints:
             kind, step = decode(row["kind"]), int(row["step"])

@@ -396,7 +396,7 @@ def _with_speed(setup: Setup, costs: Costs, job: Job, step_s: float) -> Setup:
 
 
 def run(args: argparse.Namespace) -> int:
-    from mpiec.config import load_config
+    from mpiec.resolve import load_config
 
     from .scale import Trials, crossovers, format_crossovers, format_table, plot, sweep
 

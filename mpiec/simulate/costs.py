@@ -271,7 +271,7 @@ def _build(cls: type, raw: Any, path: str, where: str) -> Any:
 
 
 def _typed(value: Any, hint: Any, key: str, where: str) -> Any:
-    from mpiec.config import _coerce
+    from mpiec.schema import coerce
 
     args = typing.get_args(hint)
     if isinstance(hint, types.UnionType) and type(None) in args:  # ``Linear | None``
@@ -282,8 +282,9 @@ def _typed(value: Any, hint: Any, key: str, where: str) -> Any:
         return _build(hint, value, key, where)
     try:
         if typing.get_origin(hint) is dict:  # the config's validator checks the table, not its values
-            return {k: _typed(v, args[1], _join(key, k), where) for k, v in _coerce(value, hint, key).items()}
-        return _coerce(value, hint, key)
+            table = coerce(value, hint, key, finite=False)
+            return {k: _typed(v, args[1], _join(key, k), where) for k, v in table.items()}
+        return coerce(value, hint, key, finite=False)  # finite: the costs' own rule, below
     except ConfigError as exc:
         raise MpiecError(f"{where}: {exc}") from None
 

@@ -46,7 +46,7 @@ from dataclasses import dataclass
 
 from mpiec.errors import MpiecError
 from mpiec.faults import parse_kill_plans
-from mpiec.storage import model_of
+from mpiec.resolve import storage_model, typed_params
 
 from .calibrate import Measured, speed_key
 from .costs import Costs
@@ -123,17 +123,17 @@ def _simulate_run(costs: Costs, m: Measured) -> tuple[Outcome, float]:
 
 def _run_storage(m: Measured) -> Setup:
     """What the run did that the costs do not say: the storage model it wrote and read through
-    (``mpiec.storage.model_of`` its config), when it emulated one — its writes and reads are priced
-    by that model, as the runtime paced them (reads by the per-rank figure only), not by the
+    (``mpiec.resolve.storage_model`` of its config), when it emulated one — its writes and reads are
+    priced by that model, as the runtime paced them (reads by the per-rank figure only), not by the
     calibration's fit of another run's — and, for a differential strategy, its diff policy and bits
     (the run's ``strategy.diff``, ``quantization`` and ``bits``, not the strategy's defaults)."""
-    model = model_of(m.cfg)
-    params = m.cfg.strategy.params
+    model = storage_model(m.cfg)
+    params = typed_params(m.cfg)  # defaults filled in: quantization "none", bits "auto" for cnr
     bits = None
-    if params.get("quantization", "none") != "none":
-        b = params.get("bits", "auto")
+    if getattr(params, "quantization", "none") != "none":
+        b = params.bits
         bits = 0 if b == "auto" else int(b)
-    diff = params.get("diff")
+    diff = getattr(params, "diff", None)
     return Setup(storage=model if model.emulated else None, aggregate_reads=False,
                  diff=str(diff) if diff is not None else None, bits=bits)
 

@@ -60,7 +60,7 @@ class Strategy:
     #: ``layout.replacement = "shrink"``: the coordinator's ``on_shrink`` restores every server onto
     #: fewer servers (a rollback loading rows by global id, or a handover). False: a server death with
     #: no spare left ends the run with ``shrink_refusal``'s line, refused at launch where the kill plan
-    #: can cause one (``config.validate``); trainers shrink under any strategy
+    #: can cause one (``mpiec.resolve``); trainers shrink under any strategy
     shrinks: ClassVar[bool] = False
     #: merge rule of every key an agent's ``summary()`` may return: sum | max | min | first
     summary_rules: ClassVar[dict[str, str]] = {}
@@ -123,6 +123,14 @@ class Strategy:
         """The directory this strategy writes checkpoints into for a run whose result file is
         ``out_path`` (None: it writes none). Launcher (before any rank starts) and ranks; no MPI."""
         return None
+
+    def directories(self, out_path: Path) -> list[tuple[str, Path]]:
+        """Every folder this strategy writes into for a run whose result file is ``out_path``, each
+        with the words naming it in an error (``checkpoint directory (strategy.dir)``): the launcher
+        checks each is writable, and claims it, before any rank starts. Default: the
+        ``checkpoint_root``, if any. Launcher and ranks; no MPI."""
+        root = self.checkpoint_root(out_path)
+        return [] if root is None else [("checkpoint directory", root)]
 
     # -- the agents (one per rank, built with the rank's role) -------------------------------------
     def coordinator(self, env: RankEnv) -> Coordinator:

@@ -82,6 +82,9 @@ class FullCheckpoint(Strategy):
     def checkpoint_root(self, out_path: Path) -> Path | None:
         return self.kit.root(out_path)
 
+    def directories(self, out_path: Path) -> list[tuple[str, Path]]:
+        return self.kit.directories(out_path)
+
     def coordinator(self, env: RankEnv) -> Coordinator:
         return compose.coordinator(self, env, *self.kit.coordinator_parts(env))
 

@@ -254,6 +254,9 @@ class CheckNRun(Strategy):
     def checkpoint_root(self, out_path: Path) -> Path | None:
         return self.kit.root(out_path)
 
+    def directories(self, out_path: Path) -> list[tuple[str, Path]]:
+        return self.kit.directories(out_path)
+
     # -- the agents: the kit's parts, the chains' --------------------------------------------------
     def coordinator(self, env: RankEnv) -> Coordinator:
         store = self.kit.coordinator_store(env)

@@ -241,7 +241,7 @@ def test_a_requeue_resumes_from_what_a_restart_that_started_over_wrote(stubs, tm
 
 def test_a_requeue_resumes_from_the_strategy_dir_the_run_wrote_into(stubs, tmp_path):
     """Before: a strategy.dir given in SETS was never looked at: the requeue started over."""
-    from mpiec.config import load_config
+    from mpiec.resolve import load_config
 
     env, log = stubs
     out, elsewhere = tmp_path / "res", tmp_path / "scratch" / "ck"

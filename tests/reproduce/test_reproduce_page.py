@@ -303,7 +303,7 @@ def test_reuse_of_a_malformed_bench_json_runs_the_experiment_again(tmp_path, no_
 
 
 def _result_file(path: Path) -> None:
-    from mpiec.config import load_config
+    from mpiec.resolve import load_config
     from mpiec.results import ResultWriter
 
     attrs = {"config": load_config("tiny").to_dict(), "strategy": "none", "seed": 1, "failure_mode": "ulfm",

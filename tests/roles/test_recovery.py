@@ -9,8 +9,8 @@ import pytest
 from mpi4py import MPI
 
 from mpiec.comm import Comms
-from mpiec.config import load_config
 from mpiec.layout import Slot, initial_slots
+from mpiec.resolve import load_config
 from mpiec.roles.context import RankContext
 from mpiec.roles.recovery import make_plan, note_dead_names, reconcile
 from mpiec.roles.runner import make_agent

@@ -7,9 +7,9 @@ from types import SimpleNamespace
 import numpy as np
 
 from mpiec.comm import Comms
-from mpiec.config import load_config
 from mpiec.data.rng import init_embedding_rows
 from mpiec.layout import initial_slots
+from mpiec.resolve import load_config
 from mpiec.roles.context import RankContext
 from mpiec.roles.server import Server
 from mpiec.strategies.agents import ServerAgent

@@ -19,9 +19,9 @@ import pytest
 from emulated_hosts import EmulatedHosts, unavailable
 from run_helpers import mpiec, worker_processes
 
-from mpiec.config import load_config
 from mpiec.errors import MpiecError
 from mpiec.launcher import Host, kill_group, mpiexec_command, place_on_hosts, read_hostfile
+from mpiec.resolve import load_config
 from mpiec.results import decode
 
 # -- unit tests ------------------------------------------------------------------------------------
@@ -80,7 +80,7 @@ def test_the_heartbeat_detector_and_its_bounds(tmp_path):
     assert "mpi_ft_detector" not in " ".join(plain)
     with pytest.raises(MpiecError, match="heartbeat_timeout_s must be > 3 x failures.heartbeat_period_s"):
         load_config("tiny", sets=["failures.detector='heartbeat'", "failures.heartbeat_timeout_s=5"])
-    with pytest.raises(MpiecError, match="failures.detector must be runtime or heartbeat"):
+    with pytest.raises(MpiecError, match="failures.detector must be 'runtime' or 'heartbeat', got 'ring'"):
         load_config("tiny", sets=["failures.detector='ring'"])
 
 

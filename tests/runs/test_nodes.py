@@ -15,8 +15,8 @@ import pytest
 from run_helpers import mpiec, worker_processes
 
 from mpiec.comm import Comms
-from mpiec.config import load_config
 from mpiec.layout import Slot, initial_slots
+from mpiec.resolve import load_config
 from mpiec.results import decode
 from mpiec.roles.context import RankContext
 from mpiec.roles.recovery import make_plan

@@ -12,8 +12,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from mpiec.config import load_config
 from mpiec.errors import MpiecError
+from mpiec.resolve import load_config
 from mpiec.simulate.costs import Costs, Linear, RuntimeCosts, StrategyCosts, fit_linear, load_costs
 from mpiec.simulate.failures import PUBLISHED, NodeRenewal, Replay, Schedule, trace_arrivals
 from mpiec.simulate.job import Job

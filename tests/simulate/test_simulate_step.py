@@ -10,8 +10,8 @@ import math
 import numpy as np
 import pytest
 
-from mpiec.config import load_config
 from mpiec.errors import MpiecError
+from mpiec.resolve import load_config
 from mpiec.simulate.access import changed_fraction, distinct_rows
 from mpiec.simulate.checkpoint_io import storage_model, transfer_s
 from mpiec.simulate.costs import Costs, Linear, RuntimeCosts, StepCosts, StrategyCosts

@@ -82,8 +82,8 @@ PLAN = (
 
 def run_plan(out: Path, timeout: float = 240.0) -> dict[str, Path]:
     """Launch every planned run; its result file by plan name (AssertionError naming a failed run)."""
-    from mpiec.config import load_config
     from mpiec.launcher import launch
+    from mpiec.resolve import load_config
 
     files = {}
     for p in PLAN:

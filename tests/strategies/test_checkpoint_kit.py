@@ -7,8 +7,8 @@ from typing import Any
 
 import numpy as np
 
-from mpiec.config import load_config
 from mpiec.layout import TRAINER, Slot
+from mpiec.resolve import load_config
 from mpiec.strategies.base import RecoveryPlan, Scope
 from mpiec.strategies.checkpointing.kit import MICROS, CheckpointKit, RestorerPart, SchedulePart, WriterPart
 from mpiec.strategies.ckpt import FullCheckpoint

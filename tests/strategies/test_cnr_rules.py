@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 
 from mpiec.checkpoint import CheckpointError, CheckpointStore
-from mpiec.config import load_config
 from mpiec.errors import ConfigError
 from mpiec.layout import SERVER, TRAINER, Slot
+from mpiec.resolve import load_config
 from mpiec.strategies import STRATEGIES
 from mpiec.strategies.base import RecoveryPlan, Scope, ServerShard
 from mpiec.strategies.checkpointing import PartWriter

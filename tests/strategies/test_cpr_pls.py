@@ -6,8 +6,8 @@ import math
 
 import pytest
 
-from mpiec.config import load_config
 from mpiec.errors import ConfigError
+from mpiec.resolve import load_config
 from mpiec.strategies import STRATEGIES
 from mpiec.strategies.checkpointing import Schedule, interval_for_pls, measured_pls, predicted_pls
 from mpiec.strategies.cpr import HEADER, PartialRecovery, PartialRecoveryMFU, cpr_interval, ssu_sampled

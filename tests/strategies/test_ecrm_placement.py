@@ -10,9 +10,9 @@ import itertools
 import numpy as np
 import pytest
 
-from mpiec.config import load_config
 from mpiec.errors import ConfigError
 from mpiec.layout import RowPlacement, holder_nodes, layout_nodes, stripe_placement
+from mpiec.resolve import load_config
 from mpiec.strategies.ecrm.stripes import (
     member_holder,
     member_index,

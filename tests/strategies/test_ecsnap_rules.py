@@ -12,9 +12,9 @@ import numpy as np
 import pytest
 from mpiec.kernels.codes import make_code
 
-from mpiec.config import load_config
 from mpiec.errors import ConfigError
 from mpiec.layout import SERVER, TRAINER, Slot
+from mpiec.resolve import load_config
 from mpiec.strategies.base import Failure, Scope
 from mpiec.strategies.ecsnap.agents import FIELDS
 from mpiec.strategies.ecsnap.exchange import restore_shards

@@ -9,9 +9,9 @@ from typing import Any
 import numpy as np
 import pytest
 
-from mpiec.config import load_config
 from mpiec.errors import ConfigError
 from mpiec.layout import SERVER, TRAINER, Slot
+from mpiec.resolve import load_config
 from mpiec.strategies.base import Failure, RecoveryPlan, Scope
 from mpiec.strategies.checkpointing.kit import CheckpointParams, RestorerPart, SchedulePart, WriterPart
 from mpiec.strategies.ckpt import FullCheckpoint

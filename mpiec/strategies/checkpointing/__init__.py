@@ -23,6 +23,7 @@ from mpiec.strategies.checkpointing.rules import (
     interval_for_pls,
     measured_pls,
     predicted_pls,
+    root_directories,
     storage_of,
     young_interval,
 )
@@ -34,5 +35,5 @@ __all__ = [
     "CHECKPOINT_FIELD", "PART_US_FIELD", "TRAINER_PART", "Interval", "ManifestCommitter", "PartWriter",
     "Restorer", "Schedule", "checkpoint_root", "claim_root", "expected_mtbf_s", "full_parts",
     "interval_for_pls", "load_shard", "measured_pls", "open_store", "predicted_pls", "rollback_plan",
-    "server_part", "storage_of", "young_interval",
+    "root_directories", "server_part", "storage_of", "young_interval",
 ]

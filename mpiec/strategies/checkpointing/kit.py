@@ -43,7 +43,7 @@ from mpiec.checkpoint import CheckpointStore
 from mpiec.layout import TRAINER, Slot
 from mpiec.strategies.checkpointing.committer import ManifestCommitter
 from mpiec.strategies.checkpointing.restorer import Restorer, rollback_plan
-from mpiec.strategies.checkpointing.rules import checkpoint_root
+from mpiec.strategies.checkpointing.rules import checkpoint_root, root_directories
 from mpiec.strategies.checkpointing.schedule import Interval, Schedule
 from mpiec.strategies.checkpointing.store import TRAINER_PART, claim_root, full_parts, open_store, server_part
 from mpiec.strategies.checkpointing.writer import PartWriter
@@ -294,12 +294,16 @@ class CheckpointKit:
         return out
 
     def root(self, out_path: Path) -> Path:
-        """``Strategy.checkpoint_root``: where the checkpoints go."""
-        return checkpoint_root(self.cfg, out_path)
+        """``Strategy.checkpoint_root``: where the checkpoints go (the kit's typed ``dir``)."""
+        return checkpoint_root(self.params.dir, out_path)
+
+    def directories(self, out_path: Path) -> list[tuple[str, Path]]:
+        """``Strategy.directories`` of a strategy whose only folder is the kit's root."""
+        return root_directories(self.params.dir, out_path)
 
     def store(self, env: RankEnv) -> CheckpointStore:
         """This rank's store on the run's root (``strategy.bandwidth_mb_s`` applied)."""
-        return open_store(env, self.params.bandwidth_mb_s)
+        return open_store(env, self.params.bandwidth_mb_s, directory=self.params.dir)
 
     @property
     def background(self) -> bool:

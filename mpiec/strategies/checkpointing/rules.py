@@ -14,10 +14,15 @@ from typing import Any
 from mpiec.storage import StorageModel, resolve
 
 
-def checkpoint_root(cfg: Any, out_path: Path) -> Path:
-    """``strategy.dir``, else ``<result dir>/<result name>.ckpt``."""
-    d = cfg.strategy.params.get("dir") or ""
-    return Path(d) if d else out_path.parent / f"{out_path.stem}.ckpt"
+def checkpoint_root(directory: str, out_path: Path) -> Path:
+    """``directory`` (the strategy's typed ``strategy.dir``), else ``<result dir>/<result name>.ckpt``."""
+    return Path(directory) if directory else out_path.parent / f"{out_path.stem}.ckpt"
+
+
+def root_directories(directory: str, out_path: Path) -> list[tuple[str, Path]]:
+    """``Strategy.directories`` of a strategy writing checkpoints into ``checkpoint_root``."""
+    what = "checkpoint directory" + (" (strategy.dir)" if directory else "")
+    return [(what, checkpoint_root(directory, out_path))]
 
 
 def storage_of(cfg: Any) -> StorageModel:
@@ -86,4 +91,4 @@ def measured_pls(lost_steps: list[tuple[int, int]], shards: int, steps: int) -> 
 
 
 __all__ = ["checkpoint_root", "expected_mtbf_s", "interval_for_pls", "measured_pls", "predicted_pls",
-           "storage_of", "young_interval"]
+           "root_directories", "storage_of", "young_interval"]

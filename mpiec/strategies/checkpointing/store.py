@@ -34,9 +34,10 @@ def full_parts(servers: int) -> set[str]:
     return {TRAINER_PART} | {server_part(i) for i in range(servers)}
 
 
-def open_store(env: RankEnv, bandwidth_mb_s: float = 0.0) -> CheckpointStore:
-    """This rank's store on the run's checkpoint root (``--resume DIR`` when the run resumes)."""
-    root = Path(env.resume_from) if env.resume_from else checkpoint_root(env.cfg, env.out_path)
+def open_store(env: RankEnv, bandwidth_mb_s: float = 0.0, *, directory: str) -> CheckpointStore:
+    """This rank's store on the run's checkpoint root (``--resume DIR`` when the run resumes, else
+    ``directory``: the strategy's typed ``strategy.dir``, see ``checkpoint_root``)."""
+    root = Path(env.resume_from) if env.resume_from else checkpoint_root(directory, env.out_path)
     return CheckpointStore(root, float(bandwidth_mb_s), storage=storage_of(env.cfg))
 
 

@@ -32,6 +32,7 @@ from mpiec.strategies.checkpointing import (
     full_parts,
     interval_for_pls,
     open_store,
+    root_directories,
     server_part,
 )
 from mpiec.strategies.checkpointing.kit import KIT_RULES, CheckpointParams
@@ -110,7 +111,7 @@ class CprFactory:
         self.partial_every = partial_interval(self.interval, partials.every) if partials else (0, None)
 
     def store(self, env: RankEnv) -> CheckpointStore:
-        return open_store(env, self.params.bandwidth_mb_s)
+        return open_store(env, self.params.bandwidth_mb_s, directory=self.params.dir)
 
     def coordinator(self, env: RankEnv) -> CprCoordinator:
         store = self.store(env)
@@ -168,7 +169,10 @@ class _PartialRecoveryFamily(Strategy):
         return None
 
     def checkpoint_root(self, out_path: Path) -> Path | None:
-        return checkpoint_root(self.cfg, out_path)
+        return checkpoint_root(self.params.dir, out_path)
+
+    def directories(self, out_path: Path) -> list[tuple[str, Path]]:
+        return root_directories(self.params.dir, out_path)
 
     def coordinator(self, env: RankEnv) -> CprCoordinator:
         return self.factory.coordinator(env)

@@ -178,6 +178,9 @@ class ErasureCodedSnapshots(Strategy):
     def checkpoint_root(self, out_path: Path) -> Path | None:
         return self.fallback.root(out_path) if self.fallback is not None else None
 
+    def directories(self, out_path: Path) -> list[tuple[str, Path]]:
+        return self.fallback.directories(out_path) if self.fallback is not None else []
+
     def coding(self, env: RankEnv) -> Coding:
         """The code, the stripes and the shards' sizes (from the rank's row placement)."""
         cfg = self.cfg

@@ -138,6 +138,11 @@ class UpdateLog(Strategy):
     def checkpoint_root(self, out_path: Path) -> Path | None:
         return self.kit.root(out_path)
 
+    def directories(self, out_path: Path) -> list[tuple[str, Path]]:
+        """The checkpoint root, then ``strategy.log_dir`` (the spilled records) when set."""
+        log = [("log directory (strategy.log_dir)", Path(self.params.log_dir))] if self.params.log_dir else []
+        return self.kit.directories(out_path) + log
+
     def log_root(self, env: RankEnv, store: CheckpointStore) -> Path:
         """Where the trainers' spill directories go: ``strategy.log_dir/<result name>.log``, else
         ``<checkpoint dir>/log``."""
