@@ -38,6 +38,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--resume", metavar="DIR", default="",
                         help="start from the newest complete checkpoint in DIR (a checkpointing strategy)")
     args = parser.parse_args(argv)
+    load_numba_without_blas()
     from mpiec import stacks
 
     stacks.arm_from_env(args.spawned)  # under ``mpiec run``: where it was, should the run hit its limit
@@ -197,6 +198,28 @@ def note_crash(ctx: RankContext, exc: BaseException) -> None:
     except Exception:  # noqa: BLE001 - the note names the rank anyway
         slot, step = "?", -1
     write_crash_note(ctx.out_path, ctx.run_id, getattr(ctx, "first_rank", -1), slot, exc, step=step)
+
+
+#: what numba imports to see whether scipy's BLAS is there (numba.np.linalg.ensure_blas)
+_NUMBA_BLAS_PROBE = "scipy.linalg.cython_blas"
+
+
+def load_numba_without_blas() -> None:
+    """Load numba's array math with its BLAS probe answered "none", before any kernel loads.
+
+    numba checks once, when its array math loads, whether scipy's BLAS is there for ``np.dot`` and
+    the like: that ``import scipy.linalg`` costs ~0.2 s of CPU in every rank, a fifth of a rank's
+    start-up (a run starts 5-9 ranks; the test suite thousands). No kernel uses numba's linear
+    algebra (the dense layers multiply in numpy, outside the kernels), so no rank needs the answer.
+    scipy stays importable in the rank afterwards (the probe's entry is removed)."""
+    if _NUMBA_BLAS_PROBE in sys.modules or "numba.np.arraymath" in sys.modules:
+        return  # scipy's BLAS already loaded, or the probe already ran: nothing to save
+    sys.modules[_NUMBA_BLAS_PROBE] = None  # type: ignore[assignment]  # its import fails at once
+    try:
+        import numba.np.arraymath  # noqa: F401
+    finally:
+        if _NUMBA_BLAS_PROBE in sys.modules and sys.modules[_NUMBA_BLAS_PROBE] is None:
+            del sys.modules[_NUMBA_BLAS_PROBE]
 
 
 def warm_up() -> None:

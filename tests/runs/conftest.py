@@ -6,6 +6,10 @@ trains, instead of once per test module (it was eight identical ``tiny`` runs, t
 ones and the contract's). ``layout.servers`` and ``layout.spares`` are left out of the key: the
 checksum hashes the model in global row order, so it does not depend on the number of servers
 (docs/results-schema.md, ``param_checksum``), and spares train nothing.
+
+``failure_free_run``: the whole run (its result file, its output), for the tests that check more
+than its summary; test_run's complete-result test reads the plain ``tiny`` reference that way
+instead of launching the same run again.
 """
 
 from __future__ import annotations
@@ -14,7 +18,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from run_helpers import mpiec
+from run_helpers import Run, mpiec
 
 _LAYOUT_ONLY = ("layout.servers=", "layout.spares=")
 
@@ -33,17 +37,29 @@ def _key(args: tuple[str, ...]) -> tuple[str, ...]:
 
 
 @pytest.fixture(scope="session")
-def failure_free(tmp_path_factory) -> Callable[..., dict[str, Any]]:
-    """``failure_free(*args)``: the summary of ``mpiec run *args --strategy none`` (no kill), run once
-    per session for equal arguments (layout sets aside)."""
-    cache: dict[tuple[str, ...], dict[str, Any]] = {}
+def failure_free_run(tmp_path_factory) -> Callable[..., Run]:
+    """``failure_free_run(*args)``: ``mpiec run *args`` with the default strategy (``none``, checked),
+    no kill, run once per session for equal arguments; ``layout_free=True``: any earlier such run
+    whose arguments differ only in the layout (for its checksum)."""
+    runs: dict[tuple[str, ...], Run] = {}
 
-    def get(*args: str) -> dict[str, Any]:
-        key = _key(args)
-        if key not in cache:
-            run = mpiec(["run", *args, "--strategy", "none"], out=tmp_path_factory.mktemp("failure-free"))
+    def get(*args: str, layout_free: bool = False) -> Run:
+        if layout_free:
+            same = [run for earlier, run in runs.items() if _key(earlier) == _key(args)]
+            if same:
+                return same[0]
+        if args not in runs:
+            assert "--strategy" not in args, "the reference is the default strategy's (none)"
+            run = mpiec(["run", *args], out=tmp_path_factory.mktemp("failure-free"))
             assert run.code == 0, run.stdout + run.stderr
-            cache[key] = run.result().summary
-        return cache[key]
+            assert run.result().attrs["strategy"] == "none", "the default strategy is no longer none"
+            runs[args] = run
+        return runs[args]
 
     return get
+
+
+@pytest.fixture(scope="session")
+def failure_free(failure_free_run) -> Callable[..., dict[str, Any]]:
+    """``failure_free(*args)``: the summary of a failure-free run of ``args``, layout sets aside."""
+    return lambda *args: failure_free_run(*args, layout_free=True).result().summary

@@ -112,14 +112,14 @@ def test_kill_while_a_checkpoint_is_written(reference, tmp_path):
     assert s["param_checksum"] == reference and s["emulated_bandwidth"]
 
 
-def test_random_kills_with_three_spares(tmp_path):
+def test_random_kills_with_three_spares(failure_free, tmp_path):
     """Kills at 0.60, 0.99 and 1.15 s (seed 5): within a 1500-step run (several seconds)."""
-    ref = mpiec(["run", "--preset", "tiny", "--steps", "1500"], out=tmp_path / "ref").result()
+    ref = failure_free("--preset", "tiny", "--steps", "1500")  # shared with the resume test
     run = mpiec(["run", *TINY, "--steps", "1500", "--set", "layout.spares=3", "--set", "strategy.interval=50",
                  "--kill", "random:mtbf=0.3s,seed=5,max=3"], out=tmp_path / "k")
     assert run.code == 0, run.stdout + run.stderr
     s = run.result().summary
-    assert s["param_checksum"] == ref.summary["param_checksum"] and s["kills_fired"] == 3
+    assert s["param_checksum"] == ref["param_checksum"] and s["kills_fired"] == 3
 
 
 def test_emulated_server_kill_recovers(reference, tmp_path):
@@ -182,11 +182,11 @@ def test_corrupted_checkpoint_part_falls_back_to_the_previous_one(tmp_path):
     assert r.summary["param_checksum"] == ref.summary["param_checksum"]
 
 
-def test_resume_after_the_launcher_is_killed(tmp_path):
+def test_resume_after_the_launcher_is_killed(failure_free, tmp_path):
     """SIGTERM the launcher mid-run; resume onto the same and onto 3 servers: the uninterrupted checksum."""
     ck = tmp_path / "ck"
     steps = "1500"
-    ref = mpiec(["run", "--preset", "tiny", "--steps", steps], out=tmp_path / "ref").result()
+    ref = failure_free("--preset", "tiny", "--steps", steps)  # shared with the random kills' test
     cmd = [sys.executable, "-P", "-m", "mpiec", "run", *TINY, "--steps", steps,
            "--set", "strategy.interval=50", "--set", f"strategy.dir='{ck}'", "--out", str(tmp_path / "first")]
     p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
@@ -204,7 +204,7 @@ def test_resume_after_the_launcher_is_killed(tmp_path):
                     out=tmp_path / servers)
         assert run.code == 0, run.stdout + run.stderr
         s = run.result().summary
-        assert s["resumed_from_step"] >= 49 and s["param_checksum"] == ref.summary["param_checksum"]
+        assert s["resumed_from_step"] >= 49 and s["param_checksum"] == ref["param_checksum"]
     bad = mpiec(["run", "--resume", str(tmp_path / "nothing")], out=tmp_path / "bad")
     assert bad.code == 2 and "no such checkpoint directory" in bad.stderr
 

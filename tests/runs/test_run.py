@@ -16,8 +16,8 @@ from mpiec.results import SCHEMA_VERSION, decode
 pytestmark = [pytest.mark.mpirun, pytest.mark.timeout(240)]
 
 
-def test_tiny_run_writes_a_complete_result(tmp_path):
-    run = mpiec(["run", "--preset", "tiny"], out=tmp_path)
+def test_tiny_run_writes_a_complete_result(failure_free_run):
+    run = failure_free_run("--preset", "tiny")  # the plain tiny run the recovery tests compare with
     assert run.code == 0, run.stdout + run.stderr
     res = run.result()
     s = res.summary
