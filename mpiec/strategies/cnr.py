@@ -464,6 +464,13 @@ class ChainBook(Part):
         if epoch == self.env.epoch:
             self.extra.setdefault(step, {})[extra["part"]] = extra
 
+    def on_grow(self, plan: RecoveryPlan) -> bool:
+        """Refuses to grow the servers back (the trainers still grow): each server's chain holds the
+        diffs of its own rows since the last baseline, and rows moved to a new owner would leave
+        every chain describing rows its server no longer holds. Asked after the kit's planner,
+        whose dropped checkpoint in flight ``on_recovered`` would drop anyway."""
+        return False
+
     def on_recovered(self, plan: RecoveryPlan) -> None:
         """A recovery: the links of checkpoints not committed yet are of an ended epoch."""
         self.extra.clear()
