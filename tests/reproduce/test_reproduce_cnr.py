@@ -222,14 +222,30 @@ def test_every_claim_gets_a_finding_and_the_papers_figures_reproduce(tmp_path):
     assert f["auto-degradation"].measured.value == pytest.approx(0.31, abs=0.02)
 
 
+def test_the_committed_share_leaves_out_the_last_snapshot(tmp_path):
+    """48 steps, a snapshot after steps 11, 23 and 35: the write of 35's may still run when training
+    ends, so the share is over 11's and 23's (before: 2 of 3, 0.67, for a writer that kept up)."""
+    def share(steps: list[int]) -> float:
+        path = write(tmp_path / f"c{len(steps)}.h5", "cnr", cnr.AUTO, summary=cnr_summary(12.0, 5.0),
+                     checkpoints=[("diff", 10)] * len(steps))
+        return cnr.committed_share(read_result(path), taken=3)
+
+    assert share([11, 23]) == 1.0  # the last one cut by the end of training
+    assert share([11, 23, 35]) == 1.0
+    assert share([11]) == 0.5
+    assert math.isnan(cnr.committed_share(read_result(write(tmp_path / "one.h5", "cnr", cnr.AUTO)), taken=1))
+
+
 def test_a_writer_that_falls_behind_or_a_busy_host_stops_the_byte_verdicts(tmp_path):
     """Issue 37: the byte ratios are configuration arithmetic unless the checkpointing was feasible: a
     background writer that committed few of the snapshots taken, or a disturbed bench, is not judged."""
     runs = runsets(tmp_path / "behind", write_red=[12.0, 14.0, 13.0, 12.5, 13.5, 13.0],
                    capacity=[5.0, 6.0, 5.5, 5.2, 5.8, 5.5], grid=ORDERED)
     for r in runs["reduction"].results:
-        if r.summary.get("checkpoints"):
-            r.summary["checkpoints"] = 1  # 1 of the 3 taken committed
+        if r.summary.get("checkpoints"):  # twice the steps: of the 6 snapshots before the last, 4 committed
+            more = r.timeline.copy()
+            more["step"] += len(more)
+            r.timeline = np.concatenate([r.timeline, more])
     f = by_key(cnr.PAPER.findings(runs, SCALES["quick"], MACHINE))
     assert f["write-bandwidth"].verdict == NOT_JUDGED
     assert f["write-bandwidth"].shown.startswith("not judged: regime not realized (committed / taken")
