@@ -82,13 +82,17 @@ class Rule:
     (a reduction, a speed-up); ``at_most``: smaller is better (an overhead, an error). ``reproduced``
     and ``partly`` are in the unit of the measured figure; ``why`` says why they are where they are
     (the page prints it); ``null`` is the figure of no effect (0, chance 0.5, ρ = 0), None where the
-    claim has none (an absolute bound such as "overhead ≤ 13 %")."""
+    claim has none (an absolute bound such as "overhead ≤ 13 %"). ``equivalence``: the claim is that
+    there is *no* meaningful difference ("on par"); ``partly`` is then the equivalence margin, and
+    absence of evidence is not evidence: any verdict past ``not reproduced`` needs the 95 % interval
+    wholly within the margin (else inconclusive), as an equivalence test requires."""
 
     direction: Literal["at_least", "at_most"]
     reproduced: float
     partly: float
     why: str = ""
     null: float | None = None
+    equivalence: bool = False
 
     def __post_init__(self) -> None:
         ok = (self.reproduced >= self.partly if self.direction == "at_least"
@@ -97,6 +101,8 @@ class Rule:
             raise ValueError(f"rule {self}: the 'reproduced' threshold must be stricter than 'partly'")
         if self.null is not None and not self.passes(self.partly, self.null):
             raise ValueError(f"rule {self}: the null must not be past the 'partly' threshold")
+        if self.equivalence and self.null is not None:
+            raise ValueError(f"rule {self}: an equivalence claim has a margin, not a no-effect figure")
 
     def passes(self, x: float, threshold: float) -> bool:
         return x >= threshold if self.direction == "at_least" else x <= threshold
@@ -118,6 +124,8 @@ class Rule:
         op = self.op
         null = (f", and the 95 % interval wholly past the no-effect figure {_num(self.null)}{unit} (else "
                 "inconclusive)" if self.null is not None else
+                f", and its 95 % interval wholly {op} the equivalence margin {_num(self.partly)}{unit} (else "
+                "inconclusive: 'on par' needs the interval inside the margin)" if self.equivalence else
                 " (a noisy figure without a 95 % interval: at most partly)")
         why = f" Why: {self.why.rstrip('.')}." if self.why else ""
         return (f"reproduced if the figure is {op} {_num(self.reproduced)}{unit} and its 95 % interval "
@@ -319,6 +327,14 @@ def _rule(claim: Claim, m: Measured) -> tuple[str, str]:
                      else f"has its 95 % interval [{_num(m.lo)}, {_num(m.hi)}] reaching")
             return INCONCLUSIVE, (f"{fig} {op} {_num(rule.partly)}{unit} but {where} the no-effect figure "
                                   f"{null}: not distinguishable from no effect.")
+    elif rule.equivalence:
+        if noisy_no_ci:
+            return INCONCLUSIVE, (f"{fig} {op} {_num(rule.partly)}{unit} but {_no_interval(m)}: 'on par' "
+                                  f"needs a 95 % interval inside the margin {_num(rule.partly)}{unit}.")
+        if not rule.passes(worst, rule.partly):
+            return INCONCLUSIVE, (f"{fig} {op} {_num(rule.partly)}{unit} but its 95 % interval reaches "
+                                  f"{_num(worst)}{unit}, past the equivalence margin {_num(rule.partly)}"
+                                  f"{unit}: not shown on par.")
     elif noisy_no_ci:
         if past_reproduced:
             return PARTLY, (f"{fig} {op} {_num(rule.reproduced)}{unit} but {_no_interval(m)}, and a noisy "

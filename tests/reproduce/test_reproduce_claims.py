@@ -158,6 +158,32 @@ def test_partly_needs_the_interval_clear_of_the_null(m, verdict):
         assert "no effect" in f.reason
 
 
+ON_PAR = Claim("cpr", "quality", "on par with full recovery", "on par", "P",
+               Rule("at_most", 0.001, 0.002, why="0.002 is the margin", equivalence=True))
+
+
+@pytest.mark.parametrize("m, verdict", [
+    (Measured(0.0005, -0.0005, 0.0015, 8, **CI), REPRODUCED),  # the interval inside the margin
+    (Measured(0.0005, -0.001, 0.004, 8, **CI), INCONCLUSIVE),  # could be 0.004 worse: not shown on par
+    (Measured(0.0015, 0.001, 0.0019, 8, **CI), PARTLY),
+    (Measured(0.0005, n=1), INCONCLUSIVE),  # one run: absence of evidence is not evidence of parity
+    (Measured(0.0005, 0.0, 0.001, 3, level=0.75, method="range of 3 runs"), INCONCLUSIVE),
+    (Measured(0.0, n=3, deterministic=True), REPRODUCED),
+    (Measured(0.005, 0.004, 0.006, 8, **CI), NOT_REPRODUCED),
+])
+def test_an_on_par_claim_needs_its_interval_inside_the_margin(m, verdict):
+    f = judge(ON_PAR, m)
+    assert f.verdict == verdict, f.reason
+    if verdict == INCONCLUSIVE:
+        assert "margin" in f.reason
+    assert "equivalence margin 0.002" in ON_PAR.rule.text()
+
+
+def test_an_equivalence_rule_has_no_null():
+    with pytest.raises(ValueError, match="margin"):
+        Rule("at_most", 0.001, 0.002, null=0.01, equivalence=True)
+
+
 def test_without_a_null_the_rule_is_the_first_editions():
     """A claim with no no-effect figure keeps the old branches (a noisy figure w/o interval: partly)."""
     assert judge(SPEEDUP, Measured(6.0, n=1)).verdict == PARTLY
