@@ -79,6 +79,7 @@ class RunOutcome:
     path: Path | None
     seconds: float
     message: str = ""
+    held: str = ""  # a crash's held-back output, last lines (what a caller under quiet may quote)
 
 
 def find_mpiexec() -> str:
@@ -661,6 +662,7 @@ def _launch(cfg: Config, path: Path, timeout: float | None, quiet: bool, resume:
         # What the relay held back (all of it under quiet, else known launcher noise) may be the
         # crash's only trace: "its error is above" must be true.
         print("\n".join(held), flush=True)
+        outcome.held = "\n".join(list(held)[-HELD_QUOTED:])
     return outcome
 
 
@@ -743,6 +745,7 @@ _RULE = re.compile(r"^-{40,}$")
 _EXITED_IMPROPERLY = re.compile(r"^\S+ has exited due to process rank \d+ with PID \d+ on node \S+ exiting$")
 _HELD_NOISE = re.compile(r"^LAUNCHER JOB OBJECT NOT FOUND$")
 HELD_LINES = 200  # the output kept back for a crash report: a few ranks' tracebacks
+HELD_QUOTED = 40  # of those, what ``RunOutcome.held`` keeps for a caller to quote
 
 
 def relay_output(stream: IO[str], quiet: bool, lost_daemons: list[str] | None = None,

@@ -71,3 +71,17 @@ def test_a_bench_leaves_a_crashed_run_out_of_its_tables_and_fails(plugins, tmp_p
     assert "h36-hook failure-free: the run crashed: rank 3 (server:0) at step 10" in text
     runs = json.loads((out / "bench.json").read_text())["runs"]
     assert [(r["variant"], r["crashed"]) for r in runs] == [("none", False), ("h36-hook", True)]
+
+
+def test_a_crash_under_quiet_hands_its_last_lines_to_the_caller(plugins, tmp_path, monkeypatch):
+    """``launch(quiet=True)`` (the simulator's validation, the bench) keeps the crash's traceback in
+    ``RunOutcome.held``, so a caller's own error can quote it (a CI log keeps only the tail)."""
+    from mpiec.launcher import EXIT_CRASH, launch
+    from mpiec.resolve import load_config
+
+    monkeypatch.syspath_prepend(str(plugins))  # this process resolves the plug-in too
+    cfg = load_config(preset="tiny", strategy="h36-hook", sets=["layout.spares=1"])
+    outcome = launch(cfg, tmp_path / "out", timeout=240, quiet=True)
+    assert outcome.code == EXIT_CRASH, outcome.message
+    assert "RuntimeError: h36 plug-in hook failed on purpose" in outcome.held
+    assert len(outcome.held.splitlines()) <= 40

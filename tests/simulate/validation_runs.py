@@ -94,7 +94,8 @@ def run_plan(out: Path, timeout: float = 240.0) -> dict[str, Path]:
         outcome = launch(cfg, out, timeout=timeout, quiet=True)
         path = out / f"{p.name}.h5"
         if outcome.code != 0 and not _complete(path, started, len(p.kills)):
-            raise AssertionError(f"validation run {p.name} failed (exit {outcome.code}): {outcome.message}")
+            raise AssertionError(f"validation run {p.name} failed (exit {outcome.code}): {outcome.message}"
+                                 + (f"\nits last lines:\n{outcome.held}" if outcome.held else ""))
         if outcome.code != 0:  # seen once under load (ecrm, 3 kills): mpiexec failed after the result
             print(f"[validation] warning: {p.name}: {outcome.message}; its result file is complete, used",
                   flush=True)
