@@ -1,9 +1,10 @@
 """The seed papers' setups, one value per quantity: what the papers and their code state, and each
 assumption with its plausible band and the band's sources.
 
-Owns the figures that ``mpiec reproduce`` (``mpiec.reproduce.ecrec``) and ``mpiec simulate --paper``
-(``mpiec.simulate.papers``) both rest on, so that the two never assume different figures for the
-same quantity of the same paper (storage bandwidth, network, a worker's speed). Tags as
+Owns the figures that ``mpiec reproduce`` (``mpiec.reproduce.ecrec``, ``.cpr``, ``.cnr``) and
+``mpiec simulate --paper`` (``mpiec.simulate.papers``) both rest on, so that the two never assume
+different figures for the same quantity of the same paper (storage bandwidth, network, a worker's
+speed, CPR's layout and PLS target, Check-N-Run's interval and storage). Tags as
 ``mpiec.reproduce.claims.TAGS``: [P] paper, [C] the authors' code, [S] secondary summary, [U]
 inferred.
 
@@ -17,7 +18,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["ECREC", "Assumed", "EcrecSetup"]
+__all__ = ["CNR", "CPR", "ECREC", "Assumed", "CnrSetup", "CprSetup", "EcrecSetup"]
 
 
 @dataclass(frozen=True)
@@ -42,8 +43,9 @@ class Assumed:
         return (self.low, self.high)
 
     def text(self) -> str:
-        return (f"{self.what}: {self.nominal:g} {self.unit} assumed [U], band {self.low:g}–{self.high:g} "
-                f"{self.unit} ({self.low:g}: {self.low_source}; {self.high:g}: {self.high_source})")
+        unit = f" {self.unit}" if self.unit else ""
+        return (f"{self.what}: {self.nominal:g}{unit} assumed [U], band {self.low:g}–{self.high:g}{unit} "
+                f"({self.low:g}: {self.low_source}; {self.high:g}: {self.high_source})")
 
 
 @dataclass(frozen=True)
@@ -101,3 +103,54 @@ class EcrecSetup:
 
 
 ECREC = EcrecSetup()
+
+
+@dataclass(frozen=True)
+class CprSetup:
+    """CPR (Maeng et al., MLSys 2021, arXiv 2011.02999): the production setup its slides summarize [S]
+    and the one assumption both studies size CPR at (the PLS target)."""
+
+    servers: int = 18  # [S] embedding servers (shards)
+    trainers: int = 20  # [S]
+    run_h: float = 50.0  # [S] the run's length, hours
+    failures: int = 5  # [S] failure events in the run ...
+    per_failure: int = 4  # [S] ... of this many servers each
+    #: [U] CPR's PLS target: the paper's is not given. The suite's default (``strategy.target_pls``) is
+    #: the nominal; the reproduction's sweep runs both ends of the band.
+    pls_target: Assumed = Assumed(
+        "PLS target", "", 0.05, 0.01, 0.1,
+        "5x below mpiec's 0.05: a cautious operator", "2x above: CPR's figures reach PLS 0.1")
+
+    @property
+    def run_s(self) -> float:
+        return self.run_h * 3600.0
+
+    @property
+    def mtbf_s(self) -> float:
+        """Between failure events (each of ``per_failure`` servers)."""
+        return self.run_s / self.failures
+
+    def failure_times_s(self) -> tuple[float, ...]:
+        """The events spread evenly over the run (their times are not given [U]): at 5, 15, … hours."""
+        return tuple((i + 0.5) * self.mtbf_s for i in range(self.failures))
+
+
+CPR = CprSetup()
+
+
+@dataclass(frozen=True)
+class CnrSetup:
+    """Check-N-Run (Eisenman et al., NSDI 2022, arXiv 2010.08679)."""
+
+    interval_min: float = 30.0  # [S] checkpoint interval
+    rows_per_interval: float = 0.26  # [S] share of the embedding rows modified per interval
+    storage_profile: str = "object-store"  # [S] remote storage; the profile's figures are [U]
+    diff: str = "intermittent"  # [P] differential checkpoints against the last baseline
+    bits: str = "auto"  # [S] the bit width from the expected restores
+
+    @property
+    def interval_s(self) -> int:
+        return round(self.interval_min * 60)
+
+
+CNR = CnrSetup()

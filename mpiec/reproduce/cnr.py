@@ -57,6 +57,7 @@ import numpy as np
 
 from mpiec.analysis.metrics import finite
 from mpiec.analysis.stats import spearman
+from mpiec.paper_regimes import CNR
 
 from .claims import Claim, Finding, Measured, Rule, judge, measured, measured_from
 from .experiment import Experiment, Gate, Machine, Realized, Regime, RegimeRow, RunSet, Scale
@@ -68,8 +69,8 @@ NAME = "cnr"
 TITLE = "Check-N-Run (Eisenman et al., NSDI 2022)"
 
 # -- the paper's figures (tags: claims.TAGS) -------------------------------------------------------
-PAPER_INTERVAL_MIN = 30.0  # [S] checkpoint interval
-PAPER_ROWS_PER_INTERVAL = 0.26  # [S] share of the embedding rows modified per interval
+PAPER_INTERVAL_MIN = CNR.interval_min  # [S] checkpoint interval (mpiec.paper_regimes, as simulate --paper)
+PAPER_ROWS_PER_INTERVAL = CNR.rows_per_interval  # [S] share of the embedding rows modified per interval
 PAPER_STALL_S = 7.0  # [S] snapshot stall per 30-minute interval (the rest is background work)
 PAPER_WRITE_REDUCTION = (6.0, 17.0)  # [P] write bandwidth, intermittent + quantized vs full
 PAPER_CAPACITY_REDUCTION = (2.5, 8.0)  # [P] storage capacity
@@ -88,7 +89,7 @@ TABLE_SCALE = 2  # the tiny preset's cardinalities x 2: a dense replica < 1 % of
 DIM = 64  # per-row metadata (id, optimizer state, fp16 scale/bias) against the weights as in 4-13x
 BOTTOM, TOP = (16,), (16,)  # a small dense MLP: in the paper it is negligible against TB of tables
 INTERVAL = 12  # steps: ~26 % of the rows of these tables are modified in 12 steps (computed in regime)
-STORAGE = "object-store"  # remote storage [S]; the profile's figures are an assumption [U]
+STORAGE = CNR.storage_profile  # remote storage [S]; the profile's figures are an assumption [U]
 EVAL_SAMPLES = 8192  # one final evaluation on a fixed set: the degradation is deterministic per model
 KILL_GAP = 30  # steps between two kills of a restores experiment (2.5 intervals)
 KILL_TAIL = 15  # the last kill this many steps before the end (the phase shift adds < INTERVAL)

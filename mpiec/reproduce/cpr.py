@@ -82,6 +82,7 @@ import numpy as np
 
 from mpiec.analysis.metrics import failure_run, number
 from mpiec.analysis.stats import Estimate, mean_sd, median, paired, ratio_of_means, spearman
+from mpiec.paper_regimes import CPR
 
 from .claims import Assumption, Band, Claim, Finding, Measured, Rule, figure, judge, measured, measured_from
 from .experiment import Experiment, Gate, Machine, Realized, Regime, RegimeRow, RunSet, Scale
@@ -96,8 +97,8 @@ REMOVED_PCT = 91.0  # [S] partial recovery removed over 91 % of it ...
 REMOVED_LOSS = 0.0008  # [S] ... for 0.0008 AUC
 CKPT_RELATED_PCT = (8.2, 8.5)  # [P] full recovery's checkpoint-related overhead
 MFU_SSU_PCT = (0.53, 0.68)  # [P] the same under CPR-MFU / CPR-SSU
-PAPER_SERVERS, PAPER_TRAINERS = 18, 20  # [S]
-PAPER_RUN_H, PAPER_FAILURES, PAPER_PER_FAILURE = 50.0, 5, 4  # [S]
+PAPER_SERVERS, PAPER_TRAINERS = CPR.servers, CPR.trainers  # [S] (mpiec.paper_regimes, as simulate --paper)
+PAPER_RUN_H, PAPER_FAILURES, PAPER_PER_FAILURE = CPR.run_h, CPR.failures, CPR.per_failure  # [S]
 
 # -- assumptions of the reproduction [U] ------------------------------------------------------------
 #: t_save / MTBF, **calibrated**: Young's optimum full-recovery overhead sqrt(2 · ρ) = 8.37 % at ρ = 0.0035
@@ -106,7 +107,7 @@ SAVE_OVER_MTBF = 0.0035
 #: CPR's PLS target (mpiec's default), **calibrated**: with the paper's 18 shards and 4 per failure it gives
 #: T = 0.45 MTBF, where t_save / T = 0.78 % is 9 % of the 8.4 %: the slides' 91 % removed. The share
 #: partial recovery removes therefore follows from it (``partial-removes``: calibrated, not a test).
-TARGET_PLS = 0.05
+TARGET_PLS = CPR.pls_target.nominal
 #: MFU / SSU: full checkpoints at twice plain cpr's PLS target (twice its interval), partial ones every
 #: quarter of that; MFU saves a third of the rows each time (3 partials = the full checkpoint the doubled
 #: interval saves: equal bytes); SSU the rows of a 10 % sub-sample of the steps. The paper's fractions and
@@ -312,8 +313,9 @@ SAVE_BAND = Assumption("save-over-mtbf", "save time / MTBF", 100 * SAVE_OVER_MTB
                        "36 s to 6 min of write against the slides' 10 h MTBF: Young's overhead 4.5–14 %, the "
                        "paper's 8.2–8.5 % and the fleet's 13 % inside", " %")
 #: mpiec's PLS target; the paper's is not given: a factor of 5 below, 2 above (the sweep runs both ends).
-PLS_BAND = Assumption("pls-target", "PLS target", TARGET_PLS, 0.01, 0.1,
-                      "the paper's target is not given: 5x below to 2x above mpiec's 0.05, the sweep's ends")
+PLS_BAND = Assumption("pls-target", "PLS target", TARGET_PLS, CPR.pls_target.low, CPR.pls_target.high,
+                      f"the paper's target is not given: {CPR.pls_target.low_source}; "
+                      f"{CPR.pls_target.high_source} (the sweep's ends; mpiec.paper_regimes)")
 #: Tolerances of the realized regime (``experiment.Realized``), with why.
 SAVE_TOLERANCE = (2.0, "Young's overhead grows as sqrt(t_save / MTBF): beyond a factor 2 the prediction "
                        "moves by > 41 % and the run stands for another save cost")

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from mpiec.paper_regimes import ECREC
+from mpiec.paper_regimes import CNR, CPR, ECREC
 
 from .failures import HOUR_S, Arrival
 from .job import Job
@@ -207,8 +207,8 @@ PAPERS: dict[str, Paper] = {
                  "(full recovery) to 0.53-0.68 %, model quality on par",
         preset="mlperf-dlrmv2",
         sets=("training.batch_size=1638",),
-        servers=18, trainers=20, hours=50.0,
-        failures=Burst(tuple(h * HOUR_S for h in (5.0, 15.0, 25.0, 35.0, 45.0)), 4, 18),
+        servers=CPR.servers, trainers=CPR.trainers, hours=CPR.run_h,
+        failures=Burst(CPR.failure_times_s(), CPR.per_failure, CPR.servers),
         variants=(Variant("full recovery", "ckpt"), Variant("CPR", "cpr"), Variant("CPR-MFU", "cpr-mfu"),
                   Variant("CPR-SSU", "cpr-ssu")),
         flags={"trainer_speedup": 1.0, "server_threads": 20, "network_gbps": 25.0,
@@ -219,7 +219,8 @@ PAPERS: dict[str, Paper] = {
                  "5 failures of 4 random embedding servers each (times spread evenly: [U])",
                  "[U] the model: MLPerf DLRMv2's shape (Criteo Terabyte, as the MLSys version), global batch "
                  "~32 k; checkpoints to a parallel file system (pfs-node); no spare: rescheduled",
-                 "[U] CPR's PLS target: the suite's default"),
+                 f"[U] {CPR.pls_target.text()}: the suite's default (strategy.target_pls), the same "
+                 "assumption as mpiec reproduce cpr (mpiec.paper_regimes)"),
         verdicts=_cpr),
     "cnr": Paper(
         key="cnr",
@@ -230,10 +231,10 @@ PAPERS: dict[str, Paper] = {
         sets=(),
         servers=16, trainers=16, hours=24.0,
         failures=None,
-        variants=(Variant("full checkpoint", "ckpt", interval_s=1800.0),
-                  Variant("Check-N-Run", "cnr", interval_s=1800.0)),
-        flags={"interval_s": 1800, "storage_profile": "object-store", "cnr_diff": "intermittent",
-               "cnr_bits": "auto", "scaling": "weak", "server_threads": 8},
+        variants=(Variant("full checkpoint", "ckpt", interval_s=CNR.interval_s),
+                  Variant("Check-N-Run", "cnr", interval_s=CNR.interval_s)),
+        flags={"interval_s": CNR.interval_s, "storage_profile": CNR.storage_profile, "cnr_diff": CNR.diff,
+               "cnr_bits": CNR.bits, "scaling": "weak", "server_threads": 8},
         calibrated=("rows updated per lookup (from measured cnr diffs, else ecrm's parity rows)",
                     "CPU per step by role"),
         assumed=("[S] a 30-minute interval, intermittent diffs, bits by the expected restores",
