@@ -226,7 +226,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"[mpiec reproduce] {p.name}: figures not made ({type(exc).__name__}: {exc})", flush=True)
             figures = []
         spent = time.monotonic() - t0 + sum(rs.seconds for rs in runs.values() if rs.reused)
-        rep = PaperReport(p.name, p.title, p.regime(scale), findings, runs, figures, spent)
+        rep = PaperReport(p.name, p.title, p.regime(scale), findings, runs, figures, spent, p.scope)
         reports.append(rep)
         print()
         print(regime_table(rep).text())

@@ -1010,6 +1010,19 @@ class EcrecPaper:
 
     name = P
     title = "ECRM / ECRec (Liu, Kosaian, Rashmi; arXiv 2104.01981, PVLDB 16 2023)"
+    scope = (
+        "**What this machine can and cannot establish.** It can establish that ECRM's recovery is "
+        "lossless where the code allows (the failure-free checksum, exact codes) and how its rebuild "
+        "compares with Ckpt-30's reload and redo once both are in the paper's seconds (the rebuild rate "
+        "measured here per shard byte, carried to the paper's shard). It cannot establish the paper's "
+        "throughput figures: on 2 shared cores ECRM's parity work competes with the trainers (the "
+        "overhead judged is an upper bound, at a parity work per trainer step far below the paper's, "
+        "listed in the regime table), the drop during a rebuild is set by core sharing, and where the "
+        "checkpoint side rests on the assumed storage bandwidth the verdict is given across its band. "
+        "A cluster run (`jobscripts/reproduce.sbatch`, one core per rank) measures the overheads as "
+        "throughput with ranks on dedicated cores, and the drop during the rebuild without a shared "
+        "core; the storage bandwidth stays an assumption unless the job writes to real storage of known "
+        "speed.")
 
     def claims(self) -> Sequence[Claim]:
         return CLAIMS

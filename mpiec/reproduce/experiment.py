@@ -407,6 +407,9 @@ class Paper(Protocol):
 
     name: str  # "ecrec"
     title: str  # "ECRM / ECRec (Liu, Kosaian, Rashmi; PVLDB 2023)"
+    #: one paragraph: what the suite can and cannot establish about the paper on a small shared
+    #: machine, and what a cluster run (``jobscripts/reproduce.sbatch``) would add (the page prints it)
+    scope: str
 
     def claims(self) -> Sequence[Any]:
         """Every claim this module judges (``claims.Claim``), in the page's order."""

@@ -68,6 +68,7 @@ class PaperReport:
     runs: dict[str, RunSet] = field(default_factory=dict)
     figures: list[Path] = field(default_factory=list)
     seconds: float = 0.0
+    scope: str = ""  # the paper module's ``scope``: what this machine can and cannot establish
 
 
 def _rows(findings: list[Finding], quote: bool) -> tuple[list[list[str]], list[str]]:
@@ -197,8 +198,8 @@ def markdown(reports: list[PaperReport], *, command: str, date: str, seconds: fl
            *_intro(command, date, seconds, machine, scale, remade, reports), "",
            summary_table(reports).markdown(), ""]
     for rep in reports:
-        out += [f"## {rep.title}", "", rep.regime.summary, "", regime_table(rep).markdown(), "",
-                claims_table(rep).markdown(), ""]
+        out += [f"## {rep.title}", "", *([rep.scope, ""] if rep.scope else []), rep.regime.summary, "",
+                regime_table(rep).markdown(), "", claims_table(rep).markdown(), ""]
         out += [x for t in (realized_table(rep), checks_table(rep)) if t is not None
                 for x in (t.markdown(), "")]
         out += [f"![{p.stem}](figures/{figure_prefix}{p.name})" for p in rep.figures]
@@ -217,7 +218,9 @@ def page_html(reports: list[PaperReport], *, command: str, date: str, seconds: f
     parts += [f"<p class='meta'>{e(p)}</p>" for p in intro if p]
     parts.append(table_html(summary_table(reports)))
     for rep in reports:
-        parts += [f"<h1>{e(rep.title)}</h1>", f"<p>{e(rep.regime.summary)}</p>",
+        scope = rep.scope.replace("**", "")  # the paragraph's bold lead-in is Markdown
+        parts += [f"<h1>{e(rep.title)}</h1>", *([f"<p>{e(scope)}</p>"] if scope else []),
+                  f"<p>{e(rep.regime.summary)}</p>",
                   table_html(regime_table(rep)), table_html(claims_table(rep))]
         parts += [table_html(t) for t in (realized_table(rep), checks_table(rep)) if t is not None]
         for p in rep.figures:

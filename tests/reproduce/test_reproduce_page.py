@@ -353,3 +353,18 @@ def test_findings_are_made_for_the_machine_the_runs_recorded():
     assert Machine.of_runs([SimpleNamespace(summary={"host_cores": 64})], recorded).cores == 64
     assert Machine.of_runs([], recorded) == recorded
     assert Machine.of_runs(runs).cores == 2  # no record: this host, with the runs' core count
+
+
+def test_each_paper_says_what_this_machine_can_and_cannot_establish():
+    """Issue 37: one paragraph a paper, under its heading, on the Markdown and the HTML page."""
+    for name in PAPERS:
+        scope = paper(name).scope
+        assert "can and cannot establish" in scope and "jobscripts/reproduce.sbatch" in scope, name
+    rep = report(9.0)
+    rep.scope = "**What this machine can and cannot establish.** Only <this>."
+    md = markdown([rep], command="mpiec reproduce", date="2026-12-01", seconds=1.0, machine=MACHINE,
+                  scale="quick")
+    assert "## ECRec\n\n**What this machine can and cannot establish.** Only <this>.\n" in md
+    page = page_html([rep], command="mpiec reproduce", date="2026-12-01", seconds=1.0, machine=MACHINE,
+                     scale="quick")
+    assert "<p>What this machine can and cannot establish. Only &lt;this&gt;.</p>" in page
