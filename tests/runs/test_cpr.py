@@ -101,12 +101,13 @@ def test_interval_from_the_target_pls(tmp_path):
 
 def test_a_checkpoint_cut_off_by_the_kill_saved_nothing(reference, tmp_path):
     """The kill lands while the checkpoint of step 9 is still being written (1 MB/s, about 0.35 s on
-    the training thread; 150 ms into the step leaves step 9's own work, a few ms idle, room to finish
-    on a loaded machine, where 20 ms did not: committed step 8 once in CI): the restore
-    uses step 4's, so the updates of steps 5.. are lost, though step 9's checkpoint had started
-    (before: its start reset the count, ``lost_updates = 0`` with another checksum)."""
+    the training thread after the step's own work, a few ms idle): 200 ms into the step is mid-write
+    and leaves that work room to finish on a loaded machine, where 20 ms did not (committed step 8
+    once in CI). The restore uses step 4's, so the updates of steps 5.. are lost, though step 9's
+    checkpoint had started (before: its start reset the count, ``lost_updates = 0`` with another
+    checksum)."""
     run = mpiec(["run", *TINY, "--strategy", "cpr", "--set", "strategy.bandwidth_mb_s=1",
-                 "--kill", "server:1@step=9+150ms"], out=tmp_path)
+                 "--kill", "server:1@step=9+200ms"], out=tmp_path)
     assert run.code == 0, run.stdout + run.stderr
     res = run.result()
     s = res.summary
