@@ -212,6 +212,9 @@ class Monitor:
         self.next_print = 0
         replaced = ", ".join([f"{a} -> {b}" for a, b in plan.assignments.items()] +
                              [f"spawned -> {b}" for b in plan.spawn]) or "no replacement"
+        if plan.grow_short:  # layout.grow_from = "spares" with too few spares waiting
+            self.ctx.event("grow_short", plan.step, self.ctx.rank, detail=plan.grow_short[:250])
+            say(f"note: {plan.grow_short}")
         if plan.grow:
             say(f"{plan.reason}: {replaced}; training resumes at step {plan.restored + 1}")
             return
