@@ -409,7 +409,7 @@ class Monitor:
         for b in breakdown:
             if b.get("grow"):
                 say(f"growth {b['epoch']}: {b['recovery_s']:.3f} s from trainer 0's signal to resume "
-                    f"(shrink+agree {b['shrink_agree_s']:.3f}, plan {b['plan_s']:.3f}, spawn and "
+                    f"(shrink+agree {b['shrink_agree_s']:.3f}, plan {b['plan_s']:.3f}, new ranks and "
                     f"re-placement {b['replace_s']:.3f}, restore {b['restore_s']:.3f}); time lost "
                     f"{b['time_lost_s']:.3f} s")
                 continue
