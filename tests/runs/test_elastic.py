@@ -193,8 +193,11 @@ def held_run(tmp_path, kills: list[str]):
                       "layout.servers=4")
 
 
-def in_order(res) -> list[tuple[float, str, str]]:
-    return sorted((float(e["time"]), decode(e["kind"]), decode(e["detail"])) for e in res.events)
+def in_order(res) -> list[dict]:
+    """Every event (time, kind, detail, role, step), in time order."""
+    out = [{"time": float(e["time"]), "kind": decode(e["kind"]), "detail": decode(e["detail"]),
+            "role": decode(e["role"]), "step": int(e["step"])} for e in res.events]
+    return sorted(out, key=lambda e: e["time"])
 
 
 def test_a_shrink_grows_back_onto_a_held_spare_losslessly(reference, tmp_path):
@@ -220,25 +223,32 @@ def test_a_kill_during_a_growth_onto_held_spares_is_recovered(kill, reference, t
     more failure during a recovery: the survivors shrink again and the run ends with the failure-free
     checksum. ``server:0`` dies at the growth's signal, ``trainer:1`` while the growth runs (its timer
     runs on through the growth; a server rebuilt for it re-arms its own). Where the growth's plan
-    came first, the spare's promotion stands and no spare is left for another growth; where the death
-    cut the growth's detection, the plan is a shrink, the spare keeps waiting and the next growth
-    takes it, short of one slot. Either way the monitor says what was not grown back."""
+    came first (the monitor logged the growth's detection, at step 15, before the kill: it logs a
+    detection once the plan is out), its promotion of the spare stands and no spare is left for
+    another growth; where the death cut the growth's detection, the plan is a shrink, the spare keeps
+    waiting and the next growth takes it, short of one slot. Either way the monitor says what was
+    not grown back, and the run ends on the layout it names."""
     run = held_run(tmp_path, [kill])
     assert run.code == 0, run.stdout + run.stderr
     res = run.result()
     s = res.summary
     assert s["param_checksum"] == reference and s["kills_fired"] == 2, run.stdout
     events = in_order(res)
-    second = next(t for t, k, d in events if k == "kill" and d == kill)
-    grown = [t for t, k, d in events if k == "restore_end" and d == "resume at step 15"]
-    assert not [t for t in grown if t < second], run.stdout  # in the growth: none completed before it
-    promoted = [t for t, k, d in events if k == "replace" and d.startswith("spare:0 takes ")]
-    assert len(promoted) == 1 and kinds(res, "grow_short"), run.stdout
-    if promoted[0] < second:  # the growth's plan came first
-        assert "note: no spare is left to grow back onto" in run.stdout
+    second = next(e["time"] for e in events if e["kind"] == "kill" and e["detail"] == kill)
+    monitor = [e for e in events if e["role"] == "monitor" and e["time"] < second]
+    # in the growth: none completed before the kill
+    assert not [e for e in monitor if e["kind"] == "restore_end" and e["detail"] == "resume at step 15"]
+    plan_first = [e for e in monitor if e["kind"] == "detect" and e["step"] == 15]
+    assert len([d for d in kinds(res, "replace") if d.startswith("spare:0 takes ")]) == 1
+    short = kinds(res, "grow_short")
+    assert len(short) == 1, run.stdout
+    if plan_first:
+        assert short[0].startswith("no spare is left to grow back onto: ")
     else:
-        assert "note: 1 spare(s) held for growth, 2 slot(s) missing: " in run.stdout
+        assert short[0].startswith("1 spare(s) held for growth, 2 slot(s) missing: ")
     tl = res.timeline
+    layout = f"the run goes on with {int(tl['trainers'][-1])} trainer(s), {int(tl['servers'][-1])} server(s)"
+    assert short[0].endswith(layout) and f"note: {short[0]}" in run.stdout
     assert int(tl["trainers"][-1]) + int(tl["servers"][-1]) == 5  # 6 launched, 2 dead, the spare grown
 
 
