@@ -90,6 +90,11 @@ class LayoutConfig:
     grow_back_steps: int = key(
         0, "replacement = shrink: N steps after a shrink, spawn processes for the missing slots and "
         "re-place rows and virtual shards onto them at a step boundary (ULFM only); 0 = never", ge=0)
+    grow_from: str = key(
+        "spawn", "grow_back_steps: where a growth's new processes come from: spawn (MPI_Comm_spawn at the "
+        "growth); spares (the layout.spares launched at the start, held waiting for the growth: a failure "
+        "still shrinks, and no spawn is on the path, so a death during the growth is recovered like any "
+        "failure during a recovery)", choices=("spawn", "spares"))
     spawn_grace_s: float = key(
         10.0, "spawn, grow_back_steps: a run whose MPI_Comm_spawn a death cut is ended, lost, this many "
         "seconds after the death; a spawn that fails with an error within it is recovered as usual",
@@ -444,6 +449,10 @@ def validate(cfg: Config) -> None:
     _need(lay.grow_back_steps == 0 or lay.replacement == "shrink",
           f"layout.grow_back_steps = {lay.grow_back_steps} needs layout.replacement = 'shrink' "
           f"(got '{lay.replacement}')")
+    _need(lay.grow_from == "spawn" or (lay.replacement == "shrink" and lay.grow_back_steps > 0
+                                      and lay.spares >= 1),
+          f"layout.grow_from = 'spares' needs layout.replacement = 'shrink', layout.grow_back_steps > 0 "
+          f"and layout.spares >= 1 (got '{lay.replacement}', {lay.grow_back_steps}, {lay.spares})")
     _need(cfg.n_ranks <= MAX_RANKS,
           f"layout: at most {MAX_RANKS} ranks in all (1 monitor + layout.trainers + layout.servers + "
           f"layout.parity_ranks + layout.spares), got {cfg.n_ranks}")

@@ -182,6 +182,14 @@ def test_replacement_is_spare_spawn_or_shrink():
     with pytest.raises(ConfigError, match="layout.grow_back_steps = 5 needs layout.replacement = 'shrink'"):
         load_config(preset="tiny", sets=["layout.grow_back_steps=5"])
     assert load_config(preset="tiny", sets=["layout.spawn_grace_s=2.5"]).layout.spawn_grace_s == 2.5
+    held = ["layout.replacement='shrink'", "layout.grow_back_steps=5", "layout.spares=1"]
+    assert load_config(preset="tiny", sets=[*held, "layout.grow_from='spares'"]).layout.grow_from == "spares"
+    for sets, got in ((["layout.spares=1"], "'spare', 0, 1"), (held[:1] + held[2:], "'shrink', 0, 1"),
+                      ([*held[:2], "layout.spares=0"], "'shrink', 5, 0")):
+        with pytest.raises(ConfigError, match=f"layout.grow_from = 'spares' needs .*\\(got {got}\\)"):
+            load_config(preset="tiny", sets=[*sets, "layout.grow_from='spares'"])
+    with pytest.raises(ConfigError, match="layout.grow_from must be 'spawn' or 'spares'"):
+        load_config(preset="tiny", sets=["layout.grow_from='nodes'"])
     for bad in ("0", "-1", "inf", "nan", "1e9"):
         with pytest.raises(ConfigError, match="layout.spawn_grace_s must be (a finite number|> 0 and <= 36)"):
             load_config(preset="tiny", sets=[f"layout.spawn_grace_s={bad}"])

@@ -88,6 +88,8 @@ def test_explain_prints_type_default_range_and_help():
     assert line.startswith("training.steps  int = 1000  (>= 1 and <= 1e+09)  training steps")
     (line,) = explain("layout.replacement")
     assert "str = spare  (one of spare, spawn, shrink)" in line
+    (line,) = explain("layout.grow_from")
+    assert "str = spawn  (one of spawn, spares)" in line and "held waiting for the growth" in line
     assert [k.name for k in core_keys() if k.name.startswith("storage.")] == \
         [line.split()[0] for line in explain("storage")]
     assert len(explain()) == len(core_keys()) + 1  # every core key, then where strategy keys are

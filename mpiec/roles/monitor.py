@@ -212,6 +212,9 @@ class Monitor:
         self.next_print = 0
         replaced = ", ".join([f"{a} -> {b}" for a, b in plan.assignments.items()] +
                              [f"spawned -> {b}" for b in plan.spawn]) or "no replacement"
+        if plan.grow_short:  # layout.grow_from = "spares" with too few spares waiting
+            self.ctx.event("grow_short", plan.step, self.ctx.rank, detail=plan.grow_short[:250])
+            say(f"note: {plan.grow_short}")
         if plan.grow:
             say(f"{plan.reason}: {replaced}; training resumes at step {plan.restored + 1}")
             return
@@ -406,7 +409,7 @@ class Monitor:
         for b in breakdown:
             if b.get("grow"):
                 say(f"growth {b['epoch']}: {b['recovery_s']:.3f} s from trainer 0's signal to resume "
-                    f"(shrink+agree {b['shrink_agree_s']:.3f}, plan {b['plan_s']:.3f}, spawn and "
+                    f"(shrink+agree {b['shrink_agree_s']:.3f}, plan {b['plan_s']:.3f}, new ranks and "
                     f"re-placement {b['replace_s']:.3f}, restore {b['restore_s']:.3f}); time lost "
                     f"{b['time_lost_s']:.3f} s")
                 continue

@@ -210,12 +210,13 @@ def make_plan(ctx: RankContext, failure: Failure) -> RecoveryPlan:
     grow = not failure.dead and 0 <= ctx.grow_at <= failure.committed + 1 and not ctx.ledger.relayout
     ctx.ledger.empty_failures = 0 if failure.dead or grow else ctx.ledger.empty_failures + 1
     crashes = run_crash_notes(ctx.out_path, ctx.run_id)
+    slots = list(ctx.slots)  # the plan's table: spares promoted into their slots below (or by ``plan_grow``)
     if crashes:  # a rank died of an exception: a bug to report, not a failure to recover from
         plan = RecoveryPlan.abort(f"{crash_line(crashes)} (a crash, not a failure: not recovered)")
     elif ctx.ledger.empty_failures > 3:  # an MPI error that is no rank's death, again and again
         plan = RecoveryPlan.abort("repeated MPI errors without a failed process (see the ranks' messages)")
     elif grow:
-        plan = plan_grow(ctx)
+        plan = plan_grow(ctx, slots)
     else:
         plan = ctx.coordinator().plan(failure)
     plan.step, plan.committed = failure.step, failure.committed
@@ -224,7 +225,6 @@ def make_plan(ctx: RankContext, failure: Failure) -> RecoveryPlan:
     # it received the interrupted attempt's plan learns that attempt's kills here (one that did not
     # fired the same kill again when its slot's step was re-executed, killing another server)
     plan.consumed = sorted(ctx.faults.consumed | set(consumed_kills(ctx, failure)))
-    slots = list(ctx.slots)
     if not plan.aborts:
         held = set(slots)
         need = sorted((s for s in failure.dead if s.role != SPARE and s not in held), key=slot_order)
@@ -232,7 +232,12 @@ def make_plan(ctx: RankContext, failure: Failure) -> RecoveryPlan:
         broken = dead_nodes(ctx, failure)
         spares = sorted((s for s in slots if s.role == SPARE),
                         key=lambda s: (ctx.node_of(s) in broken, slot_order(s)))
+        # layout.grow_from = "spares": the spares are held for the growth, a trainer or server still shrinks
+        held_for_growth = ctx.cfg.layout.grow_from == "spares"
         for dead in need:
+            if held_for_growth and dead.role in (TRAINER, SERVER):
+                plan.dropped.append(dead)
+                continue
             if not spares and ctx.cfg.layout.replacement == "spawn":
                 plan.spawn.append(dead)  # a fresh process, appended to world after the survivors
                 continue
@@ -264,9 +269,13 @@ def make_plan(ctx: RankContext, failure: Failure) -> RecoveryPlan:
     grow_back = ctx.cfg.layout.grow_back_steps
     plan.grow_at = (-1 if plan.grow or plan.aborts else failure.committed + 1 + grow_back
                     if plan.dropped and grow_back and ctx.ulfm else ctx.grow_at)
-    # a growth's spawned servers receive their rows from the others (``move_rows``), not a restore
-    grown = {s for s in plan.spawn if s.role == SERVER} if plan.grow else set()
-    replaced = ctx.ledger.pending | set(plan.assignments.values()) | (set(plan.spawn) - grown)
+    if plan.grow_at >= 0 and ctx.cfg.layout.grow_from == "spares" and not any(
+            s.role == SPARE for s in plan.slots):
+        plan.grow_at = -1  # nothing to grow onto: no revoke for an empty growth (``plan.grow_short`` says so)
+        plan.grow_short = f"no spare is left to grow back onto: the run goes on with {layout_line(slots)}"
+    # a growth's new servers receive their rows from the others (``move_rows``), not a restore
+    grown = {s for s in [*plan.spawn, *plan.assignments.values()] if s.role == SERVER} if plan.grow else set()
+    replaced = ctx.ledger.pending | (set(plan.assignments.values()) | set(plan.spawn)) - grown
     plan.replaced = sorted(replaced, key=slot_order)
     return plan
 
@@ -280,7 +289,7 @@ def kill_names(ctx: RankContext, plan: RecoveryPlan) -> dict[Slot, Slot]:
     names: dict[Slot, Slot] = {}
     for slot in plan.slots:
         old = back.get(slot, slot)
-        if old in ctx.names and not (plan.grow and slot in plan.spawn):
+        if old in ctx.names and not (plan.grow and (slot in plan.spawn or slot in plan.assignments.values())):
             names[slot] = ctx.names[old]
     held = set(names.values())
     for slot in plan.slots:
@@ -350,25 +359,50 @@ def plan_shrink(ctx: RankContext, failure: Failure, plan: RecoveryPlan, slots: l
     return plan
 
 
-def plan_grow(ctx: RankContext) -> RecoveryPlan:
-    """Monitor, at trainer 0's planned growth (``layout.grow_back_steps`` after a shrink): spawn a
-    process for every trainer and server slot the configured layout has and the run lacks. The
+def plan_grow(ctx: RankContext, slots: list[Slot]) -> RecoveryPlan:
+    """Monitor, at trainer 0's planned growth (``layout.grow_back_steps`` after a shrink): a new
+    process for every trainer and server slot the configured layout has and the run lacks, spawned
+    (``layout.grow_from = "spawn"``) or a waiting spare promoted into it (``"spares"``: the lowest
+    spare for the lowest slot, trainers first; the table ``slots`` is updated in place). The
     trainers always grow (a new one copies the dense replica; every trainer takes its new block of
     shards). The servers grow if the strategy agrees (``Coordinator.on_grow``): every row then moves
     to its owner under the larger placement (``roles.server.move_rows``), nothing is restored and no
-    step re-executed; otherwise the run goes on with the servers it has."""
+    step re-executed; otherwise the run goes on with the servers it has. With fewer spares waiting
+    than slots missing, what can be grown is (trainers first), ``plan.grow_short`` says what not;
+    nothing is ever spawned in that mode."""
     lay = ctx.cfg.layout
     trainers = [Slot(TRAINER, i) for i in range(ctx.n_trainers, lay.trainers)]
     servers = [Slot(SERVER, i) for i in range(ctx.n_servers, lay.servers)]
-    plan = RecoveryPlan(Scope.COMMITTED, reason="grow back onto spawned ranks")
+    from_spares = lay.grow_from == "spares"
+    onto = "held spares" if from_spares else "spawned ranks"
+    plan = RecoveryPlan(Scope.COMMITTED, reason=f"grow back onto {onto}")
     plan.grow = True
+    spares = sorted((s for s in slots if s.role == SPARE), key=slot_order)
+    missing = trainers + servers
+    if from_spares and len(spares) < len(missing):
+        trainers, servers = trainers[:len(spares)], servers[:max(len(spares) - len(trainers), 0)]
     if servers:
         plan.relayout = True
         if not ctx.coordinator().on_grow(plan):
             plan.relayout, servers = False, []
             plan.reason += f" (trainers only: strategy {ctx.cfg.strategy.name} keeps its servers)"
-    plan.spawn = trainers + servers
+    if not from_spares:
+        plan.spawn = trainers + servers
+        return plan
+    for spare, slot in zip(spares, trainers + servers, strict=False):
+        plan.assignments[spare] = slot
+        slots[slots.index(spare)] = slot
+    if len(spares) < len(missing):
+        short = ", ".join(map(str, missing[len(spares):]))
+        plan.grow_short = (f"{len(spares)} spare(s) held for growth, {len(missing)} slot(s) missing: "
+                           f"{short} not grown back, the run goes on with {layout_line(slots)}")
     return plan
+
+
+def layout_line(slots: list[Slot]) -> str:
+    """``2 trainers, 3 servers`` of a slot table."""
+    return (f"{sum(s.role == TRAINER for s in slots)} trainer(s), "
+            f"{sum(s.role == SERVER for s in slots)} server(s)")
 
 
 def shrink_room(ctx: RankContext, servers: int) -> str:

@@ -5,7 +5,8 @@ Owns nothing but its wait: it blocks on control messages from the monitor
 when a kill plan targets a spare by step). Under ULFM a failure revokes
 ``world`` and the spare leaves its receive with ``MPI_ERR_REVOKED``, joining
 the recovery like every other survivor; ``recovery`` may promote it to a slot
-(the lowest spare for the lowest dead slot).
+(the lowest spare for the lowest dead slot; with ``layout.grow_from = "spares"`` only at a
+planned growth, into a slot the layout lacks: it waits through failures).
 """
 
 from __future__ import annotations

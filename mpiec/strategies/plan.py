@@ -68,8 +68,11 @@ class RecoveryPlan:
     relayout: bool = False  # every row re-placed (the server count changed)
     # a shrink without rollback: the step agents rebuild the dropped servers' rows (``handover``)
     handover: bool = False
-    grow: bool = False  # a planned growth back onto spawned ranks (no failure): rows move, none restored
+    grow: bool = False  # a planned growth back onto new ranks (no failure): rows move, none restored
     grow_at: int = -1  # every rank's ``grow_at`` after this recovery (the step trainer 0 starts a growth)
+    # layout.grow_from = "spares": why a growth grows less than the configured layout lacks, or none is
+    # planned (fewer spares wait than slots are missing); "" when it grows everything
+    grow_short: str = ""
 
     @classmethod
     def abort(cls, reason: str) -> RecoveryPlan:

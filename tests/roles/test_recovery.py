@@ -251,6 +251,48 @@ def test_trainers_keep_their_names_and_a_growth_takes_a_dropped_one(tmp_path):
     assert grow.names[Slot("trainer", 0)] == Slot("trainer", 1)
 
 
+HELD = {"layout.replacement": "'shrink'", "layout.grow_back_steps": 5, "layout.grow_from": "'spares'",
+        "layout.servers": 4}
+
+
+def test_spares_held_for_growth_wait_through_a_shrink_and_take_the_missing_slots_at_the_growth(tmp_path):
+    """Issue 36 item 1: ``layout.grow_from = "spares"``. A failure still shrinks (the spares are not
+    replacements); at the growth the lowest spare takes the lowest missing slot, trainers first, by
+    promotion (``assignments``), nothing spawned; grown servers receive rows, they are not restored."""
+    ctx = context(tmp_path, spares=2, **HELD)
+    first = make_plan(ctx, fail(ctx, [Slot("server", 1), Slot("trainer", 0)], committed=9))
+    assert first.dropped == [Slot("trainer", 0), Slot("server", 1)] and not first.assignments
+    assert first.grow_at == 15 and not first.grow_short
+    assert [s for s in first.slots if s.role == "spare"] == [Slot("spare", 0), Slot("spare", 1)]
+    adopt(ctx, first)
+    ctx.grow_at = first.grow_at
+    grow = make_plan(ctx, Failure(step=15, committed=14, dead=[], survivors=list(ctx.slots)))
+    assert grow.grow and grow.relayout and not grow.spawn and not grow.aborts, grow.reason
+    assert grow.assignments == {Slot("spare", 0): Slot("trainer", 1), Slot("spare", 1): Slot("server", 3)}
+    assert grow.reason == "grow back onto held spares" and not grow.grow_short and grow.grow_at == -1
+    assert not any(s.role == "spare" for s in grow.slots) and len(grow.slots) == len(first.slots)
+    assert grow.replaced == [Slot("trainer", 1)]  # the new server's rows move to it (``move_rows``)
+
+
+def test_too_few_held_spares_grow_what_they_can_and_say_so(tmp_path):
+    ctx = context(tmp_path, spares=1, **HELD)
+    first = make_plan(ctx, fail(ctx, [Slot("server", 1), Slot("trainer", 0)], committed=9))
+    adopt(ctx, first)
+    ctx.grow_at = first.grow_at
+    grow = make_plan(ctx, Failure(step=15, committed=14, dead=[], survivors=list(ctx.slots)))
+    assert grow.assignments == {Slot("spare", 0): Slot("trainer", 1)} and not grow.spawn
+    assert not grow.relayout  # no server grows: no row moves
+    assert grow.grow_short == ("1 spare(s) held for growth, 2 slot(s) missing: server:3 not grown back, the "
+                               "run goes on with 2 trainer(s), 3 server(s)")
+    # no spare left: the next shrink plans no growth (no revoke for nothing) and says so
+    adopt(ctx, grow)
+    ctx.grow_at = grow.grow_at
+    again = make_plan(ctx, fail(ctx, [Slot("server", 0)], committed=20))
+    assert again.dropped == [Slot("server", 0)] and again.grow_at == -1
+    assert again.grow_short == ("no spare is left to grow back onto: the run goes on with 2 trainer(s), "
+                                "2 server(s)")
+
+
 def test_a_spare_takes_the_dead_slots_name(tmp_path):
     ctx = context(tmp_path, spares=1, kills="server:1@step=5;server:1@step=20")
     plan = make_plan(ctx, fail(ctx, [Slot("server", 1)], committed=4))

@@ -181,3 +181,83 @@ def test_a_strategy_that_cannot_move_rows_grows_its_trainers_only(reference, tmp
     assert res.summary["param_checksum"] == reference
     assert "trainers only: strategy cnr keeps its servers" in run.stdout
     assert int(res.timeline["servers"][-1]) == 3
+
+
+HELD = [*GROW, "--set", "layout.grow_from='spares'", "--set", "layout.spares=1"]
+
+
+def held_run(tmp_path, kills: list[str]):
+    """4 servers, 1 spare held for growth, ``ckpt``; server:1 dies at step 10 (a shrink) and the growth
+    is due 5 steps after it."""
+    return shrink_run(tmp_path, ["--strategy", "ckpt", *HELD], ["server:1@step=10", *kills],
+                      "layout.servers=4")
+
+
+def in_order(res) -> list[dict]:
+    """Every event (time, kind, detail, role, step), in time order."""
+    out = [{"time": float(e["time"]), "kind": decode(e["kind"]), "detail": decode(e["detail"]),
+            "role": decode(e["role"]), "step": int(e["step"])} for e in res.events]
+    return sorted(out, key=lambda e: e["time"])
+
+
+def test_a_shrink_grows_back_onto_a_held_spare_losslessly(reference, tmp_path):
+    """Issue 36 item 1: ``layout.grow_from = "spares"``. The spare waits through the shrink (it does
+    not replace server:1) and is promoted into the missing server slot at the growth; nothing is
+    spawned, and the run ends with the failure-free checksum on the configured layout."""
+    run = held_run(tmp_path, [])
+    assert run.code == 0, run.stdout + run.stderr
+    res = run.result()
+    assert res.summary["param_checksum"] == reference and res.summary["recoveries"] == 2
+    assert "went on without server:1" in run.stdout and "spawned" not in run.stdout
+    assert "grow back onto held spares: spare:0 -> server:3" in run.stdout and "growth 2:" in run.stdout
+    assert kinds(res, "replace") == ["spare:0 takes server:3"]
+    tl = res.timeline
+    assert set(tl["servers"][tl["epoch"] == 1]) == {3} and set(tl["servers"][tl["epoch"] == 2]) == {4}
+    assert len(tl[tl["epoch"] == 2]) > 0 and not kinds(res, "grow_short")
+
+
+@pytest.mark.parametrize("kill", ["server:0@step=15+5ms", "trainer:1@step=15+150ms"],
+                         ids=["server", "trainer"])
+def test_a_kill_during_a_growth_onto_held_spares_is_recovered(kill, reference, tmp_path):
+    """Issue 36 item 1: with no spawn on the path, a death during the growth (due at step 15) is one
+    more failure during a recovery: the survivors shrink again and the run ends with the failure-free
+    checksum. ``server:0`` dies at the growth's signal, ``trainer:1`` while the growth runs (its timer
+    runs on through the growth; a server rebuilt for it re-arms its own). Where the growth's plan
+    came first (the monitor logged the growth's detection, at step 15, before the kill: it logs a
+    detection once the plan is out), its promotion of the spare stands and no spare is left for
+    another growth; where the death cut the growth's detection, the plan is a shrink, the spare keeps
+    waiting and the next growth takes it, short of one slot. Either way the monitor says what was
+    not grown back, and the run ends on the layout it names."""
+    run = held_run(tmp_path, [kill])
+    assert run.code == 0, run.stdout + run.stderr
+    res = run.result()
+    s = res.summary
+    assert s["param_checksum"] == reference and s["kills_fired"] == 2, run.stdout
+    events = in_order(res)
+    second = next(e["time"] for e in events if e["kind"] == "kill" and e["detail"] == kill)
+    monitor = [e for e in events if e["role"] == "monitor" and e["time"] < second]
+    # in the growth: none completed before the kill
+    assert not [e for e in monitor if e["kind"] == "restore_end" and e["detail"] == "resume at step 15"]
+    plan_first = [e for e in monitor if e["kind"] == "detect" and e["step"] == 15]
+    assert len([d for d in kinds(res, "replace") if d.startswith("spare:0 takes ")]) == 1
+    short = kinds(res, "grow_short")
+    assert len(short) == 1, run.stdout
+    if plan_first:
+        assert short[0].startswith("no spare is left to grow back onto: ")
+    else:
+        assert short[0].startswith("1 spare(s) held for growth, 2 slot(s) missing: ")
+    tl = res.timeline
+    layout = f"the run goes on with {int(tl['trainers'][-1])} trainer(s), {int(tl['servers'][-1])} server(s)"
+    assert short[0].endswith(layout) and f"note: {short[0]}" in run.stdout
+    assert int(tl["trainers"][-1]) + int(tl["servers"][-1]) == 5  # 6 launched, 2 dead, the spare grown
+
+
+def test_growth_onto_held_spares_refuses_what_it_cannot_do(tmp_path):
+    for sets, got in ((["layout.spares=0"], "'shrink', 5, 0"),
+                      (["layout.spares=1", "layout.grow_back_steps=0"], "'shrink', 0, 1")):
+        args = ["run", *SHRINK, "--strategy", "ckpt", *GROW, "--set", "layout.grow_from='spares'"]
+        run = mpiec([*args, *(x for s in sets for x in ("--set", s))], out=tmp_path)
+        assert run.code == 2 and run.stdout == "", run.stdout + run.stderr
+        lines = run.stderr.strip().splitlines()
+        assert lines == ["mpiec: error: layout.grow_from = 'spares' needs layout.replacement = 'shrink', "
+                         f"layout.grow_back_steps > 0 and layout.spares >= 1 (got {got})"], run.stderr
