@@ -8,8 +8,9 @@ the kill plans (and whether a shrink they may cause can be recovered), every ran
 ``config``) before any rank starts and by every rank on the JSON config it is handed, also when
 ``srun`` or a job script starts the ranks without the launcher.
 
-Invariants: nothing outside ``Strategy`` reads ``cfg.strategy.params`` raw — it asks the resolved
-strategy (``Resolved.params``, ``typed_params``); a refusal is one ``ConfigError`` line naming the key.
+Invariants: nothing outside ``strategies.params.typed_params`` reads the strategy's raw table — the
+rest asks the resolved strategy (``Resolved.params``, ``typed_params``, re-exported here); a refusal
+is one ``ConfigError`` line naming the key.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 from mpiec.config import Config, check_memory, fmt_bytes, fmt_seconds, load_layers
 from mpiec.errors import ConfigError, MpiecError
 from mpiec.inputs import one_line as _clean
+from mpiec.strategies.params import typed_params  # re-exported: the tools ask resolve for it
 
 if TYPE_CHECKING:
     from mpiec.faults import Kill
@@ -67,15 +69,6 @@ def resolve(cfg: Config, memory: bool = True) -> Resolved:
 def _need(cond: bool, message: str) -> None:
     if not cond:
         raise ConfigError(_clean(message))
-
-
-def typed_params(cfg: Config, strategy_cls: type[Strategy] | None = None) -> Any:
-    """The typed keys of ``cfg``'s strategy (its ``Params``, defaults filled in)."""
-    from mpiec.strategies import get_strategy_class
-    from mpiec.strategies.params import parse_params
-
-    cls = strategy_cls or get_strategy_class(cfg.strategy.name)
-    return parse_params(cls.Params, cfg.strategy.params, cls.name)
 
 
 def load_config(
