@@ -17,7 +17,10 @@ coordinator  ``CommitterPart`` (commits manifests, prunes, the ``checkpoints`` r
 
 A strategy that checkpoints something else replaces or adds parts: a ``WriterPart`` with its own
 ``snapshot`` (cnr's chains), a ``Restorer`` with its own ``load``, a coordinator part whose ``plan``
-answers first and returns None to leave a case to the ``RollbackPlanner`` (log, ecrm's fallback).
+answers first and returns None to leave a case to the ``RollbackPlanner`` (log, cpr, ecrm's
+fallback), trainer 0's deciding part (``trainer_parts(decider=...)``: a ``SchedulePart`` that also
+decides other checkpoints in the same word, cpr's partials), rows of checkpoints committed
+elsewhere merged into the ``checkpoints`` dataset (``coordinator_parts(beside=...)``).
 ``KIT_RULES`` are the merge rules of the kit's summary keys (a strategy's ``summary_rules`` start
 from them); ``header_fields()`` its header namespaces (``schedule``, ``writer``). ``PartTime``
 sizes the writer's field (``ckpt``: µs in 40 bits; ``cnr``, whose header also carries its changed
