@@ -9,8 +9,8 @@ the kill plans (and whether a shrink they may cause can be recovered), every ran
 ``srun`` or a job script starts the ranks without the launcher.
 
 Invariants: nothing outside ``strategies.params.typed_params`` reads the strategy's raw table — the
-rest asks the resolved strategy (``Resolved.params``, ``typed_params``, re-exported here); a refusal
-is one ``ConfigError`` line naming the key.
+rest asks the resolved strategy (``Resolved.params``, ``typed_params``: the registry's class, then
+that helper); a refusal is one ``ConfigError`` line naming the key.
 """
 
 from __future__ import annotations
@@ -23,7 +23,6 @@ from typing import TYPE_CHECKING, Any
 from mpiec.config import Config, check_memory, fmt_bytes, fmt_seconds, load_layers
 from mpiec.errors import ConfigError, MpiecError
 from mpiec.inputs import one_line as _clean
-from mpiec.strategies.params import typed_params  # re-exported: the tools ask resolve for it
 
 if TYPE_CHECKING:
     from mpiec.faults import Kill
@@ -69,6 +68,15 @@ def resolve(cfg: Config, memory: bool = True) -> Resolved:
 def _need(cond: bool, message: str) -> None:
     if not cond:
         raise ConfigError(_clean(message))
+
+
+def typed_params(cfg: Config, strategy_cls: type[Strategy] | None = None) -> Any:
+    """The typed keys of ``cfg``'s strategy (default: the registered one of ``strategy.name``), by
+    ``strategies.params.typed_params``."""
+    from mpiec.strategies import get_strategy_class
+    from mpiec.strategies.params import typed_params as typed
+
+    return typed(cfg, strategy_cls or get_strategy_class(cfg.strategy.name))
 
 
 def load_config(

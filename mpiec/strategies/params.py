@@ -58,13 +58,9 @@ def parse_params(params_cls: type[P], raw: Mapping[str, Any], strategy: str) -> 
     return out
 
 
-def typed_params(cfg: Config, strategy_cls: type[Strategy] | None = None) -> Any:
-    """The typed keys of ``cfg``'s strategy (``strategy_cls``, default the registered one of
-    ``strategy.name``): its ``Params``, defaults filled in; ``ConfigError`` naming the key."""
-    if strategy_cls is None:
-        from mpiec.strategies import get_strategy_class  # here: the registry imports this module
-
-        strategy_cls = get_strategy_class(cfg.strategy.name)
+def typed_params(cfg: Config, strategy_cls: type[Strategy]) -> Any:
+    """The typed keys of ``cfg``'s strategy ``strategy_cls``: its ``Params``, defaults filled in;
+    ``ConfigError`` naming the key. (``resolve.typed_params`` looks the class up by name.)"""
     return parse_params(strategy_cls.Params, cfg.strategy.params, strategy_cls.name)
 
 
