@@ -8,8 +8,9 @@ the kill plans (and whether a shrink they may cause can be recovered), every ran
 ``config``) before any rank starts and by every rank on the JSON config it is handed, also when
 ``srun`` or a job script starts the ranks without the launcher.
 
-Invariants: nothing outside ``Strategy`` reads ``cfg.strategy.params`` raw — it asks the resolved
-strategy (``Resolved.params``, ``typed_params``); a refusal is one ``ConfigError`` line naming the key.
+Invariants: nothing outside ``strategies.params.typed_params`` reads the strategy's raw table — the
+rest asks the resolved strategy (``Resolved.params``, ``typed_params``: the registry's class, then
+that helper); a refusal is one ``ConfigError`` line naming the key.
 """
 
 from __future__ import annotations
@@ -70,12 +71,12 @@ def _need(cond: bool, message: str) -> None:
 
 
 def typed_params(cfg: Config, strategy_cls: type[Strategy] | None = None) -> Any:
-    """The typed keys of ``cfg``'s strategy (its ``Params``, defaults filled in)."""
+    """The typed keys of ``cfg``'s strategy (default: the registered one of ``strategy.name``), by
+    ``strategies.params.typed_params``."""
     from mpiec.strategies import get_strategy_class
-    from mpiec.strategies.params import parse_params
+    from mpiec.strategies.params import typed_params as typed
 
-    cls = strategy_cls or get_strategy_class(cfg.strategy.name)
-    return parse_params(cls.Params, cfg.strategy.params, cls.name)
+    return typed(cfg, strategy_cls or get_strategy_class(cfg.strategy.name))
 
 
 def load_config(

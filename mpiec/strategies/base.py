@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from mpiec.strategies.agents import Agent, Coordinator, ParityAgent, ServerAgent, TrainerAgent
 from mpiec.strategies.costs import CostModel
 from mpiec.strategies.header import HeaderLayout
-from mpiec.strategies.params import NoParams, parse_params
+from mpiec.strategies.params import NoParams, typed_params
 from mpiec.strategies.plan import Failure, RecoveryPlan, Scope, ServerShard
 
 if TYPE_CHECKING:
@@ -73,14 +73,14 @@ class Strategy:
 
     def __init__(self, cfg: Config) -> None:
         self.cfg = cfg
-        self.params: Any = parse_params(type(self).Params, cfg.strategy.params, self.name)
+        self.params: Any = typed_params(cfg, type(self))
 
     # -- declarations (no MPI; launcher and ranks) ----------------------------------------------
     @classmethod
     def validate(cls, cfg: Config) -> None:
         """Raise ``ConfigError`` (one line naming ``strategy.KEY``) for unknown or invalid keys;
         ``check`` adds the rules across keys. Launcher, before any rank starts."""
-        cls.check(parse_params(cls.Params, cfg.strategy.params, cls.name), cfg)
+        cls.check(typed_params(cfg, cls), cfg)
 
     @classmethod
     def check(cls, params: Any, cfg: Config) -> None:
@@ -88,7 +88,7 @@ class Strategy:
 
     @classmethod
     def param_keys(cls) -> set[str]:
-        """Keys of ``strategy.params`` this strategy knows (``mpiec bench --set strategy.KEY``)."""
+        """The ``strategy.KEY`` keys this strategy knows (``mpiec bench --set strategy.KEY``)."""
         return {f.name for f in dataclasses.fields(cls.Params)}
 
     @classmethod

@@ -6,7 +6,9 @@ mean" and the strategy's known keys, and a declaration bug (a default out of its
 caught when the strategy is loaded. Types, ranges, choices and the coercer are the config's own
 (``mpiec.schema``): a field is declared with ``param(default, "help text", ge=...)``, choices come
 from a ``Literal`` type (``int | Literal["auto"]`` for a union). Invariants: a default is stated
-once (in the dataclass); parsing is a pure function of the raw table (launcher, ranks and tests agree).
+once (in the dataclass); parsing is a pure function of the raw table (launcher, ranks and tests agree);
+``typed_params`` is the one place that reads a config's raw table (the strategy's constructor, its
+``validate``, the resolve step and the tools ask it).
 """
 
 from __future__ import annotations
@@ -15,11 +17,15 @@ import dataclasses
 import typing
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from mpiec import schema
 from mpiec.errors import ConfigError, did_you_mean
 from mpiec.schema import Key, type_text
+
+if TYPE_CHECKING:
+    from mpiec.config import Config
+    from mpiec.strategies.base import Strategy
 
 P = TypeVar("P")
 
@@ -52,6 +58,12 @@ def parse_params(params_cls: type[P], raw: Mapping[str, Any], strategy: str) -> 
     return out
 
 
+def typed_params(cfg: Config, strategy_cls: type[Strategy]) -> Any:
+    """The typed keys of ``cfg``'s strategy ``strategy_cls``: its ``Params``, defaults filled in;
+    ``ConfigError`` naming the key. (``resolve.typed_params`` looks the class up by name.)"""
+    return parse_params(strategy_cls.Params, cfg.strategy.params, strategy_cls.name)
+
+
 def check_defaults(params_cls: type) -> None:
     """Every field's annotation resolves to a supported type and its default is a valid value of it
     (type and range): a declaration bug (``param(-5, "...", ge=1)``, ``"8"`` for an ``int``) is one
@@ -73,4 +85,4 @@ def check_defaults(params_cls: type) -> None:
             raise ConfigError(str(exc)) from None
 
 
-__all__ = ["Key", "NoParams", "check_defaults", "keys", "param", "parse_params", "type_text"]
+__all__ = ["Key", "NoParams", "check_defaults", "keys", "param", "parse_params", "type_text", "typed_params"]

@@ -10,7 +10,7 @@ from mpiec.errors import ConfigError
 from mpiec.resolve import load_config
 from mpiec.strategies import STRATEGIES
 from mpiec.strategies.checkpointing import Schedule, interval_for_pls, measured_pls, predicted_pls
-from mpiec.strategies.cpr import HEADER, PartialRecovery, PartialRecoveryMFU, cpr_interval, ssu_sampled
+from mpiec.strategies.cpr import PartialRecovery, PartialRecoveryMFU, cpr_interval, ssu_sampled
 from mpiec.strategies.cpr.ledger import LostUpdates
 from mpiec.strategies.cpr.partials import PartialSchedule
 
@@ -56,11 +56,11 @@ def test_interval_from_the_kill_plan_and_from_mtbf_s():
 
 def test_strategy_picks_the_interval():
     cfg = load_config("tiny", strategy="cpr", kill=["server:1@step=23"], sets=["strategy.target_pls=0.1"])
-    assert PartialRecovery(cfg).factory.interval.steps == 10
+    assert PartialRecovery(cfg).kit.interval.steps == 10
     cfg = load_config("tiny", strategy="cpr", kill=["server:1@step=23"], sets=["strategy.interval=7"])
-    assert PartialRecovery(cfg).factory.interval.steps == 7  # given directly: the target is not used
+    assert PartialRecovery(cfg).kit.interval.steps == 7  # given directly: the target is not used
     cfg = load_config("tiny", strategy="cpr-mfu", kill=["server:1@step=23"], sets=["strategy.interval=8"])
-    assert PartialRecoveryMFU(cfg).factory.partial_every == (2, None)  # default: four per full interval
+    assert PartialRecoveryMFU(cfg).partial_every == (2, None)  # default: four per full interval
 
 
 def test_interval_rule_and_resolved_steps_in_the_summary_keys():
@@ -102,13 +102,13 @@ def cpr_schedule(cfg, now=lambda: 0.0):
     from mpiec.strategies import STRATEGIES
 
     strategy = STRATEGIES[cfg.strategy.name](cfg)
-    return Schedule.from_config(cfg, strategy.factory.interval, strategy.params.first, now)
+    return Schedule.from_config(cfg, strategy.kit.interval, strategy.params.first, now)
 
 
 def partial_schedule(cfg, now):
     """Trainer 0's (full schedule, partial schedule) of a CPR variant for ``cfg``, on clock ``now``."""
     schedule = cpr_schedule(cfg, now)
-    return schedule, PartialSchedule(schedule, *PartialRecoveryMFU(cfg).factory.partial_every)
+    return schedule, PartialSchedule(schedule, *PartialRecoveryMFU(cfg).partial_every)
 
 
 def test_young_waits_for_the_measured_save_time():
@@ -126,7 +126,7 @@ def test_young_waits_for_the_measured_save_time():
 def test_partials_follow_an_interval_in_seconds():
     """A full interval in seconds (MTBF in seconds): partials every quarter of it, not every step."""
     cfg = load_config("tiny", strategy="cpr-mfu", sets=["failures.mtbf_s=60.0"])
-    interval = PartialRecoveryMFU(cfg).factory.interval
+    interval = PartialRecoveryMFU(cfg).kit.interval
     assert interval.steps is None and interval.seconds == pytest.approx(2 * 2 * 60 * 0.05)
     clock = {"t": 10.0}
     full, mfu = partial_schedule(cfg, lambda: clock["t"])
@@ -173,11 +173,16 @@ def test_every_summary_key_has_a_merge_rule():
 
 
 def test_the_update_count_and_the_part_time_have_their_own_header_fields():
-    """The servers' word: the update count no longer reads as a part write time (t_save) on trainer 0."""
-    word = HEADER.pack(part_ms=1500, updates=3_000_000_000)  # a long run's count, a 1.5 s part
-    assert HEADER.get(word, "part_ms") == 1500 and HEADER.get(word, "updates") == 3_000_000_000
-    assert HEADER.get(word, "checkpoint") == 0 and HEADER.get(word, "partial") == 0
-    assert HEADER.column([HEADER.pack(checkpoint=1), word], "updates").tolist() == [0, 3_000_000_000]
+    """The servers' word: the update count no longer reads as a part write time (t_save) on trainer 0;
+    each part's fields in its own namespace (the kit's ``schedule``, ``writer``; cpr's ``ledger``)."""
+    header = PartialRecoveryMFU(load_config("tiny", strategy="cpr-mfu")).header()
+    word = header.pack(**{"writer.part_ms": 1500, "ledger.updates": 3_000_000_000})  # a long run's count
+    assert header.get(word, "writer.part_ms") == 1500 and header.get(word, "ledger.updates") == 3_000_000_000
+    assert header.get(word, "schedule.checkpoint") == 0 and header.get(word, "schedule.partial") == 0
+    full = header.pack(**{"schedule.checkpoint": 1})
+    assert header.column([full, word], "ledger.updates").tolist() == [0, 3_000_000_000]
+    plain = PartialRecovery(load_config("tiny", strategy="cpr")).header()
+    assert "schedule.partial" not in plain.fields and plain.fields["ledger.updates"].bits == 37
 
 
 def test_lost_updates_count_from_the_checkpoint_restored():

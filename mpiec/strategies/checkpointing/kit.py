@@ -17,7 +17,10 @@ coordinator  ``CommitterPart`` (commits manifests, prunes, the ``checkpoints`` r
 
 A strategy that checkpoints something else replaces or adds parts: a ``WriterPart`` with its own
 ``snapshot`` (cnr's chains), a ``Restorer`` with its own ``load``, a coordinator part whose ``plan``
-answers first and returns None to leave a case to the ``RollbackPlanner`` (log, ecrm's fallback).
+answers first and returns None to leave a case to the ``RollbackPlanner`` (log, cpr, ecrm's
+fallback), trainer 0's deciding part (``trainer_parts(decider=...)``: a ``SchedulePart`` that also
+decides other checkpoints in the same word, cpr's partials), rows of checkpoints committed
+elsewhere merged into the ``checkpoints`` dataset (``coordinator_parts(beside=...)``).
 ``KIT_RULES`` are the merge rules of the kit's summary keys (a strategy's ``summary_rules`` start
 from them); ``header_fields()`` its header namespaces (``schedule``, ``writer``). ``PartTime``
 sizes the writer's field (``ckpt``: µs in 40 bits; ``cnr``, whose header also carries its changed
@@ -116,7 +119,7 @@ class SchedulePart(Part):
     """Trainer 0: decides when (``Schedule``), from the servers' part write times."""
 
     namespace = "schedule"
-    fields = (("checkpoint", 1),)
+    fields: ClassVar[tuple[tuple[str, int], ...]] = (("checkpoint", 1),)
 
     def __init__(self, env: RankEnv, schedule: Schedule, part_time: PartTime | None, detail: str) -> None:
         self.env, self.schedule, self.part_time, self.detail = env, schedule, part_time, detail
@@ -199,11 +202,15 @@ class RestorerPart(Part):
 
 class CommitterPart(Part):
     """The coordinator's commits (``ManifestCommitter``): manifests, pruning, the ``checkpoints``
-    rows, the steps a ``--resume`` can start from."""
+    rows, the steps a ``--resume`` can start from. ``beside``: the rows of checkpoints a strategy
+    commits without a manifest of this committer (cpr's partials, each committed by its server),
+    merged into the dataset in step order, after the committed checkpoint of the same step."""
 
     def __init__(self, env: RankEnv, store: CheckpointStore, committer: ManifestCommitter,
-                 interval: Interval, mode: str) -> None:
+                 interval: Interval, mode: str,
+                 beside: Callable[[], list[tuple[Any, ...]]] | None = None) -> None:
         self.env, self.store, self.committer, self.interval, self.mode = env, store, committer, interval, mode
+        self.beside = beside
 
     def on_message(self, source: Slot, payload: Any) -> None:
         self.committer.on_message(payload)
@@ -217,7 +224,11 @@ class CommitterPart(Part):
             self.committer.drop_newer(plan.restored)
 
     def checkpoint_rows(self) -> list[tuple[Any, ...]]:
-        return list(self.committer.rows)
+        rows = list(self.committer.rows)
+        if self.beside is None:
+            return rows
+        merged = [((r[0], 0), r) for r in rows] + [((r[0], 1), r) for r in self.beside()]
+        return [r for _, r in sorted(merged, key=lambda x: x[0])]  # stable: commit order within a key
 
     def summary(self) -> dict[str, Any]:
         return {**self.committer.figures(), "checkpoint_interval": self.interval.describe(),
@@ -323,17 +334,22 @@ class CheckpointKit:
                                  config=self.records, **options)
 
     def coordinator_parts(self, env: RankEnv, store: CheckpointStore | None = None,
-                          committer: ManifestCommitter | None = None) -> list[Part]:
+                          committer: ManifestCommitter | None = None,
+                          beside: Callable[[], list[tuple[Any, ...]]] | None = None) -> list[Part]:
+        """The ``CommitterPart`` (``beside``: its) and the ``RollbackPlanner``."""
         store = store if store is not None else self.coordinator_store(env)
         committer = committer if committer is not None else self.committer(env, store)
-        return [CommitterPart(env, store, committer, self.interval, self.params.mode),
+        return [CommitterPart(env, store, committer, self.interval, self.params.mode, beside),
                 RollbackPlanner(store, committer, self.params.on_trainer_failure)]
 
     def trainer_parts(self, env: RankEnv, role: DenseState, store: CheckpointStore | None = None,
-                      rollback_only: bool = False, restorer: bool = True) -> list[Part]:
+                      rollback_only: bool = False, restorer: bool = True,
+                      decider: Callable[..., SchedulePart] = SchedulePart) -> list[Part]:
         """Every trainer restores its dense replica (``restorer``: with the kit's ``RestorerPart``;
         False: the strategy restores through ``Restorer.for_trainer`` itself); trainer 0 also
-        decides and writes it."""
+        decides and writes it. ``decider``: trainer 0's deciding part, built as a ``SchedulePart``
+        (``env, schedule, part_time, detail``); a strategy that decides other checkpoints beside the
+        full ones in the same word gives its own ``SchedulePart`` (cpr's partials)."""
         store = store if store is not None else self.store(env)
         restoring: list[Part] = []
         if restorer:
@@ -342,7 +358,7 @@ class CheckpointKit:
             return restoring
         schedule = Schedule.from_config(self.cfg, self.interval, self.params.first, env.now)
         writer = PartWriter(env, store, TRAINER_PART, role.state, background=self.background)
-        return [SchedulePart(env, schedule, self.part_time, f"{self.params.mode} full checkpoint"),
+        return [decider(env, schedule, self.part_time, f"{self.params.mode} full checkpoint"),
                 WriterPart(writer, self.part_time, reports=False), *restoring]
 
     def server_writer(self, env: RankEnv, role: ShardState, store: Any = None,

@@ -88,10 +88,15 @@ class Restorer:
         except (CheckpointError, ValueError) as exc:
             self.env.event("restore_failed", plan.step, detail=str(exc)[:250])
             return False
-        self.restores += 1
-        self.restore_s += time.perf_counter() - t0
-        self.restore_read_s += self.store.read_s - read0  # the storage's share: reads, not the state load
+        self.record(time.perf_counter() - t0, self.store.read_s - read0)  # reads: the storage's share
         return True
+
+    def record(self, seconds: float, read_s: float = 0.0) -> None:
+        """One restore of this rank that took ``seconds`` (``read_s`` of them reading), by ``restore``
+        or by a strategy's own restore through ``load`` / ``reset`` (cpr's partial recovery)."""
+        self.restores += 1
+        self.restore_s += seconds
+        self.restore_read_s += read_s
 
     def figures(self) -> dict[str, Any]:
         return {"restores": self.restores, "restore_s": self.restore_s, "restore_read_s": self.restore_read_s}

@@ -17,7 +17,8 @@ Invariants:
   n-th finished write is the n-th submitted;
 * ``stall_s`` is what the training thread spent on the part (the whole write in ``sync`` mode,
   the snapshot copy in ``async`` mode); ``total_s`` adds a background write's own time;
-* the figures only grow: ``critical_s`` (training-thread seconds, polls included), ``write_s``,
+* the figures only grow: ``critical_s`` (training-thread seconds, polls included, and those of
+  the checkpoints the rank writes beside its parts: ``stalled``), ``write_s``,
   ``max_part_s`` (the slowest part this rank wrote: what it puts in the header's ``part_us``),
   ``checkpoint_writer_cpu_s`` (the background writer thread's own CPU seconds: what it took
   from a core training may share; 0 in ``sync`` mode, where the write is in the step's CPU).
@@ -160,6 +161,11 @@ class PartWriter:
             if epoch == self.env.epoch:
                 self.report(written, info, epoch)
         self.critical_s += time.perf_counter() - t0
+
+    def stalled(self, seconds: float) -> None:
+        """Training-thread ``seconds`` this rank spent on a checkpoint written beside its parts (cpr's
+        partials, written and committed by the server itself): counted in ``critical_s``."""
+        self.critical_s += seconds
 
     def finish(self) -> None:
         """At the end: let the background writes finish and report them."""

@@ -1,11 +1,14 @@
 """CPR's lost-update accounting: the servers' running counts, and the trainers' ledger of them.
 
 A server counts the row updates its restore from disk would not bring back (``UpdateCounter``:
-cumulative, less what its partial checkpoints saved) and sends the count in the ``updates`` field
-of every step header word, so the survivors know it when the server dies. Every trainer keeps the
-counts of the last few steps and the counts right after each full checkpoint (``LostUpdates``); a
-lost shard's loss is its count at the committed step less its count at the full checkpoint its
-replacement actually restored (agreed by every data rank after the restore).
+cumulative, less what its partial checkpoints saved) and sends the count in the ``ledger.updates``
+field of every step header word, so the survivors know it when the server dies. Every trainer keeps
+the counts of the last few steps and the counts right after each full checkpoint (``LostUpdates``);
+a lost shard's loss is its count at the committed step less its count at the full checkpoint its
+replacement actually restored (agreed by every data rank after the restore: ``exchange_restored``).
+
+Parts (``strategies.compose``): ``ServerLedger`` (a server's counter, the owner of the ``ledger``
+header namespace) and ``TrainerLedger`` (every trainer's ledger, the ``lost_updates`` figure).
 
 Invariants:
 
@@ -23,7 +26,16 @@ Invariants:
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 import numpy as np
+
+from mpiec.strategies.checkpointing.kit import decided
+from mpiec.strategies.compose import Part
+from mpiec.strategies.plan import RecoveryPlan, Scope
+
+if TYPE_CHECKING:
+    from mpiec.strategies.env import RankEnv
 
 
 class UpdateCounter:
@@ -134,4 +146,74 @@ class LostUpdates:
             self.at_full[s] = w
 
 
-__all__ = ["LostUpdates", "UpdateCounter"]
+def exchange_restored(env: RankEnv, mine: tuple[int, int] | None) -> dict[int, int]:
+    """Every trainer and server, after a REPLACED recovery: replaced server -> the full checkpoint
+    its restore used (``mine``: this rank's entry, None if it restored nothing). Collective on
+    ``data``: every trainer's ``TrainerLedger`` and every server's ``ReplacementRestore`` call it
+    once per REPLACED recovery."""
+    from mpiec.comm import guard  # here: the launcher imports this module without MPI
+
+    with guard("cpr restored checkpoints"):
+        return dict(x for x in env.comms.data_comm().allgather(mine) if x is not None)
+
+
+class ServerLedger(Part):
+    """A server's ``UpdateCounter``: counts every apply, puts the count in its header word
+    (``ledger.updates``, through the step before), forgets the rows a full checkpoint (trainer 0's
+    ``schedule.checkpoint``) saves, and after a recovery counts as its shard now is. The counter is
+    shared with the server's ``PartialsPart``, whose partial checkpoints credit it."""
+
+    namespace = "ledger"
+    fields = (("updates", 37),)  # a long run's count: beside the writer's 24-bit part_ms
+
+    def __init__(self, env: RankEnv, counter: UpdateCounter) -> None:
+        self.env = env
+        self.counter = counter
+
+    def header_word(self, step: int) -> dict[str, int]:
+        return {"updates": self.counter.count(self.header.limit("updates"))}  # through step - 1
+
+    def after_apply(self, step: int, slots: np.ndarray, old: np.ndarray | None,
+                    delta: np.ndarray | None, replayed: bool = False) -> None:
+        self.counter.applied(step, slots)
+
+    def after_step(self, step: int, words: np.ndarray | None) -> None:
+        if decided(self.header, words):  # a full checkpoint of this step
+            self.counter.full_started()
+
+    def on_recovered(self, plan: RecoveryPlan) -> None:
+        from_disk = self.env.slot in plan.replaced or plan.scope is Scope.ROLLBACK
+        self.counter.recovered(plan.restored, from_disk=from_disk)
+
+
+class TrainerLedger(Part):
+    """Every trainer's ``LostUpdates``: observes the servers' ``ledger.updates`` after each step and,
+    after a REPLACED recovery, charges the loss from the full checkpoints the replaced servers
+    restored (``exchange_restored``); the ``lost_updates`` figure."""
+
+    namespace = "ledger"  # reads the servers' field; packs none
+
+    def __init__(self, env: RankEnv, ledger: LostUpdates) -> None:
+        self.env = env
+        self.ledger = ledger
+
+    def after_step(self, step: int, words: np.ndarray | None) -> None:
+        if words is not None:
+            counts = self.header.column(words[self.env.n_trainers:], "updates")
+            self.ledger.observe(step, counts, decided(self.header, words))
+
+    def on_recovered(self, plan: RecoveryPlan) -> None:
+        replaced = plan.scope is Scope.REPLACED
+        restored = exchange_restored(self.env, None) if replaced else {}
+        if replaced:
+            self.ledger.failed(plan.committed, restored)
+        # a restored server counts from 0 again: its counts at older checkpoints are now 0
+        recounted = (sorted(restored) if replaced
+                     else list(range(self.env.cfg.layout.servers)) if plan.scope is Scope.ROLLBACK else [])
+        self.ledger.recovered(plan.restored, recounted)
+
+    def summary(self) -> dict[str, Any]:
+        return {"lost_updates": self.ledger.lost}
+
+
+__all__ = ["LostUpdates", "ServerLedger", "TrainerLedger", "UpdateCounter", "exchange_restored"]

@@ -9,9 +9,13 @@ Owns the variants' components:
 * ``Partials``: a variant's policy (its kind, its given interval, how a server builds its
   selection) and ``partial_interval`` (by default four partials per full interval, in seconds when
   the full interval is in seconds);
-* ``PartialSchedule``: trainer 0's decisions (the ``partial`` field of its header word);
+* ``PartialSchedule``: trainer 0's decisions (the ``schedule.partial`` field of its header word);
 * ``ServerPartials``: a server's own partial checkpoints under ``<ckpt root>/partial/server-<i>``:
   written and committed by that server alone, pruned, loaded on top of a restored full one.
+
+Parts (``strategies.compose``): ``FullOrPartial`` (trainer 0: the kit's ``SchedulePart`` that
+also decides the partials, so "full or partial" is decided in one place), ``PartialsPart`` (a
+server's partials) and ``PartialBook`` (the coordinator's record of them and their figures).
 
 Invariants:
 
@@ -31,15 +35,19 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
 from mpiec.checkpoint import CheckpointError, CheckpointStore
 from mpiec.kernels.tracking import counters_add, top_fraction
 from mpiec.strategies.checkpointing import Interval, Schedule, server_part
+from mpiec.strategies.checkpointing.kit import SCHEDULER, PartTime, SchedulePart, decided
+from mpiec.strategies.compose import Part
 
 if TYPE_CHECKING:
+    from mpiec.layout import Slot
+    from mpiec.strategies.checkpointing import ManifestCommitter, PartWriter
     from mpiec.strategies.cpr.ledger import UpdateCounter
     from mpiec.strategies.env import RankEnv, ShardState
     from mpiec.strategies.plan import RecoveryPlan
@@ -163,15 +171,15 @@ class ServerPartials:
                                      ledger=store.ledger_path)
         self.store.root.mkdir(parents=True, exist_ok=True)
         self.full_steps: list[int] = []  # the two newest full checkpoints this server started
-        self.critical_s = 0.0  # the partials' training-thread seconds (their whole writes)
 
     def full_started(self, step: int) -> None:
         self.full_steps = (self.full_steps + [step])[-2:]
         self.selection.full_started()
 
-    def save(self, step: int, role: ShardState, counter: UpdateCounter) -> None:
+    def save(self, step: int, role: ShardState, counter: UpdateCounter) -> float | None:
         """Write and commit the partial checkpoint of ``step``, credit its rows' updates in
-        ``counter`` and tell the coordinator ``("partial", step, epoch, info, rows, stall_s)``."""
+        ``counter`` and tell the coordinator ``("partial", step, epoch, info, rows, stall_s)``;
+        its training-thread seconds (the whole write), None when it failed."""
         t0 = time.perf_counter()
         rows = self.selection.rows()
         shard = role.shard
@@ -183,11 +191,11 @@ class ServerPartials:
             self.prune()
         except CheckpointError as exc:
             self.env.event("checkpoint_fail", step, detail=str(exc)[:250])
-            return
+            return None
         counter.credit(rows)
         stall = time.perf_counter() - t0  # written on the training thread: stall = total
-        self.critical_s += stall
         self.env.tell_monitor(("partial", step, self.env.epoch, info.to_dict(), int(rows.size), stall))
+        return stall
 
     def prune(self) -> None:
         """Partials older than the second-newest full checkpoint written are never needed."""
@@ -219,5 +227,97 @@ class ServerPartials:
                 shutil.rmtree(self.store.step_dir(s), ignore_errors=True)
 
 
-__all__ = ["MfuRows", "PartialSchedule", "Partials", "RowSelection", "ServerPartials", "SsuRows",
-           "partial_interval", "ssu_sampled"]
+# -- the parts ---------------------------------------------------------------------------------------
+class FullOrPartial(SchedulePart):
+    """Trainer 0 of a variant: the kit's ``SchedulePart`` that also owns the ``PartialSchedule``
+    (every ``every`` = (steps, seconds) of ``partial_interval``) and decides, in one place, per
+    step: a full checkpoint (``schedule.checkpoint``) or else a partial one (``schedule.partial``),
+    never both."""
+
+    fields = (*SchedulePart.fields, ("partial", 1))
+
+    def __init__(self, env: RankEnv, schedule: Schedule, part_time: PartTime | None, detail: str, *,
+                 every: tuple[int, float | None]) -> None:
+        super().__init__(env, schedule, part_time, detail)
+        self.partial = PartialSchedule(schedule, *every)
+
+    def header_word(self, step: int) -> dict[str, int]:
+        if self.schedule.due(step):
+            return {"checkpoint": 1}
+        return {"partial": int(self.partial.due(step))}
+
+    def after_step(self, step: int, words: np.ndarray | None) -> None:
+        super().after_step(step, words)  # the full schedule's (the kit's part this one is)
+        if words is not None and self.header.get(words[SCHEDULER], "partial"):
+            self.partial.taken()
+
+
+class PartialsPart(Part):
+    """A server's partial checkpoints (``ServerPartials``): tracks its pulls, takes a partial when
+    trainer 0's word says ``schedule.partial`` (crediting the shared ``UpdateCounter``; its
+    training-thread time counts in the shared ``PartWriter``'s ``checkpoint_critical_s``), and
+    drops the partials of steps a recovery re-executes. (A replacement loads them on top of its
+    full checkpoint: ``recovery.ReplacementRestore``.)"""
+
+    def __init__(self, role: ShardState, partials: ServerPartials, counter: UpdateCounter,
+                 writer: PartWriter) -> None:
+        self.role, self.partials, self.counter, self.writer = role, partials, counter, writer
+
+    def on_pull(self, step: int, slots: np.ndarray) -> None:
+        self.partials.selection.on_pull(step, slots)
+
+    def after_step(self, step: int, words: np.ndarray | None) -> None:
+        if words is None:
+            return
+        if decided(self.header, words):
+            self.partials.full_started(step)
+        elif self.header.get(words[SCHEDULER], "schedule.partial"):
+            stall = self.partials.save(step, self.role, self.counter)
+            if stall is not None:
+                self.writer.stalled(stall)
+
+    def on_recovered(self, plan: RecoveryPlan) -> None:
+        self.partials.drop_newer(plan.restored)
+
+
+class PartialBook(Part):
+    """The coordinator's record of the partial checkpoints the servers committed (their
+    ``("partial", ...)`` messages; the others are the committer's), their ``checkpoints`` rows
+    (``rows``: the kit's ``CommitterPart`` merges them in step order) and figures, counted into
+    ``checkpoints`` / ``checkpoint_bytes`` beside the ``committer``'s full ones. ``kind``: the
+    rows' kind (``mfu``, ``ssu``; plain cpr takes none and reports zeros)."""
+
+    def __init__(self, committer: ManifestCommitter, kind: str) -> None:
+        self.committer = committer
+        self.kind = kind
+        self.partial_rows: dict[int, list[Any]] = {}  # step -> [bytes, slowest stall (s), rows]
+
+    def on_message(self, source: Slot, payload: Any) -> None:
+        if not (isinstance(payload, tuple) and payload and payload[0] == "partial"):
+            return
+        _, step, _epoch, info, rows, stall = payload
+        entry = self.partial_rows.setdefault(step, [0, 0.0, 0])
+        entry[0] += int(info["bytes"])
+        entry[1] = max(entry[1], float(stall))
+        entry[2] += rows
+
+    def rows(self) -> list[tuple[Any, ...]]:
+        """The partials' dataset rows (a partial is written on the training thread: its stall is
+        its total time)."""
+        return [(s, self.kind, b, sec, 32, r, sec) for s, (b, sec, r) in self.partial_rows.items()]
+
+    def summary(self) -> dict[str, Any]:
+        fulls = [r[2] for r in self.committer.rows]
+        parts = [b for b, _s, _r in self.partial_rows.values()]
+        return {
+            "full_checkpoint_bytes": float(np.mean(fulls)) if fulls else 0.0,
+            "partial_checkpoints": len(parts),
+            "partial_checkpoint_bytes": float(np.mean(parts)) if parts else 0.0,
+            # the coordinator's count: a replaced server's own count died with it
+            "partial_rows_saved": sum(r for _b, _s, r in self.partial_rows.values()),
+            "checkpoints": len(parts), "checkpoint_bytes": int(sum(parts)),  # + the committer's (sum)
+        }
+
+
+__all__ = ["FullOrPartial", "MfuRows", "PartialBook", "PartialSchedule", "Partials", "PartialsPart",
+           "RowSelection", "ServerPartials", "SsuRows", "partial_interval", "ssu_sampled"]

@@ -1,56 +1,65 @@
 """The three CPR strategies (``cpr``, ``cpr-mfu``, ``cpr-ssu``): their keys, their interval rule and
-the factory of their agents.
+their agents, composed (``strategies.compose``) of the checkpoint kit's parts and cpr's own.
 
-Each is its own ``Strategy`` class (no strategy subclasses another): they share ``CprFactory``,
-which builds the agents of ``cpr.agents`` from the checkpoint components, and differ only in
-their declarations and in the ``Partials`` policy a variant hands the factory (its row selection
-and its ``<kind>_every`` key; plain ``cpr`` takes no partial checkpoints).
+===========  =========================================================================================
+role         parts (in this order)
+===========  =========================================================================================
+trainer      the kit's (trainer 0: ``SchedulePart``, a variant's ``FullOrPartial`` instead, deciding
+             full or partial; ``WriterPart``; every trainer: ``RestorerPart``), ``TrainerLedger``
+server       the kit's ``WriterPart`` (``writer.part_ms``) and ``RestorerPart`` (rollbacks only),
+             ``ServerLedger`` (``ledger.updates``), a variant's ``PartialsPart``,
+             ``ReplacementRestore`` (a replacement's partial recovery)
+coordinator  the kit's ``CommitterPart`` (the partials' rows merged in), ``PartialRecoveryPlanner``,
+             the kit's ``RollbackPlanner`` (when no trainer survives), ``PartialBook``
+===========  =========================================================================================
+
+Each is its own ``Strategy`` class (no strategy subclasses another): they share
+``_PartialRecoveryFamily`` and differ only in their declarations and in the ``Partials`` policy a
+variant gives (its row selection and its ``<kind>_every`` key; plain ``cpr`` takes no partials).
 
 Invariants: the interval is resolved once per rank from the config alone (``pls_interval``:
 ``strategy.interval`` / ``interval_s`` when given, else CPR's PLS rule), so every rank and the
-launcher agree on it; only trainer 0's agent decides when to checkpoint.
+launcher agree on it; only trainer 0's agent decides when to checkpoint (full or partial, in one
+word); the header word has the kit's namespaces (``schedule``, ``writer``) and ``ledger``.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
-from mpiec.checkpoint import CheckpointStore
+from mpiec.strategies import compose
 from mpiec.strategies.base import Strategy
-from mpiec.strategies.checkpointing import (
-    TRAINER_PART,
-    Interval,
-    ManifestCommitter,
-    PartWriter,
-    Restorer,
-    Schedule,
-    checkpoint_root,
-    claim_root,
-    expected_mtbf_s,
-    full_parts,
-    interval_for_pls,
-    open_store,
-    root_directories,
-    server_part,
+from mpiec.strategies.checkpointing import Interval, Restorer, expected_mtbf_s, interval_for_pls
+from mpiec.strategies.checkpointing.kit import (
+    KIT_RULES,
+    MILLIS,
+    CheckpointKit,
+    CheckpointParams,
+    RestorerPart,
+    SchedulePart,
+    WriterPart,
 )
-from mpiec.strategies.checkpointing.kit import KIT_RULES, CheckpointParams
 from mpiec.strategies.costs import CostModel
-from mpiec.strategies.cpr.agents import CprCoordinator, CprServer, CprTrainer
-from mpiec.strategies.cpr.ledger import LostUpdates, UpdateCounter
+from mpiec.strategies.cpr.ledger import LostUpdates, ServerLedger, TrainerLedger, UpdateCounter
 from mpiec.strategies.cpr.partials import (
+    FullOrPartial,
     MfuRows,
+    PartialBook,
     Partials,
-    PartialSchedule,
+    PartialsPart,
     ServerPartials,
     SsuRows,
     partial_interval,
 )
+from mpiec.strategies.cpr.recovery import PartialRecoveryPlanner, ReplacementRestore
 from mpiec.strategies.params import param
 
 if TYPE_CHECKING:
     from mpiec.config import Config
+    from mpiec.strategies.agents import Coordinator, ServerAgent, TrainerAgent
     from mpiec.strategies.env import DenseState, RankEnv, ShardState
 
 
@@ -98,49 +107,6 @@ def pls_interval(cfg: Any, params: CprParams) -> Interval:
     return Interval("pls", steps, seconds)
 
 
-class CprFactory:
-    """Builds the agents of one CPR strategy: the full checkpoints of ``params``, and the partial
-    ones of ``partials`` (None: plain ``cpr``)."""
-
-    def __init__(self, cfg: Config, params: CprParams, partials: Partials | None = None) -> None:
-        self.cfg = cfg
-        self.params = params
-        self.partials = partials
-        self.interval = pls_interval(cfg, params)
-        #: the partials' interval: (steps, seconds); (0, None) for plain cpr
-        self.partial_every = partial_interval(self.interval, partials.every) if partials else (0, None)
-
-    def store(self, env: RankEnv) -> CheckpointStore:
-        return open_store(env, self.params.bandwidth_mb_s, directory=self.params.dir)
-
-    def coordinator(self, env: RankEnv) -> CprCoordinator:
-        store = self.store(env)
-        claim_root(store, resuming=bool(env.resume_from))
-        committer = ManifestCommitter(env, store, lambda: full_parts(env.n_servers), self.params.keep)
-        return CprCoordinator(env, store, committer, self.interval, self.params.target_pls, self.params.mode,
-                              self.partials.kind if self.partials else "")
-
-    def trainer(self, env: RankEnv, role: DenseState) -> CprTrainer:
-        store = self.store(env)
-        restorer = Restorer.for_trainer(env, store, role)
-        if env.slot.index != 0:  # trainer 0 decides and writes the dense replica
-            return CprTrainer(env, restorer, LostUpdates())
-        schedule = Schedule.from_config(self.cfg, self.interval, self.params.first, env.now)
-        writer = PartWriter(env, store, TRAINER_PART, role.state, background=self.params.mode == "async")
-        partial = PartialSchedule(schedule, *self.partial_every) if self.partials else None
-        return CprTrainer(env, restorer, LostUpdates(), schedule, writer, partial,
-                          detail=f"{self.params.mode} full checkpoint")
-
-    def server(self, env: RankEnv, role: ShardState) -> CprServer:
-        store = self.store(env)
-        writer = PartWriter(env, store, server_part(env.slot.index), role.state, rows=role.n_rows,
-                            background=self.params.mode == "async")
-        n = role.shard.table.shape[0]
-        partials = (ServerPartials(env, store, self.partials.kind, self.partials.select(n))
-                    if self.partials else None)
-        return CprServer(env, role, writer, Restorer.for_server(env, store, role), UpdateCounter(n), partials)
-
-
 SUMMARY_RULES: dict[str, str] = {
     **KIT_RULES,
     "lost_updates": "max", "pls": "first", "pls_predicted": "first", "pls_target": "first",
@@ -151,8 +117,8 @@ COST = CostModel("partial", interval="pls", target_pls=CprParams().target_pls)
 
 
 class _PartialRecoveryFamily(Strategy):
-    """What ``cpr`` and its two variants share: the declarations and the agents, made by one
-    ``CprFactory``; a variant gives its partial checkpoints (``partials``). Not registered."""
+    """What ``cpr`` and its two variants share: the declarations and the agents; a variant gives
+    its partial checkpoints (``partials``). Not registered."""
 
     recovers = True
     lossless = False  # the failed shard's updates since its checkpoint are lost
@@ -162,26 +128,53 @@ class _PartialRecoveryFamily(Strategy):
 
     def __init__(self, cfg: Config) -> None:
         super().__init__(cfg)
-        self.factory = CprFactory(cfg, self.params, self.partials())
+        # the writers' time in ms: the header also carries every server's update count
+        self.kit = CheckpointKit(cfg, self.params, part_time=MILLIS, interval=pls_interval(cfg, self.params))
+        self.policy = self.partials()
+        #: the partials' interval: (steps, seconds); (0, None) for plain cpr
+        self.partial_every = (partial_interval(self.kit.interval, self.policy.every) if self.policy
+                              else (0, None))
 
     def partials(self) -> Partials | None:
         """The variant's partial checkpoints (None: full checkpoints only)."""
         return None
 
+    def header_fields(self) -> dict[str, tuple[tuple[str, int], ...]]:
+        decider = FullOrPartial if self.policy else SchedulePart
+        return {**self.kit.header_fields(), decider.namespace: decider.fields,
+                ServerLedger.namespace: ServerLedger.fields}
+
     def checkpoint_root(self, out_path: Path) -> Path | None:
-        return checkpoint_root(self.params.dir, out_path)
+        return self.kit.root(out_path)
 
     def directories(self, out_path: Path) -> list[tuple[str, Path]]:
-        return root_directories(self.params.dir, out_path)
+        return self.kit.directories(out_path)
 
-    def coordinator(self, env: RankEnv) -> CprCoordinator:
-        return self.factory.coordinator(env)
+    def coordinator(self, env: RankEnv) -> Coordinator:
+        store = self.kit.coordinator_store(env)
+        committer = self.kit.committer(env, store)
+        book = PartialBook(committer, self.policy.kind if self.policy else "")
+        committing, rollback = self.kit.coordinator_parts(env, store, committer, beside=book.rows)
+        planner = PartialRecoveryPlanner(env, store, committer, self.kit.interval, self.params.target_pls)
+        return compose.coordinator(self, env, committing, planner, rollback, book)
 
-    def trainer(self, env: RankEnv, role: DenseState) -> CprTrainer:
-        return self.factory.trainer(env, role)
+    def trainer(self, env: RankEnv, role: DenseState) -> TrainerAgent:
+        decider = partial(FullOrPartial, every=self.partial_every) if self.policy else SchedulePart
+        return compose.trainer(self, env, *self.kit.trainer_parts(env, role, decider=decider),
+                               TrainerLedger(env, LostUpdates()))
 
-    def server(self, env: RankEnv, role: ShardState) -> CprServer:
-        return self.factory.server(env, role)
+    def server(self, env: RankEnv, role: ShardState) -> ServerAgent:
+        store = self.kit.store(env)
+        writer = self.kit.server_writer(env, role, store)
+        restorer = Restorer.for_server(env, store, role)
+        n = role.shard.table.shape[0]
+        counter = UpdateCounter(n)
+        partials = (ServerPartials(env, store, self.policy.kind, self.policy.select(n))
+                    if self.policy else None)
+        return compose.server(self, env, WriterPart(writer, MILLIS, reports=True),
+                              RestorerPart(restorer, rollback_only=True), ServerLedger(env, counter),
+                              PartialsPart(role, partials, counter, writer) if partials else None,
+                              ReplacementRestore(env, role, store, restorer, partials))
 
 
 class PartialRecovery(_PartialRecoveryFamily):
@@ -218,5 +211,5 @@ class PartialRecoverySSU(_PartialRecoveryFamily):
         return Partials("ssu", self.params.ssu_every, lambda n: SsuRows(n, seed, rate))
 
 
-__all__ = ["COST", "SUMMARY_RULES", "CprFactory", "CprMfuParams", "CprParams", "CprSsuParams",
+__all__ = ["COST", "SUMMARY_RULES", "CprMfuParams", "CprParams", "CprSsuParams",
            "PartialRecovery", "PartialRecoveryMFU", "PartialRecoverySSU", "cpr_interval", "pls_interval"]

@@ -73,7 +73,7 @@ from mpiec.strategies.ecrm.member import Member, Source, encode_initial, warm_up
 from mpiec.strategies.ecrm.parity import ParityStore, payload_width
 from mpiec.strategies.ecrm.stripes import node_losses, parity_stripes, residue_holders
 from mpiec.strategies.env import RankEnv
-from mpiec.strategies.params import param, parse_params
+from mpiec.strategies.params import param, typed_params
 
 if TYPE_CHECKING:
     from mpiec.config import Config
@@ -224,7 +224,7 @@ class ErasureCoded(Strategy):
 
     @classmethod
     def stripe_shape(cls, cfg: Config) -> tuple[int, int]:
-        p = parse_params(cls.Params, cfg.strategy.params, cls.name)
+        p = typed_params(cfg, cls)
         return stripe_k(p, cfg), int(p.r)
 
     def __init__(self, cfg: Config) -> None:
