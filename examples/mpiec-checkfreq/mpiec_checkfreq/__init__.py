@@ -124,12 +124,14 @@ class CheckFreq(Strategy):
         return compose.coordinator(self, env, *self.kit.coordinator_parts(env))
 
     def trainer(self, env: RankEnv, role: DenseState) -> TrainerAgent:
-        """The kit's trainer parts; trainer 0's ``SchedulePart`` decides by the budget."""
-        schedule = BudgetSchedule(self.budget, first=self.params.first, total_steps=self.cfg.training.steps,
-                                  now=env.now)
-        mine = SchedulePart(env, schedule, self.kit.part_time, f"{self.params.mode} full checkpoint (budget)")
-        parts = [mine if isinstance(p, SchedulePart) else p for p in self.kit.trainer_parts(env, role)]
-        return compose.trainer(self, env, *parts)
+        """The kit's trainer parts; trainer 0 decides by the budget (its own schedule, the kit's part)."""
+
+        def by_budget(env: RankEnv, _kit: Schedule, part_time: Any, detail: str) -> SchedulePart:
+            schedule = BudgetSchedule(self.budget, first=self.params.first,
+                                      total_steps=self.cfg.training.steps, now=env.now)
+            return SchedulePart(env, schedule, part_time, f"{detail} (budget)")
+
+        return compose.trainer(self, env, *self.kit.trainer_parts(env, role, decider=by_budget))
 
     def server(self, env: RankEnv, role: ShardState) -> ServerAgent:
         return compose.server(self, env, *self.kit.server_parts(env, role))
