@@ -6,6 +6,11 @@ load bytecode instead of compiling ~60 modules each: with ``PYTHONDONTWRITEBYTEC
 the CI image) no import writes it, and every rank compiled mpiec from source (~5 % of a launch's CPU).
 Python checks each ``.pyc`` against its source's mtime, so an edited module is never served stale.
 
+``warm_kernel_cache`` (every session that selects an ``mpirun`` test, automatically): the kernels
+every rank warms up (``mpiec.worker.warm_up``) compiled once into numba's cache in this process
+before the first launch; on a fresh clone the first run's ranks each compiled them at once (4 ranks
+x the compile on 2 cores: past a run's 90 s limit at load ~50). A warm cache makes it a ~0.3 s load.
+
 ``smoke_reproduction``: ``mpiec reproduce all --smoke`` run once per session (real tiny runs, about
 eight), for the command's end-to-end test (tests/runs/test_reproduce_smoke.py) and the papers'
 smoke tests (tests/reproduce), which read its experiments back through ``run_experiment(...,
@@ -49,6 +54,15 @@ def compiled_sources() -> None:
     for name in SOURCE_DIRS:
         if (ROOT / name).is_dir():
             compileall.compile_dir(ROOT / name, quiet=2)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def warm_kernel_cache(request: pytest.FixtureRequest) -> None:
+    """The ranks' kernels in numba's cache before the session's first launch (none without one)."""
+    if any(item.get_closest_marker("mpirun") for item in request.session.items):
+        from mpiec.worker import warm_up
+
+        warm_up()
 
 
 @pytest.fixture(scope="session")
