@@ -109,9 +109,13 @@ def _python(code: str, **env: str) -> str:
     return proc.stdout.strip()
 
 
-@pytest.mark.slow  # three processes compile the kernels into a cold cache (~45 s of CPU): not the fast tier
+@pytest.mark.slow  # three processes compile the kernels into a cold cache: not the fast tier
 def test_a_warm_cache_does_not_keep_the_switch(tmp_path):
-    """Issue 10, item 14: the cache built without MPIEC_NO_GFNI serves a run with it, and back."""
+    """Issue 10, item 14: the cache built without MPIEC_NO_GFNI serves a run with it, and back.
+
+    The kernels' table alone (--no-mpi --no-checkpoint): the parity pipeline started two ranks
+    compiling into the same cold cache from each of the three probes, and the checkpoint paths
+    compile kernels the switch does not touch (~45 s of CPU for the test before, on an idle core)."""
     probe = """
         import numpy as np
         from mpiec.kernels import gf256
@@ -120,7 +124,7 @@ def test_a_warm_cache_does_not_keep_the_switch(tmp_path):
         gf256.gf_mac_rows(p, np.arange(8), d, 0x8E)
         assert (p == gf256.GF_MUL[0x8E][3]).all()
         print(gf256.gfni_active(), gf256.HAVE_GFNI)
-        main(["--quick", "--sizes", "4KiB", "--repeat", "1"])
+        main(["--quick", "--sizes", "4KiB", "--repeat", "1", "--no-mpi", "--no-checkpoint"])
     """
     cache = str(tmp_path / "numba-cache")
     first = _python(probe, NUMBA_CACHE_DIR=cache).splitlines()  # builds the cache
