@@ -216,15 +216,14 @@ def test_a_shrink_grows_back_onto_a_held_spare_losslessly(reference, tmp_path):
     assert len(tl[tl["epoch"] == 2]) > 0 and not kinds(res, "grow_short")
 
 
-@pytest.mark.parametrize("kill", ["server:0@step=15+5ms", "trainer:1@step=15+150ms"],
+@pytest.mark.parametrize("kill", ["server:0@step=15+5ms", "trainer:1@step=15+5ms"],
                          ids=["server", "trainer"])
 def test_a_kill_during_a_growth_onto_held_spares_is_recovered(kill, reference, tmp_path):
     """Issue 36 item 1: with no spawn on the path, a death during the growth (due at step 15) is one
     more failure during a recovery: the survivors shrink again and the run ends with the failure-free
-    checksum. ``server:0`` dies at the growth's signal, ``trainer:1`` while the growth runs (its timer
-    runs on through the growth; a server rebuilt for it re-arms its own). Where the growth's plan
-    came first (the monitor logged the growth's detection, at step 15, before the kill: it logs a
-    detection once the plan is out), its promotion of the spare stands and no spare is left for
+    checksum. ``server:0`` and ``trainer:1`` die 5 ms into step 15, at the growth's signal (150 ms
+    in, the growth had completed first on an idle machine: restore_end at 0.30 s, then the kill).
+    Where the growth's plan came first, its promotion of the spare stands and no spare is left for
     another growth; where the death cut the growth's detection, the plan is a shrink, the spare keeps
     waiting and the next growth takes it, short of one slot. Either way the monitor says what was
     not grown back, and the run ends on the layout it names."""
@@ -238,14 +237,15 @@ def test_a_kill_during_a_growth_onto_held_spares_is_recovered(kill, reference, t
     monitor = [e for e in events if e["role"] == "monitor" and e["time"] < second]
     # in the growth: none completed before the kill
     assert not [e for e in monitor if e["kind"] == "restore_end" and e["detail"] == "resume at step 15"]
-    plan_first = [e for e in monitor if e["kind"] == "detect" and e["step"] == 15]
     assert len([d for d in kinds(res, "replace") if d.startswith("spare:0 takes ")]) == 1
     short = kinds(res, "grow_short")
     assert len(short) == 1, run.stdout
-    if plan_first:
-        assert short[0].startswith("no spare is left to grow back onto: ")
-    else:
-        assert short[0].startswith("1 spare(s) held for growth, 2 slot(s) missing: ")
+    # which of the two depends on whether the death came after the growth's plan or cut it (both
+    # right, the docstring says why); the monitor's events do not tell them apart reliably (a
+    # detection logged at step 15 before the kill also preceded a plan that saw the death, 2 of 2
+    # idle runs), so the note is checked against the layout the run ended on instead
+    assert short[0].startswith(("no spare is left to grow back onto: ",
+                                "1 spare(s) held for growth, 2 slot(s) missing: ")), short
     tl = res.timeline
     layout = f"the run goes on with {int(tl['trainers'][-1])} trainer(s), {int(tl['servers'][-1])} server(s)"
     assert short[0].endswith(layout) and f"note: {short[0]}" in run.stdout

@@ -11,6 +11,9 @@ its tables, says why, and exits non-zero.
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
+import textwrap
 
 import pytest
 from plugin_helpers import COMMON, CRASH_PLUGINS, install
@@ -73,15 +76,21 @@ def test_a_bench_leaves_a_crashed_run_out_of_its_tables_and_fails(plugins, tmp_p
     assert [(r["variant"], r["crashed"]) for r in runs] == [("none", False), ("h36-hook", True)]
 
 
-def test_a_crash_under_quiet_hands_its_last_lines_to_the_caller(plugins, tmp_path, monkeypatch):
+def test_a_crash_under_quiet_hands_its_last_lines_to_the_caller(plugins, tmp_path):
     """``launch(quiet=True)`` (the simulator's validation, the bench) keeps the crash's traceback in
-    ``RunOutcome.held``, so a caller's own error can quote it (a CI log keeps only the tail)."""
-    from mpiec.launcher import EXIT_CRASH, launch
-    from mpiec.resolve import load_config
-
-    monkeypatch.syspath_prepend(str(plugins))  # this process resolves the plug-in too
-    cfg = load_config(preset="tiny", strategy="h36-hook", sets=["layout.spares=1"])
-    outcome = launch(cfg, tmp_path / "out", timeout=240, quiet=True)
-    assert outcome.code == EXIT_CRASH, outcome.message
-    assert "RuntimeError: h36 plug-in hook failed on purpose" in outcome.held
-    assert len(outcome.held.splitlines()) <= 40
+    ``RunOutcome.held``, so a caller's own error can quote it (a CI log keeps only the tail). In a
+    process of its own: this one's strategy registry was read before the plug-in was installed."""
+    script = textwrap.dedent(f"""
+        from pathlib import Path
+        from mpiec.launcher import EXIT_CRASH, launch
+        from mpiec.resolve import load_config
+        cfg = load_config(preset="tiny", strategy="h36-hook", sets=["layout.spares=1"])
+        outcome = launch(cfg, Path({str(tmp_path / "out")!r}), timeout=240, quiet=True)
+        assert outcome.code == EXIT_CRASH, outcome.message
+        print("HELD<<" + outcome.held + ">>HELD")
+        """)
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    held = done.stdout.split("HELD<<", 1)[1].split(">>HELD", 1)[0]
+    assert "RuntimeError: h36 plug-in hook failed on purpose" in held
+    assert 0 < len(held.splitlines()) <= 40
