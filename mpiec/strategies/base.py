@@ -35,6 +35,7 @@ if TYPE_CHECKING:
     from pathlib import Path
 
     from mpiec.config import Config
+    from mpiec.strategies.checkpointing.kit import CheckpointKit
     from mpiec.strategies.env import DenseState, RankEnv, ShardState
 
 
@@ -70,6 +71,9 @@ class Strategy:
     #: how the simulator prices this strategy (``mpiec.simulate``); None: not modelled (``cost_reason``)
     cost: ClassVar[CostModel | None] = None
     cost_reason: ClassVar[str] = "not modelled: the strategy declares no cost model"
+    #: the checkpoint kit this strategy assembles its checkpointing from (set in ``__init__``), if
+    #: any: ``header_fields``, ``checkpoint_root`` and ``directories`` default to the kit's
+    kit: CheckpointKit | None = None
 
     def __init__(self, cfg: Config) -> None:
         self.cfg = cfg
@@ -108,8 +112,8 @@ class Strategy:
     def header_fields(self) -> dict[str, tuple[tuple[str, int], ...]]:
         """The step header's fields of this strategy's parts: ``{namespace: ((field, bits), ...)}``
         (``strategies.compose``; a kit's ``header_fields()`` merged with the strategy's own parts').
-        The same on every rank. Default: none."""
-        return {}
+        The same on every rank. Default: the ``kit``'s, else none."""
+        return self.kit.header_fields() if self.kit is not None else {}
 
     def header(self) -> HeaderLayout:
         """The step header layout composed of ``header_fields`` (built once; a namespace or field
@@ -121,14 +125,17 @@ class Strategy:
 
     def checkpoint_root(self, out_path: Path) -> Path | None:
         """The directory this strategy writes checkpoints into for a run whose result file is
-        ``out_path`` (None: it writes none). Launcher (before any rank starts) and ranks; no MPI."""
-        return None
+        ``out_path`` (None: it writes none). Default: the ``kit``'s root, else none. Launcher (before
+        any rank starts) and ranks; no MPI."""
+        return self.kit.root(out_path) if self.kit is not None else None
 
     def directories(self, out_path: Path) -> list[tuple[str, Path]]:
         """Every folder this strategy writes into for a run whose result file is ``out_path``, each
         with the words naming it in an error (``checkpoint directory (strategy.dir)``): the launcher
-        checks each is writable, and claims it, before any rank starts. Default: the
-        ``checkpoint_root``, if any. Launcher and ranks; no MPI."""
+        checks each is writable, and claims it, before any rank starts. Default: the ``kit``'s, else
+        the ``checkpoint_root``, if any. Launcher and ranks; no MPI."""
+        if self.kit is not None:
+            return self.kit.directories(out_path)
         root = self.checkpoint_root(out_path)
         return [] if root is None else [("checkpoint directory", root)]
 

@@ -41,7 +41,6 @@ stall plus, in ``async`` mode, its background write).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar
 
 from mpiec.strategies import compose
@@ -71,19 +70,11 @@ class FullCheckpoint(Strategy):
     cost = CostModel("rollback", interval="young")
     summary_rules: ClassVar[dict[str, str]] = dict(KIT_RULES)
     params: CkptParams
+    kit: CheckpointKit
 
     def __init__(self, cfg: object) -> None:
         super().__init__(cfg)  # type: ignore[arg-type]
         self.kit = CheckpointKit(self.cfg, self.params)
-
-    def header_fields(self) -> dict[str, tuple[tuple[str, int], ...]]:
-        return self.kit.header_fields()
-
-    def checkpoint_root(self, out_path: Path) -> Path | None:
-        return self.kit.root(out_path)
-
-    def directories(self, out_path: Path) -> list[tuple[str, Path]]:
-        return self.kit.directories(out_path)
 
     def coordinator(self, env: RankEnv) -> Coordinator:
         return compose.coordinator(self, env, *self.kit.coordinator_parts(env))

@@ -50,7 +50,6 @@ import threading
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 import numpy as np
@@ -240,6 +239,7 @@ class CheckNRun(Strategy):
         "restore_row_error_max": "max", "restore_row_error_mean": "max", "restore_error_servers": "sum",
     }
     params: CnrParams
+    kit: CheckpointKit
 
     def __init__(self, cfg: Any) -> None:
         super().__init__(cfg)
@@ -250,12 +250,6 @@ class CheckNRun(Strategy):
 
     def header_fields(self) -> dict[str, tuple[tuple[str, int], ...]]:
         return {**self.kit.header_fields(), ChainPart.namespace: ChainPart.fields}
-
-    def checkpoint_root(self, out_path: Path) -> Path | None:
-        return self.kit.root(out_path)
-
-    def directories(self, out_path: Path) -> list[tuple[str, Path]]:
-        return self.kit.directories(out_path)
 
     # -- the agents: the kit's parts, the chains' --------------------------------------------------
     def coordinator(self, env: RankEnv) -> Coordinator:

@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
@@ -105,20 +104,12 @@ class CheckFreq(Strategy):
     cost = CostModel("rollback", interval="young")
     summary_rules: ClassVar[dict[str, str]] = {**KIT_RULES, "checkpoint_overhead_budget": "first"}
     params: CheckFreqParams
+    kit: CheckpointKit
 
     def __init__(self, cfg: object) -> None:
         super().__init__(cfg)  # type: ignore[arg-type]
         self.budget = Budget("checkfreq", overhead=self.params.overhead)
         self.kit = CheckpointKit(self.cfg, self.params, interval=self.budget)
-
-    def header_fields(self) -> dict[str, tuple[tuple[str, int], ...]]:
-        return self.kit.header_fields()
-
-    def checkpoint_root(self, out_path: Path) -> Path | None:
-        return self.kit.root(out_path)
-
-    def directories(self, out_path: Path) -> list[tuple[str, Path]]:
-        return self.kit.directories(out_path)
 
     def coordinator(self, env: RankEnv) -> Coordinator:
         return compose.coordinator(self, env, *self.kit.coordinator_parts(env))

@@ -27,7 +27,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import partial
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from mpiec.strategies import compose
@@ -125,6 +124,7 @@ class _PartialRecoveryFamily(Strategy):
     cost = COST
     summary_rules: ClassVar[dict[str, str]] = SUMMARY_RULES
     params: CprParams
+    kit: CheckpointKit
 
     def __init__(self, cfg: Config) -> None:
         super().__init__(cfg)
@@ -143,12 +143,6 @@ class _PartialRecoveryFamily(Strategy):
         decider = FullOrPartial if self.policy else SchedulePart
         return {**self.kit.header_fields(), decider.namespace: decider.fields,
                 ServerLedger.namespace: ServerLedger.fields}
-
-    def checkpoint_root(self, out_path: Path) -> Path | None:
-        return self.kit.root(out_path)
-
-    def directories(self, out_path: Path) -> list[tuple[str, Path]]:
-        return self.kit.directories(out_path)
 
     def coordinator(self, env: RankEnv) -> Coordinator:
         store = self.kit.coordinator_store(env)

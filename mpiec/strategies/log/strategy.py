@@ -123,25 +123,20 @@ class UpdateLog(Strategy):
         "log_memory_limit_bytes": "first",
     }
     params: LogParams
+    kit: CheckpointKit
 
     def __init__(self, cfg: Any) -> None:
         super().__init__(cfg)
         self.kit = CheckpointKit(self.cfg, self.params)
 
-    def header_fields(self) -> dict[str, tuple[tuple[str, int], ...]]:
-        return self.kit.header_fields()
-
     def limit_bytes(self) -> int:
         """``strategy.log_memory_mb`` in bytes."""
         return int(float(self.params.log_memory_mb) * 2**20)
 
-    def checkpoint_root(self, out_path: Path) -> Path | None:
-        return self.kit.root(out_path)
-
     def directories(self, out_path: Path) -> list[tuple[str, Path]]:
         """The checkpoint root, then ``strategy.log_dir`` (the spilled records) when set."""
         log = [("log directory (strategy.log_dir)", Path(self.params.log_dir))] if self.params.log_dir else []
-        return self.kit.directories(out_path) + log
+        return super().directories(out_path) + log  # the kit's root first
 
     def log_root(self, env: RankEnv, store: CheckpointStore) -> Path:
         """Where the trainers' spill directories go: ``strategy.log_dir/<result name>.log``, else
