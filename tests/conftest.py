@@ -11,6 +11,10 @@ every rank warms up (``mpiec.worker.warm_up``) compiled once into numba's cache 
 before the first launch; on a fresh clone the first run's ranks each compiled them at once (4 ranks
 x the compile on 2 cores: past a run's 90 s limit at load ~50). A warm cache makes it a ~0.3 s load.
 
+``MPIEC_TEST_CPU=FILE`` (opt-in): each test's wall time and CPU time (its own and its waited-for
+children's: the ranks a launch started) appended to FILE as ``nodeid<TAB>wall_s<TAB>cpu_s``, to see
+where the suite's CPU goes (``--durations`` shows wall time only).
+
 ``smoke_reproduction``: ``mpiec reproduce all --smoke`` run once per session (real tiny runs, about
 eight), for the command's end-to-end test (tests/runs/test_reproduce_smoke.py) and the papers'
 smoke tests (tests/reproduce), which read its experiments back through ``run_experiment(...,
@@ -21,13 +25,16 @@ from __future__ import annotations
 
 import compileall
 import os
+import resource
 import signal
 import subprocess
 import sys
-from dataclasses import dataclass
+import time
+from dataclasses import astuple, dataclass
 from pathlib import Path
 
 import pytest
+from session_once import once, shared_root
 
 #: the folders of the repository whose modules the suite's processes import (the package's three
 #: roots and the example plug-ins installed beside it)
@@ -65,8 +72,34 @@ def warm_kernel_cache(request: pytest.FixtureRequest) -> None:
         warm_up()
 
 
+def _cpu_s() -> float:
+    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None):
+    log = os.environ.get("MPIEC_TEST_CPU", "")
+    if not log:
+        return (yield)
+    t0, c0 = time.monotonic(), _cpu_s()
+    try:
+        return (yield)
+    finally:
+        with open(log, "a") as f:
+            f.write(f"{item.nodeid}\t{time.monotonic() - t0:.2f}\t{_cpu_s() - c0:.2f}\n")
+
+
 @pytest.fixture(scope="session")
 def smoke_reproduction(tmp_path_factory) -> SmokeReproduction:
+    """Made once for every pytest-xdist worker (``session_once``; pickled as a tuple: a class of a
+    conftest module is not importable by name in another process)."""
+    fields = once(shared_root(tmp_path_factory), ["smoke-reproduction"],
+                  lambda: astuple(_smoke_reproduction(tmp_path_factory)))
+    return SmokeReproduction(*fields)
+
+
+def _smoke_reproduction(tmp_path_factory) -> SmokeReproduction:
     from mpiec.reproduce.page import MARKER, TITLE
 
     d = tmp_path_factory.mktemp("reproduce-smoke")

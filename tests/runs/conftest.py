@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 from run_helpers import Run, mpiec
+from session_once import made, once, shared_root
 
 _LAYOUT_ONLY = ("layout.servers=", "layout.spares=")
 
@@ -39,22 +40,25 @@ def _key(args: tuple[str, ...]) -> tuple[str, ...]:
 @pytest.fixture(scope="session")
 def failure_free_run(tmp_path_factory) -> Callable[..., Run]:
     """``failure_free_run(*args)``: ``mpiec run *args`` with the default strategy (``none``, checked),
-    no kill, run once per session for equal arguments; ``layout_free=True``: any earlier such run
-    whose arguments differ only in the layout (for its checksum)."""
-    runs: dict[tuple[str, ...], Run] = {}
+    no kill, run once per session for equal arguments (once for all pytest-xdist workers:
+    ``session_once``); ``layout_free=True``: any earlier such run whose arguments differ only in the
+    layout (for its checksum)."""
+    root = shared_root(tmp_path_factory)
+
+    def launch(args: tuple[str, ...]) -> Run:
+        assert "--strategy" not in args, "the reference is the default strategy's (none)"
+        run = mpiec(["run", *args], out=tmp_path_factory.mktemp("failure-free"))
+        assert run.code == 0, run.stdout + run.stderr
+        assert run.result().attrs["strategy"] == "none", "the default strategy is no longer none"
+        return run
 
     def get(*args: str, layout_free: bool = False) -> Run:
         if layout_free:
-            same = [run for earlier, run in runs.items() if _key(earlier) == _key(args)]
+            same = [run for key, run in made(root) if key[0] == "failure-free"
+                    and _key(tuple(key[1])) == _key(args)]
             if same:
                 return same[0]
-        if args not in runs:
-            assert "--strategy" not in args, "the reference is the default strategy's (none)"
-            run = mpiec(["run", *args], out=tmp_path_factory.mktemp("failure-free"))
-            assert run.code == 0, run.stdout + run.stderr
-            assert run.result().attrs["strategy"] == "none", "the default strategy is no longer none"
-            runs[args] = run
-        return runs[args]
+        return once(root, ["failure-free", list(args)], lambda: launch(args))
 
     return get
 
