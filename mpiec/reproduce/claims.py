@@ -26,6 +26,11 @@ Invariants:
 * **Noise cannot make a claim reproduced.** ``reproduced`` needs the figure past the
   ``reproduced`` threshold *and* either a real 95 % interval (``Measured.is_ci95``) wholly past the
   ``partly`` threshold or a deterministic figure (one measurement, no noise to bound).
+* **Not reproduced needs its evidence too.** A figure short of ``partly`` is ``not reproduced`` only
+  if it is deterministic, or its 95 % interval (a noisy figure without one: the range of its runs)
+  stays short of ``partly`` as well; an interval that reaches past it, or a noisy figure with
+  neither, is ``inconclusive``: the data do not rule out the smaller effect (two scales of one
+  reproduction flipped between the two on a figure near the threshold).
 * **Partly needs an effect.** Where the rule names a ``null`` (no effect: 0, chance 0.5, ρ = 0),
   ``partly`` (and ``reproduced``) also need the 95 % interval wholly past the null (a deterministic
   figure: the figure itself); a figure past ``partly`` whose interval holds the null, or that has no
@@ -312,7 +317,19 @@ def _rule(claim: Claim, m: Measured) -> tuple[str, str]:
     past_reproduced, past_partly = rule.passes(m.value, rule.reproduced), rule.passes(m.value, rule.partly)
     fig = f"figure {_num(m.value)}{unit}"
     if not past_partly:
-        return NOT_REPRODUCED, f"{fig}{det} is not {op} {_num(rule.partly)}{unit}."
+        best = m.hi if rule.direction == "at_least" else m.lo  # the interval's end nearest the claim
+        if m.deterministic or (m.has_interval and not rule.passes(best, rule.partly)):
+            every = "" if m.deterministic or m.is_ci95 else " (every run)"
+            return NOT_REPRODUCED, f"{fig}{det}{every} is not {op} {_num(rule.partly)}{unit}."
+        if m.is_ci95:
+            return INCONCLUSIVE, (f"{fig} is not {op} {_num(rule.partly)}{unit} but its 95 % interval "
+                                  f"[{_num(m.lo)}, {_num(m.hi)}] reaches past it: a smaller effect than the "
+                                  "paper's is not ruled out.")
+        if m.has_interval:
+            return INCONCLUSIVE, (f"{fig} is not {op} {_num(rule.partly)}{unit} but {_no_interval(m)}, "
+                                  f"and some runs were past {_num(rule.partly)}{unit}.")
+        return INCONCLUSIVE, (f"{fig} is not {op} {_num(rule.partly)}{unit} but {_no_interval(m)}: "
+                              "the effect is not ruled out.")
     short = (f"{fig}{det} {op} {_num(rule.partly)}{unit} (partly) but not "
              f"{op} {_num(rule.reproduced)}{unit}.")
     worst = m.value if m.deterministic else (m.lo if rule.direction == "at_least" else m.hi)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 
 import pytest
+from mpiec.analysis.stats import Estimate
 
 from mpiec.reproduce.claims import (
     CALIBRATED,
@@ -257,3 +258,23 @@ def test_a_band_of_two_runs_only_reports_its_ends():
                        "reproduced at 160 MB/s")
     with pytest.raises(ValueError):
         Assumption("x", "x", 1.0, 2.0, 3.0, "s")
+
+
+def test_not_reproduced_needs_its_interval_short_of_partly_too():
+    """Issue 37: the quick and the full reproduction flipped between 'not reproduced' and 'partly' or
+    'inconclusive' on figures near a threshold. A figure short of 'partly' is 'not reproduced' only if
+    its evidence says so: deterministic, a 95 % interval short of 'partly', or (no interval) every
+    run short of it; otherwise the smaller effect is not ruled out: inconclusive."""
+    rule = Rule("at_least", 0.5, 0.2, why="test", null=0.0)
+    claim = Claim("p", "rho", "a trend", "ρ ≥ 0.5", "S", rule)
+    ci = Estimate(0.12, -0.28, 0.48, 27, 0.95, "Fisher z")
+    assert judge(claim, measured(ci)).verdict == INCONCLUSIVE  # reaches past 0.2
+    short = Estimate(0.0, -0.15, 0.15, 60, 0.95, "Fisher z")
+    assert judge(claim, measured(short)).verdict == NOT_REPRODUCED
+    assert judge(claim, Measured(0.1, n=3, deterministic=True)).verdict == NOT_REPRODUCED
+    spread = Estimate(0.1, 0.05, 0.3, 3, 0.75, "range")  # one run past 0.2
+    assert judge(claim, measured(spread)).verdict == INCONCLUSIVE
+    below = Estimate(0.1, 0.05, 0.15, 3, 0.75, "range")  # every run short of 0.2
+    assert judge(claim, measured(below)).verdict == NOT_REPRODUCED
+    few = Measured(0.1, n=6, method="6 points: too few for an interval")
+    assert judge(claim, few).verdict == INCONCLUSIVE
