@@ -389,3 +389,13 @@ def test_smoke_runs_and_every_claim_gets_a_finding(smoke_reproduction, tmp_path)
     assert got["full-recovery-young"] != CANNOT  # the ckpt run and the reference were read back
     figs = cpr.PAPER.plots(runs, tmp_path / "figures")
     assert all(p.is_file() for p in figs)
+
+
+def test_pls_vs_loss_has_enough_points_for_its_interval_at_quick_and_full():
+    """The rounds' cpr runs and the sweep's: at least ``SPEARMAN_MIN_N``, so the quick and the full
+    reproduction judge the same kind of figure (6 points at quick had no interval)."""
+    from mpiec.analysis.stats import SPEARMAN_MIN_N
+
+    for name in ("quick", "full"):
+        plan = cpr.plan_of(SCALES[name])
+        assert plan.rounds + len(plan.sweep) >= SPEARMAN_MIN_N, name
