@@ -137,6 +137,12 @@ def _runs_json(runs: dict[str, RunSet]) -> list[dict]:
             for k, rs in runs.items()]
 
 
+def _experiment_key(directory: str | Path) -> str:
+    """``PAPER/EXPERIMENT``: an experiment's folder under ``--out`` as the seconds are looked up by, so a
+    reproduction folder moved or copied elsewhere keeps its experiments' seconds."""
+    return "/".join(Path(directory).parts[-2:])
+
+
 def _earlier(out: Path) -> dict:
     """What an earlier reproduction in ``out`` recorded (its command, date, seconds, and the seconds of
     each experiment by directory); {} without a readable ``reproduce.json``, and with one line when it
@@ -146,7 +152,7 @@ def _earlier(out: Path) -> dict:
         return {}
     try:
         doc = json.loads(path.read_text(encoding="utf-8"))
-        exps = {str(e["directory"]): float(e["seconds"]) for p in doc["papers"].values()
+        exps = {_experiment_key(e["directory"]): float(e["seconds"]) for p in doc["papers"].values()
                 for e in p["experiments"]}
         seconds = float(doc["seconds"])
         if not all(math.isfinite(x) and x >= 0 for x in (seconds, *exps.values())):
@@ -210,7 +216,7 @@ def main(argv: list[str] | None = None) -> int:
                       "command with --reuse keeps them and runs the rest", flush=True)
                 return 130
             if rs.reused:  # the seconds the earlier reproduction spent on it
-                rs.seconds = float(earlier.get("experiments", {}).get(str(rs.directory), 0.0))
+                rs.seconds = float(earlier.get("experiments", {}).get(_experiment_key(rs.directory), 0.0))
             runs[e.key] = rs
             progress.done += e.n_runs
             crashed |= bool(rs.problems)

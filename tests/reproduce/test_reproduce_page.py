@@ -368,3 +368,15 @@ def test_each_paper_says_what_this_machine_can_and_cannot_establish():
     page = page_html([rep], command="mpiec reproduce", date="2026-12-01", seconds=1.0, machine=MACHINE,
                      scale="quick")
     assert "<p>What this machine can and cannot establish. Only &lt;this&gt;.</p>" in page
+
+
+def test_reuse_keeps_the_experiments_seconds_in_a_moved_folder(tmp_path):
+    """The earlier run's seconds are found by PAPER/EXPERIMENT, not by the folder's full path: a copy
+    of results/reproduce-full remade elsewhere showed 0.0 minutes for every paper."""
+    doc = {"command": "c", "date": "d", "seconds": 60.0,
+           "machine": {"cores": 2, "cpu": "x", "memory_gb": 1.0, "load_start": 0.0, "python": "3",
+                       "host": "h"},
+           "papers": {"cnr": {"experiments": [{"directory": "results/reproduce-full/cnr/reduction",
+                                               "seconds": 42.0}]}}}
+    (tmp_path / "reproduce.json").write_text(json.dumps(doc))
+    assert _earlier(tmp_path)["experiments"] == {"cnr/reduction": 42.0}
