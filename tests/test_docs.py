@@ -36,7 +36,9 @@ SOURCE_SUFFIXES = {".py", ".md", ".toml", ".sh", ".sbatch", ".txt", ".cfg", ".in
 LINK = re.compile(r"\]\(([^()\s]+)\)")
 CODE_SPAN = re.compile(r"(`+)(.+?)\1", re.S)
 FENCE = re.compile(r"^```.*?^```", re.S | re.M)
-PATH = re.compile(r"(?<![\w./-])((?:mpiec|kernels|jobscripts|examples|scripts|docs|tests|analysis)/[\w./-]*)")
+#: a path, globs and placeholders captured whole (``*``, ``<NAME>``, ``…``) so that they can be left out
+PATH = re.compile(r"(?<![\w./-])((?:mpiec|kernels|jobscripts|examples|scripts|docs|tests|analysis)"
+                  r"/[\w./*<>…-]*)")
 #: a path's kind of target that the check holds to existing (docs/figures/x.png written by a
 #: command is an output, not a reference): by its first folder, the suffixes checked
 CHECKED_SUFFIXES = {
@@ -81,7 +83,7 @@ def repo_paths(text: str) -> set[str]:
     for span in code_spans(text):
         for raw in PATH.findall(span):
             path = raw.split("::", 1)[0].rstrip(".,:;")
-            if any(c in raw for c in "*<>") or "..." in raw or "…" in span:
+            if any(c in raw for c in "*<>…") or "..." in raw:
                 continue
             suffixes = CHECKED_SUFFIXES[path.split("/", 1)[0]]
             if suffixes is not None and Path(path).suffix not in suffixes:
