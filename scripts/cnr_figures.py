@@ -15,12 +15,12 @@ Two experiments, each made of real ``mpiec run`` launches (mpiexec underneath):
    the most bytes a restore ever needed). The fraction of rows modified per interval is the
    mean rows of a ``consecutive`` diff over all embedding rows.
 
-Output: ``docs/cnr-figures.md`` (tables, the commands, the machine) and two PNGs in
-``docs/figures/`` when matplotlib is installed. Takes about 10 minutes on 2 cores with the
+Output: ``docs/notes/cnr-figures.md`` (tables, the commands, the machine) and two PNGs in
+``docs/notes/figures/`` when matplotlib is installed. Takes about 10 minutes on 2 cores with the
 defaults (laptop preset).
 
     python scripts/cnr_figures.py [--preset laptop] [--train-steps 301] [--steps 80]
-                                  [--intervals 2,5,10,20] [--docs docs] [--work DIR]
+                                  [--intervals 2,5,10,20] [--docs docs/notes] [--work DIR]
 """
 
 from __future__ import annotations
@@ -212,7 +212,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument(
         "--intervals", default="2,5,10,20", help="checkpoint intervals (steps) of the reduction runs"
     )
-    ap.add_argument("--docs", default="docs", help="where cnr-figures.md and figures/ go")
+    ap.add_argument("--docs", default="docs/notes", help="where cnr-figures.md and figures/ go")
     ap.add_argument(
         "--work", default="", help="scratch directory for runs and checkpoints (default: a temp dir)"
     )
@@ -239,6 +239,9 @@ def main(argv: list[str] | None = None) -> None:
 def write_markdown(path: Path, a, x, errors, rows, frac, figs, seconds) -> None:
     lines = [
         "# Check-N-Run on mpiec's model: figures",
+        "",
+        "> Dated lab notes: made by `scripts/cnr_figures.py` on the machine stated below; not "
+        "maintained as reference.",
         "",
         "Made by `python scripts/cnr_figures.py "
         + " ".join(
@@ -327,7 +330,7 @@ def write_markdown(path: Path, a, x, errors, rows, frac, figs, seconds) -> None:
         lines += ["", f"![write and capacity reduction]({figs[1]})"]
     lines += [
         "",
-        "Read with [strategies.md](strategies.md) (`cnr`): the paper reports 6-17x write and "
+        "Read with [strategies.md](../strategies.md) (`cnr`): the paper reports 6-17x write and "
         "2.5-8x capacity reduction on production models whose intervals modify a few percent of "
         "the rows; the tables above say where mpiec's small synthetic model stands.",
         "",

@@ -1,6 +1,6 @@
 """CPR's qualitative findings on mpiec's own model (issue 8, item 4), and the bench table of the note.
 
-Three sections of ``docs/cpr-figures.md``, each made of real ``mpiec run`` launches (mpiexec
+Three sections of ``docs/notes/cpr-figures.md``, each made of real ``mpiec run`` launches (mpiexec
 underneath) or read from result files:
 
 1. **Final AUC loss grows with PLS.** ``cpr`` runs under one fixed server-kill plan (by default
@@ -21,7 +21,7 @@ underneath) or read from result files:
 Sections not selected with ``--sections`` are kept from the existing page, and so is section 4
 (the hand-written reading of the figures). Runs are cached in
 ``--work`` (a run whose directory already holds a result file is not run again), so a page can be
-remade without training again. Figures ``docs/figures/cpr-*.png`` when matplotlib is installed.
+remade without training again. Figures ``docs/notes/figures/cpr-*.png`` when matplotlib is installed.
 
     python scripts/cpr_figures.py [--preset laptop] [--steps 400] [--seeds 1,2]
                                   [--targets 0.01,0.03,0.1,0.3,1] [--interval 50]
@@ -482,7 +482,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--sections", default="pls,bytes", help="sections to (re)make: pls, bytes, bench")
     ap.add_argument("--bench", default="", help="directory of one mpiec bench's result files (section 3)")
     ap.add_argument("--bench-command", default="", help="the mpiec bench command line, quoted on the page")
-    ap.add_argument("--docs", default="docs", help="where cpr-figures.md and figures/ go")
+    ap.add_argument("--docs", default="docs/notes", help="where cpr-figures.md and figures/ go")
     ap.add_argument("--work", default="", help="scratch directory for runs (reused: cached runs)")
     a = ap.parse_args(argv)
     sections = [x for x in a.sections.split(",") if x]
@@ -516,9 +516,12 @@ def main(argv: list[str] | None = None) -> None:
     lines = [
         "# CPR on mpiec's model: figures, and the bench line of issue 8",
         "",
+        "> Dated lab notes: made by `scripts/cpr_figures.py`; each section states how and on what; "
+        "not maintained as reference.",
+        "",
         "Partial recovery (`cpr`, `cpr-mfu`, `cpr-ssu`; Maeng et al., MLSys'21) reproduced on mpiec's own "
         "synthetic DLRM, by `python scripts/cpr_figures.py` (each section says how it was made; rerun to "
-        "refresh). Read with [strategies.md](strategies.md) (`cpr`, `cnr`) and "
+        "refresh). Read with [strategies.md](../strategies.md) (`cpr`, `cnr`) and "
         "[cnr-figures.md](cnr-figures.md).",
         "",
     ]

@@ -11,10 +11,10 @@ For each point of the grid (a cross: every exponent at the middle interval, ever
 the middle exponent) the script runs one ``mpiec bench`` (the strategies failure-free and under
 the same mid-run server kill, ``none`` as the baseline, the same seed), reads its result files
 with ``analysis.metrics.compare`` (twin pairing, overhead vs ``none``, lossless from the
-checksums), and writes ``docs/crossover.md``: per point the failure-free overhead, memory
+checksums), and writes ``docs/notes/crossover.md``: per point the failure-free overhead, memory
 overhead, recovery latency, time lost per failure and lost samples of every strategy, the winner
 of each column, and plots of each figure against the fraction updated per interval
-(``docs/figures/crossover-*.png``). The fraction is computed from the data itself (the ids the
+(``docs/notes/figures/crossover-*.png``). The fraction is computed from the data itself (the ids the
 trainers draw in the first interval, distinct per table, over all rows), not from any run.
 
 A point whose bench directory in ``--work`` already holds a ``done`` marker is not run again, so
@@ -22,7 +22,7 @@ the page can be remade without training (``--work`` defaults to ``$TMPDIR/mpiec-
 
     python scripts/crossover.py [--preset laptop] [--steps 300] [--zipf 0.9,1.05,1.2]
         [--intervals 10,40,160] [--strategies ckpt,cpr,cnr,log,ecsnap,ecrm,ecrm:parity_every=32]
-        [--set KEY=VALUE ...] [--work DIR] [--page docs/crossover.md] [--title TEXT] [--figure NAME]
+        [--set KEY=VALUE ...] [--work DIR] [--page docs/notes/crossover.md] [--title TEXT] [--figure NAME]
 """
 
 from __future__ import annotations
@@ -232,7 +232,7 @@ def main(argv: list[str] | None = None) -> None:
         "--set", action="append", default=[], metavar="KEY=VALUE", help="config override for every run"
     )
     p.add_argument("--work", default=str(Path(tempfile.gettempdir()) / "mpiec-crossover"))
-    p.add_argument("--page", default="docs/crossover.md")
+    p.add_argument("--page", default="docs/notes/crossover.md")
     p.add_argument("--title", default="", help="heading of the page's section (default: from the preset)")
     p.add_argument("--figure", default="",
                    help="the figure's file name without .png (default: from the preset and the --set values)")
@@ -314,6 +314,9 @@ def write_section(page: Path, title: str, body: list[str]) -> None:
     hand-written reading included)."""
     head = [
         "# The crossover: which strategy wins where",
+        "",
+        "> Dated lab notes: made by `scripts/crossover.py`; each study states its command, machine and "
+        "duration; not maintained as reference.",
         "",
         "Made by `scripts/crossover.py` (its docstring says how); each `##` section is one study, "
         "remade by the script, except the hand-written reading.",

@@ -21,7 +21,7 @@ A bench directory in ``--work`` holding a ``done`` marker is not run again (rema
 without training); ``--work`` defaults to ``$TMPDIR/mpiec-parity-every``.
 
     python scripts/ecrm_parity_every.py [--preset laptop] [--steps N] [--every 1,2,4,8,16]
-        [--set KEY=VALUE ...] [--work DIR] [--page docs/ecrm-parity-every.md]
+        [--set KEY=VALUE ...] [--work DIR] [--page docs/notes/ecrm-parity-every.md]
 """
 
 from __future__ import annotations
@@ -121,7 +121,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--every", default="1,2,4,8,16", help="values of N, comma-separated; 1 first")
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
     ap.add_argument("--work", type=Path, default=Path(tempfile.gettempdir()) / "mpiec-parity-every")
-    docs = Path(__file__).resolve().parents[1] / "docs"
+    docs = Path(__file__).resolve().parents[1] / "docs" / "notes"
     ap.add_argument("--page", type=Path, default=docs / "ecrm-parity-every.md")
     args = ap.parse_args(argv)
     try:
@@ -141,6 +141,9 @@ def main(argv: list[str] | None = None) -> None:
     load = os.getloadavg()[0]
     lines = [
         "# ecrm: batched parity commits against N",
+        "",
+        "> Dated lab notes: made by `scripts/ecrm_parity_every.py` on the machine stated below; not "
+        "maintained as reference.",
         "",
         f"Made by `python scripts/ecrm_parity_every.py --preset {args.preset}"
         + (f" --steps {args.steps}" if args.steps else "") + "` (its docstring says how): one `mpiec bench` "

@@ -154,8 +154,8 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--ci-target", type=float, default=0.05, metavar="X",
                    help="half-width of the 95 %% interval of ETTR, relative to it, to stop at (0.05)")
     s.add_argument("--paper", choices=sorted(PAPERS),
-                   help="a paper's cluster and workload (paper-regimes.md); prints its headline beside the "
-                   "simulated figure")
+                   help="a paper's cluster and workload (its figures: mpiec/paper_regimes.py); prints its "
+                   "headline beside the simulated figure")
     s.add_argument("--seed", type=int, default=0, help="seed of the failure draws (0)")
     s.add_argument("--no-speed", action="store_true",
                    help="--predict: keep the costs at the calibration's speed instead of the run's")
