@@ -5,7 +5,7 @@ Owns what happens between a detected failure and the next step:
 1. **detect** — ULFM: revoke every communicator, shrink ``world``, agree on the
    last step every surviving trainer and server completed (``agree_min``);
    emulated: the victim leaves ``world`` by a split, the step is known to all;
-2. **plan** — the monitor asks the strategy (``Strategy.plan``), picks spares
+2. **plan** — the monitor asks the strategy's coordinator (``Coordinator.plan``), picks spares
    for the dead slots (lowest spare for the lowest dead slot, spares on nodes
    that lost no process first), decides which planned kills fired, and
    broadcasts the plan with the authoritative slot table; every rank acts on
