@@ -106,6 +106,12 @@ class LayoutConfig:
     ranks_per_node: int = key(0, "emulated nodes of N ranks after the monitor (kill plans' node:N); 0 = none",
                               ge=0)
 
+    @property
+    def n_ranks(self) -> int:
+        """The processes of a run: monitor + trainers + servers + parity ranks + spares (the one place
+        this sum is written)."""
+        return 1 + self.trainers + self.servers + self.parity_ranks + self.spares
+
 
 @dataclass
 class TrainingConfig:
@@ -189,9 +195,8 @@ class Config:
     # -- derived quantities ------------------------------------------------
     @property
     def n_ranks(self) -> int:
-        """monitor + trainers + servers + parity ranks + spares."""
-        lay = self.layout
-        return 1 + lay.trainers + lay.servers + lay.parity_ranks + lay.spares
+        """``layout.n_ranks``: monitor + trainers + servers + parity ranks + spares."""
+        return self.layout.n_ranks
 
     @property
     def global_batch(self) -> int:

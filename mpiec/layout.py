@@ -192,8 +192,7 @@ def spread_order(nodes: list[int], width: int) -> list[int]:
 
 def layout_nodes(layout: Any) -> list[int]:
     """``rank_nodes`` of a ``LayoutConfig`` at start-up (the config's nodes, never the hosts)."""
-    n_ranks = 1 + layout.trainers + layout.servers + layout.parity_ranks + layout.spares
-    return rank_nodes(n_ranks, layout.ranks_per_node)
+    return rank_nodes(layout.n_ranks, layout.ranks_per_node)
 
 
 def holder_nodes(layout: Any, nodes: list[int] | None = None) -> list[int]:

@@ -71,7 +71,6 @@ gets a finding.
 from __future__ import annotations
 
 import functools
-import json
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -80,8 +79,9 @@ from typing import Any
 
 import numpy as np
 
-from mpiec.analysis.metrics import failure_run, number
+from mpiec.analysis.metrics import failure_run, number, recovery_list
 from mpiec.analysis.stats import Estimate, mean_sd, median, paired, ratio_of_means, spearman
+from mpiec.config import LayoutConfig
 from mpiec.paper_regimes import CPR
 
 from .claims import Assumption, Band, Claim, Finding, Measured, Rule, figure, judge, measured, measured_from
@@ -152,7 +152,7 @@ class Plan:
 
     @property
     def n_ranks(self) -> int:
-        return 1 + self.trainers + self.servers + self.spares
+        return LayoutConfig(trainers=self.trainers, servers=self.servers, spares=self.spares).n_ranks
 
     @property
     def cpr_interval(self) -> int:
@@ -326,15 +326,6 @@ PLS_TOLERANCE = (2.0, "CPR's interval rule sets the expected PLS; beyond a facto
 
 
 # -- figures from result files ------------------------------------------------------------------------
-def _recoveries(r: Any) -> list[dict[str, Any]]:
-    raw = r.summary.get("recovery_breakdown")
-    try:
-        recs = json.loads(raw) if isinstance(raw, str) else raw
-    except ValueError:
-        return []
-    return [x for x in recs if isinstance(x, dict)] if isinstance(recs, list) else []
-
-
 RESCHEDULING = ("detection_s", "shrink_agree_s", "plan_s", "replace_s")
 
 
@@ -343,7 +334,7 @@ def overhead(r: Any) -> dict[str, float]:
     ``wall``, ``rescheduling``, ``stall`` (checkpoint stall), ``lost`` (time lost less rescheduling)."""
     s, tl = r.summary, r.timeline
     wall = float(tl["t_end"][-1]) if len(tl) else math.nan
-    resched = sum(number(rec.get(k)) for rec in _recoveries(r) for k in RESCHEDULING
+    resched = sum(number(rec.get(k)) for rec in recovery_list(r) for k in RESCHEDULING
                   if math.isfinite(number(rec.get(k))))
     stall = number(s.get("checkpoint_critical_s"))
     stall = stall if math.isfinite(stall) else 0.0
