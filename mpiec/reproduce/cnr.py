@@ -776,7 +776,7 @@ def _timing_extra(runs: list[Any]) -> dict[str, float]:
         if not len(tl) or not s.get("checkpoints"):
             continue
         interval_s = INTERVAL * float(np.median(tl["dt"]))
-        taken = (len(tl) - 1) // INTERVAL  # after steps INTERVAL-1, 2*INTERVAL-1, ... (the last step: none)
+        taken = snapshots_taken(r)
         iv.append(interval_s)
         stall.append(100 * float(s.get("checkpoint_critical_s", math.nan)) / (s["checkpoints"] * interval_s))
         bg.append(float(s.get("checkpoint_write_s", math.nan)) / (s["checkpoints"] * interval_s))
@@ -784,6 +784,15 @@ def _timing_extra(runs: list[Any]) -> dict[str, float]:
         frac.append(rows_modified_per_interval(r))
     return {"interval_s": _median(iv), "stall_pct": _median(stall), "background_per_interval": _median(bg),
             "committed_share": _median(committed), "rows_modified_per_interval": _median(frac)}
+
+
+def snapshots_taken(r: Any) -> int:
+    """How many snapshots a run took: after steps INTERVAL-1, 2*INTERVAL-1, ... (the last step: none)."""
+    return (len(r.timeline) - 1) // INTERVAL
+
+
+def _last_snapshot_step(taken: int) -> int:
+    return taken * INTERVAL - 1
 
 
 def committed_share(r: Any, taken: int) -> float:
@@ -795,7 +804,7 @@ def committed_share(r: Any, taken: int) -> float:
     fewer than two snapshots were taken."""
     if taken < 2:
         return math.nan
-    last = taken * INTERVAL - 1  # the step of the last snapshot taken
+    last = _last_snapshot_step(taken)
     steps = r.checkpoints["step"] if len(r.checkpoints) else np.zeros(0, dtype=np.int64)
     return float(np.count_nonzero(np.asarray(steps) < last)) / (taken - 1)
 
@@ -806,12 +815,11 @@ def write_reduction(r: Any) -> float:
     checkpoint, so whether the last snapshot's background write ended before training did (timing:
     14.7x or 16x for one seed at quick scale) moved it; without that snapshot the figure is a
     function of the seed and the layout. NaN without a checkpoint in that set."""
-    tl, full = r.timeline, r.summary.get("full_checkpoint_bytes")
-    taken = (len(tl) - 1) // INTERVAL
+    full, taken = r.summary.get("full_checkpoint_bytes"), snapshots_taken(r)
     if not finite(full) or taken < 2 or not len(r.checkpoints):
         return math.nan
     steps, written = np.asarray(r.checkpoints["step"]), np.asarray(r.checkpoints["bytes"], dtype=np.float64)
-    before = steps < taken * INTERVAL - 1
+    before = steps < _last_snapshot_step(taken)
     total = float(written[before].sum())
     return float(full) * int(before.sum()) / total if total else math.nan
 
