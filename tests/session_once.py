@@ -53,11 +53,13 @@ def once(root: Path, key: Any, make: Callable[[], T]) -> T:
         return value
 
 
-def made(root: Path) -> Iterator[tuple[Any, Any]]:
-    """(key, value) of every value made so far in this session, by any worker."""
+def made(root: Path, want: Callable[[Any], bool]) -> Iterator[tuple[Any, Any]]:
+    """(key, value) of every value made so far in this session, by any worker, whose key ``want``
+    accepts (only those are unpickled)."""
     for k in sorted(root.glob("*.key")):
-        done = k.with_suffix(".pickle")
         try:
-            yield json.loads(k.read_text()), pickle.loads(done.read_bytes())
+            key = json.loads(k.read_text())
+            if want(key):
+                yield key, pickle.loads(k.with_suffix(".pickle").read_bytes())
         except (OSError, ValueError, pickle.UnpicklingError):
             continue

@@ -54,8 +54,8 @@ def failure_free_run(tmp_path_factory) -> Callable[..., Run]:
 
     def get(*args: str, layout_free: bool = False) -> Run:
         if layout_free:
-            same = [run for key, run in made(root) if key[0] == "failure-free"
-                    and _key(tuple(key[1])) == _key(args)]
+            same = [run for _, run in made(root, lambda key: key[0] == "failure-free"
+                                            and _key(tuple(key[1])) == _key(args))]
             if same:
                 return same[0]
         return once(root, ["failure-free", list(args)], lambda: launch(args))
