@@ -102,7 +102,7 @@ class EcrmParams:
         "sync: all of it inside the recovery")
     rebuild_rows: int | Literal["auto"] = param(
         "auto", "rows decoded per background round, one round a step (auto: rounds of 32768 rows, "
-                "spaced by rebuild_budget)", ge=1)
+                "spaced by rebuild_budget, at most 4 steps apart)", ge=1)
     rebuild_budget: float = param(0.1, "auto rebuild_rows: CPU of a round, every member's summed, per step "
                                   "until the next one, as a share of the step time", gt=0, le=10)
     fallback: Literal["none", "ckpt"] = param(
