@@ -30,7 +30,8 @@ from mpi4py import MPI
 
 from mpiec.data.rng import init_embedding_rows
 from mpiec.kernels.codes import SumCode
-from mpiec.kernels.rebuild import take_rows
+from mpiec.kernels.gf256 import gf_mat_inv, gf_matmul
+from mpiec.kernels.rebuild import combine_into, pending_rows, take_rows
 from mpiec.layout import RowPlacement, table_offsets
 from mpiec.strategies.ecrm.holders import HolderComm
 from mpiec.strategies.ecrm.parity import ParityStore
@@ -442,8 +443,11 @@ def encode_initial(store: ParityStore, pl: RowPlacement, code: Code, cfg: Config
 
 
 def warm_up(code: Code, row_bytes: int) -> None:
-    """A spare loads the code's kernels now (numba cache): a promoted spare then decodes at once
-    instead of spending its first rebuild round on loading them."""
+    """Every member of ``servers`` and every spare loads the kernels of the code and of a rebuild
+    now (numba cache), before the clock: a promoted spare then decodes at once, and a survivor
+    answers its first fetch at once. A fresh clone compiled the rebuild's kernels inside its first
+    recovery instead: a round of seconds, the rounds after it paced hundreds of steps apart, 24 s of
+    time lost against 1 s (issue 40)."""
     k, w = code.k, row_bytes
     data = [np.full((4, w), j + 1, dtype=np.uint8) for j in range(k)]
     parity = code.encode(data)
@@ -451,6 +455,15 @@ def warm_up(code: Code, row_bytes: int) -> None:
     code.update(parity[0], 0, rows, code.delta(data[0][:2], data[0][:2]), parity_index=0)
     code.decode([None, *data[1:]], parity, [0])
     code.decode([None, *data[1:]], parity, [0], rows=rows)
+    table = np.zeros((4, w), dtype=np.uint8)
+    out = np.empty((2, w), dtype=np.uint8)
+    take_rows(table, table, np.array([0, -1], dtype=np.int64), out)  # a holder answering a fetch
+    done = np.zeros(4, dtype=np.bool_)
+    pending_rows(np.array([1, 1, 2], dtype=np.int64), done, np.zeros(4, dtype=np.bool_))  # a pull's rows
+    src, offs, slots = np.ones((4, w), dtype=np.uint8), np.array([0, 2], dtype=np.int64), rows + 1
+    combine_into(np.ones(2, dtype=np.uint8), src, offs, table, slots, done)  # xor: copies and xors
+    combine_into(np.array([2, 3], dtype=np.uint8), src, offs, table, slots, None)  # GF multiplies
+    gf_matmul(np.ones((1, 2), dtype=np.uint8), gf_mat_inv(np.eye(2, dtype=np.uint8)))  # Rebuilder.coef
 
 
 __all__ = ["Member", "Source", "encode_initial", "seed_rows", "warm_up"]

@@ -297,6 +297,7 @@ class ErasureCoded(Strategy):
     def member(self, env: RankEnv, rank: int, source: Source | None) -> Member:
         """The member of ``servers`` rank ``rank``: a holder of the parity slots placed there (its
         parity encoded from the seed, unless a recovery rebuilds it), with ``source`` on a server."""
+        warm_up(self.code, self.row_bytes)
         store = None
         stripes, members = parity_stripes(env.placement, rank)
         if stripes.size:
