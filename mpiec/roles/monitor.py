@@ -319,7 +319,7 @@ class Monitor:
             else math.nan,
             "recovery_breakdown": json.dumps(breakdown),
         }
-        if stalls:  # the MPIEC_STALL test hook fired: what each stall cost (mpiec.failures.stall)
+        if stalls:  # the MPIEC_STALL test hook fired: what each stall cost (mpiec.stall)
             summary["stalls"] = json.dumps(stalls)
             summary["injected_stall_s"] = float(sum(x["stall_s"] for x in stalls))
         diverged = [t["role"]["diverged_at"] for t in trainers if t["role"].get("diverged_at") is not None]
