@@ -47,8 +47,8 @@ from typing import Any
 
 import numpy as np
 
-from mpiec.accounting import expected_s, final_samples, reference, step_intervals, summary_efficiency
 from mpiec.results import RunResult, decode
+from mpiec.results.accounting import expected_s, final_samples, reference, step_intervals, summary_efficiency
 
 __all__ = [
     "KILL_KINDS",

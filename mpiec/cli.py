@@ -15,7 +15,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from mpiec import __version__
-from mpiec.bench import cmd_bench
 from mpiec.cli_args import (
     BENCH_DESCRIPTION,
     BENCH_HELP,
@@ -26,10 +25,11 @@ from mpiec.cli_args import (
 )
 from mpiec.config import Config
 from mpiec.errors import MpiecError
-from mpiec.resolve import load_config
+from mpiec.launch.bench import cmd_bench
+from mpiec.launch.resolve import load_config
 
 if TYPE_CHECKING:
-    from mpiec.strategies.base import Strategy
+    from mpiec.strategies.api.base import Strategy
 
 EPILOG_RUN = """kill plans (repeat --kill, or separate plans with ';'):
   server:2@step=300        the rank holding server slot 2 dies at the start of step 300
@@ -68,7 +68,7 @@ def resume_config(args: argparse.Namespace) -> tuple[Config, str]:
     """``run --resume DIR``: the checkpoint's own config, under the command line's overrides
     (``--config FILE``, the shortcuts, ``--set``; ``launcher.check_resume`` then refuses what the
     checkpoint cannot continue into)."""
-    from mpiec.checkpoint import CheckpointStore, resolve_checkpoint
+    from mpiec.storage.checkpoint import CheckpointStore, resolve_checkpoint
 
     root, step = resolve_checkpoint(args.resume)
     store = CheckpointStore(root)
@@ -98,7 +98,7 @@ def resume_config(args: argparse.Namespace) -> tuple[Config, str]:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from mpiec.launcher import launch
+    from mpiec.launch.launcher import launch
 
     cfg, resume = resume_config(args) if args.resume else (config_from(args), "")
     out = Path(args.out or cfg.output.dir)
@@ -112,7 +112,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 def cmd_config(args: argparse.Namespace) -> int:
     if args.explain is not None:
-        from mpiec.resolve import explain
+        from mpiec.launch.resolve import explain
 
         print("\n".join(explain(args.explain)))
         return 0
@@ -143,7 +143,7 @@ def key_lines(cls: type[Strategy]) -> list[str]:
     import dataclasses
 
     from mpiec.schema import default_text
-    from mpiec.strategies.params import keys
+    from mpiec.strategies.api.params import keys
 
     typed = keys(cls.Params) if dataclasses.is_dataclass(cls.Params) else []
     rows = [(k.name, f"{k.type} = {default_text(k.default)}" + (f" ({k.rule})" if k.rule else ""),
@@ -239,7 +239,7 @@ def build_parser() -> argparse.ArgumentParser:
                             add_help=False)
     report.set_defaults(func=None)  # main() hands its arguments to mpiec.analysis.report
     kernels = sub.add_parser("kernels", help="micro-benchmark the numba kernels", add_help=False)
-    kernels.set_defaults(func=None)  # main() hands its arguments to mpiec.kernels_cli
+    kernels.set_defaults(func=None)  # main() hands its arguments to mpiec.benchmarks.kernels_cli
     simulate = sub.add_parser("simulate", help="model a job at cluster scale, calibrated by measured runs",
                               add_help=False)
     simulate.set_defaults(func=None)  # main() hands its arguments to mpiec.simulate.cli
@@ -272,7 +272,7 @@ def main(argv: list[str] | None = None) -> int:
 
             return report_main(argv[1:])
         if argv and argv[0] == "kernels":
-            from mpiec.kernels_cli import main as kernels_main
+            from mpiec.benchmarks.kernels_cli import main as kernels_main
 
             return kernels_main(argv[1:])
         if argv and argv[0] == "reproduce":

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import argparse
 
-from mpiec.bench import add_bench_args
 from mpiec.config import DEFAULT_PRESET, PRESETS
+from mpiec.launch.bench import add_bench_args
 
 __all__ = ["BENCH_DESCRIPTION", "BENCH_HELP", "EPILOG_BENCH", "add_bench_command_args", "add_config_args",
            "bench_parser", "positive"]

@@ -14,7 +14,7 @@ Invariants:
   strategy number at most ``MAX_PARAM`` (what each strategy then derives stays in 64 bits),
   ``output.name`` a plain file name;
 * this module knows no strategy: the checks across sections (the strategy's keys and layout, kill
-  plans, every rank's memory against ``memory_estimate``) are ``mpiec.resolve``'s, the step above;
+  plans, every rank's memory against ``memory_estimate``) are ``mpiec.launch.resolve``'s, the step above;
 * the resolved config round-trips through JSON (``to_json``/``from_json``), which
   is how the launcher hands it to every rank and how result files record it.
 """
@@ -39,7 +39,7 @@ from mpiec.inputs import file_problem, read_input
 from mpiec.inputs import one_line as _clean
 from mpiec.limits import MAX_PARAM, MAX_RANKS, MAX_SECONDS, MAX_STEPS
 from mpiec.schema import Key, check, coerce, fields_of, key, keys
-from mpiec.storage import MAX_LATENCY_MS, MAX_MB_S, PROFILES, UNSET
+from mpiec.storage.model import MAX_LATENCY_MS, MAX_MB_S, PROFILES, UNSET
 
 PRESETS = ("tiny", "laptop", "criteo-kaggle", "mlperf-dlrmv2")
 DEFAULT_PRESET = "laptop"
@@ -157,7 +157,7 @@ class FailuresConfig:
 
 @dataclass
 class StorageConfig:
-    """Checkpoint storage (``mpiec.storage``): a named profile, each figure overridable.
+    """Checkpoint storage (``mpiec.storage.model``): a named profile, each figure overridable.
     A number left at -1 takes the profile's; 0 means no cap (the real disk's speed)."""
 
     profile: str = key("local", "named storage profile (docs/checkpoints.md 'Storage model')",
@@ -350,7 +350,7 @@ def load_layers(
     base: dict[str, Any] | None = None,
 ) -> Config:
     """A config from its layers, each key checked against its declaration and the rules across the
-    config's own keys (``validate``; raises ``ConfigError``). ``mpiec.resolve.load_config`` adds the
+    config's own keys (``validate``; raises ``ConfigError``). ``mpiec.launch.resolve.load_config`` adds the
     checks across sections (strategy, kill plans, memory): callers that run something use that.
 
     ``base``: a resolved config (a checkpoint's, for ``--resume``) that takes the preset's place
@@ -431,7 +431,7 @@ def _need(cond: bool, message: str) -> None:
 def validate(cfg: Config) -> None:
     """Check every key against its declaration (type limits, range, choices: ``check_keys``) and the
     rules across keys of the config's own sections; raise ``ConfigError`` on the first problem.
-    What needs the strategy, the kill plans or this machine is ``mpiec.resolve``'s."""
+    What needs the strategy, the kill plans or this machine is ``mpiec.launch.resolve``'s."""
     d, lay, f = cfg.data, cfg.layout, cfg.failures
     _check_numbers(cfg, "")
     check_keys(cfg)

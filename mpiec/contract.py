@@ -39,8 +39,8 @@ from mpiec.errors import ConfigError
 from mpiec.results import RunResult, decode, read_result
 from mpiec.roles import digests
 from mpiec.strategies import STRATEGIES
-from mpiec.strategies.base import Strategy
-from mpiec.strategies.base import check_declarations as check_class_declarations
+from mpiec.strategies.api.base import Strategy
+from mpiec.strategies.api.base import check_declarations as check_class_declarations
 from mpiec.tags import AUDIT_ENV
 
 STEPS = 30

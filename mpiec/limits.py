@@ -1,7 +1,7 @@
 """The numeric limits of every input: configs, kill plans, strategy parameters.
 
 One module of constants, importing nothing of the package, so that every module that checks an
-input (``mpiec.config``, ``mpiec.faults``, the strategies) can import them without importing
+input (``mpiec.config``, ``mpiec.failures.faults``, the strategies) can import them without importing
 each other. Why each limit is what it is:
 
 * ``MAX_RANKS`` (4096): every rank of a run, the monitor, trainers, servers, parity ranks and

@@ -39,13 +39,13 @@ def main(argv: list[str] | None = None) -> int:
                         help="start from the newest complete checkpoint in DIR (a checkpointing strategy)")
     args = parser.parse_args(argv)
     load_numba_without_blas()
-    from mpiec import stacks
+    from mpiec.launch import stacks
 
     stacks.arm_from_env(args.spawned)  # under ``mpiec run``: where it was, should the run hit its limit
 
     from mpiec.config import Config
     from mpiec.errors import MpiecError
-    from mpiec.resolve import load_config
+    from mpiec.launch.resolve import load_config
 
     try:
         text = Path(args.config).read_text()
@@ -68,8 +68,8 @@ def main(argv: list[str] | None = None) -> int:
         ulfm_available,
         wait,
     )
-    from mpiec.faults import die_now
-    from mpiec.launcher import result_name
+    from mpiec.failures.faults import die_now
+    from mpiec.launch.launcher import result_name
     from mpiec.layout import MONITOR, initial_slots
     from mpiec.roles.context import RankContext
     from mpiec.roles.recovery import start_from_checkpoint
@@ -150,7 +150,7 @@ def spawned_main(cfg: Config, args: argparse.Namespace) -> int:
     """A process spawned to replace a dead rank: join the run, train, end like the others."""
     from mpiec.comm import PeerFailure, configure_waiting
     from mpiec.errors import MpiecError
-    from mpiec.faults import die_now
+    from mpiec.failures.faults import die_now
     from mpiec.roles.runner import join_run, run_rank
 
     configure_waiting(True, cfg.layout.wait)  # spawned onto a busy node: never spin
@@ -190,7 +190,7 @@ def note_crash(ctx: RankContext, exc: BaseException) -> None:
     so the run is reported as crashed, not as a failure it could not survive."""
     if is_consequence(exc):
         return
-    from mpiec.crashes import write_crash_note
+    from mpiec.failures.crashes import write_crash_note
 
     try:  # the slot of a rank whose communicator a failure revoked may not be known
         # the step only once training started (run_rank set cpu_t0), for a rank that trains steps

@@ -37,8 +37,8 @@ from pathlib import Path
 import numpy as np
 from mpiec.kernels.quantize import METHODS, dequantize, quantize, row_l2_error
 
-from mpiec.checkpoint import CheckpointStore
 from mpiec.results import RunResult, read_result
+from mpiec.storage.checkpoint import CheckpointStore
 
 BITS = (2, 3, 4, 8)
 MODES = ("one-shot", "consecutive", "intermittent")
@@ -226,7 +226,7 @@ def main(argv: list[str] | None = None) -> None:
     errors = quant_errors(x)
     print("2. write and capacity reduction against the rows modified per interval", flush=True)
     rows = reductions(a.preset, a.steps, intervals, work)
-    from mpiec.resolve import load_config
+    from mpiec.launch.resolve import load_config
 
     total = int(sum(load_config(preset=a.preset).data.cardinalities))
     frac = fraction_per_interval(rows, total)

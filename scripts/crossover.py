@@ -40,7 +40,7 @@ from mpiec.analysis.read import load_results
 
 from mpiec.config import Config
 from mpiec.data.factory import make_source
-from mpiec.resolve import load_config
+from mpiec.launch.resolve import load_config
 
 #: strategies whose checkpoint/snapshot interval the grid sets (``strategy.interval``, steps)
 INTERVAL_STRATEGIES = ("ckpt", "cpr", "cpr-mfu", "cpr-ssu", "cnr", "log", "ecsnap")

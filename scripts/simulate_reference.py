@@ -2,7 +2,7 @@
 
     python scripts/simulate_reference.py OUTDIR [--only NAME,...] [--fit-only] [--freeze]
 
-Runs, one after the other (``mpiec.launcher.launch``), then fits the costs and prints them as JSON
+Runs, one after the other (``mpiec.launch.launcher.launch``), then fits the costs and prints them as JSON
 (also written to ``OUTDIR/costs.json``; ``--fit-only``: fit the plan's files already in OUTDIR,
 run nothing); ``--freeze`` writes them, sources as file names, to
 ``mpiec/simulate/reference.json``, the reference calibration ``mpiec simulate`` ships:
@@ -63,8 +63,8 @@ PLAN = (
 
 
 def run_plan(out: Path, only: set[str] | None = None, timeout: float = 600.0) -> list[Path]:
-    from mpiec.launcher import launch
-    from mpiec.resolve import load_config
+    from mpiec.launch.launcher import launch
+    from mpiec.launch.resolve import load_config
 
     files = []
     for p in PLAN:

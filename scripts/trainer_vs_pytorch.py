@@ -330,8 +330,8 @@ def mlp_flops(shape, bsz: int) -> tuple[float, float]:
 
 def mlp_part(preset: str, rounds: int) -> dict:
     """GFLOP/s of the MLP part of ``forward_backward`` on ``preset``'s MLP sizes and batch."""
+    from mpiec.launch.resolve import load_config
     from mpiec.model.dlrm import forward_backward, init_params
-    from mpiec.resolve import load_config
     from mpiec.roles.trainer import model_shape
 
     try:
@@ -419,7 +419,7 @@ def main() -> int:
         return 0
 
     from mpiec.data.factory import make_source
-    from mpiec.resolve import load_config
+    from mpiec.launch.resolve import load_config
 
     cfg = load_config(preset=args.preset, sets=args.set, memory=False)
     T, B = cfg.layout.trainers, cfg.training.batch_size

@@ -28,9 +28,9 @@ import numpy as np  # noqa: E402
 from mpiec.config import PRESETS  # noqa: E402
 from mpiec.data.rng import init_embedding_rows  # noqa: E402
 from mpiec.data.synthetic import SyntheticCriteo, TeacherParams  # noqa: E402
+from mpiec.launch.resolve import load_config
 from mpiec.model.dlrm import DLRMShape, forward_backward, init_params, predict  # noqa: E402
 from mpiec.model.metrics import auc, logloss  # noqa: E402
-from mpiec.resolve import load_config
 
 EPS = 1e-8
 

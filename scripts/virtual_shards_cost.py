@@ -18,8 +18,8 @@ from mpiec.kernels.embedding import unique_inverse
 
 from mpiec.data.factory import make_source
 from mpiec.data.source import bag_bounds
+from mpiec.launch.resolve import load_config
 from mpiec.model.dlrm import forward_backward, init_params, pool_bags, pool_bags_backward
-from mpiec.resolve import load_config
 from mpiec.roles.shards import merge_arrays, tree_sum
 from mpiec.roles.trainer import model_shape
 

@@ -11,8 +11,8 @@ from typing import Literal
 import pytest
 
 from mpiec.cli import build_parser
-from mpiec.strategies.base import Strategy
-from mpiec.strategies.params import param
+from mpiec.strategies.api.base import Strategy
+from mpiec.strategies.api.params import param
 
 
 def mpiec(*args: str) -> subprocess.CompletedProcess:
@@ -177,7 +177,7 @@ def test_cluster_preset_resolves_here_and_is_refused_only_at_run_time(tmp_path):
     ranks = mpiec("config", "--preset", "mlperf-dlrmv2", "--ranks")
     assert ranks.returncode == 0 and ranks.stdout.strip() == "17"
     from mpiec.config import mem_total, memory_estimate
-    from mpiec.resolve import load_config
+    from mpiec.launch.resolve import load_config
 
     need = sum(b for _, b in memory_estimate(load_config("mlperf-dlrmv2", memory=False))["server"])
     if (mem_total() or 0) < need:
@@ -189,8 +189,8 @@ def test_cluster_preset_resolves_here_and_is_refused_only_at_run_time(tmp_path):
 def test_resume_from_an_older_checkpoint_is_refused_with_the_way_out(tmp_path):
     import numpy as np
 
-    from mpiec.checkpoint import CheckpointStore
-    from mpiec.resolve import load_config
+    from mpiec.launch.resolve import load_config
+    from mpiec.storage.checkpoint import CheckpointStore
 
     store = CheckpointStore(tmp_path / "ck")
     meta = {"config": load_config(preset="tiny", sets=["strategy.name='ckpt'"]).to_dict()}
@@ -206,8 +206,8 @@ def test_resume_from_an_older_checkpoint_is_refused_with_the_way_out(tmp_path):
 def _tiny_checkpoint(tmp_path, step: int = 29):
     import numpy as np
 
-    from mpiec.checkpoint import CheckpointStore
-    from mpiec.resolve import load_config
+    from mpiec.launch.resolve import load_config
+    from mpiec.storage.checkpoint import CheckpointStore
 
     store = CheckpointStore(tmp_path / "run.ckpt")
     cfg = load_config(preset="tiny", strategy="ckpt")

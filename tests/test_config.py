@@ -6,7 +6,7 @@ import pytest
 
 from mpiec.config import PRESETS, Config, check_memory, local_ranks, set_to_dict
 from mpiec.errors import ConfigError, KillPlanError
-from mpiec.resolve import load_config
+from mpiec.launch.resolve import load_config
 
 CLUSTER_PRESETS = ("mlperf-dlrmv2",)  # resolve anywhere, run only where the memory is
 

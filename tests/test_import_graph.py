@@ -1,4 +1,15 @@
-"""The package's import graph has no circles, and analysis/simulation never import a role.
+"""The package's import graph: no circles, and every arrow runs down the layers (issue 39).
+
+Layers, bottom up: the **foundations** (the root's ``errors``, ``limits``, ``schema``, ``inputs``,
+``layout``, ``tags``, ``config``, ``comm``; the wings ``failures/``, ``storage/``, ``results/``;
+``kernels/``, ``data/``, ``model/``), the **strategies** (their API in ``strategies/api/`` below the
+strategies themselves), **launch/**, the **roles**, and on top the entry points (``cli``,
+``cli_args``, ``worker``, ``contract``), the developer **benchmarks/** and the studies. The rules:
+a foundation imports only foundations (no arrow up into strategies, launch or roles); the API
+imports no strategy; a strategy imports only foundations and strategies; launch imports no role,
+entry point or benchmark; a benchmark reaches a strategy only through its public surface (the
+registry, ``strategies.api``, the names a strategy's package exports); the root holds only entry
+points and foundations; analysis and simulation never import a role.
 
 Static (``ast``, nothing is imported): every module of the package (pyproject's package-dir:
 ``mpiec/``, ``kernels/`` as ``mpiec.kernels``, ``analysis/`` as ``mpiec.analysis``), every
@@ -18,6 +29,32 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = "mpiec"
+
+#: the root's entry points: the commands, the rank's module (``python -m mpiec.worker``), the contract
+ENTRY_POINTS = {"mpiec.__main__", "mpiec.cli", "mpiec.cli_args", "mpiec.worker", "mpiec.contract"}
+#: the root's foundation modules (``mpiec`` itself: the version)
+ROOT_FOUNDATIONS = {"mpiec", "mpiec.errors", "mpiec.limits", "mpiec.schema", "mpiec.inputs", "mpiec.layout",
+                    "mpiec.tags", "mpiec.config", "mpiec.comm"}
+#: the wings every layer above may build on
+FOUNDATION_WINGS = ("mpiec.failures", "mpiec.storage", "mpiec.results", "mpiec.kernels", "mpiec.data",
+                    "mpiec.model")
+#: root modules that belong to a study and move with the studies' one registry of papers (issue 39 item 4)
+ROOT_STUDIES = {"mpiec.paper_regimes"}
+
+
+def within(module: str, *packages: str) -> bool:
+    """``module`` is one of ``packages`` or inside one of them."""
+    return any(module == p or module.startswith(p + ".") for p in packages)
+
+
+def is_foundation(module: str) -> bool:
+    return module in ROOT_FOUNDATIONS or within(module, *FOUNDATION_WINGS)
+
+
+def arrows(graph: dict[str, set[str]], source, bad) -> dict[str, list[str]]:
+    """Module -> its imports ``bad(target)`` says it may not have, for every module ``source(module)``."""
+    out = {m: sorted(t for t in targets if bad(t)) for m, targets in graph.items() if source(m)}
+    return {m: targets for m, targets in out.items() if targets}
 
 
 def _module_files() -> dict[str, tuple[Path, bool]]:
@@ -147,8 +184,9 @@ def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
 
 def test_graph_sees_the_package():
     graph = import_graph()
-    assert {"mpiec.cli", "mpiec.kernels.gf256", "mpiec.analysis.metrics", "mpiec.accounting"} <= set(graph)
-    assert "mpiec.accounting" in graph["mpiec.analysis.metrics"]
+    assert {"mpiec.cli", "mpiec.kernels.gf256", "mpiec.analysis.metrics",
+            "mpiec.results.accounting"} <= set(graph)
+    assert "mpiec.results.accounting" in graph["mpiec.analysis.metrics"]
 
 
 def test_cycles_finder():
@@ -181,3 +219,52 @@ def test_kernels_import_only_kernels():
            for module, targets in graph.items() if kernel(module)}
     bad = {module: targets for module, targets in bad.items() if targets}
     assert not bad, f"kernel modules importing runtime modules: {bad}"
+
+
+def test_the_root_holds_entry_points_and_foundations():
+    """A new module at the root is either one of these or belongs in a wing."""
+    root = {m for m, (_, is_pkg) in _module_files().items() if m.count(".") == 1 and not is_pkg}
+    loose = sorted(root - ENTRY_POINTS - ROOT_FOUNDATIONS - ROOT_STUDIES)
+    assert not loose, f"modules at the mpiec/ root that are neither entry point nor foundation: {loose}"
+
+
+def test_foundations_import_only_foundations():
+    """No arrow from a foundation up into strategies, launch, roles, benchmarks or a study."""
+    bad = arrows(import_graph(), is_foundation, lambda t: not is_foundation(t))
+    assert not bad, f"foundation modules importing from above: {bad}"
+
+
+def test_the_strategy_api_imports_no_strategy():
+    bad = arrows(import_graph(), lambda m: within(m, "mpiec.strategies.api"),
+                 lambda t: within(t, "mpiec.strategies") and not within(t, "mpiec.strategies.api"))
+    assert not bad, f"strategy API modules importing a strategy (or the registry): {bad}"
+
+
+def test_strategies_rest_on_foundations_only():
+    """A strategy sees its rank through ``strategies.api.env``: never launch, a role or an entry point."""
+    bad = arrows(import_graph(), lambda m: within(m, "mpiec.strategies"),
+                 lambda t: not (is_foundation(t) or within(t, "mpiec.strategies")))
+    assert not bad, f"strategy modules importing above the foundations: {bad}"
+
+
+def test_launch_imports_no_role_entry_point_or_benchmark():
+    bad = arrows(import_graph(), lambda m: within(m, "mpiec.launch"),
+                 lambda t: within(t, "mpiec.roles", "mpiec.benchmarks") or t in ENTRY_POINTS)
+    assert not bad, f"launch modules importing a role, an entry point or a benchmark: {bad}"
+
+
+def public_strategy_path(target: str) -> bool:
+    """The registry, the API, or a strategy's top (its module, or its package's exported names)."""
+    return target == "mpiec.strategies" or within(target, "mpiec.strategies.api") or target.count(".") == 2
+
+
+def test_public_strategy_path():
+    assert public_strategy_path("mpiec.strategies.ecrm") and public_strategy_path("mpiec.strategies.cnr")
+    assert public_strategy_path("mpiec.strategies.api.base")
+    assert not public_strategy_path("mpiec.strategies.ecrm.pipeline")
+
+
+def test_benchmarks_reach_strategies_through_their_public_surface():
+    bad = arrows(import_graph(), lambda m: within(m, "mpiec.benchmarks"),
+                 lambda t: within(t, "mpiec.strategies") and not public_strategy_path(t))
+    assert not bad, f"benchmarks importing a strategy's inner modules: {bad}"

@@ -8,11 +8,11 @@ import pytest
 
 from mpiec.config import ConfigError, read_toml
 from mpiec.errors import DataError, MpiecError
+from mpiec.failures.traces import load_trace
 from mpiec.inputs import file_problem, read_input
-from mpiec.launcher import read_hostfile
+from mpiec.launch.launcher import read_hostfile
 from mpiec.limits import MAX_INPUT_BYTES
 from mpiec.simulate.costs import load_costs
-from mpiec.traces import load_trace
 
 # every reader of an input file, with the error class it raises and how it names the input
 READERS = [

@@ -8,7 +8,7 @@ import pytest
 from mpiec import schema
 from mpiec.config import Config, core_keys, load_layers
 from mpiec.errors import ConfigError
-from mpiec.resolve import explain, load_config, resolve
+from mpiec.launch.resolve import explain, load_config, resolve
 from mpiec.schema import key
 
 

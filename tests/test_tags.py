@@ -5,7 +5,7 @@ import pytest
 from mpi4py import MPI
 
 from mpiec.comm import Comms
-from mpiec.strategies.env import RankEnv
+from mpiec.strategies.api.env import RankEnv
 from mpiec.tags import AUDIT_ENV, RUNTIME_TAGS, STRATEGY_TAGS, TagError, TagRange, audited
 
 

@@ -29,8 +29,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from mpiec.bench import Bench, clock
 from mpiec.errors import MpiecError
+from mpiec.launch.bench import Bench, clock
 
 from . import PAPERS, paper
 from .claims import Finding

@@ -195,7 +195,7 @@ def kill_plan(n: int, steps: int, shift: int = 0) -> tuple[str, ...]:
 
 @lru_cache(maxsize=1)
 def cardinalities() -> tuple[int, ...]:
-    from mpiec.resolve import load_config
+    from mpiec.launch.resolve import load_config
 
     return tuple(int(c) * TABLE_SCALE for c in load_config(preset="tiny", memory=False).data.cardinalities)
 
@@ -210,7 +210,7 @@ def sets() -> tuple[str, ...]:
 
 def config(steps: int) -> Any:
     """The resolved config of this paper's runs (``cnr``, the paper's variant)."""
-    from mpiec.resolve import load_config
+    from mpiec.launch.resolve import load_config
 
     own = ["strategy.diff='intermittent'", "strategy.quantization='adaptive'",
            f"strategy.interval={INTERVAL}"]
@@ -344,7 +344,7 @@ def order_share(errors: dict[tuple[str, int], float], bits: Sequence[int] = ORDE
 def trained_rows(r: Any, limit: int = MAX_TRAINED_ROWS) -> np.ndarray | None:
     """The embedding weights training updated (row-wise Adagrad accumulator > 0, else any non-zero row)
     in the newest complete checkpoint of a ``ckpt`` run (fp32); None where there is none."""
-    from mpiec.checkpoint import CheckpointError, CheckpointStore
+    from mpiec.storage.checkpoint import CheckpointError, CheckpointStore
 
     dim = int((r.config.get("model") or {}).get("dim", 0))
     roots = [Path(str(r.summary.get("checkpoint_dir") or "")), r.path.with_suffix(".ckpt")]
@@ -405,8 +405,8 @@ class CheckNRunPaper:
     # -- regime --------------------------------------------------------------------------------
     def regime(self, scale: Scale) -> Regime:
         from mpiec.kernels.quantize import packed_row_bytes
+        from mpiec.launch.resolve import storage_model
         from mpiec.model.dlrm import DLRMShape, n_params
-        from mpiec.resolve import storage_model
 
         st = setup(scale)
         cfg = config(st.steps)

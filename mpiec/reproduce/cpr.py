@@ -177,7 +177,7 @@ def plan_of(scale: Scale) -> Plan:
 # -- the model's sizes (from the tiny preset) ---------------------------------------------------------
 @functools.lru_cache(maxsize=1)
 def _tiny() -> Any:
-    from mpiec.resolve import load_config
+    from mpiec.launch.resolve import load_config
 
     return load_config(preset="tiny", memory=False)
 

@@ -115,7 +115,7 @@ from mpiec.analysis.metrics import number
 from mpiec.analysis.stats import Estimate, mean_t, median, paired, unpaired
 from mpiec.errors import MpiecError
 from mpiec.paper_regimes import ECREC
-from mpiec.storage import PROFILES
+from mpiec.storage.model import PROFILES
 from mpiec.strategies.ecrm.strategy import EcrmParams as _EcrmParams
 
 from .claims import Assumption, Band, Claim, Finding, Measured, Rule, figure, judge, measured, measured_from
@@ -1028,8 +1028,8 @@ class EcrecPaper:
         return CLAIMS
 
     def regime(self, scale: Scale) -> Regime:
+        from mpiec.launch.resolve import load_config
         from mpiec.model.dlrm import DLRMShape, n_params
-        from mpiec.resolve import load_config
 
         s = setup(scale)
         cfg = load_config("tiny", sets=list(s.sets()), steps=s.steps, memory=False)

@@ -219,7 +219,7 @@ def run_experiment(exp: Experiment, directory: Path, *, reuse: bool = False, qui
     """Run ``exp`` into ``directory`` (or read it back when ``reuse`` and it is complete; an incomplete
     one is then moved aside, never deleted, and run again). Raises ``KeyboardInterrupt`` when the
     bench was interrupted (Ctrl-C, SIGTERM, SIGHUP): the runs it finished stay in ``directory``."""
-    from mpiec.bench import Bench
+    from mpiec.launch.bench import Bench
 
     rs = RunSet(exp, directory)
     why = _read_complete(rs) if reuse and directory.is_dir() else "no folder"

@@ -25,7 +25,7 @@ import numpy as np
 from mpiec import tags
 from mpiec.comm import Comms
 from mpiec.config import Config
-from mpiec.faults import Injector, parse_kill_plans
+from mpiec.failures.faults import Injector, parse_kill_plans
 from mpiec.layout import (
     MONITOR,
     SERVER,
@@ -40,8 +40,8 @@ from mpiec.layout import (
 from mpiec.roles.ledger import RecoveryLedger
 from mpiec.roles.progress import Progress
 from mpiec.strategies import get_strategy_class
-from mpiec.strategies.agents import Agent, Coordinator, ParityAgent, ServerAgent, StepAgent, TrainerAgent
-from mpiec.strategies.base import Strategy
+from mpiec.strategies.api.agents import Agent, Coordinator, ParityAgent, ServerAgent, StepAgent, TrainerAgent
+from mpiec.strategies.api.base import Strategy
 
 if TYPE_CHECKING:
     from mpiec.roles.driver import Role

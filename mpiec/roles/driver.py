@@ -31,10 +31,10 @@ from mpiec.roles.exchange import STATUS_DYING, STATUS_OK, Diverged
 
 if TYPE_CHECKING:
     from mpiec.config import Config
+    from mpiec.failures.stall import StallHook
     from mpiec.roles.context import RankContext
-    from mpiec.stall import StallHook
-    from mpiec.strategies.agents import StepAgent
-    from mpiec.strategies.plan import RecoveryPlan
+    from mpiec.strategies.api.agents import StepAgent
+    from mpiec.strategies.api.plan import RecoveryPlan
 
 
 class Role(Protocol):

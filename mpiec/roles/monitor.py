@@ -26,7 +26,12 @@ import numpy as np
 from mpi4py import MPI
 
 from mpiec import __version__
-from mpiec.accounting import (
+from mpiec.comm import guard, mpi_library, recv
+from mpiec.data.factory import make_source
+from mpiec.failures.crashes import crash_line, crash_notes_dir, run_crash_notes
+from mpiec.failures.faults import kill_notes_dir, unfired_kills
+from mpiec.results import RANKS_DTYPE, ResultWriter
+from mpiec.results.accounting import (
     cpu_per_step,
     layout_throughput,
     merge_timelines,
@@ -37,11 +42,6 @@ from mpiec.accounting import (
     summary_efficiency,
     unique_steps,
 )
-from mpiec.comm import guard, mpi_library, recv
-from mpiec.crashes import crash_line, crash_notes_dir, run_crash_notes
-from mpiec.data.factory import make_source
-from mpiec.faults import kill_notes_dir, unfired_kills
-from mpiec.results import RANKS_DTYPE, ResultWriter
 from mpiec.roles.context import (
     TAG_CONTROL,
     TAG_DONE,
@@ -52,8 +52,8 @@ from mpiec.roles.context import (
     RankContext,
 )
 from mpiec.roles.exchange import EmulatedFailure
-from mpiec.strategies.base import merge_summaries
-from mpiec.strategies.plan import RecoveryPlan, Scope
+from mpiec.strategies.api.base import merge_summaries
+from mpiec.strategies.api.plan import RecoveryPlan, Scope
 
 if TYPE_CHECKING:
     from mpiec.config import Config

@@ -16,10 +16,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from mpiec.failures.stall import StallHook
 from mpiec.roles.context import RankContext
 from mpiec.roles.driver import eval_due, eval_rounds, run_steps
-from mpiec.stall import StallHook
-from mpiec.strategies.plan import RecoveryPlan
+from mpiec.strategies.api.plan import RecoveryPlan
 
 
 class Parity:

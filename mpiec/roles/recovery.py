@@ -43,12 +43,12 @@ import numpy as np
 from mpi4py import MPI
 
 from mpiec.comm import Comms, PeerFailure, agree_min, build_comms, guard, intracomm, shrink
-from mpiec.crashes import crash_line, run_crash_notes
 from mpiec.errors import MpiecError
+from mpiec.failures.crashes import crash_line, run_crash_notes
 from mpiec.layout import MONITOR, PARITY, SERVER, SPARE, TRAINER, Slot
 from mpiec.roles.context import RankContext
 from mpiec.roles.driver import Role, StateRole
-from mpiec.strategies.base import Failure, RecoveryPlan, Scope, ServerShard
+from mpiec.strategies.api.base import Failure, RecoveryPlan, Scope, ServerShard
 from mpiec.strategies.replay import RebuildError
 
 if TYPE_CHECKING:

@@ -41,9 +41,9 @@ from mpiec.roles.recovery import (
     shrink_world,
 )
 from mpiec.roles.spawn import join_context, rearm_watch, stop_watch
-from mpiec.strategies.agents import Agent, Coordinator, ParityAgent, ServerAgent, TrainerAgent
-from mpiec.strategies.base import Strategy
-from mpiec.strategies.env import DenseState, RankEnv, ShardState
+from mpiec.strategies.api.agents import Agent, Coordinator, ParityAgent, ServerAgent, TrainerAgent
+from mpiec.strategies.api.base import Strategy
+from mpiec.strategies.api.env import DenseState, RankEnv, ShardState
 
 if TYPE_CHECKING:
     from mpiec.config import Config

@@ -27,6 +27,7 @@ from mpi4py import MPI
 
 from mpiec.comm import alltoallv_buffers, guard, ialltoallv, wait, waitall
 from mpiec.data.rng import init_embedding_rows
+from mpiec.failures.stall import StallHook
 from mpiec.kernels.embedding import (
     adagrad_apply,
     adagrad_apply_delta,
@@ -38,9 +39,8 @@ from mpiec.roles.context import RankContext, server_rows
 from mpiec.roles.driver import eval_due, eval_rounds, run_steps
 from mpiec.roles.exchange import STATUS_OK, exchange_headers
 from mpiec.roles.shards import sum_pushes
-from mpiec.stall import StallHook
-from mpiec.strategies.base import ServerShard
-from mpiec.strategies.plan import RecoveryPlan
+from mpiec.strategies.api.base import ServerShard
+from mpiec.strategies.api.plan import RecoveryPlan
 
 _EMPTY_I64 = np.empty(0, dtype=np.int64)
 _EMPTY_F32 = np.empty(0, dtype=np.float32)

@@ -16,7 +16,7 @@ from typing import Any
 from mpiec.comm import recv
 from mpiec.roles.context import TAG_CONTROL, RankContext
 from mpiec.roles.exchange import EmulatedFailure
-from mpiec.strategies.plan import RecoveryPlan
+from mpiec.strategies.api.plan import RecoveryPlan
 
 
 class Spare:

@@ -48,10 +48,10 @@ from typing import TYPE_CHECKING, Any, cast
 from mpi4py import MPI
 
 from mpiec.comm import Comms, PeerFailure, failed_ranks, failure_class, returning
-from mpiec.faults import kill_notes_dir
+from mpiec.failures.faults import kill_notes_dir
 from mpiec.layout import MONITOR, Slot
 from mpiec.roles.context import TRACE_EVENTS, RankContext
-from mpiec.strategies.plan import RecoveryPlan
+from mpiec.strategies.api.plan import RecoveryPlan
 from mpiec.tags import TAG_SPAWN
 
 if TYPE_CHECKING:
@@ -109,7 +109,7 @@ class SpawnWatch:
 
     def spawning(self, plan: RecoveryPlan) -> None:
         """The main thread is about to ``Spawn`` for ``plan`` over the current ``world``."""
-        from mpiec.launcher import write_spawn_marker
+        from mpiec.launch.launcher import write_spawn_marker
 
         with self.lock:
             self.world, self.slots = self.ctx.comms.world, list(self.ctx.slots)
@@ -144,7 +144,7 @@ class SpawnWatch:
 
     def stop(self) -> None:
         """Training is over: stop watching (the monitor writes the result itself from here)."""
-        from mpiec.launcher import spawn_marker_path
+        from mpiec.launch.launcher import spawn_marker_path
 
         with self.lock:
             self.done.set()
@@ -201,7 +201,7 @@ class SpawnWatch:
         """Write the result (lost) and the launcher's stop request (``in_spawn``: the death cut a
         spawn of this recovery). Never raises: a failure to
         write is printed, and the stop request still goes out (the run then ends as a crash)."""
-        from mpiec.launcher import write_stop_request
+        from mpiec.launch.launcher import write_stop_request
 
         ctx = self.ctx
         dead = ", ".join(who)

@@ -31,6 +31,7 @@ from mpi4py import MPI
 from mpiec.comm import guard, ialltoallv, waitall
 from mpiec.data.factory import check_eval_size, make_source
 from mpiec.data.source import Batch, bag_bounds
+from mpiec.failures.stall import StallHook
 from mpiec.kernels.embedding import group_by_owner, unique_inverse
 from mpiec.layout import RowPlacement, shard_samples, trainer_blocks
 from mpiec.model.dlrm import DLRMShape, init_params, pool_bags, predict
@@ -46,8 +47,7 @@ from mpiec.roles.exchange import (
     exchange_headers,
 )
 from mpiec.roles.shards import block_gradients, merge_arrays, tree_sum
-from mpiec.stall import StallHook
-from mpiec.strategies.plan import RecoveryPlan
+from mpiec.strategies.api.plan import RecoveryPlan
 
 if TYPE_CHECKING:
     from mpiec.config import Config

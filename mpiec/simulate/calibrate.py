@@ -61,7 +61,7 @@ import numpy as np
 
 from mpiec.config import Config
 from mpiec.errors import MpiecError
-from mpiec.resolve import typed_params
+from mpiec.launch.resolve import typed_params
 from mpiec.results import RunResult, decode
 
 from .access import changed_fraction, distinct_rows

@@ -25,7 +25,7 @@ import math
 from typing import Any
 
 from mpiec.errors import MpiecError
-from mpiec.storage import MAX_LATENCY_MS, MAX_MB_S, PROFILES, StorageModel
+from mpiec.storage.model import MAX_LATENCY_MS, MAX_MB_S, PROFILES, StorageModel
 
 __all__ = ["storage_model", "transfer_s"]
 

@@ -33,7 +33,7 @@ import textwrap
 from pathlib import Path
 
 from mpiec.errors import MpiecError
-from mpiec.storage import PROFILES
+from mpiec.storage.model import PROFILES
 
 from .checkpoint_io import storage_model
 from .costs import Costs, load_costs
@@ -396,7 +396,7 @@ def _with_speed(setup: Setup, costs: Costs, job: Job, step_s: float) -> Setup:
 
 
 def run(args: argparse.Namespace) -> int:
-    from mpiec.resolve import load_config
+    from mpiec.launch.resolve import load_config
 
     from .scale import Trials, crossovers, format_crossovers, format_table, plot, sweep
 

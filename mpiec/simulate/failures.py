@@ -340,7 +340,7 @@ def trace_arrivals(path: str | Path, nodes: int, scale: float = 1.0, seed: int =
                    mapping: Literal["fold", "sample"] = "sample") -> Replay:
     """A node fault trace replayed on a job of ``nodes`` nodes (times divided by ``scale``; a failure's
     repair time, where the trace gives one, divided alike, is its ``repair_s``, else 0)."""
-    from mpiec.traces import load_trace, trace_node_map
+    from mpiec.failures.traces import load_trace, trace_node_map
 
     if not (scale > 0 and math.isfinite(scale)):
         raise MpiecError(f"trace scale must be a number > 0, got {scale!r}")

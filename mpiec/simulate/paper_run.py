@@ -51,7 +51,7 @@ def paper_results(args: argparse.Namespace, costs: Costs, source: str,
     """Each variant of ``args.paper`` simulated: its figures (``overhead``, ``recovery_s``, …) by label,
     and the sweep's rows (what ``run_paper`` prints; ``mpiec reproduce`` sets the figures beside its
     own)."""
-    from mpiec.resolve import load_config
+    from mpiec.launch.resolve import load_config
 
     paper: Paper = PAPERS[args.paper]
     cfg = load_config(preset=paper.preset, sets=[*paper.sets, *args.set], memory=False)

@@ -35,11 +35,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from mpiec.errors import MpiecError
-from mpiec.storage import StorageModel
+from mpiec.storage.model import StorageModel
 from mpiec.strategies import STRATEGIES as STRATEGY_REGISTRY
+from mpiec.strategies.api.costs import CostModel
 from mpiec.strategies.checkpointing import interval_for_pls, young_interval
 from mpiec.strategies.cnr import bits_for_restores
-from mpiec.strategies.costs import CostModel
 
 from .access import distinct_rows
 from .checkpoint_io import transfer_s

@@ -45,8 +45,8 @@ import statistics
 from dataclasses import dataclass
 
 from mpiec.errors import MpiecError
-from mpiec.faults import parse_kill_plans
-from mpiec.resolve import storage_model, typed_params
+from mpiec.failures.faults import parse_kill_plans
+from mpiec.launch.resolve import storage_model, typed_params
 
 from .calibrate import Measured, speed_key
 from .costs import Costs

@@ -23,9 +23,9 @@ from collections.abc import Iterator, Mapping
 from importlib import metadata
 from typing import TYPE_CHECKING
 
-from mpiec.crashes import exception_text
 from mpiec.errors import ConfigError, MpiecError
-from mpiec.strategies.base import Strategy, check_declarations
+from mpiec.failures.crashes import exception_text
+from mpiec.strategies.api.base import Strategy, check_declarations
 
 if TYPE_CHECKING:
     from mpiec.config import Config
@@ -78,7 +78,7 @@ class Registry(Mapping[str, type[Strategy]]):
             # (not cached: an ImportError may be fixed by installing a package in this process's life)
             raise ConfigError(f"{where} does not load: {exception_text(exc)}") from None
         if not (isinstance(cls, type) and issubclass(cls, Strategy)) or cls.name != name:
-            raise ConfigError(f"{where} is not a mpiec.strategies.base.Strategy subclass whose name is "
+            raise ConfigError(f"{where} is not a mpiec.strategies.api.base.Strategy subclass whose name is "
                               f"'{name}'")
         try:
             check_declarations(cls)

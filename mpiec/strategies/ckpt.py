@@ -43,14 +43,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar
 
-from mpiec.strategies import compose
-from mpiec.strategies.base import Strategy
+from mpiec.strategies.api import compose
+from mpiec.strategies.api.base import Strategy
+from mpiec.strategies.api.costs import CostModel
 from mpiec.strategies.checkpointing.kit import KIT_RULES, CheckpointKit, CheckpointParams
-from mpiec.strategies.costs import CostModel
 
 if TYPE_CHECKING:
-    from mpiec.strategies.agents import Coordinator, ServerAgent, TrainerAgent
-    from mpiec.strategies.env import DenseState, RankEnv, ShardState
+    from mpiec.strategies.api.agents import Coordinator, ServerAgent, TrainerAgent
+    from mpiec.strategies.api.env import DenseState, RankEnv, ShardState
 
 
 @dataclass(frozen=True)

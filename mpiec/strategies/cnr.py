@@ -54,12 +54,15 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 import numpy as np
 
-from mpiec.checkpoint import CheckpointError, CheckpointStore, PartInfo
 from mpiec.kernels.quantize import QuantizedRows, dequantize, quantize_rows
 from mpiec.kernels.tracking import take_rows
 from mpiec.layout import SERVER, TRAINER, Slot
-from mpiec.strategies import compose
-from mpiec.strategies.base import RecoveryPlan, Scope, Strategy
+from mpiec.storage.checkpoint import CheckpointError, CheckpointStore, PartInfo
+from mpiec.strategies.api import compose
+from mpiec.strategies.api.base import RecoveryPlan, Scope, Strategy
+from mpiec.strategies.api.compose import Part
+from mpiec.strategies.api.costs import CostModel
+from mpiec.strategies.api.params import param
 from mpiec.strategies.checkpointing import (
     TRAINER_PART,
     PartWriter,
@@ -84,14 +87,11 @@ from mpiec.strategies.checkpointing.kit import (
     RestorerPart,
     WriterPart,
 )
-from mpiec.strategies.compose import Part
-from mpiec.strategies.costs import CostModel
-from mpiec.strategies.params import param
 
 if TYPE_CHECKING:
-    from mpiec.strategies.agents import Coordinator, ServerAgent, TrainerAgent
+    from mpiec.strategies.api.agents import Coordinator, ServerAgent, TrainerAgent
+    from mpiec.strategies.api.env import DenseState, RankEnv, ShardState
     from mpiec.strategies.checkpointing import ManifestCommitter
-    from mpiec.strategies.env import DenseState, RankEnv, ShardState
 
 OPTIMIZER_STATE = "fp32 unquantized"  # how the optimizer state is saved (docs, result summary)
 
@@ -125,7 +125,7 @@ def bits_for_restores(restores: float) -> int:
 def expected_restores(cfg: Any) -> float:
     """Restores a run expects: the kill plan's trainer and server kills; else
     ``failures.timeout_s / failures.mtbf_s``; else one when an MTBF is given, 0 otherwise."""
-    from mpiec.faults import parse_kill_plans
+    from mpiec.failures.faults import parse_kill_plans
 
     kills = [k for k in parse_kill_plans(cfg.failures.kill, cfg) if k.role in (SERVER, TRAINER)]
     if kills:

@@ -4,8 +4,8 @@ Every agent is the base one (``strategies.agents``): no hook does anything, the 
 plan aborts.
 """
 
-from mpiec.strategies.base import Strategy
-from mpiec.strategies.costs import CostModel
+from mpiec.strategies.api.base import Strategy
+from mpiec.strategies.api.costs import CostModel
 
 
 class NoProtection(Strategy):

@@ -28,7 +28,7 @@ from mpi4py import MPI
 from mpiec.comm import alltoallv_buffers, guard
 
 if TYPE_CHECKING:
-    from mpiec.strategies.env import RankEnv
+    from mpiec.strategies.api.env import RankEnv
 
 #: one step's push as a trainer kept it: (local slots, counts per data rank, gradient rows)
 Pushed = tuple[np.ndarray, np.ndarray, np.ndarray]

@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 from mpiec.analysis.metrics import recovery_means, repair_throughput_vs_twin
 
-from mpiec.accounting import merge_timelines, recovery_breakdown
 from mpiec.results import EVAL_DTYPE, TIMELINE_DTYPE
+from mpiec.results.accounting import merge_timelines, recovery_breakdown
 
 
 def steps(first, n, dt, t0, epoch=0):

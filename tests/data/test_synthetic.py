@@ -6,8 +6,8 @@ import pytest
 from mpiec.config import PRESETS
 from mpiec.data.source import bag_bounds, column_tables
 from mpiec.data.synthetic import EVAL_START, SyntheticCriteo, TeacherParams
+from mpiec.launch.resolve import load_config
 from mpiec.model.metrics import auc
-from mpiec.resolve import load_config
 
 CARDS = tuple(load_config("tiny").data.cardinalities)
 

@@ -178,7 +178,7 @@ def committed(root: Path, step: int) -> Path:
     """A complete checkpoint of ``step`` in ``root`` (what a run's store commits)."""
     import numpy as np
 
-    from mpiec.checkpoint import CheckpointStore
+    from mpiec.storage.checkpoint import CheckpointStore
 
     store = CheckpointStore(root)
     store.commit(step, [store.write_part(step, "trainer", {"params": np.ones(3)})])
@@ -241,7 +241,7 @@ def test_a_requeue_resumes_from_what_a_restart_that_started_over_wrote(stubs, tm
 
 def test_a_requeue_resumes_from_the_strategy_dir_the_run_wrote_into(stubs, tmp_path):
     """Before: a strategy.dir given in SETS was never looked at: the requeue started over."""
-    from mpiec.resolve import load_config
+    from mpiec.launch.resolve import load_config
 
     env, log = stubs
     out, elsewhere = tmp_path / "res", tmp_path / "scratch" / "ck"

@@ -119,7 +119,7 @@ def test_a_warm_cache_does_not_keep_the_switch(tmp_path):
     probe = """
         import numpy as np
         from mpiec.kernels import gf256
-        from mpiec.kernels_cli import main
+        from mpiec.benchmarks.kernels_cli import main
         p = np.zeros((8, 64), np.uint8); d = np.full((8, 64), 3, np.uint8)
         gf256.gf_mac_rows(p, np.arange(8), d, 0x8E)
         assert (p == gf256.GF_MUL[0x8E][3]).all()

@@ -9,7 +9,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from mpiec.checkpoint import CheckpointStore
 from mpiec.reproduce import cnr
 from mpiec.reproduce.claims import (
     CANNOT,
@@ -22,6 +21,7 @@ from mpiec.reproduce.claims import (
 )
 from mpiec.reproduce.experiment import SCALES, Experiment, Machine, RunSet, run_experiment
 from mpiec.results import TIMELINE_DTYPE, ResultWriter, read_result
+from mpiec.storage.checkpoint import CheckpointStore
 
 MACHINE = Machine(2, "cpu", 8.0, 0.1, "3.11", "host")
 CFG = {"model": {"dim": 16}, "data": {"cardinalities": [60, 40]}, "training": {"seed": 1, "steps": 48}}

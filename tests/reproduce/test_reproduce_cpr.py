@@ -345,7 +345,7 @@ def test_pls_against_the_loss_has_an_interval_only_from_ten_points():
 # -- the plan ----------------------------------------------------------------------------------------
 @pytest.mark.parametrize("name", ["smoke", "quick", "full"])
 def test_every_scale_plans_valid_benches(name, tmp_path):
-    from mpiec.bench import Bench
+    from mpiec.launch.bench import Bench
 
     scale = SCALES[name]
     exps = cpr.PAPER.experiments(scale)

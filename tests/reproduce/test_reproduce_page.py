@@ -155,7 +155,7 @@ def test_reuse_moves_an_incomplete_experiment_aside(tmp_path, monkeypatch):
     d.mkdir()
     (d / "partial.h5").write_text("x")
     ran = []
-    monkeypatch.setattr("mpiec.bench.Bench.run", lambda self: ran.append(self.out) or 0)
+    monkeypatch.setattr("mpiec.launch.bench.Bench.run", lambda self: ran.append(self.out) or 0)
     rs = run_experiment(Experiment("x", "x", ("none",)), d, reuse=True)
     aside = [p for p in tmp_path.iterdir() if p.name.startswith("exp.incomplete-")]
     assert len(aside) == 1 and (aside[0] / "partial.h5").read_text() == "x"
@@ -206,7 +206,7 @@ def test_an_interrupted_bench_stops_the_reproduction(tmp_path, monkeypatch):
             {"variant": "none", "failure": False, "repeat": 0, "path": None, "message": "interrupted"}]}))
         return 3
 
-    monkeypatch.setattr("mpiec.bench.Bench.run", interrupted)
+    monkeypatch.setattr("mpiec.launch.bench.Bench.run", interrupted)
     with pytest.raises(KeyboardInterrupt):
         run_experiment(Experiment("x", "x", ("none",)), tmp_path / "x")
     assert (tmp_path / "x" / "bench.json").is_file()  # what it finished is kept
@@ -221,7 +221,7 @@ KW = {"command": "c", "date": "d", "seconds": 1.0, "machine": MACHINE, "scale": 
 def no_runs(monkeypatch):
     """The benches a reproduction starts (none may, in these tests)."""
     ran: list = []
-    monkeypatch.setattr("mpiec.bench.Bench.run", lambda self: ran.append(self.out) or 0)
+    monkeypatch.setattr("mpiec.launch.bench.Bench.run", lambda self: ran.append(self.out) or 0)
     return ran
 
 
@@ -303,7 +303,7 @@ def test_reuse_of_a_malformed_bench_json_runs_the_experiment_again(tmp_path, no_
 
 
 def _result_file(path: Path) -> None:
-    from mpiec.resolve import load_config
+    from mpiec.launch.resolve import load_config
     from mpiec.results import ResultWriter
 
     attrs = {"config": load_config("tiny").to_dict(), "strategy": "none", "seed": 1, "failure_mode": "ulfm",

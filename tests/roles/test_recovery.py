@@ -9,13 +9,13 @@ import pytest
 from mpi4py import MPI
 
 from mpiec.comm import Comms
+from mpiec.launch.resolve import load_config
 from mpiec.layout import Slot, initial_slots
-from mpiec.resolve import load_config
 from mpiec.roles.context import RankContext
 from mpiec.roles.recovery import make_plan, note_dead_names, reconcile
 from mpiec.roles.runner import make_agent
-from mpiec.strategies.base import Failure, RecoveryPlan, Scope
-from mpiec.strategies.env import RankEnv
+from mpiec.strategies.api.base import Failure, RecoveryPlan, Scope
+from mpiec.strategies.api.env import RankEnv
 
 
 def context(tmp_path: Path, strategy: str = "ckpt", spares: int = 2, kills: str = "", **sets) -> RankContext:

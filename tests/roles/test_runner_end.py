@@ -6,11 +6,11 @@ from pathlib import Path
 from typing import Any
 
 from mpiec.comm import Comms, PeerFailure
+from mpiec.launch.resolve import load_config
 from mpiec.layout import initial_slots
-from mpiec.resolve import load_config
 from mpiec.roles.context import RankContext
 from mpiec.roles.runner import make_agent, run_rank
-from mpiec.strategies.env import RankEnv
+from mpiec.strategies.api.env import RankEnv
 
 
 class World:

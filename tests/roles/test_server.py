@@ -8,13 +8,13 @@ import numpy as np
 
 from mpiec.comm import Comms
 from mpiec.data.rng import init_embedding_rows
+from mpiec.launch.resolve import load_config
 from mpiec.layout import initial_slots
-from mpiec.resolve import load_config
 from mpiec.roles.context import RankContext
 from mpiec.roles.server import Server
-from mpiec.strategies.agents import ServerAgent
-from mpiec.strategies.base import Strategy
-from mpiec.strategies.env import RankEnv
+from mpiec.strategies.api.agents import ServerAgent
+from mpiec.strategies.api.base import Strategy
+from mpiec.strategies.api.env import RankEnv
 
 
 class RecorderAgent(ServerAgent):

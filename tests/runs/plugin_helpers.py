@@ -17,8 +17,8 @@ import pytest
 
 #: agents and strategies the crash tests build on (a module of its own: imported by the plug-ins)
 COMMON = '''
-from mpiec.strategies.agents import Coordinator, ServerAgent
-from mpiec.strategies.base import Strategy
+from mpiec.strategies.api.agents import Coordinator, ServerAgent
+from mpiec.strategies.api.base import Strategy
 
 
 class RaisingServer(ServerAgent):

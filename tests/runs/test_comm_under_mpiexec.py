@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from mpiec.launcher import find_mpiexec, mpi_flavour
+from mpiec.launch.launcher import find_mpiexec, mpi_flavour
 
 pytestmark = [pytest.mark.mpirun, pytest.mark.timeout(120)]
 

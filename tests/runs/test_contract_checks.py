@@ -30,8 +30,8 @@ SKIPPED = 5  # the step whose replica update the broken copy skips
 PLUGINS = f'''
 import numpy as np
 from mpiec.comm import guard, waitall
-from mpiec.strategies.agents import ServerAgent
-from mpiec.strategies.base import Strategy
+from mpiec.strategies.api.agents import ServerAgent
+from mpiec.strategies.api.base import Strategy
 from mpiec_replica import ReplicaServer, Replication
 
 SKIPPED = {SKIPPED}

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from run_helpers import mpiec
 
-from mpiec.resolve import load_config
+from mpiec.launch.resolve import load_config
 from mpiec.results import decode
 
 pytestmark = [pytest.mark.mpirun, pytest.mark.kill, pytest.mark.timeout(300)]

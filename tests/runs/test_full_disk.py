@@ -85,7 +85,7 @@ def test_a_disk_that_fills_up_counts_the_failed_checkpoints(tmpfs, tmp_path):
     assert s["checkpoints"] == 1 and s["checkpoints_failed"] == 2 and s["unprotected"] is False
     assert "2 checkpoint(s) failed (steps 19, 29); 1 committed, the newest after step 9" in run.stdout
     # the monitor abandoned the failed steps once every part answered: their written parts are gone
-    from mpiec.checkpoint import CheckpointStore
+    from mpiec.storage.checkpoint import CheckpointStore
 
     store = CheckpointStore(ck)
     assert store.complete_steps() == [9]

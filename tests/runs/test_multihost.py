@@ -20,8 +20,8 @@ from emulated_hosts import EmulatedHosts, unavailable
 from run_helpers import mpiec, worker_processes
 
 from mpiec.errors import MpiecError
-from mpiec.launcher import Host, kill_group, mpiexec_command, place_on_hosts, read_hostfile
-from mpiec.resolve import load_config
+from mpiec.launch.launcher import Host, kill_group, mpiexec_command, place_on_hosts, read_hostfile
+from mpiec.launch.resolve import load_config
 from mpiec.results import decode
 
 # -- unit tests ------------------------------------------------------------------------------------
@@ -88,7 +88,7 @@ def test_a_lost_daemon_is_reported_as_a_partition():
     """PRRTE 3.0.x's message when mpiexec loses a daemon (copied from a run whose host was cut off)."""
     import io
 
-    from mpiec.launcher import daemon_lost_message, relay_output
+    from mpiec.launch.launcher import daemon_lost_message, relay_output
 
     text = ("-" * 74 + "\nPRTE has lost communication with a remote daemon.\n"
             "  HNP daemon   : [prterun-vm-16427@0,0] on node vm\n"

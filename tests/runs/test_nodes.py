@@ -15,14 +15,14 @@ import pytest
 from run_helpers import mpiec, worker_processes
 
 from mpiec.comm import Comms
+from mpiec.launch.resolve import load_config
 from mpiec.layout import Slot, initial_slots
-from mpiec.resolve import load_config
 from mpiec.results import decode
 from mpiec.roles.context import RankContext
 from mpiec.roles.recovery import make_plan
-from mpiec.strategies.agents import Coordinator
-from mpiec.strategies.base import Failure, RecoveryPlan, Scope
-from mpiec.strategies.env import RankEnv
+from mpiec.strategies.api.agents import Coordinator
+from mpiec.strategies.api.base import Failure, RecoveryPlan, Scope
+from mpiec.strategies.api.env import RankEnv
 
 # 2 trainers, 6 servers, 2 spares, 2 ranks per node: node 0 = the trainers, nodes 1-3 = servers
 # (0, 1), (2, 3), (4, 5), node 4 = the spares (the acceptance layout)

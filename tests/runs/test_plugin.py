@@ -13,8 +13,8 @@ from importlib import metadata
 import pytest
 from run_helpers import mpiec
 
-from mpiec.launcher import default_timeout
-from mpiec.resolve import load_config
+from mpiec.launch.launcher import default_timeout
+from mpiec.launch.resolve import load_config
 from mpiec.results import read_result
 
 pytestmark = [pytest.mark.mpirun, pytest.mark.kill, pytest.mark.timeout(300)]

@@ -31,8 +31,8 @@ ROOT = Path(__file__).resolve().parents[2]
 BROKEN = '''
 from dataclasses import dataclass
 
-from mpiec.strategies.base import Strategy
-from mpiec.strategies.params import param
+from mpiec.strategies.api.base import Strategy
+from mpiec.strategies.api.params import param
 
 
 class NotADataclass(Strategy):
@@ -183,7 +183,7 @@ def test_a_summary_key_without_a_rule_keeps_the_result_file(tmp_path, monkeypatc
 def test_runtime_docs_give_every_hook_the_arguments_the_runtime_passes():
     """A plug-in written from the hook table must accept what the runtime passes (``after_apply``'s
     ``replayed`` was missing: such a plug-in died at step 1)."""
-    from mpiec.strategies import agents
+    from mpiec.strategies.api import agents
 
     text = (ROOT / "docs" / "runtime.md").read_text()
     table = text[text.index("| hook | where |"):]

@@ -47,7 +47,7 @@ def test_a_factory_returning_none_is_a_crash_that_names_it(plugins, tmp_path):
                 out=tmp_path / "out", timeout=300)
     text = run.stdout + run.stderr
     assert run.code == 3, text
-    assert "FactoryNone.trainer() returned NoneType, not a mpiec.strategies.agents.TrainerAgent" in text
+    assert "FactoryNone.trainer() returned NoneType, not a mpiec.strategies.api.agents.TrainerAgent" in text
     assert "the run crashed: rank 1 (trainer:0) died of an exception: TypeError" in text
 
 
@@ -82,8 +82,8 @@ def test_a_crash_under_quiet_hands_its_last_lines_to_the_caller(plugins, tmp_pat
     process of its own: this one's strategy registry was read before the plug-in was installed."""
     script = textwrap.dedent(f"""
         from pathlib import Path
-        from mpiec.launcher import EXIT_CRASH, launch
-        from mpiec.resolve import load_config
+        from mpiec.launch.launcher import EXIT_CRASH, launch
+        from mpiec.launch.resolve import load_config
         cfg = load_config(preset="tiny", strategy="h36-hook", sets=["layout.spares=1"])
         outcome = launch(cfg, Path({str(tmp_path / "out")!r}), timeout=240, quiet=True)
         assert outcome.code == EXIT_CRASH, outcome.message

@@ -11,7 +11,7 @@ import pytest
 from mpi4py import MPI
 
 from mpiec.comm import PeerFailure, agree_min, build_comms, returning, shrink, ulfm_available, wait
-from mpiec.faults import die_now
+from mpiec.failures.faults import die_now
 from mpiec.layout import Slot
 
 

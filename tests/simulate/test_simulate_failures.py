@@ -204,7 +204,7 @@ def test_the_flags_build_the_process_they_name():
 
 
 def test_a_trace_carries_its_repair_times_scaled_like_its_times():
-    from mpiec.traces import load_trace
+    from mpiec.failures.traces import load_trace
 
     rep = failure_process(parse("--trace", str(TRACES / "small_trace.json"), "--trace-scale", "10",
                                 "--trace-mapping", "fold"), 1000)

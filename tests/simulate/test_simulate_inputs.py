@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from mpiec.errors import MpiecError
-from mpiec.resolve import load_config
+from mpiec.launch.resolve import load_config
 from mpiec.simulate.costs import Costs, Linear, RuntimeCosts, StrategyCosts, fit_linear, load_costs
 from mpiec.simulate.failures import PUBLISHED, NodeRenewal, Replay, Schedule, trace_arrivals
 from mpiec.simulate.job import Job
@@ -55,7 +55,7 @@ def test_replay_sorts_and_drops_nodes_the_job_does_not_use():
 
 
 def test_a_trace_replays_onto_the_job_nodes_time_compressed():
-    from mpiec.traces import load_trace
+    from mpiec.failures.traces import load_trace
 
     failures = load_trace(TRACES / "small_trace.json")
     rep = trace_arrivals(TRACES / "small_trace.json", nodes=1000, scale=10.0, seed=1, mapping="fold")

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from mpiec.errors import MpiecError
-from mpiec.resolve import load_config
+from mpiec.launch.resolve import load_config
 from mpiec.simulate.access import changed_fraction, distinct_rows
 from mpiec.simulate.checkpoint_io import storage_model, transfer_s
 from mpiec.simulate.costs import Costs, Linear, RuntimeCosts, StepCosts, StrategyCosts
@@ -23,7 +23,7 @@ from mpiec.simulate.papers import PAPERS, Burst
 from mpiec.simulate.policies import Setup, build_policy, parity_bytes_per_server_step, step_model
 from mpiec.simulate.scale import Trials, _failures, format_table, half_width, sweep
 from mpiec.simulate.step import Hardware, step_times
-from mpiec.storage import PROFILES
+from mpiec.storage.model import PROFILES
 
 STEP = StepCosts(trainer=Linear(0.001, 1e9), server=Linear(0.0002, 5e8))
 CKPT = StrategyCosts("ckpt", "rollback", write=Linear(0.01, 1e8), read=Linear(0.02, 1e8))

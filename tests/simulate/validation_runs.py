@@ -11,7 +11,7 @@ Printed, not asserted: on shared cores one recovery's latency swings by tens of 
 machine's load, so this is a measurement to run on an idle machine, not a test.
 
 Plan (tiny preset, real kills through ULFM, launched one after the other with
-``mpiec.launcher.launch``): the **seen** runs — ``ckpt`` and ``ecrm`` on 2 servers, a server
+``mpiec.launch.launcher.launch``): the **seen** runs — ``ckpt`` and ``ecrm`` on 2 servers, a server
 killed at steps 70 and 150 — calibrate the costs; the **unseen** runs — the same strategies on
 **3 servers**, three servers killed at **other steps** (60, 112, 173) — are predicted from those
 costs alone, and compared with what they measured: time lost (each recovery and in total), the
@@ -44,7 +44,7 @@ COMMON = [f"training.steps={STEPS}", "training.eval_every=0", "training.log_ever
           "layout.virtual_trainers=2", "output.progress=false"]
 CKPT = ["strategy.interval=25", "strategy.bandwidth_mb_s=4"]
 # the unseen ckpt run writes through another storage model: a slow parallel file system whose
-# aggregate the servers share, with a latency per part (mpiec.storage; priced by checkpoint_io)
+# aggregate the servers share, with a latency per part (mpiec.storage.model; priced by checkpoint_io)
 OTHER_STORAGE = ["strategy.interval=25", "storage.profile='pfs-node'", "storage.write_mb_s=6",
                  "storage.read_mb_s=6", "storage.aggregate_mb_s=12", "storage.latency_ms=5"]
 SEEN_KILLS = ("server:1@step=70", "server:0@step=150")
@@ -82,8 +82,8 @@ PLAN = (
 
 def run_plan(out: Path, timeout: float = 240.0) -> dict[str, Path]:
     """Launch every planned run; its result file by plan name (AssertionError naming a failed run)."""
-    from mpiec.launcher import launch
-    from mpiec.resolve import load_config
+    from mpiec.launch.launcher import launch
+    from mpiec.launch.resolve import load_config
 
     files = {}
     for p in PLAN:

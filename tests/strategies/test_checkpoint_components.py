@@ -11,11 +11,12 @@ from typing import Any
 import numpy as np
 import pytest
 
-from mpiec.checkpoint import CheckpointError, CheckpointStore
 from mpiec.errors import ConfigError
+from mpiec.launch.resolve import load_config
 from mpiec.layout import SERVER, TRAINER, Slot
-from mpiec.resolve import load_config
-from mpiec.strategies.base import Failure, RecoveryPlan, Scope
+from mpiec.storage.checkpoint import CheckpointError, CheckpointStore
+from mpiec.strategies.api.base import Failure, RecoveryPlan, Scope
+from mpiec.strategies.api.compose import ComposedCoordinator, ComposedServer, ComposedTrainer
 from mpiec.strategies.checkpointing import (
     Interval,
     ManifestCommitter,
@@ -28,7 +29,6 @@ from mpiec.strategies.checkpointing import (
 )
 from mpiec.strategies.checkpointing.kit import RestorerPart, SchedulePart, WriterPart
 from mpiec.strategies.ckpt import FullCheckpoint
-from mpiec.strategies.compose import ComposedCoordinator, ComposedServer, ComposedTrainer
 
 
 class Env:

@@ -7,12 +7,12 @@ from typing import Any
 
 import numpy as np
 
+from mpiec.launch.resolve import load_config
 from mpiec.layout import TRAINER, Slot
-from mpiec.resolve import load_config
-from mpiec.strategies.base import RecoveryPlan, Scope
+from mpiec.strategies.api.base import RecoveryPlan, Scope
+from mpiec.strategies.api.compose import compose_layout
 from mpiec.strategies.checkpointing.kit import MICROS, CheckpointKit, RestorerPart, SchedulePart, WriterPart
 from mpiec.strategies.ckpt import FullCheckpoint
-from mpiec.strategies.compose import compose_layout
 
 
 class Loader:

@@ -10,12 +10,12 @@ from typing import Any
 import numpy as np
 import pytest
 
-from mpiec.checkpoint import CheckpointError, CheckpointStore
 from mpiec.errors import ConfigError
+from mpiec.launch.resolve import load_config
 from mpiec.layout import SERVER, TRAINER, Slot
-from mpiec.resolve import load_config
+from mpiec.storage.checkpoint import CheckpointError, CheckpointStore
 from mpiec.strategies import STRATEGIES
-from mpiec.strategies.base import RecoveryPlan, Scope, ServerShard
+from mpiec.strategies.api.base import RecoveryPlan, Scope, ServerShard
 from mpiec.strategies.checkpointing import PartWriter
 from mpiec.strategies.checkpointing.kit import RestorerPart, SchedulePart, WriterPart
 from mpiec.strategies.cnr import (

@@ -10,10 +10,10 @@ import numpy as np
 import pytest
 
 from mpiec.layout import SERVER, TRAINER, Slot
-from mpiec.strategies import compose
-from mpiec.strategies.base import Failure, RecoveryPlan, Scope, Strategy
-from mpiec.strategies.compose import DEFAULTS, Part, compose_layout
-from mpiec.strategies.header import HeaderLayout
+from mpiec.strategies.api import compose
+from mpiec.strategies.api.base import Failure, RecoveryPlan, Scope, Strategy
+from mpiec.strategies.api.compose import DEFAULTS, Part, compose_layout
+from mpiec.strategies.api.header import HeaderLayout
 
 
 class Recorder(Part):

@@ -8,10 +8,10 @@ from typing import Any
 
 import numpy as np
 
-from mpiec.checkpoint import CheckpointStore
+from mpiec.launch.resolve import load_config
 from mpiec.layout import SERVER, TRAINER, Slot
-from mpiec.resolve import load_config
-from mpiec.strategies.base import Failure, RecoveryPlan, Scope
+from mpiec.storage.checkpoint import CheckpointStore
+from mpiec.strategies.api.base import Failure, RecoveryPlan, Scope
 from mpiec.strategies.checkpointing import Interval, Schedule
 from mpiec.strategies.checkpointing.kit import MILLIS, CommitterPart, RollbackPlanner
 from mpiec.strategies.cpr import PartialRecoveryMFU

@@ -7,7 +7,7 @@ import math
 import pytest
 
 from mpiec.errors import ConfigError
-from mpiec.resolve import load_config
+from mpiec.launch.resolve import load_config
 from mpiec.strategies import STRATEGIES
 from mpiec.strategies.checkpointing import Schedule, interval_for_pls, measured_pls, predicted_pls
 from mpiec.strategies.cpr import PartialRecovery, PartialRecoveryMFU, cpr_interval, ssu_sampled

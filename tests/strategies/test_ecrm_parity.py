@@ -128,7 +128,7 @@ def test_deltas_go_to_the_holder_of_every_parity_member():
 @pytest.mark.parametrize("value", ["0", "-2", "true", "2.5", "'4'"])
 def test_parity_every_must_be_an_integer_of_at_least_one(value):
     from mpiec.errors import ConfigError
-    from mpiec.resolve import load_config
+    from mpiec.launch.resolve import load_config
 
     with pytest.raises(ConfigError, match=r"strategy\.parity_every must be (an integer|>= 1)"):
         load_config("tiny", strategy="ecrm", sets=[f"strategy.parity_every={value}"])

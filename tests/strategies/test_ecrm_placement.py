@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 
 from mpiec.errors import ConfigError
+from mpiec.launch.resolve import load_config
 from mpiec.layout import RowPlacement, holder_nodes, layout_nodes, stripe_placement
-from mpiec.resolve import load_config
 from mpiec.strategies.ecrm.stripes import (
     member_holder,
     member_index,
@@ -234,7 +234,7 @@ class FakeTrainer:
 
 def test_trainer_0_keeps_its_gradients_and_carries_the_fallbacks_decision(tmp_path):
     from mpiec.layout import Slot
-    from mpiec.strategies.base import RecoveryPlan, Scope
+    from mpiec.strategies.api.base import RecoveryPlan, Scope
     from mpiec.strategies.ecrm.agents import EcrmTrainer
     from mpiec.strategies.ecrm.strategy import ErasureCoded
 

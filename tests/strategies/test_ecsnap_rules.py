@@ -13,9 +13,9 @@ import pytest
 from mpiec.kernels.codes import make_code
 
 from mpiec.errors import ConfigError
+from mpiec.launch.resolve import load_config
 from mpiec.layout import SERVER, TRAINER, Slot
-from mpiec.resolve import load_config
-from mpiec.strategies.base import Failure, Scope
+from mpiec.strategies.api.base import Failure, Scope
 from mpiec.strategies.ecsnap.agents import FIELDS
 from mpiec.strategies.ecsnap.exchange import restore_shards
 from mpiec.strategies.ecsnap.geometry import Geometry

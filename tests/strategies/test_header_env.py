@@ -3,8 +3,8 @@
 import numpy as np
 import pytest
 
-from mpiec.strategies.env import RankEnv
-from mpiec.strategies.header import HeaderLayout
+from mpiec.strategies.api.env import RankEnv
+from mpiec.strategies.api.header import HeaderLayout
 
 
 def test_fields_pack_and_read_back_by_name():

@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 
 from mpiec.errors import ConfigError
+from mpiec.launch.resolve import load_config
 from mpiec.layout import SERVER, TRAINER, Slot
-from mpiec.resolve import load_config
-from mpiec.strategies.base import Failure, RecoveryPlan, Scope
+from mpiec.strategies.api.base import Failure, RecoveryPlan, Scope
 from mpiec.strategies.checkpointing.kit import CheckpointParams, RestorerPart, SchedulePart, WriterPart
 from mpiec.strategies.ckpt import FullCheckpoint
 from mpiec.strategies.log import UpdateLog

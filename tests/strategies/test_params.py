@@ -6,7 +6,7 @@ from typing import Literal
 import pytest
 
 from mpiec.errors import ConfigError
-from mpiec.strategies.params import NoParams, keys, param, parse_params
+from mpiec.strategies.api.params import NoParams, keys, param, parse_params
 
 
 @dataclass(frozen=True)

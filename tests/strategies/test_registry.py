@@ -7,7 +7,7 @@ import pytest
 
 from mpiec.errors import ConfigError
 from mpiec.strategies import STRATEGIES, available, get_strategy_class
-from mpiec.strategies.base import Strategy
+from mpiec.strategies.api.base import Strategy
 
 
 def test_every_registered_class_is_a_strategy_named_as_its_key():
@@ -51,7 +51,7 @@ def test_a_plugin_registers_by_entry_point_and_cannot_take_a_builtin_name(monkey
     assert "mine" in reg and reg.origin("mine") == "plug-in (my-pkg)" and reg.origin("ckpt") == "built-in"
     assert reg.problems == ["plug-in 'ckpt' of package evil-pkg ignored: the name is taken by the built-in "
                             "strategy"]
-    with pytest.raises(ConfigError, match="not a mpiec.strategies.base.Strategy subclass whose name is"):
+    with pytest.raises(ConfigError, match="not a mpiec.strategies.api.base.Strategy subclass whose name is"):
         reg["mine"]  # the class is none's: its name is not the entry point's
 
 
@@ -78,7 +78,7 @@ def test_a_plugin_raising_anything_at_import_is_one_line_and_left_out_of_usable(
 
 
 def test_merge_summaries_names_a_key_without_a_rule_instead_of_raising():
-    from mpiec.strategies.base import merge_summaries
+    from mpiec.strategies.api.base import merge_summaries
 
     problems: list[str] = []
     merged = merge_summaries({"a": "sum"}, [{"a": 1, "b": 5}, {"a": 2, "b": 7}, None], problems)  # type: ignore[list-item]

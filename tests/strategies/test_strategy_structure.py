@@ -16,7 +16,10 @@ from pathlib import Path
 from mpiec.strategies import BUILTIN, STRATEGIES
 
 ROOT = Path(__file__).resolve().parents[2] / "mpiec" / "strategies"
-API = {"__init__.py", "base.py", "agents.py", "env.py", "params.py", "header.py", "plan.py", "costs.py"}
+#: the registry and the API (``api/``, and its older public paths: re-exports kept for plug-ins),
+#: which define the roles' hooks; ``api/compose.py`` is checked like a strategy's code
+_API_PARTS = ("base", "agents", "env", "params", "header", "plan", "costs")
+API = {"__init__.py", "api/__init__.py", *(f"{prefix}{m}.py" for prefix in ("", "api/") for m in _API_PARTS)}
 ROLE_TESTS = re.compile(r"\b(ctx|env)\.slot\.role\b|\b(ctx|env)\.slot\s*(==|!=)|\b(ctx|env)\.rank\s*==\s*0\b"
                         r"|^\s*(if|elif)\s+role\s*(==|!=|in\b|not in\b)")
 

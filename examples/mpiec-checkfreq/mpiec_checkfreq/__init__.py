@@ -30,18 +30,18 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
-from mpiec.strategies import compose
-from mpiec.strategies.base import Strategy
+from mpiec.strategies.api import compose
+from mpiec.strategies.api.base import Strategy
+from mpiec.strategies.api.costs import CostModel
+from mpiec.strategies.api.params import param
 from mpiec.strategies.checkpointing.kit import KIT_RULES, CheckpointKit, CheckpointParams, SchedulePart
 from mpiec.strategies.checkpointing.schedule import Interval, Schedule
-from mpiec.strategies.costs import CostModel
-from mpiec.strategies.params import param
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from mpiec.strategies.agents import Coordinator, ServerAgent, TrainerAgent
-    from mpiec.strategies.env import DenseState, RankEnv, ShardState
+    from mpiec.strategies.api.agents import Coordinator, ServerAgent, TrainerAgent
+    from mpiec.strategies.api.env import DenseState, RankEnv, ShardState
 
 
 @dataclass(frozen=True)

@@ -22,9 +22,9 @@ import numpy as np
 
 from mpiec.comm import guard, waitall
 from mpiec.errors import ConfigError
-from mpiec.strategies.agents import Coordinator, ServerAgent
-from mpiec.strategies.base import Failure, RecoveryPlan, Scope, Strategy
-from mpiec.strategies.params import param
+from mpiec.strategies.api.agents import Coordinator, ServerAgent
+from mpiec.strategies.api.base import Failure, RecoveryPlan, Scope, Strategy
+from mpiec.strategies.api.params import param
 
 # the messages' tags: these of the strategy's range, RankEnv.tags (a plug-in never picks a tag)
 COUNT, ROWS, DIGEST, OWN, COPY = range(5)

@@ -8,13 +8,15 @@
 * ``writer``: ``PartWriter`` (one rank's part, sync or in the background, reported to the
   coordinator);
 * ``committer``: ``ManifestCommitter`` (the coordinator commits a checkpoint once every part is in);
-* ``restorer``: ``Restorer`` (a rank loads a checkpointed step) and ``rollback_plan``.
+* ``restorer``: ``Restorer`` (a rank loads a checkpointed step) and ``rollback_plan``;
+* ``chain``: ``ChainTracker`` (the rows changed since a baseline: differential checkpoints).
 
 ``strategies.ckpt`` shows how they fit: trainer 0's agent holds the ``Schedule`` and a
 ``PartWriter`` of the dense replica, each server's agent a ``PartWriter`` of its shard, every
 trainer and server a ``Restorer``, the coordinator the ``ManifestCommitter``.
 """
 
+from mpiec.strategies.checkpointing.chain import ChainTracker
 from mpiec.strategies.checkpointing.committer import ManifestCommitter
 from mpiec.strategies.checkpointing.restorer import Restorer, load_shard, rollback_plan
 from mpiec.strategies.checkpointing.rules import (
@@ -32,8 +34,8 @@ from mpiec.strategies.checkpointing.store import TRAINER_PART, claim_root, full_
 from mpiec.strategies.checkpointing.writer import PART_US_FIELD, PartWriter
 
 __all__ = [
-    "CHECKPOINT_FIELD", "PART_US_FIELD", "TRAINER_PART", "Interval", "ManifestCommitter", "PartWriter",
-    "Restorer", "Schedule", "checkpoint_root", "claim_root", "expected_mtbf_s", "full_parts",
+    "CHECKPOINT_FIELD", "PART_US_FIELD", "TRAINER_PART", "ChainTracker", "Interval", "ManifestCommitter",
+    "PartWriter", "Restorer", "Schedule", "checkpoint_root", "claim_root", "expected_mtbf_s", "full_parts",
     "interval_for_pls", "load_shard", "measured_pls", "open_store", "predicted_pls", "rollback_plan",
     "root_directories", "server_part", "storage_of", "young_interval",
 ]

@@ -27,11 +27,11 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from mpiec.checkpoint import CheckpointError, CheckpointStore
 from mpiec.kernels.tracking import bitset_clear, bitset_count, bitset_new, bitset_rows_kept, bitset_set
+from mpiec.storage.checkpoint import CheckpointError, CheckpointStore
 
 if TYPE_CHECKING:
-    from mpiec.strategies.env import ShardState
+    from mpiec.strategies.api.env import ShardState
 
 CHAIN_META = "cnr"  # the manifest ``meta`` key holding the chain links
 

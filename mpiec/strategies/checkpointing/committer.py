@@ -29,10 +29,10 @@ import shutil
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
-from mpiec.checkpoint import CheckpointError, CheckpointStore, PartInfo
+from mpiec.storage.checkpoint import CheckpointError, CheckpointStore, PartInfo
 
 if TYPE_CHECKING:
-    from mpiec.strategies.env import RankEnv
+    from mpiec.strategies.api.env import RankEnv
 
 
 class ManifestCommitter:

@@ -42,21 +42,21 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 import numpy as np
 
-from mpiec.checkpoint import CheckpointStore
 from mpiec.layout import TRAINER, Slot
+from mpiec.storage.checkpoint import CheckpointStore
+from mpiec.strategies.api.compose import Part
+from mpiec.strategies.api.params import param
+from mpiec.strategies.api.plan import Failure, RecoveryPlan, Scope
 from mpiec.strategies.checkpointing.committer import ManifestCommitter
 from mpiec.strategies.checkpointing.restorer import Restorer, rollback_plan
 from mpiec.strategies.checkpointing.rules import checkpoint_root, root_directories
 from mpiec.strategies.checkpointing.schedule import Interval, Schedule
 from mpiec.strategies.checkpointing.store import TRAINER_PART, claim_root, full_parts, open_store, server_part
 from mpiec.strategies.checkpointing.writer import PartWriter
-from mpiec.strategies.compose import Part
-from mpiec.strategies.params import param
-from mpiec.strategies.plan import Failure, RecoveryPlan, Scope
 
 if TYPE_CHECKING:
-    from mpiec.strategies.env import DenseState, RankEnv, ShardState
-    from mpiec.strategies.header import HeaderView
+    from mpiec.strategies.api.env import DenseState, RankEnv, ShardState
+    from mpiec.strategies.api.header import HeaderView
 
 SCHEDULER = 0  # the data rank whose word decides (trainer 0)
 
@@ -290,7 +290,7 @@ class CheckpointKit:
         """A strategy's ``ckpt`` fallback: the kit under ``cfg`` with strategy ``ckpt`` and ``params``
         (its keys); ``records``: the manifests record that ckpt config (``--resume`` goes on as
         ckpt), else the strategy's own; ``part_time``: as ``__init__``'s."""
-        from mpiec.strategies.params import parse_params
+        from mpiec.strategies.api.params import parse_params
 
         strategy = dataclasses.replace(cfg.strategy, name="ckpt", params=params)
         fcfg = dataclasses.replace(cfg, strategy=strategy)

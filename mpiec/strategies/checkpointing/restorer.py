@@ -22,12 +22,12 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from mpiec.checkpoint import CheckpointError, CheckpointStore
+from mpiec.storage.checkpoint import CheckpointError, CheckpointStore
+from mpiec.strategies.api.plan import RecoveryPlan, Scope
 from mpiec.strategies.checkpointing.store import TRAINER_PART, server_part
-from mpiec.strategies.plan import RecoveryPlan, Scope
 
 if TYPE_CHECKING:
-    from mpiec.strategies.env import DenseState, RankEnv, ShardState
+    from mpiec.strategies.api.env import DenseState, RankEnv, ShardState
 
 
 def rollback_plan(store: CheckpointStore, committed: int, reason: str = "full rollback") -> RecoveryPlan:

@@ -11,7 +11,7 @@ import math
 from pathlib import Path
 from typing import Any
 
-from mpiec.storage import StorageModel, resolve
+from mpiec.storage.model import StorageModel, resolve
 
 
 def checkpoint_root(directory: str, out_path: Path) -> Path:
@@ -38,7 +38,7 @@ def expected_mtbf_s(cfg: Any) -> tuple[float | None, float | None]:
         return cfg.failures.mtbf_s, None
     if cfg.failures.mtbf_steps > 0:
         return None, float(cfg.failures.mtbf_steps)
-    from mpiec.faults import parse_kill_plans
+    from mpiec.failures.faults import parse_kill_plans
 
     kills = parse_kill_plans(cfg.failures.kill, cfg)
     times = sorted(k.time for k in kills if k.time is not None)

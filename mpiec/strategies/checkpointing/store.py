@@ -15,11 +15,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from mpiec.checkpoint import CheckpointStore, check_unused
+from mpiec.storage.checkpoint import CheckpointStore, check_unused
 from mpiec.strategies.checkpointing.rules import checkpoint_root, storage_of
 
 if TYPE_CHECKING:
-    from mpiec.strategies.env import RankEnv
+    from mpiec.strategies.api.env import RankEnv
 
 TRAINER_PART = "trainer"  # the dense replica, written by trainer 0
 

@@ -1,7 +1,7 @@
 """Writing one rank's part of a checkpoint: a server's shard, or trainer 0's dense replica.
 
 ``PartWriter`` writes the part named ``part`` of checkpoint ``step`` through the rank's store,
-either on the training thread (``sync``) or from a snapshot through ``mpiec.checkpoint``'s
+either on the training thread (``sync``) or from a snapshot through ``mpiec.storage.checkpoint``'s
 ``BackgroundWriter`` (``async``), and tells the coordinator (``env.tell_monitor``) what it wrote:
 
 * ``("part", step, epoch, PartInfo.to_dict(), {"rows", "stall_s", "total_s"})`` once written;
@@ -32,10 +32,10 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
-from mpiec.checkpoint import BackgroundWriter, CheckpointError, PartInfo
+from mpiec.storage.checkpoint import BackgroundWriter, CheckpointError, PartInfo
 
 if TYPE_CHECKING:
-    from mpiec.strategies.env import RankEnv
+    from mpiec.strategies.api.env import RankEnv
 
 #: the header field a writer puts its slowest part's write time in (µs; trainer 0's Young rule)
 PART_US_FIELD = ("part_us", 40)

@@ -1,7 +1,7 @@
 """``cpr``, ``cpr-mfu``, ``cpr-ssu``: checkpoints with partial recovery (Maeng et al., MLSys'21).
 
 Full checkpoints are the checkpoint kit's parts (``strategies.checkpointing.kit``: the same
-``Schedule`` on trainer 0's header word, the same parts through ``mpiec.checkpoint``, the
+``Schedule`` on trainer 0's header word, the same parts through ``mpiec.storage.checkpoint``, the
 coordinator commits the manifests), composed with cpr's own parts. What differs is
 the recovery: on a server failure the plan is ``Scope.REPLACED``: only the replacement loads its
 shard's newest complete checkpoint (``cpr-mfu`` / ``cpr-ssu``: then the newer partial

@@ -30,12 +30,12 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from mpiec.strategies.api.compose import Part
+from mpiec.strategies.api.plan import RecoveryPlan, Scope
 from mpiec.strategies.checkpointing.kit import decided
-from mpiec.strategies.compose import Part
-from mpiec.strategies.plan import RecoveryPlan, Scope
 
 if TYPE_CHECKING:
-    from mpiec.strategies.env import RankEnv
+    from mpiec.strategies.api.env import RankEnv
 
 
 class UpdateCounter:

@@ -39,18 +39,18 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
-from mpiec.checkpoint import CheckpointError, CheckpointStore
 from mpiec.kernels.tracking import counters_add, top_fraction
+from mpiec.storage.checkpoint import CheckpointError, CheckpointStore
+from mpiec.strategies.api.compose import Part
 from mpiec.strategies.checkpointing import Interval, Schedule, server_part
 from mpiec.strategies.checkpointing.kit import SCHEDULER, PartTime, SchedulePart, decided
-from mpiec.strategies.compose import Part
 
 if TYPE_CHECKING:
     from mpiec.layout import Slot
+    from mpiec.strategies.api.env import RankEnv, ShardState
+    from mpiec.strategies.api.plan import RecoveryPlan
     from mpiec.strategies.checkpointing import ManifestCommitter, PartWriter
     from mpiec.strategies.cpr.ledger import UpdateCounter
-    from mpiec.strategies.env import RankEnv, ShardState
-    from mpiec.strategies.plan import RecoveryPlan
 
 
 def ssu_sampled(seed: int, step: int, rate: float) -> bool:

@@ -22,17 +22,17 @@ import math
 import time
 from typing import TYPE_CHECKING, Any
 
-from mpiec.checkpoint import CheckpointError, CheckpointStore
 from mpiec.layout import SERVER, TRAINER, Slot
+from mpiec.storage.checkpoint import CheckpointError, CheckpointStore
+from mpiec.strategies.api.compose import Part
+from mpiec.strategies.api.plan import Failure, RecoveryPlan, Scope
 from mpiec.strategies.checkpointing import expected_mtbf_s, measured_pls, predicted_pls
-from mpiec.strategies.compose import Part
 from mpiec.strategies.cpr.ledger import exchange_restored
-from mpiec.strategies.plan import Failure, RecoveryPlan, Scope
 
 if TYPE_CHECKING:
+    from mpiec.strategies.api.env import RankEnv, ShardState
     from mpiec.strategies.checkpointing import Interval, ManifestCommitter, Restorer
     from mpiec.strategies.cpr.partials import ServerPartials
-    from mpiec.strategies.env import RankEnv, ShardState
 
 
 class PartialRecoveryPlanner(Part):

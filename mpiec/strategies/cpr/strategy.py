@@ -29,8 +29,10 @@ from dataclasses import dataclass
 from functools import partial
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
-from mpiec.strategies import compose
-from mpiec.strategies.base import Strategy
+from mpiec.strategies.api import compose
+from mpiec.strategies.api.base import Strategy
+from mpiec.strategies.api.costs import CostModel
+from mpiec.strategies.api.params import param
 from mpiec.strategies.checkpointing import Interval, Restorer, expected_mtbf_s, interval_for_pls
 from mpiec.strategies.checkpointing.kit import (
     KIT_RULES,
@@ -41,7 +43,6 @@ from mpiec.strategies.checkpointing.kit import (
     SchedulePart,
     WriterPart,
 )
-from mpiec.strategies.costs import CostModel
 from mpiec.strategies.cpr.ledger import LostUpdates, ServerLedger, TrainerLedger, UpdateCounter
 from mpiec.strategies.cpr.partials import (
     FullOrPartial,
@@ -54,12 +55,11 @@ from mpiec.strategies.cpr.partials import (
     partial_interval,
 )
 from mpiec.strategies.cpr.recovery import PartialRecoveryPlanner, ReplacementRestore
-from mpiec.strategies.params import param
 
 if TYPE_CHECKING:
     from mpiec.config import Config
-    from mpiec.strategies.agents import Coordinator, ServerAgent, TrainerAgent
-    from mpiec.strategies.env import DenseState, RankEnv, ShardState
+    from mpiec.strategies.api.agents import Coordinator, ServerAgent, TrainerAgent
+    from mpiec.strategies.api.env import DenseState, RankEnv, ShardState
 
 
 @dataclass(frozen=True)

@@ -29,19 +29,19 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from mpiec.layout import TRAINER, servers_rank
-from mpiec.strategies.agents import Agent, ParityAgent
-from mpiec.strategies.compose import Part
+from mpiec.strategies.api.agents import Agent, ParityAgent
+from mpiec.strategies.api.compose import Part
+from mpiec.strategies.api.plan import Failure, RecoveryPlan, Scope
 from mpiec.strategies.ecrm.handover import handover_server, handover_trainer
 from mpiec.strategies.ecrm.rebuild import rebuild_parity, rebuild_server, rebuild_trainer
 from mpiec.strategies.ecrm.stripes import residue_holders, stripe_losses
 from mpiec.strategies.ecrm.transfer import RebuildError
-from mpiec.strategies.plan import Failure, RecoveryPlan, Scope
 
 if TYPE_CHECKING:
-    from mpiec.strategies.base import ServerShard
+    from mpiec.strategies.api.base import ServerShard
+    from mpiec.strategies.api.env import RankEnv, ShardState
     from mpiec.strategies.checkpointing.kit import RollbackPlanner
     from mpiec.strategies.ecrm.member import Member
-    from mpiec.strategies.env import RankEnv, ShardState
     from mpiec.strategies.replay import Pushed
 
 

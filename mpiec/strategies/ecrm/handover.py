@@ -35,16 +35,16 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from mpiec.layout import SERVER
-from mpiec.strategies.base import ServerShard
+from mpiec.strategies.api.base import ServerShard
 from mpiec.strategies.ecrm.holders import HolderComm
 from mpiec.strategies.ecrm.rebuild import rebuild_trainer, replay, share_versions, sync_survivors
 from mpiec.strategies.ecrm.rebuilder import Rebuilder
 from mpiec.strategies.ecrm.transfer import RebuildError, check_all
 
 if TYPE_CHECKING:
-    from mpiec.strategies.base import RecoveryPlan
+    from mpiec.strategies.api.base import RecoveryPlan
+    from mpiec.strategies.api.env import RankEnv, ShardState
     from mpiec.strategies.ecrm.member import Member
-    from mpiec.strategies.env import RankEnv, ShardState
     from mpiec.strategies.replay import Pushed
 
 

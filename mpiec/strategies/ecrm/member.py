@@ -33,19 +33,19 @@ from mpiec.kernels.codes import SumCode
 from mpiec.kernels.gf256 import gf_mat_inv, gf_matmul
 from mpiec.kernels.rebuild import combine_into, pending_rows, take_rows
 from mpiec.layout import RowPlacement, table_offsets
+from mpiec.strategies.api.plan import RecoveryPlan, Scope
 from mpiec.strategies.ecrm.holders import HolderComm
 from mpiec.strategies.ecrm.parity import ParityStore
 from mpiec.strategies.ecrm.pipeline import DeltaPipeline, Outgoing, build_outgoing
 from mpiec.strategies.ecrm.rebuilder import Rebuilder, encode_jobs
 from mpiec.strategies.ecrm.transfer import RebuildError, run_jobs
 from mpiec.strategies.ecrm.window import CommitWindow
-from mpiec.strategies.plan import RecoveryPlan, Scope
 
 if TYPE_CHECKING:
     from mpiec.config import Config
     from mpiec.kernels.codes import Code
+    from mpiec.strategies.api.env import RankEnv, ShardState
     from mpiec.strategies.ecrm.strategy import EcrmParams
-    from mpiec.strategies.env import RankEnv, ShardState
 
 #: rows per paced background round (``strategy.rebuild_rows = "auto"``)
 ROUND_ROWS = 1 << 15

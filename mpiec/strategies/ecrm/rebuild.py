@@ -60,9 +60,9 @@ from mpiec.strategies.ecrm.transfer import RebuildError, check_all, collective, 
 from mpiec.strategies.replay import Pushed, replay_steps
 
 if TYPE_CHECKING:
-    from mpiec.strategies.base import RecoveryPlan
+    from mpiec.strategies.api.base import RecoveryPlan
+    from mpiec.strategies.api.env import RankEnv, ShardState
     from mpiec.strategies.ecrm.member import Member
-    from mpiec.strategies.env import RankEnv, ShardState
 
 #: one replayed step on a lost server: (step, local slots, gradient rows), in the push's order
 Replayed = tuple[int, np.ndarray, np.ndarray, np.ndarray]  # (step, slots, gradients, rows per trainer)

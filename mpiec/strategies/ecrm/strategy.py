@@ -63,21 +63,21 @@ import numpy as np
 
 from mpiec.errors import ConfigError
 from mpiec.layout import holder_nodes, initial_slots, stripe_placement
-from mpiec.strategies import compose
-from mpiec.strategies.agents import Coordinator, ServerAgent, TrainerAgent
-from mpiec.strategies.base import Strategy
+from mpiec.strategies.api import compose
+from mpiec.strategies.api.agents import Coordinator, ServerAgent, TrainerAgent
+from mpiec.strategies.api.base import Strategy
+from mpiec.strategies.api.costs import CostModel
+from mpiec.strategies.api.env import RankEnv
+from mpiec.strategies.api.params import param, typed_params
 from mpiec.strategies.checkpointing.kit import KIT_RULES, CheckpointKit, CommitterPart, RollbackPlanner
-from mpiec.strategies.costs import CostModel
 from mpiec.strategies.ecrm.agents import EcrmCoordinator, EcrmParity, EcrmServer, EcrmSpare, EcrmTrainer
 from mpiec.strategies.ecrm.member import Member, Source, encode_initial, warm_up
 from mpiec.strategies.ecrm.parity import ParityStore, payload_width
 from mpiec.strategies.ecrm.stripes import node_losses, parity_stripes, residue_holders
-from mpiec.strategies.env import RankEnv
-from mpiec.strategies.params import param, typed_params
 
 if TYPE_CHECKING:
     from mpiec.config import Config
-    from mpiec.strategies.env import DenseState, ShardState
+    from mpiec.strategies.api.env import DenseState, ShardState
 
 KEEP_DELTAS, KEEP_GRADS = 4, 5
 # the step header word: ecrm has no field of its own; with the ckpt fallback, the kit's fields

@@ -39,19 +39,19 @@ import numpy as np
 from mpi4py import MPI
 
 from mpiec.layout import SERVER, TRAINER, Slot
+from mpiec.strategies.api.compose import Part
+from mpiec.strategies.api.plan import Failure, RecoveryPlan, Scope
 from mpiec.strategies.checkpointing.kit import SCHEDULER
-from mpiec.strategies.compose import Part
 from mpiec.strategies.ecsnap.exchange import ParityExchange, restore_shards
 from mpiec.strategies.ecsnap.geometry import Geometry
 from mpiec.strategies.ecsnap.schedule import SnapshotSchedule
 from mpiec.strategies.ecsnap.snapshot import Snapshot, SnapshotSet, as_bytes
-from mpiec.strategies.plan import Failure, RecoveryPlan, Scope
 from mpiec.strategies.replay import collective
 
 if TYPE_CHECKING:
-    from mpiec.checkpoint import CheckpointStore
+    from mpiec.storage.checkpoint import CheckpointStore
+    from mpiec.strategies.api.env import DenseState, RankEnv, ShardState
     from mpiec.strategies.checkpointing import ManifestCommitter, Restorer
-    from mpiec.strategies.env import DenseState, RankEnv, ShardState
 
 #: the header fields of ecsnap's parts (namespace ``ecsnap``): trainer 0's snapshot decision, and
 #: each server's progress (the last snapshot step whose exchange completed, + 1; that one's stall, µs)

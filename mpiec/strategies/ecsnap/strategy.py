@@ -67,11 +67,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from mpiec.errors import ConfigError
-from mpiec.strategies import compose
-from mpiec.strategies.base import Strategy
+from mpiec.strategies.api import compose
+from mpiec.strategies.api.base import Strategy
+from mpiec.strategies.api.costs import CostModel
+from mpiec.strategies.api.params import param
 from mpiec.strategies.checkpointing import Restorer, expected_mtbf_s
 from mpiec.strategies.checkpointing.kit import KIT_RULES, CheckpointKit
-from mpiec.strategies.costs import CostModel
 from mpiec.strategies.ecsnap.agents import (
     FIELDS,
     Coding,
@@ -82,12 +83,11 @@ from mpiec.strategies.ecsnap.agents import (
 )
 from mpiec.strategies.ecsnap.geometry import Geometry
 from mpiec.strategies.ecsnap.schedule import SnapshotSchedule
-from mpiec.strategies.params import param
 
 if TYPE_CHECKING:
     from mpiec.config import Config
-    from mpiec.strategies.agents import Coordinator, ServerAgent, TrainerAgent
-    from mpiec.strategies.env import DenseState, RankEnv, ShardState
+    from mpiec.strategies.api.agents import Coordinator, ServerAgent, TrainerAgent
+    from mpiec.strategies.api.env import DenseState, RankEnv, ShardState
 
 
 @dataclass(frozen=True)

@@ -21,7 +21,7 @@ one training step's push of one trainer, exactly as ``after_push`` gave it::
 The checksum covers the header fields and the payload, so a flipped bit anywhere in a record,
 a torn record or a record read at a wrong offset is detected; ``read_record`` then raises
 ``SpillCorrupt`` naming the file, the offset and the step it expected. CRC-32 as the checkpoint
-store (``mpiec.checkpoint``): it detects accidental damage, not tampering. Records are not
+store (``mpiec.storage.checkpoint``): it detects accidental damage, not tampering. Records are not
 fsynced: a log is only ever read by the process that wrote it (a trainer that dies loses its
 log whatever is on disk), so the page cache is as good as the disk here.
 """

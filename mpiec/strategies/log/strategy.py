@@ -64,10 +64,13 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
-from mpiec.checkpoint import CheckpointError, CheckpointStore
 from mpiec.layout import SERVER, TRAINER, Slot
-from mpiec.strategies import compose
-from mpiec.strategies.base import Failure, RecoveryPlan, Scope, Strategy
+from mpiec.storage.checkpoint import CheckpointError, CheckpointStore
+from mpiec.strategies.api import compose
+from mpiec.strategies.api.base import Failure, RecoveryPlan, Scope, Strategy
+from mpiec.strategies.api.compose import Part
+from mpiec.strategies.api.costs import CostModel
+from mpiec.strategies.api.params import param
 from mpiec.strategies.checkpointing import Restorer
 from mpiec.strategies.checkpointing.kit import (
     KIT_RULES,
@@ -77,17 +80,14 @@ from mpiec.strategies.checkpointing.kit import (
     WriterPart,
     decided,
 )
-from mpiec.strategies.compose import Part
-from mpiec.strategies.costs import CostModel
 from mpiec.strategies.log.spill import HEADER as SPILL_HEADER
 from mpiec.strategies.log.store import LogStore
-from mpiec.strategies.params import param
 from mpiec.strategies.replay import RebuildError, collective, replay_steps
 
 if TYPE_CHECKING:
-    from mpiec.strategies.agents import Coordinator, ServerAgent, TrainerAgent
+    from mpiec.strategies.api.agents import Coordinator, ServerAgent, TrainerAgent
+    from mpiec.strategies.api.env import DenseState, RankEnv, ShardState
     from mpiec.strategies.checkpointing import ManifestCommitter
-    from mpiec.strategies.env import DenseState, RankEnv, ShardState
 
 #: test hook: trainer 0 flips one byte of the oldest spilled record a replay needs
 CORRUPT_ENV = "MPIEC_LOG_CORRUPT_SPILL"
