@@ -7,6 +7,8 @@ import math
 import numpy as np
 import pytest
 
+from mpiec.layout import RowPlacement
+from mpiec.results import TIMELINE_DTYPE
 from mpiec.results.accounting import (
     cpu_per_step,
     efficiency,
@@ -18,8 +20,6 @@ from mpiec.results.accounting import (
     stall_losses,
     unique_steps,
 )
-from mpiec.layout import RowPlacement
-from mpiec.results import TIMELINE_DTYPE
 
 
 def records(steps, epoch, t0=0.0, dt=0.01):

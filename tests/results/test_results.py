@@ -11,7 +11,6 @@ import h5py
 import numpy as np
 import pytest
 
-from mpiec.results import file as results
 from mpiec.errors import MpiecError, ResultFileError
 from mpiec.results import (
     CHECKPOINTS_DTYPE,
@@ -28,6 +27,7 @@ from mpiec.results import (
     decode,
     read_result,
 )
+from mpiec.results import file as results
 
 ATTRS = {
     "config": {"model": {"dim": 16}, "strategy": {"name": "ecrm", "k": 2}},
