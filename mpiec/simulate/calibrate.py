@@ -17,7 +17,8 @@ apart it says so in ``Costs.note`` instead of inventing one.
   (``costs.py``: on shared cores every CPU-bound duration stretches with the step); the means are
   ``RuntimeCosts.speed_steps``;
 * **recovery latencies** (shared): means over every recovery of every file of ``detection_s``,
-  ``shrink_agree_s``, ``plan_s``, ``replace_s`` (``summary.recovery_breakdown``);
+  ``shrink_agree_s``, ``plan_s``, ``replace_s`` (``summary.recovery_breakdown``, read by
+  ``mpiec.results.recoveries``);
 * **checkpoint write** (``ckpt``, ``cpr*``, ``cnr``): ``fit_linear`` of each checkpoint's
   ``stall_s`` (the critical-path part) against one server's part of it —
   ``(bytes − dense replica) / servers`` for a full / baseline / diff checkpoint (the trainer's
@@ -62,7 +63,7 @@ import numpy as np
 from mpiec.config import Config
 from mpiec.errors import MpiecError
 from mpiec.resolve import typed_params
-from mpiec.results import RunResult, decode
+from mpiec.results import RunResult, decode, recoveries
 
 from .access import changed_fraction, distinct_rows
 from .costs import Costs, Linear, RuntimeCosts, StepCosts, StrategyCosts, fit_linear
@@ -201,7 +202,7 @@ def measure(res: RunResult) -> Measured:
         wall_s=float(tl["t_end"][-1]) if len(tl) else math.nan,
         failure_free=not kills and not cfg.failures.kill, summary=s, checkpoints=res.checkpoints,
         timeline=tl)
-    breakdown = json.loads(s.get("recovery_breakdown") or "[]")
+    breakdown = recoveries(res)
     ends = [t for t, kind, _, _ in events if kind == "rebuild_end"]
     starts = [t for t, kind, _, _ in events if kind == "rebuild_start"]
     for b in breakdown:
