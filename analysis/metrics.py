@@ -16,7 +16,7 @@ Owns how runs are paired and every figure computed from more than one summary va
   run's ``param_checksum`` equals its twin's (``None`` when there is no twin, when either checksum
   is empty, or when the run was lost).
 * **ETTR**, **goodput** = the summary's ``ettr`` / ``goodput_sps``; files written before those keys
-  get them from ``mpiec.accounting.efficiency`` (the runtime's own definition: ``1 −
+  get them from ``mpiec.results.accounting.efficiency`` (the runtime's own definition: ``1 −
   (time lost + checkpoint stall on the critical path) / wall``, and the samples of the last execution
   of every step minus the lost samples, per second of wall time).
 * **lost samples** = the summary's ``lost_samples`` (older files: at least ``pls ×`` the samples
@@ -47,7 +47,8 @@ from typing import Any
 
 import numpy as np
 
-from mpiec.results import RunResult, decode
+from mpiec.results import RunResult, decode, overheads, recoveries
+from mpiec.results import unfired_kills as unfired_kills_of
 from mpiec.results.accounting import expected_s, final_samples, reference, step_intervals, summary_efficiency
 
 __all__ = [
@@ -111,15 +112,11 @@ def kills_fired(r: RunResult) -> int:
 
 
 def unfired_kills(r: RunResult) -> list[str]:
-    """The planned kills that never fired (``summary.kills_unfired``, "kill: why"); [] in older files."""
-    import json
-
-    try:
-        doc = json.loads(str(r.summary.get("kills_unfired") or "[]"))
-    except ValueError:
+    """The planned kills that never fired (``mpiec.results.unfired_kills``, "kill: why"); [] in older
+    files."""
+    doc = unfired_kills_of(r)
+    if doc is None:
         return ["(kills_unfired unreadable)"]
-    if not isinstance(doc, list):
-        return []
     return [f"{d.get('kill')}: {d.get('why')}" if isinstance(d, dict) else str(d) for d in doc]
 
 
@@ -184,21 +181,10 @@ def overhead_pct(run: RunResult, base: RunResult | None) -> float | None:
     return 100.0 * (1.0 - tr / tb)
 
 
-def recovery_list(r: RunResult) -> list[dict[str, float]]:
-    """``summary.recovery_breakdown`` decoded ([] when absent or unreadable)."""
-    raw = r.summary.get("recovery_breakdown")
-    if isinstance(raw, str):
-        try:
-            raw = json.loads(raw)
-        except json.JSONDecodeError:
-            return []
-    return [x for x in raw if isinstance(x, dict)] if isinstance(raw, list) else []
-
-
 def recovery_means(r: RunResult) -> dict[str, float]:
     """Mean seconds per recovery of each of ``RECOVERY_PHASES`` plus ``recovery_s`` and
     ``time_lost_s``; empty when the run recorded no recovery breakdown."""
-    recs = recovery_list(r)
+    recs = recoveries(r)
     if not recs:
         return {}
     out = {}
@@ -220,8 +206,7 @@ def _phase(rec: dict[str, Any], key: str) -> Any:
 
 def _recovery_time_lost(r: RunResult) -> float:
     """The run's time lost to its recoveries: ``time_lost_s`` less what injected stalls cost."""
-    stall = r.summary.get("stall_time_lost_s")
-    return float(r.summary["time_lost_s"]) - (float(stall) if finite(stall) else 0.0)
+    return overheads(r).recovery_time_lost_s
 
 
 def _eval_steps(r: RunResult) -> set[int]:
@@ -243,7 +228,7 @@ def repair_throughput_vs_twin(result: RunResult, twin: RunResult | None,
     if twin is None or not len(twin.timeline) or not len(result.timeline):
         return None
     ratios = []
-    for rec in recovery_list(result):
+    for rec in recoveries(result):
         steps = rec.get("repair_steps") or []
         ratio = rec.get("repair_throughput_ratio")
         if len(steps) != 2 or not finite(ratio):

@@ -42,10 +42,10 @@ from typing import Any
 
 import numpy as np
 
-from mpiec.results import RunResult, decode
+from mpiec.results import RunResult, decode, recoveries
 
 from .configs import ConfigGroup
-from .metrics import PHASE_LABELS, RECOVERY_PHASES, RunMetrics, compare, finite, recovery_list
+from .metrics import PHASE_LABELS, RECOVERY_PHASES, RunMetrics, compare, finite
 from .stats import Estimate, median
 
 __all__ = ["FIGURES", "auc_vs_lost_has_something", "matplotlib_available", "plot_groups", "plot_results",
@@ -198,7 +198,7 @@ def _throughput(plt: Any, pairs: list[tuple[RunResult, RunMetrics]], colors: dic
                 continue
             ax.plot(t, tp, color=colors[v], linewidth=1.6 * thin, alpha=alpha, zorder=3)
             used.add("fail")
-            for rec in recovery_list(r):
+            for rec in recoveries(r):
                 kill = float(rec.get("kill", math.nan))
                 resume = kill + float(rec.get("recovery_s", math.nan))
                 normal = resume + float(rec.get("back_to_normal_s", 0.0))

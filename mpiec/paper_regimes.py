@@ -1,24 +1,30 @@
-"""The seed papers' setups, one value per quantity: what the papers and their code state, and each
-assumption with its plausible band and the band's sources.
+"""The seed papers: the one registry of papers (``PAPERS``) both studies read, and each paper's
+setup, one value per quantity: what the papers and their code state, and each assumption with its
+plausible band and the band's sources.
 
-Owns the figures that ``mpiec reproduce`` (``mpiec.reproduce.ecrec``, ``.cpr``, ``.cnr``) and
-``mpiec simulate --paper`` (``mpiec.simulate.papers``) both rest on, so that the two never assume
-different figures for the same quantity of the same paper (storage bandwidth, network, a worker's
-speed, CPR's layout and PLS target, Check-N-Run's interval and storage). Tags as
-``mpiec.reproduce.claims.TAGS``: [P] paper, [C] the authors' code, [S] secondary summary, [U]
-inferred.
+``PAPERS`` names each paper once, with its regime (the setup below) and where each study's view of
+it lives, by import path (so this module imports neither study): ``mpiec reproduce``'s (its claims,
+experiments and findings: ``mpiec.reproduce.ecrec``, ``.cpr``, ``.cnr``) and ``mpiec simulate
+--paper``'s (its cluster preset in ``mpiec.simulate.papers``). Both rest on the setups' figures, so
+the two never assume different figures for the same quantity of the same paper (storage
+bandwidth, network, a worker's speed, CPR's layout and PLS target, Check-N-Run's interval and
+storage). Tags as ``mpiec.reproduce.claims.TAGS``: [P] paper, [C] the authors' code, [S] secondary
+summary, [U] inferred.
 
-Invariants: pure data and arithmetic (no imports of the runtime); every [U] quantity a verdict rests on is an
-``Assumed``, its nominal value inside ``[low, high]`` with a source for each end; the
-consumers read it (never a copy of a figure), and a verdict that rests on it is judged at both ends
-(``mpiec.reproduce.claims``).
+Invariants: pure data and arithmetic (no import of the runtime, nor of a study at import time); a
+paper is added here or nowhere (both studies' paper choices are ``PAPERS``' keys); every [U]
+quantity a verdict rests on is an ``Assumed``, its nominal value inside ``[low, high]`` with a
+source for each end; the consumers read it (never a copy of a figure), and a verdict that rests on
+it is judged at both ends (``mpiec.reproduce.claims``).
 """
 
 from __future__ import annotations
 
+import importlib
 from dataclasses import dataclass
+from typing import Any
 
-__all__ = ["CNR", "CPR", "ECREC", "Assumed", "CnrSetup", "CprSetup", "EcrecSetup"]
+__all__ = ["CNR", "CPR", "ECREC", "PAPERS", "Assumed", "CnrSetup", "CprSetup", "EcrecSetup", "PaperEntry"]
 
 
 @dataclass(frozen=True)
@@ -154,3 +160,33 @@ class CnrSetup:
 
 
 CNR = CnrSetup()
+
+
+@dataclass(frozen=True)
+class PaperEntry:
+    """One seed paper as both studies see it: ``regime``, its setup (above); ``reproduce``, the module
+    whose ``PAPER`` (``mpiec.reproduce.experiment.Paper``) holds its claims, experiments and findings;
+    ``simulate``, the ``module:attribute`` of its cluster preset (``mpiec.simulate.papers.Paper``)."""
+
+    key: str
+    regime: EcrecSetup | CprSetup | CnrSetup
+    reproduce: str
+    simulate: str
+
+    def reproduction(self) -> Any:
+        """``mpiec reproduce``'s ``Paper`` of this paper (imported on demand)."""
+        return importlib.import_module(self.reproduce).PAPER
+
+    def preset(self) -> Any:
+        """``mpiec simulate --paper``'s preset of this paper (imported on demand)."""
+        module, attr = self.simulate.split(":")
+        return getattr(importlib.import_module(module), attr)
+
+
+#: The seed papers, in the reproduction page's order: the one registry of papers (``mpiec reproduce``'s
+#: choices and ``mpiec simulate --paper``'s are its keys).
+PAPERS: dict[str, PaperEntry] = {
+    "ecrec": PaperEntry("ecrec", ECREC, "mpiec.reproduce.ecrec", "mpiec.simulate.papers:ECREC_PRESET"),
+    "cpr": PaperEntry("cpr", CPR, "mpiec.reproduce.cpr", "mpiec.simulate.papers:CPR_PRESET"),
+    "cnr": PaperEntry("cnr", CNR, "mpiec.reproduce.cnr", "mpiec.simulate.papers:CNR_PRESET"),
+}

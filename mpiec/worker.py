@@ -4,7 +4,7 @@ Every rank of a run executes this module under ``mpiexec``/``srun``. It reads
 the resolved config (written by ``mpiec run`` or ``mpiec config --write``),
 detects ULFM, builds the communicators and runs the rank's role. Exit code 0
 on a completed run, 1 on the monitor when the run was lost, 2 on bad input. A
-rank that raises prints its traceback, leaves a crash note (``mpiec.crashes``:
+rank that raises prints its traceback, leaves a crash note (``mpiec.failures.crashes``:
 the run is then reported crashed, not lost) and dies by ``SIGKILL``.
 """
 
@@ -186,8 +186,8 @@ def is_consequence(exc: BaseException) -> bool:
 
 
 def note_crash(ctx: RankContext, exc: BaseException) -> None:
-    """A rank dying of ``exc`` leaves its crash note (``mpiec.crashes``) unless ``exc`` is a consequence,
-    so the run is reported as crashed, not as a failure it could not survive."""
+    """A rank dying of ``exc`` leaves its crash note (``mpiec.failures.crashes``) unless ``exc`` is a
+    consequence, so the run is reported as crashed, not as a failure it could not survive."""
     if is_consequence(exc):
         return
     from mpiec.failures.crashes import write_crash_note

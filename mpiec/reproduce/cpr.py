@@ -79,10 +79,11 @@ from typing import Any
 
 import numpy as np
 
-from mpiec.analysis.metrics import failure_run, number, recovery_list
+from mpiec.analysis.metrics import failure_run, number
 from mpiec.analysis.stats import Estimate, mean_sd, median, paired, ratio_of_means, spearman
 from mpiec.config import LayoutConfig
 from mpiec.paper_regimes import CPR
+from mpiec.results import overheads, recoveries, strategy_params
 
 from .claims import Assumption, Band, Claim, Finding, Measured, Rule, figure, judge, measured, measured_from
 from .experiment import Experiment, Gate, Machine, Realized, Regime, RegimeRow, RunSet, Scale
@@ -332,14 +333,14 @@ RESCHEDULING = ("detection_s", "shrink_agree_s", "plan_s", "replace_s")
 def overhead(r: Any) -> dict[str, float]:
     """Checkpoint-related overhead of a failure run, % (module docstring), with its parts (s): ``pct``,
     ``wall``, ``rescheduling``, ``stall`` (checkpoint stall), ``lost`` (time lost less rescheduling)."""
-    s, tl = r.summary, r.timeline
+    tl = r.timeline
     wall = float(tl["t_end"][-1]) if len(tl) else math.nan
-    resched = sum(number(rec.get(k)) for rec in recovery_list(r) for k in RESCHEDULING
+    resched = sum(number(rec.get(k)) for rec in recoveries(r) for k in RESCHEDULING
                   if math.isfinite(number(rec.get(k))))
-    stall = number(s.get("checkpoint_critical_s"))
-    stall = stall if math.isfinite(stall) else 0.0
-    lost = number(s.get("time_lost_s")) - number(s.get("stall_time_lost_s") or 0.0)
-    unprod = number(s.get("unproductive_s"))
+    ov = overheads(r)
+    stall = ov.checkpoint_critical_s if math.isfinite(ov.checkpoint_critical_s) else 0.0
+    lost = ov.recovery_time_lost_s
+    unprod = ov.unproductive_s
     if not math.isfinite(unprod):
         unprod = lost + stall
     related = unprod - resched
@@ -528,7 +529,7 @@ def _sweep_run(fig: Figures, p: Plan, target: float) -> Any | None:
     """The sweep's cpr run at PLS target ``target`` (the variant's per-server target times servers per
     event), or None."""
     for r in fig.sweep:
-        t = number(((r.config.get("strategy") or {}).get("params") or {}).get("target_pls"))
+        t = number(strategy_params(r).get("target_pls"))
         if math.isfinite(t) and math.isclose(t * p.per_event, target, rel_tol=1e-3):
             return r
     return None

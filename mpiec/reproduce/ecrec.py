@@ -536,8 +536,8 @@ def extract(runs: dict[str, RunSet], shared: bool) -> Figures:
                     f.overhead_pairs.setdefault((key, path), []).append((ecrm_pct, c))
 
     # failure runs: recovery, the rebuild's throughput, drift
-    from mpiec.analysis.metrics import recovery_list
     from mpiec.analysis.read import repeat_of
+    from mpiec.results import recoveries
 
     i30 = ckpts.get(30, ("", 0.0))[1]
 
@@ -559,7 +559,7 @@ def extract(runs: dict[str, RunSet], shared: bool) -> Figures:
             drop = 1.0 - m.repair_throughput_vs_twin if m.repair_throughput_vs_twin is not None else math.nan
             if v == ECRM[K4] and math.isfinite(drop):
                 f.drop.append(100.0 * drop)
-            recs = recovery_list(r)
+            recs = recoveries(r)
             if name == "ckpt30" and recs:
                 iv = number(r.summary.get("checkpoint_interval_s"))
                 f.ckpt_paper.append((repeat_of(r), ckpt_loss(recs[0], iv if iv > 0 else i30, lost)))

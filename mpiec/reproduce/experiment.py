@@ -2,7 +2,7 @@
 
 Owns ``Scale`` (smoke / quick / full: how many repetitions, how big), ``Experiment`` (one bench:
 strategies, config overrides, kill plan, repetitions), ``run_experiment`` (runs it through
-``mpiec.bench.Bench``, or reuses a finished directory), ``Regime`` rows (which of a paper's ratios a
+``mpiec.launch.bench.Bench``, or reuses a finished directory), ``Regime`` rows (which of a paper's ratios a
 run keeps, and which it does not), ``Machine`` (what the page says about the host) and the
 ``Paper`` protocol every paper module implements; ``Realized`` (a planned ratio against the one the
 runs realized, with its tolerance and why) and ``Gate`` (whether an experiment's runs may be judged:

@@ -42,6 +42,7 @@ import contextlib
 import errno
 import json
 import math
+import numbers
 import os
 import platform
 import time
@@ -71,9 +72,14 @@ __all__ = [
     "ResultExistsError",
     "ResultWriteError",
     "ResultWriter",
+    "Overheads",
     "RunResult",
     "read_result",
     "decode",
+    "overheads",
+    "recoveries",
+    "strategy_params",
+    "unfired_kills",
 ]
 
 SCHEMA_VERSION = 6
@@ -785,7 +791,9 @@ class RunResult:
     """One run's result file, as read and validated by ``read_result``.
 
     ``attrs['config']`` is the parsed config dict; byte-string fields of the
-    structured arrays stay bytes (use ``decode``).
+    structured arrays stay bytes (use ``decode``). What the summary holds as JSON is
+    read through this module's typed accessors (``recoveries``, ``unfired_kills``,
+    ``strategy_params``, ``overheads``), never decoded by a study.
     """
 
     path: Path
@@ -827,6 +835,82 @@ class RunResult:
             {name: _py(decode(rec[name])) for name in columns(EVENTS_DTYPE)}
             for rec in self.events
         ]
+
+
+@dataclass(frozen=True)
+class Overheads:
+    """A run's costs as its summary states them, seconds (docs/results-schema.md): ``time_lost_s``
+    (every recovery's time lost, injected stalls' included), ``stall_time_lost_s`` (the injected
+    stalls' share; 0 where the file has none), ``checkpoint_critical_s`` (checkpoint stall on the
+    critical path) and ``unproductive_s``; nan where the file does not record a figure."""
+
+    time_lost_s: float
+    stall_time_lost_s: float
+    checkpoint_critical_s: float
+    unproductive_s: float
+
+    @property
+    def recovery_time_lost_s(self) -> float:
+        """The time lost to recoveries: ``time_lost_s`` less the injected stalls' share."""
+        return self.time_lost_s - self.stall_time_lost_s
+
+
+def _finite(x: Any) -> float:
+    """``x`` as a float when it is a real, finite number (bools not), else nan."""
+    if isinstance(x, bool) or not isinstance(x, numbers.Real):
+        return math.nan
+    v = float(x)
+    return v if math.isfinite(v) else math.nan
+
+
+def _json_list(raw: Any) -> list[Any] | None:
+    """A summary attribute that holds a JSON list (or the list itself), decoded; None when it is
+    neither."""
+    if isinstance(raw, str):
+        try:
+            raw = json.loads(raw)
+        except json.JSONDecodeError:
+            return None
+    return list(raw) if isinstance(raw, list) else None
+
+
+# -- typed accessors: the one place a study reads what a result's summary and config hold as JSON -----
+# Functions of a ``RunResult`` (or any object with its ``summary`` / ``config``: the studies' tests pass
+# stand-ins), so no study decodes a result's JSON itself.
+def recoveries(r: Any) -> list[dict[str, Any]]:
+    """``summary.recovery_breakdown`` decoded: one dict per recovery (``epoch``, ``kill``, the phases
+    ``detection_s`` … ``restore_s``, ``recovery_s``, ``time_lost_s`` …; the keys are in
+    docs/results-schema.md); [] when absent or unreadable."""
+    return [x for x in _json_list(r.summary.get("recovery_breakdown")) or [] if isinstance(x, dict)]
+
+
+def unfired_kills(r: Any) -> list[Any] | None:
+    """``summary.kills_unfired`` decoded (``{"kill": …, "why": …}`` per planned kill that never fired);
+    [] in older files and where it is not a list; None when it is not readable JSON."""
+    try:
+        doc = json.loads(str(r.summary.get("kills_unfired") or "[]"))
+    except ValueError:
+        return None
+    return doc if isinstance(doc, list) else []
+
+
+def strategy_params(r: Any) -> dict[str, Any]:
+    """The run's ``strategy.params`` as its config holds them (the keys it was given; the strategy's
+    defaults are not filled in: ``mpiec.launch.resolve.typed_params`` does that on a ``Config``); {} when the
+    config has none. A config is free-form JSON in a result file: nothing here assumes its shape."""
+    strategy = r.config.get("strategy") if isinstance(r.config, dict) else None
+    params = strategy.get("params") if isinstance(strategy, dict) else None
+    return dict(params) if isinstance(params, dict) else {}
+
+
+def overheads(r: Any) -> Overheads:
+    """What the summary says the run's failures and checkpoints cost (``Overheads``)."""
+    s = r.summary
+    stall = _finite(s.get("stall_time_lost_s"))
+    return Overheads(time_lost_s=float(s.get("time_lost_s", math.nan)),
+                     stall_time_lost_s=stall if math.isfinite(stall) else 0.0,
+                     checkpoint_critical_s=_finite(s.get("checkpoint_critical_s")),
+                     unproductive_s=_finite(s.get("unproductive_s")))
 
 
 def read_result(path: str | Path) -> RunResult:

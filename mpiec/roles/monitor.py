@@ -9,7 +9,7 @@ Invariants: the monitor is never a kill target; it writes the result file
 exactly once, whatever happened (normal end, lost run, emulated failure); the
 parameter checksum is computed only when every shard and the dense replica
 reported and no rank crashed (otherwise it is empty, and ``lost`` or ``crashed`` is true: a rank
-that died of an exception left a crash note, ``mpiec.crashes``, and the run is ``crashed``, never
+that died of an exception left a crash note, ``mpiec.failures.crashes``, and the run is ``crashed``, never
 ``lost``).
 """
 
@@ -275,7 +275,8 @@ class Monitor:
         # every rank's host, the dead ones' too (a node failure may leave a host without survivors)
         w.set_attr("hosts", sorted({r["info"]["host"] for r in reports} | {h for h, _ in ctx.procs}))
 
-        # a rank that died of an exception left a note (mpiec.crashes): the run crashed, it is not lost
+        # a rank that died of an exception left a note (mpiec.failures.crashes): the run crashed,
+        # it is not lost
         crashes = run_crash_notes(ctx.out_path, ctx.run_id)
         stopped = outcome != "done" or bool(crashes)
         lost = stopped and not crashes
@@ -319,7 +320,7 @@ class Monitor:
             else math.nan,
             "recovery_breakdown": json.dumps(breakdown),
         }
-        if stalls:  # the MPIEC_STALL test hook fired: what each stall cost (mpiec.stall)
+        if stalls:  # the MPIEC_STALL test hook fired: what each stall cost (mpiec.failures.stall)
             summary["stalls"] = json.dumps(stalls)
             summary["injected_stall_s"] = float(sum(x["stall_s"] for x in stalls))
         diverged = [t["role"]["diverged_at"] for t in trainers if t["role"].get("diverged_at") is not None]

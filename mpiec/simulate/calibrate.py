@@ -17,7 +17,8 @@ apart it says so in ``Costs.note`` instead of inventing one.
   (``costs.py``: on shared cores every CPU-bound duration stretches with the step); the means are
   ``RuntimeCosts.speed_steps``;
 * **recovery latencies** (shared): means over every recovery of every file of ``detection_s``,
-  ``shrink_agree_s``, ``plan_s``, ``replace_s`` (``summary.recovery_breakdown``);
+  ``shrink_agree_s``, ``plan_s``, ``replace_s`` (``summary.recovery_breakdown``, read by
+  ``mpiec.results.recoveries``);
 * **checkpoint write** (``ckpt``, ``cpr*``, ``cnr``): ``fit_linear`` of each checkpoint's
   ``stall_s`` (the critical-path part) against one server's part of it —
   ``(bytes − dense replica) / servers`` for a full / baseline / diff checkpoint (the trainer's
@@ -62,7 +63,7 @@ import numpy as np
 from mpiec.config import Config
 from mpiec.errors import MpiecError
 from mpiec.launch.resolve import typed_params
-from mpiec.results import RunResult, decode
+from mpiec.results import RunResult, decode, recoveries
 
 from .access import changed_fraction, distinct_rows
 from .costs import Costs, Linear, RuntimeCosts, StepCosts, StrategyCosts, fit_linear
@@ -201,7 +202,7 @@ def measure(res: RunResult) -> Measured:
         wall_s=float(tl["t_end"][-1]) if len(tl) else math.nan,
         failure_free=not kills and not cfg.failures.kill, summary=s, checkpoints=res.checkpoints,
         timeline=tl)
-    breakdown = json.loads(s.get("recovery_breakdown") or "[]")
+    breakdown = recoveries(res)
     ends = [t for t, kind, _, _ in events if kind == "rebuild_end"]
     starts = [t for t, kind, _, _ in events if kind == "rebuild_start"]
     for b in breakdown:
@@ -284,7 +285,8 @@ def calibrate(results: list[RunResult]) -> Costs:
     if not recs:
         raise MpiecError("calibration needs at least one run that recovered from a failure "
                          "(e.g. mpiec run --strategy ckpt --set layout.spares=1 --kill server:1@step=30)")
-    nones = [m for m in used if m.strategy == "none"]
+    models = modelled()
+    nones = [m for m in used if m.strategy in models and models[m.strategy].unprotected]
     if nones:
         step_s = statistics.median(m.normal_step_s for m in nones)
     else:
@@ -298,7 +300,6 @@ def calibrate(results: list[RunResult]) -> Costs:
         recoveries=len(recs), speed_steps=speed_steps)
     strategies: dict[str, StrategyCosts] = {}
     extras: dict[str, list[float]] = {}  # per recovery: time lost the model does not explain
-    models = modelled()
     for name in sorted({m.strategy for m in used}):
         if name not in models:
             notes.append(f"strategy '{name}' is not modelled: its files only calibrate the runtime latencies")
@@ -332,15 +333,17 @@ def _parity_cpu(m: Measured) -> float:
 def step_costs(used: list[Measured]) -> StepCosts | None:
     """CPU per step by role from the failure-free runs: ``trainer`` against a trainer's work per step
     (samples × ``Job.trainer_work_per_sample``; every strategy: a trainer's work does not depend on
-    it); ``server`` against the bytes of the rows a server looks up per step, from ``none`` and
-    ``ecrm`` runs (their parity CPU taken out; a checkpointing server's CPU also holds its writes).
-    None without such runs."""
+    it); ``server`` against the bytes of the rows a server looks up per step, from the runs of
+    strategies that take no checkpoints (``none``, ``ecrm``: their parity CPU taken out; a
+    checkpointing server's CPU also holds its writes). None without such runs."""
+    models = modelled()
     free = [m for m in used if m.failure_free]
     trainer = [(float(m.cfg.training.batch_size) * m.job.trainer_work_per_sample,
                 _cpu(m, "trainer_cpu_s_per_step")) for m in free]
     server = []
     for m in free:
-        if m.strategy not in ("none", "ecrm"):
+        model = models.get(m.strategy)
+        if model is None or model.takes_checkpoints:
             continue
         cpu = _cpu(m, "server_cpu_s_per_step")
         row_bytes = m.job.lookups_per_step / max(1, m.job.servers) * m.job.row_bytes
@@ -354,15 +357,16 @@ def step_costs(used: list[Measured]) -> StepCosts | None:
 
 
 def _partial_coverage(used: list[Measured], strategies: dict[str, StrategyCosts]) -> None:
-    """``cpr-mfu`` / ``cpr-ssu``: 1 − their lost updates / ``cpr``'s, over runs of one config and kill
-    plan (the same failures at the same steps); left 0 (no credit) without such a pair."""
-    cprs = [m for m in used if m.strategy == "cpr" and m.recoveries]
-    for name in ("cpr-mfu", "cpr-ssu"):
-        if name not in strategies:
+    """A strategy with partial checkpoints (``CostModel.partials_over``: ``cpr-mfu`` / ``cpr-ssu``
+    over ``cpr``): 1 − its lost updates / the strategy's it adds them to, over runs of one config and
+    kill plan (the same failures at the same steps); left 0 (no credit) without such a pair."""
+    for name, model in modelled().items():
+        if model.partials_over is None or name not in strategies:
             continue
+        bases = [m for m in used if m.strategy == model.partials_over and m.recoveries]
         ratios = []
         for m in (x for x in used if x.strategy == name and x.recoveries):
-            base = [c for c in cprs
+            base = [c for c in bases
                     if same_config(c.cfg, m.cfg) and c.cfg.failures.kill == m.cfg.failures.kill]
             lost = float(m.summary.get("lost_updates", math.nan))
             ref = _mean([float(c.summary.get("lost_updates", math.nan)) for c in base])
@@ -396,7 +400,7 @@ def _strategy_costs(name: str, runs: list[Measured], notes: list[str]) -> tuple[
                               for m in runs for row in m.checkpoints])
         restore_ratio = _ratio([(float(m.summary.get("capacity_bytes", math.nan)) - m.job.dense_bytes)
                                 / (_full_bytes(m) - m.job.dense_bytes) for m in runs])
-    if name in ("cpr-mfu", "cpr-ssu"):
+    if modelled()[name].partials_over is not None:  # partial checkpoints between the full ones
         fulls = sum(1 for m in runs for row in m.checkpoints if decode(row["kind"]) == "full")
         partial_rows = [(m, row) for m in runs for row in m.checkpoints
                         if decode(row["kind"]) in PARTIAL_KINDS]

@@ -1,6 +1,6 @@
 """How long a simulated job's checkpoint writes and reads take on its storage.
 
-Owns the storage side of ``mpiec simulate``: the runtime's ``mpiec.storage.StorageModel`` (the same
+Owns the storage side of ``mpiec simulate``: the runtime's ``mpiec.storage.model.StorageModel`` (the same
 named profiles and figures every checkpoint store of a measured run is paced by), applied to a
 job of many ranks that share the storage:
 
@@ -46,7 +46,7 @@ def transfer_s(model: StorageModel, part_bytes: float, ranks: int, write: bool =
 
 def storage_model(profile: str | None, aggregate_gbps: float | None = None, node_gbps: float | None = None,
                   latency_ms: float | None = None) -> StorageModel | None:
-    """The storage of ``mpiec simulate``'s flags: a named profile (``mpiec.storage.PROFILES``)
+    """The storage of ``mpiec simulate``'s flags: a named profile (``mpiec.storage.model.PROFILES``)
     with its figures overridden (GB/s in, the model's MB/s out); None for ``calibrated`` (use the
     measured writes and reads). ``MpiecError`` naming the flag for a figure out of range."""
     if profile in (None, "calibrated"):

@@ -33,6 +33,7 @@ import textwrap
 from pathlib import Path
 
 from mpiec.errors import MpiecError
+from mpiec.paper_regimes import PAPERS
 from mpiec.storage.model import PROFILES
 
 from .checkpoint_io import storage_model
@@ -41,8 +42,7 @@ from .diffs import DIFF_POLICIES
 from .failure_args import add_failure_arguments, check_failure_arguments, failure_process
 from .failures import HOUR_S
 from .job import MAX_NODES, MAX_RANKS_PER_NODE, Job
-from .papers import PAPERS
-from .policies import Setup, build_policy, modelled, not_modelled
+from .policies import Setup, baseline, build_policy, modelled, not_modelled
 from .scale import CI_KEYS
 from .step import DEFAULT_NETWORK_GBPS, Hardware
 
@@ -243,7 +243,7 @@ def _strategies(args: argparse.Namespace, costs: Costs) -> list[str]:
             if n not in models:
                 raise MpiecError(f"unknown strategy '{n}' (the simulator models {', '.join(models)})")
         return names
-    return [s for s in modelled() if s == "none" or s in costs.strategies]
+    return [s for s, m in modelled().items() if m.unprotected or s in costs.strategies]
 
 
 def _print_costs(costs: Costs, out) -> None:
@@ -390,7 +390,7 @@ def _with_speed(setup: Setup, costs: Costs, job: Job, step_s: float) -> Setup:
     """``setup`` with the step model's speed set so that none's step on ``job`` is ``step_s``."""
     if setup.hardware is None:
         return setup
-    none = build_policy("none", costs, job, math.inf, setup=setup).step_s
+    none = build_policy(baseline(), costs, job, math.inf, setup=setup).step_s
     hw = dataclasses.replace(setup.hardware, speed=step_s / none)
     return dataclasses.replace(setup, hardware=hw)
 
@@ -426,7 +426,7 @@ def run(args: argparse.Namespace) -> int:
         setup = _with_speed(setup, costs, first, args.step_time)
         step_s = args.step_time
     else:
-        step_s = build_policy("none", costs, first, math.inf, setup=setup).step_s if setup.hardware \
+        step_s = build_policy(baseline(), costs, first, math.inf, setup=setup).step_s if setup.hardware \
             else costs.runtime.step_s
     if not STEP_TIMES[0] <= step_s <= STEP_TIMES[1]:  # a costs file's step time: --step-time's bounds
         raise MpiecError(f"the step time {step_s:g} s of the {source} is outside {STEP_TIMES[0]:g}.."
@@ -474,8 +474,9 @@ def run(args: argparse.Namespace) -> int:
     print(cross)
     if setup.hardware:
         print("the step model's critical path (none's step, and a server's protection work exposed):")
+        models = modelled()  # the strategies with protection work every step: rebuild (parity)
         for r in rows:
-            if r.step_path and (r.strategy in ("ecrm",) or r.strategy == names[0]) and \
+            if r.step_path and (models[r.strategy].kind == "rebuild" or r.strategy == names[0]) and \
                     r.nodes in (min(sizes), max(sizes)):
                 print(f"  {r.nodes:,} nodes, {r.strategy}: {r.step_path}")
     print("ETTR = 1 - (time lost + checkpoint stall" + (" + throughput lost while shrunk" if setup.shrink

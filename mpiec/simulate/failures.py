@@ -20,9 +20,9 @@ Owns the failure arrival processes of ``mpiec simulate`` (their command-line fla
   streams: switching one on does not change the base lifetimes, and with all of them off the
   arrivals are the same as before they existed;
 * ``Replay``: failures at given times, on given nodes or on nodes drawn with the seed;
-* ``trace_arrivals``: a node fault trace (``mpiec.traces.load_trace``: InfiniteHBD JSON or LANL
+* ``trace_arrivals``: a node fault trace (``mpiec.failures.traces.load_trace``: InfiniteHBD JSON or LANL
   CSV), its times divided by ``scale``, its node ids mapped onto the job's nodes by
-  ``mpiec.traces.trace_node_map`` (``sample``: one trace node per job node, the others dropped;
+  ``mpiec.failures.traces.trace_node_map`` (``sample``: one trace node per job node, the others dropped;
   ``fold``: every trace node mapped, the whole trace's arrivals land on the job); a failure's repair
   time, where the trace gives it, divided by ``scale`` too, is its ``repair_s``;
 * ``PUBLISHED``: node MTBFs derived from published figures, each with its source and the
@@ -416,7 +416,7 @@ PUBLISHED: dict[str, Published] = {
         failures=419, days=54.0, gpus=16384, gpus_per_node=8,
         what="unexpected interruptions of the Llama 3 405B pre-training job"),
     # the README's 400 servers and 348 days; the 584 faults counted in fault_trace.json (commit
-    # 7aacdc8) by mpiec.traces.load_trace, as docs/traces.md reports; GPUs per server not given
+    # 7aacdc8) by mpiec.failures.traces.load_trace, as docs/traces.md reports; GPUs per server not given
     "infinitehbd": Published(
         key="infinitehbd",
         source="stepfun-ai/InfiniteHBD-Trace (the fault trace of InfiniteHBD, SIGCOMM'25, "

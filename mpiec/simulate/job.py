@@ -26,7 +26,7 @@ import math
 from dataclasses import dataclass, replace
 from typing import Any
 
-from mpiec.errors import MpiecError
+from mpiec.errors import ConfigError, MpiecError
 
 __all__ = ["MAX_NODES", "MAX_RANKS_PER_NODE", "Job"]
 
@@ -65,8 +65,9 @@ class Job:
 
     @classmethod
     def from_config(cls, cfg: Any, step_s: float, k: int | None = None, r: int | None = None) -> Job:
-        """The config's own job (one rank per node); ``k`` / ``r`` default to the stripe shape of an
-        ecrm config (``stripe_shape``), else to ecrm's defaults (r = 1, k = servers − r)."""
+        """The config's own job (one rank per node); ``k`` / ``r`` default to the stripe shape the
+        config's strategy declares (``Strategy.stripe_shape``) when it has parity rows, else to
+        ecrm's defaults (r = 1, k = servers − r)."""
         from mpiec.model.dlrm import DLRMShape, n_params
 
         if not step_s > 0 or not math.isfinite(step_s):
@@ -74,13 +75,15 @@ class Job:
         d, m, t, lay = cfg.data, cfg.model, cfg.training, cfg.layout
         shape = DLRMShape(_n_dense(), len(d.cardinalities), m.dim, tuple(m.bottom), tuple(m.top))
         dense = n_params(shape) * 4 * (2 if t.dense_optimizer == "adagrad" else 1)
-        if cfg.strategy.name == "ecrm":
-            from mpiec.strategies import get_strategy_class
+        from mpiec.strategies import get_strategy_class
 
-            k_cfg, r_cfg = get_strategy_class("ecrm").stripe_shape(cfg)
-        else:
+        try:  # the stripe shape the config's strategy declares (Strategy.stripe_shape)
+            k_cfg, r_cfg = get_strategy_class(cfg.strategy.name).stripe_shape(cfg)
+        except ConfigError:  # a strategy this install does not know
+            k_cfg, r_cfg = 1, 0
+        if r_cfg < 1:  # no parity rows: ecrm's defaults, xor, rotated, r = 1, k = servers - r
             r_cfg = 1
-            k_cfg = max(1, lay.servers - r_cfg)  # the suite's default: xor, rotated, k = servers - r
+            k_cfg = max(1, lay.servers - r_cfg)
         k = int(k if k is not None else k_cfg)
         r = int(r if r is not None else r_cfg)
         return cls(

@@ -2,7 +2,7 @@
 
 Owns what a strategy does on the wall clock: steps, checkpoint stalls, failures, recoveries,
 rollbacks, background rebuilds and lost updates — and the figures of a simulated run, defined as
-the runtime defines them for a measured one (``mpiec.accounting``), so that predictions can
+the runtime defines them for a measured one (``mpiec.results.accounting``), so that predictions can
 be checked against result files:
 
 * **time lost per recovery** = kill → back to normal speed, plus the rolled-back steps executed

@@ -21,8 +21,8 @@ from .costs import Costs
 from .failures import HOUR_S, Replay
 from .job import Job
 from .model import Policy
-from .papers import PAPERS, Paper, Variant
-from .policies import Setup, build_policy
+from .papers import Paper, Variant, preset
+from .policies import Setup, baseline, build_policy, cost_model
 from .scale import ScaleRow, Trials, servers_per_failure, sweep
 
 __all__ = ["paper_results", "run_paper"]
@@ -53,11 +53,12 @@ def paper_results(args: argparse.Namespace, costs: Costs, source: str,
     own)."""
     from mpiec.launch.resolve import load_config
 
-    paper: Paper = PAPERS[args.paper]
+    paper: Paper = preset(args.paper)
     cfg = load_config(preset=paper.preset, sets=[*paper.sets, *args.set], memory=False)
     setup = make_setup(args, costs, dict(paper.flags))
     scaling = str(paper.flags.get("scaling", "strong"))
-    missing = sorted({v.strategy for v in paper.variants if v.strategy != "none"} - set(costs.strategies))
+    missing = sorted({v.strategy for v in paper.variants if not cost_model(v.strategy).unprotected}
+                     - set(costs.strategies))
     if missing:
         raise MpiecError(f"--paper {paper.key} compares {', '.join(missing)}, which the costs ({source}) do "
                          "not calibrate: add measured runs of them")
@@ -68,7 +69,7 @@ def paper_results(args: argparse.Namespace, costs: Costs, source: str,
         base = Job.from_config(cfg, costs.runtime.step_s)
         job = base.with_ranks(paper.servers, paper.trainers, k=v.k, r=1, scaling=scaling)
         vs = dataclasses.replace(setup, interval_s=v.interval_s if v.interval_s else setup.interval_s)
-        step = build_policy("none", costs, job, math.inf, setup=vs).step_s
+        step = build_policy(baseline(), costs, job, math.inf, setup=vs).step_s
         job = dataclasses.replace(job, steps=max(1, round(paper.hours * HOUR_S / step)), step_s=step)
         n = job.nodes
         trials = Trials(args.trials, max(args.trials, args.max_trials), args.ci_target)
@@ -83,7 +84,7 @@ def paper_results(args: argparse.Namespace, costs: Costs, source: str,
 
 def run_paper(args: argparse.Namespace, costs: Costs, source: str,
               make_setup: Callable[[argparse.Namespace, Costs, dict], Setup]) -> int:
-    paper: Paper = PAPERS[args.paper]
+    paper: Paper = preset(args.paper)
     results, rows_out = paper_results(args, costs, source, make_setup)
     print(f"paper: {paper.title}")
     print(f"headline: {paper.headline}")

@@ -1,4 +1,5 @@
-"""The seed papers' clusters and workloads, for ``mpiec simulate --paper NAME``.
+"""The seed papers' clusters and workloads, for ``mpiec simulate --paper NAME``: one preset per paper
+of the registry ``mpiec.paper_regimes.PAPERS`` (which names them; ``preset(key)``).
 
 Owns what each paper's setup is as far as the paper and its code state it (tags: [P] the
 paper's abstract or proceedings, [C] the authors' code, [S] secondary summaries, [U] assumed here),
@@ -20,12 +21,12 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from mpiec.paper_regimes import CNR, CPR, ECREC
+from mpiec.paper_regimes import CNR, CPR, ECREC, PAPERS
 
 from .failures import HOUR_S, Arrival
 from .job import Job
 
-__all__ = ["PAPERS", "Burst", "Paper", "Variant"]
+__all__ = ["CNR_PRESET", "CPR_PRESET", "ECREC_PRESET", "Burst", "Paper", "Variant", "preset"]
 
 
 @dataclass(frozen=True)
@@ -168,79 +169,85 @@ def _even(cards: int, total: int) -> str:
 _E = ECREC
 _E_STORE_GBPS = _E.storage.nominal / 1e3  # a server's checkpoint stream, GB/s
 
-PAPERS: dict[str, Paper] = {
-    "ecrec": Paper(
-        key="ecrec",
-        title="ECRec (Zhang, Liu, Kosaian, Yang, Rashmi, PVLDB 2023; ECRM, arXiv 2104.01981)",
-        headline="erasure-coded tables: overhead up to 66 % lower than checkpointing (88 % in the arXiv "
-                 "version), recovery up to 9.8x (10.3x) faster, 7-13 % throughput drop while recovering",
-        preset="mlperf-dlrmv2",
-        sets=(f"data.cardinalities={_even(_E.features, _E.rows)}", "data.multi_hot=[]",
-              f"model.dim={_E.dim}", f"model.bottom={[*_E.bottom, _E.dim]}", f"model.top={list(_E.top)}",
-              f"training.batch_size={_E.batch}", "training.optimizer='sgd'"),
-        servers=_E.servers, trainers=_E.workers, hours=(_E.kill_at_s + _E.after_s) / HOUR_S,
-        failures=Burst((_E.kill_at_s,), 1, _E.servers),
-        variants=(Variant("no FT", "none"), Variant("Ckpt-30", "ckpt", interval_s=_E.ckpt30_s),
-                  Variant("Ckpt-60", "ckpt", interval_s=_E.ckpt60_s), Variant("ECRM-k2", "ecrm", k=2),
-                  Variant("ECRM-k4", "ecrm", k=4)),
-        flags={"trainer_speedup": _E.trainer_speedup, "server_threads": _E.server_threads,
-               "network_gbps": _E.network_gbps, "storage_profile": "pfs-node",
-               "node_storage_gbps": _E_STORE_GBPS, "storage_gbps": _E.servers * _E_STORE_GBPS,
-               "storage_latency_ms": 1.0, "scaling": "weak"},
-        calibrated=("CPU per sample of a trainer and per row of a server (scaled by model size)",
-                    "ecrm's parity CPU per byte and rows updated per lookup", "recovery latencies",
-                    "rebuild CPU per byte"),
-        assumed=("[C] 5 parameter servers, 15 V100 workers, batch 2048 per worker, one 197.8 M x 128 table, "
-                 "SGD",
-                 "[C] one server killed 15 min in, 60 min more; Ckpt-30 / Ckpt-60",
-                 f"[U] a V100 worker = {_E.trainer_speedup:g} calibration cores on the MLPs; a server's row "
-                 f"work over {_E.server_threads} of its 96 cores; {_E.network_gbps:g} Gbit/s to a worker",
-                 f"[U] {_E.storage.text()}: the same assumption as mpiec reproduce ecrec "
-                 "(mpiec.paper_regimes; the authors' scripts write to local EBS [C], its bandwidth is not "
-                 "published)",
-                 "[U] 26 ids per sample over 26 tables, the ids' power law of the suite's data (zipf 1.05)"),
-        verdicts=_ecrec),
-    "cpr": Paper(
-        key="cpr",
-        title="CPR (Maeng et al., MLSys 2021, arXiv 2011.02999)",
-        headline="partial recovery: CPR-MFU and CPR-SSU cut checkpoint-related overhead from 8.2-8.5 % "
-                 "(full recovery) to 0.53-0.68 %, model quality on par",
-        preset="mlperf-dlrmv2",
-        sets=("training.batch_size=1638",),
-        servers=CPR.servers, trainers=CPR.trainers, hours=CPR.run_h,
-        failures=Burst(CPR.failure_times_s(), CPR.per_failure, CPR.servers),
-        variants=(Variant("full recovery", "ckpt"), Variant("CPR", "cpr"), Variant("CPR-MFU", "cpr-mfu"),
-                  Variant("CPR-SSU", "cpr-ssu")),
-        flags={"trainer_speedup": 1.0, "server_threads": 20, "network_gbps": 25.0,
-               "storage_profile": "pfs-node", "replacement": "reschedule", "scaling": "weak"},
-        calibrated=("CPU per step by role", "checkpoint part sizes; cpr-mfu/ssu's share of lost updates "
-                    "against cpr", "recovery latencies"),
-        assumed=("[S] 20 trainers, 18 embedding servers (20-core CPUs, 25 Gbit Ethernet), a 50-hour run with "
-                 "5 failures of 4 random embedding servers each (times spread evenly: [U])",
-                 "[U] the model: MLPerf DLRMv2's shape (Criteo Terabyte, as the MLSys version), global batch "
-                 "~32 k; checkpoints to a parallel file system (pfs-node); no spare: rescheduled",
-                 f"[U] {CPR.pls_target.text()}: the suite's default (strategy.target_pls), the same "
-                 "assumption as mpiec reproduce cpr (mpiec.paper_regimes)"),
-        verdicts=_cpr),
-    "cnr": Paper(
-        key="cnr",
-        title="Check-N-Run (Eisenman et al., NSDI 2022, arXiv 2010.08679)",
-        headline="differential + quantized checkpoints: write bandwidth 6-17x and storage capacity 2.5-8x "
-                 "lower on production models of terabytes",
-        preset="mlperf-dlrmv2",
-        sets=(),
-        servers=16, trainers=16, hours=24.0,
-        failures=None,
-        variants=(Variant("full checkpoint", "ckpt", interval_s=CNR.interval_s),
-                  Variant("Check-N-Run", "cnr", interval_s=CNR.interval_s)),
-        flags={"interval_s": CNR.interval_s, "storage_profile": CNR.storage_profile, "cnr_diff": CNR.diff,
-               "cnr_bits": CNR.bits, "scaling": "weak", "server_threads": 8},
-        calibrated=("rows updated per lookup (from measured cnr diffs, else ecrm's parity rows)",
-                    "CPU per step by role"),
-        assumed=("[S] a 30-minute interval, intermittent diffs, bits by the expected restores",
-                 "[U] the model: MLPerf DLRMv2's shape on 16 + 16 nodes (the paper's models are larger, "
-                 "terabytes [P]); remote object storage",
-                 "[U] the ids' power law of the suite's data (zipf 1.05): it sets the rows changed per "
-                 "interval"),
-        verdicts=_cnr),
-}
+ECREC_PRESET = Paper(
+    key="ecrec",
+    title="ECRec (Zhang, Liu, Kosaian, Yang, Rashmi, PVLDB 2023; ECRM, arXiv 2104.01981)",
+    headline="erasure-coded tables: overhead up to 66 % lower than checkpointing (88 % in the arXiv "
+             "version), recovery up to 9.8x (10.3x) faster, 7-13 % throughput drop while recovering",
+    preset="mlperf-dlrmv2",
+    sets=(f"data.cardinalities={_even(_E.features, _E.rows)}", "data.multi_hot=[]",
+          f"model.dim={_E.dim}", f"model.bottom={[*_E.bottom, _E.dim]}", f"model.top={list(_E.top)}",
+          f"training.batch_size={_E.batch}", "training.optimizer='sgd'"),
+    servers=_E.servers, trainers=_E.workers, hours=(_E.kill_at_s + _E.after_s) / HOUR_S,
+    failures=Burst((_E.kill_at_s,), 1, _E.servers),
+    variants=(Variant("no FT", "none"), Variant("Ckpt-30", "ckpt", interval_s=_E.ckpt30_s),
+              Variant("Ckpt-60", "ckpt", interval_s=_E.ckpt60_s), Variant("ECRM-k2", "ecrm", k=2),
+              Variant("ECRM-k4", "ecrm", k=4)),
+    flags={"trainer_speedup": _E.trainer_speedup, "server_threads": _E.server_threads,
+           "network_gbps": _E.network_gbps, "storage_profile": "pfs-node",
+           "node_storage_gbps": _E_STORE_GBPS, "storage_gbps": _E.servers * _E_STORE_GBPS,
+           "storage_latency_ms": 1.0, "scaling": "weak"},
+    calibrated=("CPU per sample of a trainer and per row of a server (scaled by model size)",
+                "ecrm's parity CPU per byte and rows updated per lookup", "recovery latencies",
+                "rebuild CPU per byte"),
+    assumed=("[C] 5 parameter servers, 15 V100 workers, batch 2048 per worker, one 197.8 M x 128 table, "
+             "SGD",
+             "[C] one server killed 15 min in, 60 min more; Ckpt-30 / Ckpt-60",
+             f"[U] a V100 worker = {_E.trainer_speedup:g} calibration cores on the MLPs; a server's row "
+             f"work over {_E.server_threads} of its 96 cores; {_E.network_gbps:g} Gbit/s to a worker",
+             f"[U] {_E.storage.text()}: the same assumption as mpiec reproduce ecrec "
+             "(mpiec.paper_regimes; the authors' scripts write to local EBS [C], its bandwidth is not "
+             "published)",
+             "[U] 26 ids per sample over 26 tables, the ids' power law of the suite's data (zipf 1.05)"),
+    verdicts=_ecrec)
+
+CPR_PRESET = Paper(
+    key="cpr",
+    title="CPR (Maeng et al., MLSys 2021, arXiv 2011.02999)",
+    headline="partial recovery: CPR-MFU and CPR-SSU cut checkpoint-related overhead from 8.2-8.5 % "
+             "(full recovery) to 0.53-0.68 %, model quality on par",
+    preset="mlperf-dlrmv2",
+    sets=("training.batch_size=1638",),
+    servers=CPR.servers, trainers=CPR.trainers, hours=CPR.run_h,
+    failures=Burst(CPR.failure_times_s(), CPR.per_failure, CPR.servers),
+    variants=(Variant("full recovery", "ckpt"), Variant("CPR", "cpr"), Variant("CPR-MFU", "cpr-mfu"),
+              Variant("CPR-SSU", "cpr-ssu")),
+    flags={"trainer_speedup": 1.0, "server_threads": 20, "network_gbps": 25.0,
+           "storage_profile": "pfs-node", "replacement": "reschedule", "scaling": "weak"},
+    calibrated=("CPU per step by role", "checkpoint part sizes; cpr-mfu/ssu's share of lost updates "
+                "against cpr", "recovery latencies"),
+    assumed=("[S] 20 trainers, 18 embedding servers (20-core CPUs, 25 Gbit Ethernet), a 50-hour run with "
+             "5 failures of 4 random embedding servers each (times spread evenly: [U])",
+             "[U] the model: MLPerf DLRMv2's shape (Criteo Terabyte, as the MLSys version), global batch "
+             "~32 k; checkpoints to a parallel file system (pfs-node); no spare: rescheduled",
+             f"[U] {CPR.pls_target.text()}: the suite's default (strategy.target_pls), the same "
+             "assumption as mpiec reproduce cpr (mpiec.paper_regimes)"),
+    verdicts=_cpr)
+
+CNR_PRESET = Paper(
+    key="cnr",
+    title="Check-N-Run (Eisenman et al., NSDI 2022, arXiv 2010.08679)",
+    headline="differential + quantized checkpoints: write bandwidth 6-17x and storage capacity 2.5-8x "
+             "lower on production models of terabytes",
+    preset="mlperf-dlrmv2",
+    sets=(),
+    servers=16, trainers=16, hours=24.0,
+    failures=None,
+    variants=(Variant("full checkpoint", "ckpt", interval_s=CNR.interval_s),
+              Variant("Check-N-Run", "cnr", interval_s=CNR.interval_s)),
+    flags={"interval_s": CNR.interval_s, "storage_profile": CNR.storage_profile, "cnr_diff": CNR.diff,
+           "cnr_bits": CNR.bits, "scaling": "weak", "server_threads": 8},
+    calibrated=("rows updated per lookup (from measured cnr diffs, else ecrm's parity rows)",
+                "CPU per step by role"),
+    assumed=("[S] a 30-minute interval, intermittent diffs, bits by the expected restores",
+             "[U] the model: MLPerf DLRMv2's shape on 16 + 16 nodes (the paper's models are larger, "
+             "terabytes [P]); remote object storage",
+             "[U] the ids' power law of the suite's data (zipf 1.05): it sets the rows changed per "
+             "interval"),
+    verdicts=_cnr)
+
+
+def preset(key: str) -> Paper:
+    """The preset of paper ``key`` (a key of ``mpiec.paper_regimes.PAPERS``, the one registry of papers,
+    which names the preset of each)."""
+    return PAPERS[key].preset()

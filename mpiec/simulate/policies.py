@@ -3,8 +3,10 @@
 Owns how each strategy's costs scale with the job and how its checkpoint interval is chosen —
 with the suite's own rules, called, not copied. Which strategies are modelled, and as what, is
 each strategy's own ``cost`` (``strategies.costs.CostModel``) read from the one registry, so a
-plug-in strategy with a cost model is simulated like a built-in; ``log`` and ``ecsnap`` say why
-they are not (``not_modelled``):
+plug-in strategy with a cost model is simulated like a built-in; one without says why
+(``not_modelled``). Nothing here branches on a strategy's name: the unprotected step is the
+``restart`` strategy's (``baseline``), the rest follows the kind, interval rule, medium, diffs and
+partials the cost model declares. For the built-ins:
 
 * ``ckpt``, ``cnr``: Young's interval ``sqrt(2 · stall · MTBF_job)``
   (``mpiec.strategies.checkpointing.young_interval``) in seconds, then in steps;
@@ -49,8 +51,8 @@ from .job import Job
 from .model import Policy
 from .step import Hardware, StepTimes, step_times
 
-__all__ = ["Setup", "build_policy", "cost_model", "modelled", "not_modelled", "parity_bytes_per_server_step",
-           "step_model"]
+__all__ = ["Setup", "baseline", "build_policy", "cost_model", "modelled", "not_modelled",
+           "parity_bytes_per_server_step", "step_model"]
 
 PARITY_WORD_BYTES = 8  # each delta row travels with one int64 word (row id / version)
 #: the share of a step a server must have idle (after its parity work) to pace a rebuild into it
@@ -93,6 +95,16 @@ def cost_model(name: str) -> CostModel:
     if why:
         raise MpiecError(f"strategy '{name}' is {why}")
     raise MpiecError(f"unknown strategy '{name}' for the simulator (known: {', '.join(models)})")
+
+
+def baseline() -> str:
+    """The strategy that protects nothing (the first modelled one whose cost model is
+    ``unprotected``: ``none``): its step is the unprotected step every overhead is measured against."""
+    for name, model in modelled().items():
+        if model.unprotected:
+            return name
+    raise MpiecError("no registered strategy declares an unprotected cost model (CostModel('restart')): "
+                     "the simulator has no unprotected step to price the others against")
 
 
 def param_default(strategy: str, key: str) -> Any:
@@ -157,11 +169,11 @@ def build_policy(name: str, costs: Costs, job: Job, mtbf_job_s: float, *,
     model = cost_model(name)
     sc = costs.strategies.get(name)
     if sc is None:
-        if name != "none":
+        if not model.unprotected:  # an unprotected strategy has no cost to calibrate
             have = ", ".join(sorted(costs.strategies)) or "none"
             raise MpiecError(f"no calibrated costs for strategy '{name}' (calibrated: {have}); "
                              f"add a measured {name} run to the calibration files")
-        sc = StrategyCosts("none", "restart")
+        sc = StrategyCosts(name, "restart")
     kind = model.kind
     rt = costs.runtime
     latency = rt.latency_s(job.ranks, scale_agree)

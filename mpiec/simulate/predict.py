@@ -33,7 +33,7 @@ as the runtime paces them), not by the calibration's fit of other runs' writes: 
 another storage profile is predicted.
 
 Invariants: a prediction never reads the measured quantity it predicts; the kill plan is parsed
-by ``mpiec.faults.parse_kill_plans`` (what the runtime fires); kills of spares, parity ranks or nodes
+by ``mpiec.failures.faults.parse_kill_plans`` (what the runtime fires); kills of spares, parity ranks or nodes
 are refused with one line (not modelled in a measured layout).
 """
 
@@ -51,7 +51,7 @@ from mpiec.launch.resolve import storage_model, typed_params
 from .calibrate import Measured, speed_key
 from .costs import Costs
 from .model import Failure, Outcome, simulate
-from .policies import Setup, build_policy
+from .policies import Setup, build_policy, cost_model
 
 __all__ = ["Comparison", "failures_of", "measured_overhead", "predict", "speed_factor", "training_time"]
 
@@ -123,7 +123,7 @@ def _simulate_run(costs: Costs, m: Measured) -> tuple[Outcome, float]:
 
 def _run_storage(m: Measured) -> Setup:
     """What the run did that the costs do not say: the storage model it wrote and read through
-    (``mpiec.resolve.storage_model`` of its config), when it emulated one — its writes and reads are
+    (``mpiec.launch.resolve.storage_model`` of its config), when it emulated one — its writes and reads are
     priced by that model, as the runtime paced them (reads by the per-rank figure only), not by the
     calibration's fit of another run's — and, for a differential strategy, its diff policy and bits
     (the run's ``strategy.diff``, ``quantization`` and ``bits``, not the strategy's defaults)."""
@@ -160,7 +160,8 @@ def predict(costs: Costs, runs: list[Measured], speed: bool = True) -> list[Comp
     protection overhead, lost samples. ``speed``: the costs at the run's speed (``speed_factor``)."""
     out: list[Comparison] = []
     for m in runs:
-        if m.strategy == "none":
+        model = cost_model(m.strategy)
+        if model.unprotected:
             continue
         sim, per_step = _simulate_run(costs.at_speed(speed_factor(costs, m)) if speed else costs, m)
         for i, (p, rec) in enumerate(zip(sim.recoveries, m.recoveries, strict=False)):
@@ -169,7 +170,7 @@ def predict(costs: Costs, runs: list[Measured], speed: bool = True) -> list[Comp
         if len(m.recoveries) > 1:
             out.append(Comparison(m.label, m.strategy, "time lost, total", sim.time_lost_s,
                                   sum(r.time_lost_s for r in m.recoveries)))
-        if m.strategy != "ecrm" or not m.recoveries:  # ecrm's stage grows in its rebuild windows
+        if model.kind != "rebuild" or not m.recoveries:  # ecrm's stage grows in its rebuild windows
             executed = sim.steps_done + sum(r.reexec_steps for r in sim.recoveries)
             # the protection time is predicted; the time it is a share of is the run's own (its
             # steps are an input of the model: a short run's warm-up steps are slower than its
@@ -177,7 +178,7 @@ def predict(costs: Costs, runs: list[Measured], speed: bool = True) -> list[Comp
             predicted = (sim.stall_s + per_step * executed) / _failure_free_time(m)
             out.append(Comparison(m.label, m.strategy, "overhead", predicted, measured_overhead(m)))
         windows = [r.window_slowdown for r in m.recoveries if math.isfinite(r.window_slowdown)]
-        if m.strategy == "ecrm" and windows:
+        if model.kind == "rebuild" and windows:
             # throughput while a shard is rebuilt, over normal: the model's 1 / (1 + slowdown)
             measured = statistics.fmean(1.0 / (1.0 + w) for w in windows)
             policy = build_policy(m.strategy, costs, m.job, math.inf, scale_agree=False)

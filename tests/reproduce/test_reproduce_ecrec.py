@@ -326,14 +326,14 @@ def test_reproduce_and_simulate_read_one_storage_assumption():
     """One assumption per quantity: simulate --paper ecrec's storage is the regime source's, as the
     reproduction's."""
     from mpiec.paper_regimes import ECREC
-    from mpiec.simulate.papers import PAPERS
+    from mpiec.simulate.papers import preset
 
-    flags = PAPERS["ecrec"].flags
+    flags = preset("ecrec").flags
     assert flags["node_storage_gbps"] * 1e3 == ECREC.storage.nominal == ecrec.STORAGE.nominal
     per_server = ECREC.ckpt_bytes / ECREC.servers
     assert ecrec.PAPER_WRITE_S == pytest.approx(per_server / (ECREC.storage.nominal * 1e6))
     assert ECREC.storage.low <= ECREC.storage.nominal <= ECREC.storage.high
-    assert "EBS" in ECREC.storage.high_source and ECREC.storage.text() in "; ".join(PAPERS["ecrec"].assumed)
+    assert "EBS" in ECREC.storage.high_source and ECREC.storage.text() in "; ".join(preset("ecrec").assumed)
 
 
 def test_the_deciding_ratio_scales_with_workers_and_dim_not_with_the_batch():

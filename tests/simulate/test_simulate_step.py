@@ -12,6 +12,7 @@ import pytest
 
 from mpiec.errors import MpiecError
 from mpiec.launch.resolve import load_config
+from mpiec.paper_regimes import PAPERS
 from mpiec.simulate.access import changed_fraction, distinct_rows
 from mpiec.simulate.checkpoint_io import storage_model, transfer_s
 from mpiec.simulate.costs import Costs, Linear, RuntimeCosts, StepCosts, StrategyCosts
@@ -19,7 +20,7 @@ from mpiec.simulate.diffs import chain_ratios, quantized_ratio
 from mpiec.simulate.failures import Arrival, NodeRenewal, Schedule
 from mpiec.simulate.job import Job
 from mpiec.simulate.model import Failure, simulate
-from mpiec.simulate.papers import PAPERS, Burst
+from mpiec.simulate.papers import Burst, preset
 from mpiec.simulate.policies import Setup, build_policy, parity_bytes_per_server_step, step_model
 from mpiec.simulate.scale import Trials, _failures, format_table, half_width, sweep
 from mpiec.simulate.step import Hardware, step_times
@@ -282,7 +283,7 @@ class _Given:
 
 @pytest.mark.parametrize("key", sorted(PAPERS))
 def test_a_paper_preset_loads_its_model_and_lists_every_input(key):
-    paper = PAPERS[key]
+    paper = preset(key)
     cfg = load_config(preset=paper.preset, sets=list(paper.sets), memory=False)
     j = Job.from_config(cfg, 0.1).with_ranks(paper.servers, paper.trainers)
     assert j.servers == paper.servers and j.rows > 0
@@ -292,7 +293,7 @@ def test_a_paper_preset_loads_its_model_and_lists_every_input(key):
 
 
 def test_ecrec_preset_is_the_papers_table():
-    cfg = load_config(preset="mlperf-dlrmv2", sets=list(PAPERS["ecrec"].sets), memory=False)
+    cfg = load_config(preset="mlperf-dlrmv2", sets=list(preset("ecrec").sets), memory=False)
     assert sum(cfg.data.cardinalities) == 197_767_405 and cfg.model.dim == 128
     assert cfg.training.batch_size == 2048 and cfg.training.optimizer == "sgd"
 
@@ -330,3 +331,20 @@ def test_the_rebuild_pacing_uses_the_rebuilding_ranks_cpu_when_measured():
     t = step_model(c, fast, j, hw)
     cpu = (j.k + j.r) * j.shard_rows * j.row_bytes / 1e9
     assert p.rebuild_s == pytest.approx(math.ceil(cpu / (t.window_s - t.protection_s)) * t.run_step_s)
+
+
+def test_one_registry_of_papers_names_both_studies_views():
+    """Each paper of ``mpiec.paper_regimes.PAPERS`` has its reproduction and its simulate preset, under
+    the same key and on the same regime figures; both CLIs offer exactly its keys."""
+    from mpiec.reproduce import PAPERS as REPRODUCED
+    from mpiec.reproduce import paper
+    from mpiec.reproduce.cli import build_parser as reproduce_parser
+    from mpiec.simulate.cli import build_parser as simulate_parser
+
+    assert REPRODUCED is PAPERS
+    for key, entry in PAPERS.items():
+        assert entry.key == key and preset(key).key == key and paper(key).name == key
+    choices = {a.dest: a.choices for a in reproduce_parser()._actions}
+    assert list(choices["paper"]) == [*PAPERS, "all"]
+    sim = {a.dest: a.choices for a in simulate_parser()._actions}
+    assert sorted(sim["paper"]) == sorted(PAPERS)

@@ -28,13 +28,33 @@ class CostModel:
     default; ``none``: no checkpoints); ``medium``: where checkpoints go (``storage``: the job's
     storage model; ``memory``: peers' memory, priced by the calibrated snapshot costs, never by the
     storage model); ``diffs``: its checkpoints are differential and quantized (Check-N-Run), so
-    their sizes follow the rows changed per interval (``mpiec.simulate.diffs``)."""
+    their sizes follow the rows changed per interval (``mpiec.simulate.diffs``); ``partials_over``:
+    the strategy is that one plus partial checkpoints between its full ones (``cpr-mfu``,
+    ``cpr-ssu``: ``cpr``), so the calibration fits the partials' frequency and size from its
+    checkpoints and the share of lost updates they save against that strategy's runs of the same
+    config and kills (None: no partial checkpoints).
+
+    What the simulator reads of a strategy comes from here, never from its name: ``restart`` saves
+    nothing, so it costs nothing per step and needs no calibrated costs (its runs give the
+    unprotected step, the reference of every overhead); ``rebuild`` does protection work every step
+    (parity), which the step model prices; ``interval == "none"``: no checkpoints, so its servers'
+    CPU holds no writes (``takes_checkpoints``)."""
 
     kind: Kind
     interval: Literal["none", "young", "pls"] = "none"
     target_pls: float | None = None
     medium: Literal["storage", "memory"] = "storage"
     diffs: bool = False  # differential, quantized checkpoints (cnr): sizes from the rows changed
+    partials_over: str | None = None  # partial checkpoints between the full ones of this strategy's
+
+    @property
+    def unprotected(self) -> bool:
+        """Saves nothing (``restart``): no per-step cost, no calibrated cost needed."""
+        return self.kind == "restart"
+
+    @property
+    def takes_checkpoints(self) -> bool:
+        return self.interval != "none"
 
 
 __all__ = ["CostModel", "Kind"]

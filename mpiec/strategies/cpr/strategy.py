@@ -113,6 +113,8 @@ SUMMARY_RULES: dict[str, str] = {
     "partial_checkpoint_bytes": "first", "partial_rows_saved": "first",
 }
 COST = CostModel("partial", interval="pls", target_pls=CprParams().target_pls)
+#: the variants: cpr plus partial checkpoints, whose saved updates are measured against cpr's runs
+PARTIALS_COST = CostModel("partial", interval="pls", target_pls=CprParams().target_pls, partials_over="cpr")
 
 
 class _PartialRecoveryFamily(Strategy):
@@ -183,6 +185,7 @@ class PartialRecoveryMFU(_PartialRecoveryFamily):
     """``cpr-mfu``: ``cpr`` plus partial checkpoints of the most frequently pulled rows."""
 
     name = "cpr-mfu"
+    cost = PARTIALS_COST
     description = "cpr + the most frequently used rows (access counters) saved more often"
     Params = CprMfuParams
     params: CprMfuParams
@@ -196,6 +199,7 @@ class PartialRecoverySSU(_PartialRecoveryFamily):
     """``cpr-ssu``: ``cpr`` plus partial checkpoints of the rows a sub-sample of the steps pulled."""
 
     name = "cpr-ssu"
+    cost = PARTIALS_COST
     description = "cpr + the rows of a sub-sample of the mini-batches saved more often"
     Params = CprSsuParams
     params: CprSsuParams
