@@ -1,4 +1,5 @@
-"""A rank that dies of an exception is a crash, never a failure (issue 36, item 4; ``mpiec.failures.crashes``).
+"""A rank that dies of an exception is a crash, never a failure (issue 36, item 4;
+``mpiec.failures.crashes``).
 
 Throw-away plug-ins (``plugin_helpers``) raise on purpose: a server hook, a factory returning
 None, the coordinator's plan on the monitor. Each run ends with exit 3, the traceback on the
