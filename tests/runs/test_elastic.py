@@ -50,7 +50,12 @@ def test_a_server_kill_shrinks_onto_the_survivors_losslessly(strategy, reference
     # every survivor server rebuilt for the new placement (server:2 -> server:1, ...)
     assert len([d for d in kinds(res, "relayout") if d.startswith("server:")]) == 3
     if "ecrm" in strategy:  # the dropped rows decoded on a survivor, nothing re-executed (fallback or not)
-        assert "rows decoded on the survivors" in run.stdout and res.summary["reexecuted_steps"] == 0
+        # seen failing once (a clean clone's suite, 2026-12-02: lossless on 3 servers, yet no handover
+        # line): what the run said and recorded, so that a recurrence says which path it took
+        said = "\n".join(line for line in run.stdout.splitlines() if "recover" in line or "lost" in line)
+        events = [(decode(e["kind"]), int(e["step"]), decode(e["detail"])[:120]) for e in res.events]
+        assert "rows decoded on the survivors" in run.stdout and res.summary["reexecuted_steps"] == 0, \
+            f"{said}\nreexecuted_steps {res.summary['reexecuted_steps']}\nevents {events}"
         decoded = kinds(res, "handover")
         assert len(decoded) == 1 and decoded[0].startswith("server 1's ")
         assert " rows decoded at step " in decoded[0]
