@@ -121,7 +121,7 @@ def test_a_second_kill_during_the_rebuild_with_batched_commits_is_recovered_too(
         assert s["kills_fired"] == 2 and s["param_checksum"] == reference, (delay, run.stdout)
 
 
-def test_one_slow_paced_round_does_not_stretch_the_rebuild(failure_free, tmp_path):
+def test_one_slow_paced_round_does_not_stretch_the_rebuild(failure_free, tmp_path, monkeypatch):
     """Paced rounds (``rebuild_rows = "auto"``) on tables of several rounds a shard: the first
     round's CPU measured 5 s (a round preempted on a loaded machine, ``MPIEC_ECRM_SLOW_ROUND_S``)
     spaced the next ones thousands of steps apart, the lost rows were then served by degraded reads
@@ -130,14 +130,9 @@ def test_one_slow_paced_round_does_not_stretch_the_rebuild(failure_free, tmp_pat
 
     layout = ["--preset", "tiny", "--steps", "80", "--set", "layout.servers=3",
               "--set", "data.cardinalities=[" + ",".join(["15000"] * 26) + "]"]  # ~130,000 rows a shard
-    old = dict(os.environ)
-    os.environ["MPIEC_ECRM_SLOW_ROUND_S"] = "5"
-    try:
-        run = mpiec(["run", *layout, "--strategy", "ecrm", "--set", "layout.spares=1",
-                     "--kill", "server:1@step=10"], out=tmp_path, timeout=240)
-    finally:
-        os.environ.clear()
-        os.environ.update(old)
+    monkeypatch.setenv("MPIEC_ECRM_SLOW_ROUND_S", "5")
+    run = mpiec(["run", *layout, "--strategy", "ecrm", "--set", "layout.spares=1",
+                 "--kill", "server:1@step=10"], out=tmp_path, timeout=240)
     assert run.code == 0, run.stdout + run.stderr
     s = run.result().summary
     assert s["rebuild_rounds"] >= 3 and s["degraded_rows"] > 0, s  # paced rounds, degraded reads between
