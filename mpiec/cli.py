@@ -263,9 +263,23 @@ def keep_mpi_uninitialised() -> None:
         mpi4py.rc.finalize = False
 
 
+def defer_kernels() -> None:
+    """Load kernel modules (and numba) only when a kernel is used (``mpiec.kernels.defer``).
+
+    This process validates configs, launches ranks and reads results: most commands never call
+    a kernel, yet validating a strategy imports its modules (numba's import is 0.3-0.5 CPU-s,
+    paid before ``mpiec run`` starts any rank). Leaves things alone if numba was imported
+    already (tests calling ``main`` in their own process)."""
+    if "numba" not in sys.modules:
+        from mpiec import kernels
+
+        kernels.defer()
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     keep_mpi_uninitialised()
+    defer_kernels()
     try:
         if argv and argv[0] == "report":
             from mpiec.analysis.report import main as report_main

@@ -54,8 +54,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 import numpy as np
 
-from mpiec.kernels.quantize import QuantizedRows, dequantize, quantize_rows
-from mpiec.kernels.tracking import take_rows
+from mpiec.kernels import quantize, tracking
 from mpiec.layout import SERVER, TRAINER, Slot
 from mpiec.storage.checkpoint import CheckpointError, CheckpointStore, PartInfo
 from mpiec.strategies.api import compose
@@ -151,7 +150,7 @@ def encode_rows(rows: np.ndarray, dim: int, method: str,
     if method == "none":
         return {"table": rows}, np.zeros(rows.shape[0])
     # one pass over the rows in place: no copy of the weights, no dequantized temporary
-    q, errors = quantize_rows(rows, dim, method, bits)
+    q, errors = quantize.quantize_rows(rows, dim, method, bits)
     out = {"packed": q.packed}
     for name in ("scale", "bias", "codebook"):
         if getattr(q, name) is not None:
@@ -165,9 +164,9 @@ def decode_rows(arrays: dict[str, np.ndarray], dim: int, method: str, bits: int)
     """The float32 rows ``[n, dim + state]`` a part restores (``encode_rows`` inverted)."""
     if "table" in arrays:
         return np.asarray(arrays["table"])
-    q = QuantizedRows(method, bits, dim, np.asarray(arrays["packed"]), arrays.get("scale"),
+    q = quantize.QuantizedRows(method, bits, dim, np.asarray(arrays["packed"]), arrays.get("scale"),
                       arrays.get("bias"), arrays.get("codebook"))
-    w = dequantize(q)
+    w = quantize.dequantize(q)
     if "state" in arrays:
         return np.hstack([w, np.asarray(arrays["state"], dtype=np.float32)])
     return w
@@ -182,7 +181,7 @@ def snapshot_rows(table: np.ndarray, global_rows: np.ndarray, slots: np.ndarray)
     """The arrays a server's part holds, copied from the shard (the training thread's stall): the
     rows of ``slots`` (ascending) and their global ids; a baseline's rows are copied as one
     block (memory-copy speed), a diff's row by row (``kernels.tracking.take_rows``)."""
-    return {"global_rows": global_rows[slots], "table": take_rows(table, slots)}
+    return {"global_rows": global_rows[slots], "table": tracking.take_rows(table, slots)}
 
 
 class QuantizingStore:

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from mpiec.kernels.tracking import bitset_clear, bitset_count, bitset_new, bitset_rows_kept, bitset_set
+from mpiec.kernels import tracking
 from mpiec.storage.checkpoint import CheckpointError, CheckpointStore
 
 if TYPE_CHECKING:
@@ -124,18 +124,18 @@ class ChainTracker:
 
     def __init__(self, n_slots: int, diff: str) -> None:
         self.diff = diff
-        self.since_last = bitset_new(n_slots)
-        self.since_base = bitset_new(n_slots)
+        self.since_last = tracking.bitset_new(n_slots)
+        self.since_base = tracking.bitset_new(n_slots)
         self.base = self.prev = -1
         self.sizes: list[float] = []
 
     def track(self, slots: np.ndarray) -> None:
         """Rows ``slots`` were updated."""
-        bitset_set(self.since_last, slots)
-        bitset_set(self.since_base, slots)
+        tracking.bitset_set(self.since_last, slots)
+        tracking.bitset_set(self.since_base, slots)
 
     def changed_since_base(self) -> int:
-        return int(bitset_count(self.since_base))
+        return int(tracking.bitset_count(self.since_base))
 
     def next_kind(self, size: float) -> tuple[str, float]:
         """Baseline or diff now, and its size relative to a full checkpoint (``size``: the diff's,
@@ -154,15 +154,15 @@ class ChainTracker:
             slots = np.flatnonzero(global_rows >= 0)
         else:
             # the set rows that are real (padding slots have global id -1), in one pass
-            slots = bitset_rows_kept(self.since_last if self.diff == "consecutive" else self.since_base,
-                                     global_rows)
+            since = self.since_last if self.diff == "consecutive" else self.since_base
+            slots = tracking.bitset_rows_kept(since, global_rows)
         prev = self.prev if self.diff == "consecutive" or kind == "baseline" else self.base
         link = {"kind": kind, "prev": step if kind == "baseline" else prev,
                 "baseline": step if kind == "baseline" else self.base, "size": size,
                 "sizes": [] if kind == "baseline" else self.sizes + [size]}
-        bitset_clear(self.since_last)
+        tracking.bitset_clear(self.since_last)
         if kind == "baseline":
-            bitset_clear(self.since_base)
+            tracking.bitset_clear(self.since_base)
             self.base, self.sizes = step, []
         else:
             self.sizes = self.sizes + [size]
@@ -175,8 +175,8 @@ class ChainTracker:
 
     def restart(self) -> None:
         """The shard holds rows no chain has (the initial state, or another placement's)."""
-        bitset_clear(self.since_last)
-        bitset_clear(self.since_base)
+        tracking.bitset_clear(self.since_last)
+        tracking.bitset_clear(self.since_base)
         self.base, self.prev, self.sizes = -1, -1, []
 
     def resumed(self, step: int, link: Mapping[str, Any] | None, changed: np.ndarray) -> None:
@@ -186,9 +186,9 @@ class ChainTracker:
         if not link:
             self.restart()
             return
-        bitset_clear(self.since_last)
-        bitset_clear(self.since_base)
-        bitset_set(self.since_base, np.flatnonzero(changed))
+        tracking.bitset_clear(self.since_last)
+        tracking.bitset_clear(self.since_base)
+        tracking.bitset_set(self.since_base, np.flatnonzero(changed))
         self.base, self.prev, self.sizes = int(link["baseline"]), step, list(link["sizes"])
 
 

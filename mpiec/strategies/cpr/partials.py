@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
-from mpiec.kernels.tracking import counters_add, top_fraction
+from mpiec.kernels import tracking
 from mpiec.storage.checkpoint import CheckpointError, CheckpointStore
 from mpiec.strategies.api.compose import Part
 from mpiec.strategies.checkpointing import Interval, Schedule, server_part
@@ -85,13 +85,13 @@ class MfuRows:
 
     def on_pull(self, step: int, slots: np.ndarray) -> None:
         if step >= 0:
-            counters_add(self.counts, slots)
+            tracking.counters_add(self.counts, slots)
 
     def full_started(self) -> None:
         pass
 
     def rows(self) -> np.ndarray:
-        return top_fraction(self.counts, self.fraction)
+        return tracking.top_fraction(self.counts, self.fraction)
 
 
 class SsuRows:
