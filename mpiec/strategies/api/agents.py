@@ -15,9 +15,11 @@ Call order on a trainer, server or parity rank, every step ``s`` (``roles.driver
     → after_step(s, words) → background(s)
 
 Recovery (``roles.recovery``): the coordinator's ``plan(failure)``; every rank reconciles;
-replacements are built (fresh agents); ``restore(plan, step, replaced)`` on every trainer,
-server and parity agent; ``rebuild(plan)`` on every agent (scopes other than ROLLBACK;
-collective); the outcome is agreed; then ``on_recovered(plan)`` on every agent.
+replacements are built (fresh agents); under ROLLBACK, ``restore(plan, step, replaced)`` on
+every trainer, server and parity agent (in step: it may communicate) and no ``rebuild``; under
+other scopes the runtime copies the dense replica to replaced trainers, ``restore`` runs on
+replaced servers only, then ``rebuild(plan)`` on every agent (collective); the outcome is agreed;
+then ``on_recovered(plan)`` on every agent.
 
 Invariants every agent keeps: hooks are deterministic functions of (config, step, data given):
 they may add work and traffic but never change what training computes in a failure-free run;
@@ -89,10 +91,13 @@ class StepAgent(Agent):
         """Right after ``after_step``: poll background work (writers, ...). Local."""
 
     def restore(self, plan: RecoveryPlan, step: int, replaced: bool) -> bool:
-        """Load the state of ``step`` (ROLLBACK: every trainer and server, for each candidate until
-        one works everywhere; other scopes: replaced servers only, at ``plan.committed``). False:
-        the state is unusable (e.g. a corrupted part); the runtime agrees on the outcome over every
-        rank and tries the plan's next candidate. Local."""
+        """Load the state of ``step``. ROLLBACK: called on every trainer, server and parity rank, in
+        step, with the same candidate, until one works everywhere: it may communicate among them
+        (ecsnap gathers a replaced server's shard here), and it restores a replaced trainer's dense
+        state too (the runtime copies none under a rollback, and ``rebuild`` is not called). Other
+        scopes: replaced servers only, at ``plan.committed``: local. False: the state is unusable
+        (e.g. a corrupted part); the runtime agrees on the outcome over every rank and tries the
+        plan's next candidate."""
         return False
 
     def handover(self, plan: RecoveryPlan) -> ServerShard | None:
