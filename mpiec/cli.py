@@ -142,7 +142,7 @@ def key_lines(cls: type[Strategy]) -> list[str]:
     ``param_keys()`` knows (a strategy not yet migrated to ``Params``: no help yet)."""
     import dataclasses
 
-    from mpiec.schema import default_text
+    from mpiec.config.schema import default_text
     from mpiec.strategies.api.params import keys
 
     typed = keys(cls.Params) if dataclasses.is_dataclass(cls.Params) else []

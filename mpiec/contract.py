@@ -13,7 +13,7 @@ installed plug-in included; a plug-in's author runs them on theirs with one comm
 * **planned kills** — ``KILLS`` (a server, a trainer and a spare) each fire exactly once; a
   strategy that recovers completes in 2 or 3 recoveries, and one that claims ``lossless`` ends
   with the failure-free checksum; one that does not recover says it lost the run;
-* **tags** — in every run the strategy's communicators are audited (``mpiec.tags``): a
+* **tags** — in every run the strategy's communicators are audited (``mpiec.comm.tags``): a
   point-to-point message with a tag outside ``RankEnv.tags`` (or on ``world``) fails the check;
 * **where it diverged** — ``main`` records per-step shard digests in the failure-free run and
   compares them in the run under kills (``roles.digests``); a lossless claim that ends with
@@ -35,13 +35,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from mpiec.comm.tags import AUDIT_ENV
 from mpiec.errors import ConfigError
 from mpiec.results import RunResult, decode, read_result
 from mpiec.roles import digests
 from mpiec.strategies import STRATEGIES
 from mpiec.strategies.api.base import Strategy
 from mpiec.strategies.api.base import check_declarations as check_class_declarations
-from mpiec.tags import AUDIT_ENV
 
 STEPS = 30
 BASE = ["--preset", "tiny", "--steps", str(STEPS), "--set", "layout.spares=3"]

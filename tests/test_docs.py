@@ -10,7 +10,7 @@ Static (reads text, imports only the config's key declarations), milliseconds:
 * no page or source file points outside the repository (to a shared folder beside the checkout) or
   to a design document that is not in it (``OUTSIDE``);
 * every backticked config key of a known section (``training.steps``, ``--set layout.servers=4``)
-  is a key ``mpiec/config.py`` declares (``core_keys``); ``strategy.KEY`` is free-form and skipped.
+  is a key ``mpiec/config/__init__.py`` declares (``core_keys``); ``strategy.KEY`` is free-form and skipped.
   A module function named like a key (``spread_order`` of ``mpiec/layout.py``) is written with its
   module (``mpiec.layout.spread_order``), which is not read as a key.
 """
@@ -93,7 +93,7 @@ def repo_paths(text: str) -> set[str]:
 
 
 def test_repo_paths_finds_paths_in_commands():
-    text = "`python scripts/crossover.py --page docs/notes/crossover.md` and `mpiec/presets/*.toml`"
+    text = "`python scripts/crossover.py --page docs/notes/crossover.md` and `mpiec/config/presets/*.toml`"
     assert repo_paths(text) == {"scripts/crossover.py", "docs/notes/crossover.md"}
 
 

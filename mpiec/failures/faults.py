@@ -56,9 +56,9 @@ from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
+from mpiec.config.limits import MAX_SECONDS
 from mpiec.errors import KillPlanError
 from mpiec.layout import node_count
-from mpiec.limits import MAX_SECONDS
 
 if TYPE_CHECKING:
     from mpiec.config import Config

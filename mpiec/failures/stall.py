@@ -23,8 +23,8 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from mpiec.config.limits import MAX_SECONDS
 from mpiec.errors import ConfigError
-from mpiec.limits import MAX_SECONDS
 
 ENV = "MPIEC_STALL"
 # digits bounded: int() of thousands of digits raises, and no layout or run is that large

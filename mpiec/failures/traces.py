@@ -19,7 +19,7 @@ failure targets (see docs/traces.md). Invariants:
   inputs: the stretch of the trace, at the trace's own rate, over which the kills a run
   can take fall most evenly;
 * a trace is bounded before it is parsed: only a regular file of at most ``MAX_INPUT_BYTES`` is
-  read (``mpiec.inputs.read_input``: a named pipe or ``/dev/zero`` is refused), JSON nested
+  read (``mpiec.config.inputs.read_input``: a named pipe or ``/dev/zero`` is refused), JSON nested
   deeper than ``MAX_JSON_DEPTH`` is refused, and dates with a UTC offset are compared in UTC
   (a file mixing dates with and without one is refused), so no input ends in a traceback.
 """
@@ -39,9 +39,9 @@ from typing import Any, Literal
 
 import numpy as np
 
+from mpiec.config.inputs import read_input
 from mpiec.errors import DataError, MpiecError
 from mpiec.failures.faults import KILLABLE_ROLES
-from mpiec.inputs import read_input
 
 DAY_S = 86400.0
 MIN_GAP_S = 0.5  # run seconds: a slot cannot die twice before it is replaced; closer kills merge

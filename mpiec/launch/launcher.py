@@ -119,7 +119,7 @@ class Host:
 def read_hostfile(path: str | Path) -> list[Host]:
     """Hosts of an Open MPI hostfile (``NAME [slots=N] [max_slots=M]``, ``#`` comments), in order;
     a host listed twice adds its slots. One-line ``MpiecError`` on anything else."""
-    from mpiec.inputs import read_input
+    from mpiec.config.inputs import read_input
 
     try:  # a regular file of bounded size: a named pipe would block the launch before any rank
         text = read_input(path, f"--hostfile {path}").decode()
@@ -238,7 +238,7 @@ def default_timeout(cfg: Config) -> float:
     """A generous bound on a run: a failure that hangs is caught, a slow run is not."""
     if cfg.failures.timeout_s > 0:
         return cfg.failures.timeout_s
-    from mpiec.limits import MAX_DEFAULT_TIMEOUT_S
+    from mpiec.config.limits import MAX_DEFAULT_TIMEOUT_S
 
     return min(180.0 + 2.0 * cfg.training.steps, MAX_DEFAULT_TIMEOUT_S)  # never 63 years (1e9 steps)
 

@@ -21,8 +21,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from mpiec.config import Config, check_memory, fmt_bytes, fmt_seconds, load_layers
+from mpiec.config.inputs import one_line as _clean
 from mpiec.errors import ConfigError, MpiecError
-from mpiec.inputs import one_line as _clean
 
 if TYPE_CHECKING:
     from mpiec.failures.faults import Kill
@@ -155,8 +155,8 @@ def explain(name: str = "") -> list[str]:
     key (``strategy.interval``: every strategy that declares it) or ``NAME.KEY`` (``ckpt.interval``);
     none: every key of the config's sections. An unknown KEY is a ``ConfigError`` with a "did you mean"."""
     from mpiec.config import core_keys
-    from mpiec.schema import describe
-    from mpiec.schema import keys as declared
+    from mpiec.config.schema import describe
+    from mpiec.config.schema import keys as declared
     from mpiec.strategies import STRATEGIES
 
     core = core_keys()

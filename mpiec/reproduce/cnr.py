@@ -57,7 +57,7 @@ import numpy as np
 
 from mpiec.analysis.metrics import finite
 from mpiec.analysis.stats import spearman
-from mpiec.paper_regimes import CNR
+from mpiec.reproduce.papers import CNR
 
 from .claims import Claim, Finding, Measured, Rule, judge, measured, measured_from
 from .experiment import Experiment, Gate, Machine, Realized, Regime, RegimeRow, RunSet, Scale
@@ -69,7 +69,7 @@ NAME = "cnr"
 TITLE = "Check-N-Run (Eisenman et al., NSDI 2022)"
 
 # -- the paper's figures (tags: claims.TAGS) -------------------------------------------------------
-PAPER_INTERVAL_MIN = CNR.interval_min  # [S] checkpoint interval (mpiec.paper_regimes, as simulate --paper)
+PAPER_INTERVAL_MIN = CNR.interval_min  # [S] checkpoint interval (mpiec.reproduce.papers, as simulate --paper)
 PAPER_ROWS_PER_INTERVAL = CNR.rows_per_interval  # [S] share of the embedding rows modified per interval
 PAPER_STALL_S = 7.0  # [S] snapshot stall per 30-minute interval (the rest is background work)
 PAPER_WRITE_REDUCTION = (6.0, 17.0)  # [P] write bandwidth, intermittent + quantized vs full

@@ -82,7 +82,7 @@ import numpy as np
 from mpiec.analysis.metrics import failure_run, number
 from mpiec.analysis.stats import Estimate, mean_sd, median, paired, ratio_of_means, spearman
 from mpiec.config import LayoutConfig
-from mpiec.paper_regimes import CPR
+from mpiec.reproduce.papers import CPR
 from mpiec.results import overheads, recoveries, strategy_params
 
 from .claims import Assumption, Band, Claim, Finding, Measured, Rule, figure, judge, measured, measured_from
@@ -98,7 +98,7 @@ REMOVED_PCT = 91.0  # [S] partial recovery removed over 91 % of it ...
 REMOVED_LOSS = 0.0008  # [S] ... for 0.0008 AUC
 CKPT_RELATED_PCT = (8.2, 8.5)  # [P] full recovery's checkpoint-related overhead
 MFU_SSU_PCT = (0.53, 0.68)  # [P] the same under CPR-MFU / CPR-SSU
-PAPER_SERVERS, PAPER_TRAINERS = CPR.servers, CPR.trainers  # [S] (mpiec.paper_regimes, as simulate --paper)
+PAPER_SERVERS, PAPER_TRAINERS = CPR.servers, CPR.trainers  # [S] (mpiec.reproduce.papers, as simulate --paper)
 PAPER_RUN_H, PAPER_FAILURES, PAPER_PER_FAILURE = CPR.run_h, CPR.failures, CPR.per_failure  # [S]
 
 # -- assumptions of the reproduction [U] ------------------------------------------------------------
@@ -318,7 +318,7 @@ SAVE_BAND = Assumption("save-over-mtbf", "save time / MTBF", 100 * SAVE_OVER_MTB
 #: mpiec's PLS target; the paper's is not given: a factor of 5 below, 2 above (the sweep runs both ends).
 PLS_BAND = Assumption("pls-target", "PLS target", TARGET_PLS, CPR.pls_target.low, CPR.pls_target.high,
                       f"the paper's target is not given: {CPR.pls_target.low_source}; "
-                      f"{CPR.pls_target.high_source} (the sweep's ends; mpiec.paper_regimes)")
+                      f"{CPR.pls_target.high_source} (the sweep's ends; mpiec.reproduce.papers)")
 #: Tolerances of the realized regime (``experiment.Realized``), with why.
 SAVE_TOLERANCE = (2.0, "Young's overhead grows as sqrt(t_save / MTBF): beyond a factor 2 the prediction "
                        "moves by > 41 % and the run stands for another save cost")

@@ -26,7 +26,7 @@ I60 = 2 · I30. Intervals are in seconds (``interval_s``): the write time / inte
 whatever the step time (a loaded machine only fits more intervals into the run).
 
 **Storage [U].** ECRec does not say where XDL wrote its checkpoints (its scripts write to local EBS
-[C], bandwidth unpublished). The project's one assumption (``mpiec.paper_regimes.ECREC.storage``,
+[C], bandwidth unpublished). The project's one assumption (``mpiec.reproduce.papers.ECREC.storage``,
 which ``mpiec simulate --paper ecrec`` reads too): 80–500 MB/s a server, from one S3-like stream
 (mpiec's ``object-store`` profile) to an EBS io2 volume; the runs are sized at 80 MB/s, and each
 verdict that rests on it is also shown at 500 MB/s (the reload and Ckpt's ratio scale with it, the
@@ -114,7 +114,7 @@ from typing import Any
 from mpiec.analysis.metrics import number
 from mpiec.analysis.stats import Estimate, mean_t, median, paired, unpaired
 from mpiec.errors import MpiecError
-from mpiec.paper_regimes import ECREC
+from mpiec.reproduce.papers import ECREC
 from mpiec.storage.model import PROFILES
 from mpiec.strategies.ecrm.strategy import EcrmParams as _EcrmParams
 
@@ -124,7 +124,7 @@ from .experiment import Experiment, Gate, Machine, Realized, Regime, RegimeRow, 
 __all__ = ["PAPER", "EcrecPaper", "Figures", "extract", "judge_all"]
 
 # -- the paper's setup (source tags P/C/S/U: claims.TAGS), read from the project's one regime source
-# (``mpiec.paper_regimes.ECREC``, which ``mpiec simulate --paper ecrec`` reads too) -----------------
+# (``mpiec.reproduce.papers.ECREC``, which ``mpiec simulate --paper ecrec`` reads too) -----------------
 PAPER_ROWS, PAPER_DIM = ECREC.rows, ECREC.dim  # [C]
 PAPER_SERVERS, PAPER_WORKERS, PAPER_BATCH = ECREC.servers, ECREC.workers, ECREC.batch  # [C]
 PAPER_FEATURES = ECREC.features  # [C]
@@ -609,7 +609,7 @@ def _fmt_mean(values: Sequence[float], spec: str = ".3g", unit: str = "") -> str
     return figure(mean_t(values), spec, unit)
 
 
-#: The storage assumption as ``claims.judge`` takes it: one source (``mpiec.paper_regimes``), the
+#: The storage assumption as ``claims.judge`` takes it: one source (``mpiec.reproduce.papers``), the
 #: verdicts that rest on it judged at both ends of its band.
 STORAGE_BAND = Assumption("storage-mb-s", STORAGE.what, STORAGE.nominal, STORAGE.low, STORAGE.high,
                           f"{STORAGE.low:g}: {STORAGE.low_source}; {STORAGE.high:g}: {STORAGE.high_source}",
@@ -655,7 +655,7 @@ def parity_work_ratio(workers: int, batch: int, features: int, dim: int, servers
 
 #: ECRec's deciding ratio (bytes of parity per trainer FLOP) and, in time, the factor that carries this
 #: run's measured x / t to the paper's: the work ratio, a V100 worker's speed-up over a CPU core on the
-#: MLPs and a server's parity spread over its threads [U] (``mpiec.paper_regimes``, simulate's figures)
+#: MLPs and a server's parity spread over its threads [U] (``mpiec.reproduce.papers``, simulate's figures)
 PAPER_PARITY_RATIO = parity_work_ratio(PAPER_WORKERS, PAPER_BATCH, PAPER_FEATURES, PAPER_DIM, PAPER_SERVERS,
                                        PAPER_BOTTOM, PAPER_TOP)
 
@@ -949,7 +949,7 @@ SIM_WHY["overhead-ckpt60"] = SIM_WHY["overhead-ckpt30"]
 
 def simulated_figures() -> dict[str, float]:
     """The claims' figures as ``mpiec simulate --paper ecrec`` gives them (its reference calibration,
-    the regime source this module reads: ``mpiec.paper_regimes``), in the claims' units."""
+    the regime source this module reads: ``mpiec.reproduce.papers``), in the claims' units."""
     from mpiec.simulate.cli import _setup, build_parser
     from mpiec.simulate.paper_run import paper_results
     from mpiec.simulate.reference import reference_costs
@@ -1109,7 +1109,7 @@ class EcrecPaper:
                       "the measured x / t and its value carried to the paper's are in the overhead findings"),
             RegimeRow("checkpoint bandwidth per server", STORAGE.text(),
                       f"{STORAGE.nominal:g} {STORAGE.unit} (the runs are sized at it)", True,
-                      "one assumption for the project (mpiec.paper_regimes): simulate --paper ecrec reads "
+                      "one assumption for the project (mpiec.reproduce.papers): simulate --paper ecrec reads "
                       "it too; the overhead and recovery verdicts are judged at both ends of the band",
                       band=STORAGE_BAND.text()),
         )

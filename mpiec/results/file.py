@@ -1032,8 +1032,8 @@ def _check_types(path: Path, values: dict[str, Any], types: dict[str, type], wha
     config's rule), and 0/1 as bools, which other HDF5 tools often store as small integers; any
     other value is refused rather than cast (``bool("no")`` is True: a run would read as lost).
     """
+    from mpiec.config.schema import coerce  # kept local: only the reader needs the config's rules
     from mpiec.errors import ConfigError
-    from mpiec.schema import coerce  # kept local: only the reader needs the config's rules
 
     for key, typ in types.items():
         if key not in values:

@@ -22,8 +22,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 
-from mpiec import tags
-from mpiec.comm import Comms
+from mpiec.comm import Comms, tags
 from mpiec.config import Config
 from mpiec.failures.faults import Injector, parse_kill_plans
 from mpiec.layout import (
@@ -51,7 +50,7 @@ A = TypeVar("A", bound=Agent)
 
 TRACE_EVENTS = os.environ.get("MPIEC_TRACE_EVENTS", "") not in ("", "0")
 
-# Message tags between ranks and the monitor: the runtime's, in the tag table (``mpiec.tags``).
+# Message tags between ranks and the monitor: the runtime's, in the tag table (``mpiec.comm.tags``).
 TAG_STEPS, TAG_EVAL, TAG_DONE, TAG_CONTROL, TAG_FAILURE, TAG_STRATEGY = (
     tags.TAG_STEPS, tags.TAG_EVAL, tags.TAG_DONE, tags.TAG_CONTROL, tags.TAG_FAILURE, tags.TAG_STRATEGY)
 

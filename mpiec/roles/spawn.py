@@ -48,11 +48,11 @@ from typing import TYPE_CHECKING, Any, cast
 from mpi4py import MPI
 
 from mpiec.comm import Comms, PeerFailure, failed_ranks, failure_class, returning
+from mpiec.comm.tags import TAG_SPAWN
 from mpiec.failures.faults import kill_notes_dir
 from mpiec.layout import MONITOR, Slot
 from mpiec.roles.context import TRACE_EVENTS, RankContext
 from mpiec.strategies.api.plan import RecoveryPlan
-from mpiec.tags import TAG_SPAWN
 
 if TYPE_CHECKING:
     from pathlib import Path

@@ -33,7 +33,7 @@ import textwrap
 from pathlib import Path
 
 from mpiec.errors import MpiecError
-from mpiec.paper_regimes import PAPERS
+from mpiec.reproduce.papers import PAPERS
 from mpiec.storage.model import PROFILES
 
 from .checkpoint_io import storage_model
@@ -154,7 +154,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--ci-target", type=float, default=0.05, metavar="X",
                    help="half-width of the 95 %% interval of ETTR, relative to it, to stop at (0.05)")
     s.add_argument("--paper", choices=sorted(PAPERS),
-                   help="a paper's cluster and workload (its figures: mpiec/paper_regimes.py); prints its "
+                   help="a paper's cluster and workload (its figures: mpiec/reproduce/papers.py); prints its "
                    "headline beside the simulated figure")
     s.add_argument("--seed", type=int, default=0, help="seed of the failure draws (0)")
     s.add_argument("--no-speed", action="store_true",

@@ -271,7 +271,7 @@ def _build(cls: type, raw: Any, path: str, where: str) -> Any:
 
 
 def _typed(value: Any, hint: Any, key: str, where: str) -> Any:
-    from mpiec.schema import coerce
+    from mpiec.config.schema import coerce
 
     args = typing.get_args(hint)
     if isinstance(hint, types.UnionType) and type(None) in args:  # ``Linear | None``
@@ -295,7 +295,7 @@ def _join(path: str, key: str) -> str:
 
 def load_costs(path: str | Path) -> Costs:
     """A costs JSON written by ``mpiec simulate --save-costs``."""
-    from mpiec.inputs import read_input
+    from mpiec.config.inputs import read_input
 
     p = Path(path)
     raw = read_input(p, f"costs file {p}")  # a regular file of bounded size: a pipe would hang

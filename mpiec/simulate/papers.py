@@ -1,5 +1,5 @@
 """The seed papers' clusters and workloads, for ``mpiec simulate --paper NAME``: one preset per paper
-of the registry ``mpiec.paper_regimes.PAPERS`` (which names them; ``preset(key)``).
+of the registry ``mpiec.reproduce.papers.PAPERS`` (which names them; ``preset(key)``).
 
 Owns what each paper's setup is as far as the paper and its code state it (tags: [P] the
 paper's abstract or proceedings, [C] the authors' code, [S] secondary summaries, [U] assumed here),
@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from mpiec.paper_regimes import CNR, CPR, ECREC, PAPERS
+from mpiec.reproduce.papers import CNR, CPR, ECREC, PAPERS
 
 from .failures import HOUR_S, Arrival
 from .job import Job
@@ -163,7 +163,7 @@ def _even(cards: int, total: int) -> str:
     return "[" + ", ".join(str(x) for x in base) + "]"
 
 
-#: ECRec's setup, the one ``mpiec reproduce ecrec`` reads too (``mpiec.paper_regimes``): its table of
+#: ECRec's setup, the one ``mpiec reproduce ecrec`` reads too (``mpiec.reproduce.papers``): its table of
 #: 197,767,405 rows [C] as 26 tables of one lookup each, and the storage, network and worker figures
 #: assumed for it [U]
 _E = ECREC
@@ -196,7 +196,7 @@ ECREC_PRESET = Paper(
              f"[U] a V100 worker = {_E.trainer_speedup:g} calibration cores on the MLPs; a server's row "
              f"work over {_E.server_threads} of its 96 cores; {_E.network_gbps:g} Gbit/s to a worker",
              f"[U] {_E.storage.text()}: the same assumption as mpiec reproduce ecrec "
-             "(mpiec.paper_regimes; the authors' scripts write to local EBS [C], its bandwidth is not "
+             "(mpiec.reproduce.papers; the authors' scripts write to local EBS [C], its bandwidth is not "
              "published)",
              "[U] 26 ids per sample over 26 tables, the ids' power law of the suite's data (zipf 1.05)"),
     verdicts=_ecrec)
@@ -221,7 +221,7 @@ CPR_PRESET = Paper(
              "[U] the model: MLPerf DLRMv2's shape (Criteo Terabyte, as the MLSys version), global batch "
              "~32 k; checkpoints to a parallel file system (pfs-node); no spare: rescheduled",
              f"[U] {CPR.pls_target.text()}: the suite's default (strategy.target_pls), the same "
-             "assumption as mpiec reproduce cpr (mpiec.paper_regimes)"),
+             "assumption as mpiec reproduce cpr (mpiec.reproduce.papers)"),
     verdicts=_cpr)
 
 CNR_PRESET = Paper(
@@ -248,6 +248,6 @@ CNR_PRESET = Paper(
 
 
 def preset(key: str) -> Paper:
-    """The preset of paper ``key`` (a key of ``mpiec.paper_regimes.PAPERS``, the one registry of papers,
+    """The preset of paper ``key`` (a key of ``mpiec.reproduce.papers.PAPERS``, the one registry of papers,
     which names the preset of each)."""
     return PAPERS[key].preset()

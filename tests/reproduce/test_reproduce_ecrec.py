@@ -325,7 +325,7 @@ def test_regime_and_experiments_keep_the_ratios():
 def test_reproduce_and_simulate_read_one_storage_assumption():
     """One assumption per quantity: simulate --paper ecrec's storage is the regime source's, as the
     reproduction's."""
-    from mpiec.paper_regimes import ECREC
+    from mpiec.reproduce.papers import ECREC
     from mpiec.simulate.papers import preset
 
     flags = preset("ecrec").flags

@@ -6,7 +6,7 @@
 * the result file has the required fields, and every strategy summary key has a
   merge rule;
 * no run sends a point-to-point message with a tag outside ``RankEnv.tags`` (the contract's runs
-  audit the strategy's communicators: ``mpiec.tags``; ``test_contract_checks.py`` shows it failing).
+  audit the strategy's communicators: ``mpiec.comm.tags``; ``test_contract_checks.py`` shows it failing).
 
 Every strategy of the registry is a case, an installed plug-in included (``mpiec.contract``'s
 ``default_cases``); the variants below add built-ins' non-default configurations. A plug-in's

@@ -1,4 +1,4 @@
-"""comm.py under a real mpiexec (pytest-mpi); run by test_comm_under_mpiexec, not collected alone.
+"""mpiec.comm under a real mpiexec (pytest-mpi); run by test_comm_under_mpiexec, not collected alone.
 
 Run by hand: mpiexec --with-ft ulfm -n 4 python -m pytest --with-mpi tests/runs/ulfm_inner.py
 The kill test must stay last: it leaves the world with one rank fewer.

@@ -12,7 +12,7 @@ import pytest
 
 from mpiec.errors import MpiecError
 from mpiec.launch.resolve import load_config
-from mpiec.paper_regimes import PAPERS
+from mpiec.reproduce.papers import PAPERS
 from mpiec.simulate.access import changed_fraction, distinct_rows
 from mpiec.simulate.checkpoint_io import storage_model, transfer_s
 from mpiec.simulate.costs import Costs, Linear, RuntimeCosts, StepCosts, StrategyCosts
@@ -334,7 +334,7 @@ def test_the_rebuild_pacing_uses_the_rebuilding_ranks_cpu_when_measured():
 
 
 def test_one_registry_of_papers_names_both_studies_views():
-    """Each paper of ``mpiec.paper_regimes.PAPERS`` has its reproduction and its simulate preset, under
+    """Each paper of ``mpiec.reproduce.papers.PAPERS`` has its reproduction and its simulate preset, under
     the same key and on the same regime figures; both CLIs offer exactly its keys."""
     from mpiec.reproduce import PAPERS as REPRODUCED
     from mpiec.reproduce import paper

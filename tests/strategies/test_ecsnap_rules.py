@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 from mpiec.kernels.codes import make_code
 
+from mpiec.comm.tags import STRATEGY_TAGS
 from mpiec.errors import ConfigError
 from mpiec.launch.resolve import load_config
 from mpiec.layout import SERVER, TRAINER, Slot
@@ -21,7 +22,6 @@ from mpiec.strategies.ecsnap.exchange import restore_shards
 from mpiec.strategies.ecsnap.geometry import Geometry
 from mpiec.strategies.ecsnap.snapshot import Snapshot, decode_block, encode_block
 from mpiec.strategies.ecsnap.strategy import ErasureCodedSnapshots
-from mpiec.tags import STRATEGY_TAGS
 
 
 def ecsnap_config(*sets: str):

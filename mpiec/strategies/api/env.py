@@ -9,7 +9,7 @@ not here.
 Invariants: a ``RankEnv`` is read-only (assigning to it raises); it reads the rank's live values,
 so after a recovery rebuilt the communicators or advanced the epoch the agent sees the new ones.
 This module imports nothing of the runtime: ``RankView`` is the structural type of what it reads.
-A strategy's point-to-point messages use ``tags`` only (``mpiec.tags``: the rule, and the audit
+A strategy's point-to-point messages use ``tags`` only (``mpiec.comm.tags``: the rule, and the audit
 that ``mpiec.contract`` turns on, under which ``comms`` are checking wrappers of the same handles).
 """
 
@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
-from mpiec.tags import STRATEGY_TAGS, TagRange, audit_on, audited
+from mpiec.comm.tags import STRATEGY_TAGS, TagRange, audit_on, audited
 
 if TYPE_CHECKING:
     from mpiec.comm import Comms
@@ -113,7 +113,7 @@ class RankEnv:
     @property
     def tags(self) -> TagRange:
         """The strategy's MPI tags (``tags[0]``, ``tags[1]``, ...; ``tags.slice`` for a part): the
-        only tags its point-to-point messages use (``mpiec.tags``; the contract checks it)."""
+        only tags its point-to-point messages use (``mpiec.comm.tags``; the contract checks it)."""
         return STRATEGY_TAGS
 
     @property

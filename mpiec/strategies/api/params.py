@@ -4,7 +4,7 @@ Owns what is particular to ``strategy.params`` (the config's free-form table) be
 typed, frozen parameters: keys are named ``strategy.KEY``, an unknown one is refused with a "did you
 mean" and the strategy's known keys, and a declaration bug (a default out of its own range) is
 caught when the strategy is loaded. Types, ranges, choices and the coercer are the config's own
-(``mpiec.schema``): a field is declared with ``param(default, "help text", ge=...)``, choices come
+(``mpiec.config.schema``): a field is declared with ``param(default, "help text", ge=...)``, choices come
 from a ``Literal`` type (``int | Literal["auto"]`` for a union). Invariants: a default is stated
 once (in the dataclass); parsing is a pure function of the raw table (launcher, ranks and tests agree);
 ``typed_params`` is the one place that reads a config's raw table (the strategy's constructor, its
@@ -19,9 +19,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from mpiec import schema
+from mpiec.config import schema
+from mpiec.config.schema import Key, type_text
 from mpiec.errors import ConfigError, did_you_mean
-from mpiec.schema import Key, type_text
 
 if TYPE_CHECKING:
     from mpiec.config import Config

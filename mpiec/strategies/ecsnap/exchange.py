@@ -28,10 +28,10 @@ import numpy as np
 from mpi4py import MPI
 
 from mpiec.comm import guard, waitall
+from mpiec.comm.tags import TagRange
 from mpiec.strategies.ecsnap.geometry import Geometry
 from mpiec.strategies.ecsnap.snapshot import Snapshot, decode_block, encode_block, mac_into
 from mpiec.strategies.replay import collective
-from mpiec.tags import TagRange
 
 SNAPSHOT, RECOVERY = 0, 1  # ecsnap's tags: these of the strategy's range (``RankEnv.tags``)
 _RETIRED: list[Any] = []  # cut-off requests and their buffers, kept alive to the end of the process

@@ -5,11 +5,10 @@ from typing import Literal
 
 import pytest
 
-from mpiec import schema
-from mpiec.config import Config, core_keys, load_layers
+from mpiec.config import Config, core_keys, load_layers, schema
+from mpiec.config.schema import key
 from mpiec.errors import ConfigError
 from mpiec.launch.resolve import explain, load_config, resolve
-from mpiec.schema import key
 
 
 @dataclass

@@ -10,7 +10,7 @@ Invariants:
   starts (forever, without a writer), a device such as ``/dev/zero`` never ends (a ``MemoryError``);
   the file is opened non-blocking and checked on its open descriptor (``fstat``), so a path swapped
   for a pipe between a check and the read cannot slip through;
-* at most ``limit`` bytes (``mpiec.limits.MAX_INPUT_BYTES`` unless a caller says otherwise) are
+* at most ``limit`` bytes (``mpiec.config.limits.MAX_INPUT_BYTES`` unless a caller says otherwise) are
   read: a larger file is refused by its size before its content is read;
 * every refusal is the caller's error class with one line, ``WHAT PROBLEM`` (``config file 'x.toml'
   is a directory, not a file``), control characters escaped.
@@ -22,8 +22,8 @@ import os
 import stat
 from pathlib import Path
 
+from mpiec.config.limits import MAX_INPUT_BYTES
 from mpiec.errors import MpiecError
-from mpiec.limits import MAX_INPUT_BYTES
 
 __all__ = ["file_problem", "one_line", "read_input"]
 

@@ -1,8 +1,10 @@
 """Typed run configuration: presets, config files and ``--set`` overrides.
 
-Owns the ``Config`` dataclass tree, its TOML presets (``mpiec/presets/*.toml``), its layering
+Owns the ``Config`` dataclass tree, its TOML presets (``mpiec/config/presets/*.toml``), its layering
 (``load_layers``) and the validation of its own sections. Every key is declared once with
 ``schema.key`` (type, default, range or choices, help: what ``mpiec config --explain`` prints).
+The package's other modules are its foundations: ``schema`` (typed keys), ``limits`` (every input's
+numeric bounds), ``inputs`` (the check of an input file); plug-ins import ``from mpiec.config``.
 Invariants:
 
 * an unknown key or an invalid value raises ``ConfigError`` with one line naming the key
@@ -34,11 +36,11 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from mpiec.config.inputs import file_problem, read_input
+from mpiec.config.inputs import one_line as _clean
+from mpiec.config.limits import MAX_PARAM, MAX_RANKS, MAX_SECONDS, MAX_STEPS
+from mpiec.config.schema import Key, check, coerce, fields_of, key, keys
 from mpiec.errors import ConfigError, did_you_mean
-from mpiec.inputs import file_problem, read_input
-from mpiec.inputs import one_line as _clean
-from mpiec.limits import MAX_PARAM, MAX_RANKS, MAX_SECONDS, MAX_STEPS
-from mpiec.schema import Key, check, coerce, fields_of, key, keys
 from mpiec.storage.model import MAX_LATENCY_MS, MAX_MB_S, PROFILES, UNSET
 
 PRESETS = ("tiny", "laptop", "criteo-kaggle", "mlperf-dlrmv2")
@@ -324,7 +326,7 @@ def _read_text(p: Path) -> str:
 def preset_dict(name: str) -> dict[str, Any]:
     if name not in PRESETS:
         raise ConfigError(f"unknown preset '{name}' (choose from {', '.join(PRESETS)})")
-    text = resources.files("mpiec").joinpath("presets", f"{name}.toml").read_text()
+    text = resources.files("mpiec.config").joinpath("presets", f"{name}.toml").read_text()
     return tomllib.loads(text)
 
 

@@ -3,7 +3,8 @@
 Owns: detecting ULFM at start-up, the communicators of a run (``world`` with
 every rank, ``data`` with trainers and servers ordered by role slot,
 ``trainers`` with the trainers ordered by index), turning an MPI error into a
-``PeerFailure`` and the revoke → shrink → agree sequence.
+``PeerFailure`` and the revoke → shrink → agree sequence. The tag table and its audit sit beside
+it in ``mpiec.comm.tags``.
 
 Invariants:
 
@@ -33,8 +34,8 @@ from typing import Any, TypeVar, cast
 import numpy as np
 from mpi4py import MPI
 
+from mpiec.comm.tags import TAG_PROBE  # never sent: probing it only asks "has any peer of world failed?"
 from mpiec.layout import TRAINER, Slot, data_rank, servers_rank
-from mpiec.tags import TAG_PROBE  # never sent: probing it only asks "has any peer of world failed?"
 
 _FAILURE_CLASSES: set[int] = set()
 for _name in ("ERR_PROC_FAILED", "ERR_PROC_FAILED_PENDING", "ERR_REVOKED"):

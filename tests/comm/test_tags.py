@@ -1,12 +1,12 @@
-"""The tag rule (``mpiec.tags``): runtime and strategy tags apart, and the audit that enforces it."""
+"""The tag rule (``mpiec.comm.tags``): runtime and strategy tags apart, and the audit that enforces it."""
 
 import numpy as np
 import pytest
 from mpi4py import MPI
 
 from mpiec.comm import Comms
+from mpiec.comm.tags import AUDIT_ENV, RUNTIME_TAGS, STRATEGY_TAGS, TagError, TagRange, audited
 from mpiec.strategies.api.env import RankEnv
-from mpiec.tags import AUDIT_ENV, RUNTIME_TAGS, STRATEGY_TAGS, TagError, TagRange, audited
 
 
 def test_runtime_and_strategy_tags_are_apart_and_below_the_smallest_tag_ub():

@@ -17,7 +17,7 @@ each other. Why each limit is what it is:
   for the same reasons as ``MAX_STEPS`` and ``MAX_SECONDS``; what each strategy then derives
   from it stays in 64 bits.
 * ``MAX_INPUT_BYTES`` (64 MiB): a file the launching process reads whole (``--config``, a fault
-  trace, ``--costs``, ``--hostfile``; ``mpiec.inputs``). The largest real input, the LANL failure
+  trace, ``--costs``, ``--hostfile``; ``mpiec.config.inputs``). The largest real input, the LANL failure
   records (23,739 records), is a few MB; a bigger file is a wrong path, not an input.
 """
 
@@ -30,4 +30,4 @@ MAX_STEPS = 10**9  # keeps what is derived from training.steps finite
 MAX_DEFAULT_TIMEOUT_S = 86400.0  # the derived time limit (180 s + 2 s x steps) at most a day
 MAX_SECONDS = 1e9  # failures.timeout_s / mtbf_s, kill times: about 32 years
 MAX_PARAM = 1e9  # every number of strategy.params (steps, seconds, MB): as MAX_STEPS and MAX_SECONDS
-MAX_INPUT_BYTES = 64 * 2**20  # a config, trace, costs file or hostfile, read whole: mpiec.inputs
+MAX_INPUT_BYTES = 64 * 2**20  # a config, trace, costs file or hostfile, read whole: mpiec.config.inputs

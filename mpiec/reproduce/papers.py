@@ -3,7 +3,9 @@ setup, one value per quantity: what the papers and their code state, and each as
 plausible band and the band's sources.
 
 ``PAPERS`` names each paper once, with its regime (the setup below) and where each study's view of
-it lives, by import path (so this module imports neither study): ``mpiec reproduce``'s (its claims,
+it lives, by import path (so this module imports neither study; ``mpiec.reproduce``'s ``__init__``
+imports only this module, so ``mpiec simulate`` reads the registry without loading a reproduction):
+``mpiec reproduce``'s (its claims,
 experiments and findings: ``mpiec.reproduce.ecrec``, ``.cpr``, ``.cnr``) and ``mpiec simulate
 --paper``'s (its cluster preset in ``mpiec.simulate.papers``). Both rest on the setups' figures, so
 the two never assume different figures for the same quantity of the same paper (storage

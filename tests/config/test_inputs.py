@@ -1,4 +1,4 @@
-"""mpiec.inputs: every input file is a regular file of bounded size, or one line naming why not."""
+"""mpiec.config.inputs: every input file is a regular file of bounded size, or one line naming why not."""
 
 from __future__ import annotations
 
@@ -7,11 +7,11 @@ import os
 import pytest
 
 from mpiec.config import ConfigError, read_toml
+from mpiec.config.inputs import file_problem, read_input
+from mpiec.config.limits import MAX_INPUT_BYTES
 from mpiec.errors import DataError, MpiecError
 from mpiec.failures.traces import load_trace
-from mpiec.inputs import file_problem, read_input
 from mpiec.launch.launcher import read_hostfile
-from mpiec.limits import MAX_INPUT_BYTES
 from mpiec.simulate.costs import load_costs
 
 # every reader of an input file, with the error class it raises and how it names the input
