@@ -194,7 +194,6 @@ class _SnapshotPart(Part):
             ok = self.restore_snapshot(plan, step)
         if ok:
             self._last_kind = kind
-            self.stats["snapshot_restores"] += kind == "snapshot"
             self.stats["snapshot_restore_s"] = max(self.stats["snapshot_restore_s"], time.perf_counter() - t0)
         return ok
 
@@ -216,6 +215,9 @@ class _SnapshotPart(Part):
     def on_recovered(self, plan: RecoveryPlan) -> None:
         self.cut()
         if plan.scope is Scope.ROLLBACK:
+            # counted here, not in ``restore``: a candidate this rank restored but another rank could
+            # not (a snapshot still building when the kill came) is followed by the next candidate
+            self.stats["snapshot_restores"] += self._last_kind == "snapshot"
             keep = self.snaps.get(plan.restored) if self._last_kind == "snapshot" else None
         else:
             keep = self.snaps.get(self._keep)
