@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import importlib
 import os
+import re
+import shlex
 import subprocess
 import sys
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Literal
 
 import pytest
@@ -349,3 +353,47 @@ def test_bench_parser_checks_like_the_command(capsys):
         with pytest.raises(SystemExit) as exc:
             parse(["--timeout", "0"])
         assert exc.value.code == 2 and "must be a number of seconds > 0" in capsys.readouterr().err
+
+
+#: the pages whose fenced blocks hold the documented commands: the README's tour and the reference
+DOCUMENTED = ("README.md", "docs/running.md", "docs/bench.md")
+
+
+def documented_commands() -> list[str]:
+    """Every ``mpiec COMMAND ...`` of the pages' fenced blocks, with continuation lines joined and
+    the trailing ``# comment`` dropped (``pip install -e . && mpiec bench`` counts from ``mpiec``)."""
+    root = Path(__file__).resolve().parents[1]
+    out = []
+    for page in DOCUMENTED:
+        for block in re.findall(r"^```[^\n]*\n(.*?)^```", (root / page).read_text(), re.S | re.M):
+            joined = re.sub(r"\\\s*(#[^\n]*)?\n\s*", " ", block)
+            for line in joined.splitlines():
+                line = line.split(" #", 1)[0].strip()
+                if ("mpiec " in line and not line.startswith(("pip ", "python "))) or "&& mpiec " in line:
+                    out.append(line[line.index("mpiec "):])
+    return out
+
+
+def test_documented_commands_are_found():
+    cmds = documented_commands()
+    assert any(c.startswith("mpiec bench --repeat 5") for c in cmds)  # the README's main command
+    assert {c.split()[1] for c in cmds} >= {"run", "bench", "config", "report", "simulate", "reproduce"}
+
+
+@pytest.mark.parametrize("command", documented_commands())
+def test_every_documented_command_parses(command):
+    """A command the README or a reference page shows is one its command's parser accepts
+    (``report``, ``simulate`` and ``reproduce`` have parsers of their own; ``kernels`` takes none)."""
+    argv = shlex.split(command)[1:]
+    own = {"report": "mpiec.analysis.report", "simulate": "mpiec.simulate.cli",
+           "reproduce": "mpiec.reproduce.cli"}
+    if argv[0] == "kernels":
+        assert argv == ["kernels"]
+        return
+    try:
+        if argv[0] in own:
+            importlib.import_module(own[argv[0]]).build_parser().parse_args(argv[1:])
+        else:
+            build_parser().parse_args(argv)
+    except SystemExit as e:
+        pytest.fail(f"{command!r} does not parse (exit {e.code})")

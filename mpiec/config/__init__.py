@@ -140,7 +140,7 @@ class StrategyConfig:
 
 @dataclass
 class FailuresConfig:
-    kill: list[str] = key(help="kill plans, e.g. server:1@step=10 (README 'Kill plans')",
+    kill: list[str] = key(help="kill plans, e.g. server:1@step=10 (docs/running.md 'Kill plans')",
                           default_factory=list)
     mtbf_s: float = key(0.0, "expected mean time between failures in seconds (for checkpoint intervals)",
                         ge=0, le=MAX_SECONDS)

@@ -1,6 +1,6 @@
 """Kill plans: parsing, validation, and fault injection on each rank (``Injector``).
 
-Owns the kill-plan syntax (README "Kill plans"), the kills armed on a rank for the slot it holds, the
+Owns the kill-plan syntax (docs/running.md "Kill plans"), the kills armed on a rank for the slot it holds, the
 victims' notes and the act of dying. Invariants:
 
 * a plan names a *role slot* (``server:2``) as the run was launched, not a world rank:

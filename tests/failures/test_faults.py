@@ -1,4 +1,5 @@
-"""Kill plans: the syntax of README "Kill plans", validated against the layout; random plans reproducible."""
+"""Kill plans: the syntax of docs/running.md "Kill plans", validated against the layout; random plans
+reproducible."""
 
 import threading
 import time
