@@ -80,6 +80,7 @@ class RunOutcome:
     seconds: float
     message: str = ""
     held: str = ""  # a crash's held-back output, last lines (what a caller under quiet may quote)
+    start_failed: bool = False  # mpiexec ended before starting any rank (``START_FAILURE``): no run happened
 
 
 def find_mpiexec() -> str:
@@ -580,7 +581,12 @@ def launch(cfg: Config, out_dir: Path, timeout: float | None = None, quiet: bool
             root = get_strategy_class(cfg.strategy.name)(cfg).checkpoint_root(path)
             if root is not None:
                 check_unused(root)
-        return _launch(cfg, path, timeout, quiet, resume, rank_hosts, hosts)
+        outcome = _launch(cfg, path, timeout, quiet, resume, rank_hosts, hosts)
+        if outcome.start_failed:  # no rank ran, nothing was written: the same run, started once more
+            print(f"[mpiec] mpiexec could not start (\"{START_FAILURE}\", before any rank ran); "
+                  "starting the run once more", file=sys.stderr, flush=True)
+            outcome = _launch(cfg, path, timeout, quiet, resume, rank_hosts, hosts)
+        return outcome
     finally:
         remove_kill_notes(path)
         from mpiec.failures.crashes import remove_crash_notes
@@ -617,8 +623,9 @@ def _launch(cfg: Config, path: Path, timeout: float | None, quiet: bool, resume:
         previous = {sig: signal.signal(sig, _terminate) for sig in (signal.SIGTERM, signal.SIGHUP)}
         lost_daemons: list[str] = []
         held: deque[str] = deque(maxlen=HELD_LINES)
-        relay = threading.Thread(target=relay_output, args=(proc.stdout, quiet, lost_daemons, held),
-                                 daemon=True)
+        start_failed: list[str] = []
+        relay = threading.Thread(target=relay_output, daemon=True,
+                                 args=(proc.stdout, quiet, lost_daemons, held, start_failed))
         relay.start()
         message = stopped = ""
         timed_out = False
@@ -656,6 +663,8 @@ def _launch(cfg: Config, path: Path, timeout: float | None, quiet: bool, resume:
             if problem:
                 print(f"[mpiec] {problem}", file=sys.stderr, flush=True)
     outcome = _judge(cfg, path, wall_start, seconds, message, proc.returncode, lost_daemons)
+    outcome.start_failed = bool(start_failed) and outcome.code == EXIT_CRASH and not path.exists() \
+        and not message and not stopped
     if stopped:  # the run was ended on request: the request says why (its ranks' last lines may be cut)
         outcome.message = stopped if outcome.code != EXIT_CRASH else f"{stopped}; {outcome.message}"
     if outcome.code == EXIT_CRASH and held:
@@ -725,6 +734,10 @@ _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 # PRRTE 3.0.x's message when mpiexec loses a daemon (a partition, or the host died), then it ends
 # the job: "PRTE has lost communication with a remote daemon." ... "Remote daemon: [...] on node X"
 _DAEMON_LOST = "PRTE has lost communication with a remote daemon"
+#: what mpiexec prints when it cannot start its PMIx server, before any daemon or rank (exit 213):
+#: an Open MPI start-up failure seen about once in 200 launches of the test suite here, cause
+#: unknown (not reproduced alone); the launcher starts such a run once more (``launch``)
+START_FAILURE = "The PMIx server's listener thread failed to start"
 _REMOTE_DAEMON = re.compile(r"^\s*Remote daemon:.* on node (\S+)")
 
 
@@ -749,11 +762,12 @@ HELD_QUOTED = 40  # of those, what ``RunOutcome.held`` keeps for a caller to quo
 
 
 def relay_output(stream: IO[str], quiet: bool, lost_daemons: list[str] | None = None,
-                 held: deque[str] | None = None) -> None:
+                 held: deque[str] | None = None, start_failed: list[str] | None = None) -> None:
     """Copy the ranks' output to ours, minus Open MPI's expected-failure noise; the nodes whose
     daemon mpiexec lost go to ``lost_daemons`` ("" if the message names none). Lines not shown
     (every line under ``quiet``; PRRTE's report on a spawned replacement's exit) go to ``held``,
-    for the launcher to show if the run crashed."""
+    for the launcher to show if the run crashed. mpiexec's own start-up failure (``START_FAILURE``)
+    goes to ``start_failed``."""
     lost = False
     opened: list[str] | None = None  # a PRRTE help block's opening rule, until its first line says which
     inside: bool | None = None  # inside a help block: True shown, False held back
@@ -770,6 +784,8 @@ def relay_output(stream: IO[str], quiet: bool, lost_daemons: list[str] | None = 
 
     for line in stream:
         line = _ANSI.sub("", line).rstrip("\n")
+        if start_failed is not None and START_FAILURE in line:
+            start_failed.append(line)
         if lost_daemons is not None:
             if _DAEMON_LOST in line:
                 lost = True

@@ -117,6 +117,30 @@ def test_ranks_that_end_without_a_result_are_reported_as_such(tmp_path, monkeypa
     assert not list((tmp_path / "out").iterdir())  # lock released, nothing left
 
 
+_PMIX_BOX = ("-" * 74 + "\nThe PMIx server's listener thread failed to start. We cannot\ncontinue.\n"
+             + "-" * 74 + "\n")
+
+
+@pytest.mark.parametrize("first, calls", [
+    (f"cat <<'END'\n{_PMIX_BOX}END\nexit 213", 2),  # mpiexec's start-up failure: started once more
+    ("echo 'some other failure'; exit 213", 1),  # any other: reported, not retried
+])
+def test_an_mpiexec_that_could_not_start_is_started_once_more(tmp_path, monkeypatch, capsys, first, calls):
+    count = tmp_path / "calls"
+    fake = tmp_path / "mpiexec"
+    fake.write_text(f"#!/bin/sh\n[ \"$1\" = --version ] && exit 0\necho x >> {count}\n"
+                    f"if [ $(wc -l < {count}) -eq 1 ]; then\n{first}\nfi\nexit 5\n")
+    fake.chmod(0o755)
+    monkeypatch.setenv("MPIEC_MPIEXEC", str(fake))
+    outcome = launch(load_config("tiny"), tmp_path / "out", quiet=False)
+    assert len(count.read_text().splitlines()) == calls
+    said = capsys.readouterr()
+    assert ("starting the run once more" in said.err) == (calls == 2)
+    # the second start's own outcome is the run's (this fake then exits 5 without a result)
+    assert outcome.code == 3 and f"code {5 if calls == 2 else 213}" in outcome.message
+    assert not list((tmp_path / "out").iterdir())
+
+
 def test_a_file_someone_else_put_at_the_target_is_not_reported(tmp_path, monkeypatch):
     """A writer that ignores the lock (a hand-started worker): its file is not this run's."""
     target = tmp_path / "out" / "mine.h5"
