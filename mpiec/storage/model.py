@@ -176,12 +176,26 @@ def reserve_slot(free_at: float, now: float, nbytes: int, rate: float) -> tuple[
     return start, start + nbytes / rate
 
 
+_FILE_LOCKS: dict[str, threading.RLock] = {}
+_FILE_LOCKS_GUARD = threading.Lock()
+
+
+def _file_lock(path: Path) -> threading.RLock:
+    """The one thread lock of ``path`` in this process (re-entrant: a ledger finalized by the garbage
+    collector while this thread holds the lock closes without waiting for itself)."""
+    key = os.path.realpath(path)
+    with _FILE_LOCKS_GUARD:
+        return _FILE_LOCKS.setdefault(key, threading.RLock())
+
+
 class Ledger:
     """The job's shared write channel: a reservation ledger in the file ``path``.
 
     ``transfer(n)`` reserves ``n / rate`` seconds of the channel (``reserve``) and sleeps until
     the reservation ends. Safe across processes (an ``fcntl`` lock on the file) and across the
-    threads of one process (a ``threading.Lock``: ``fcntl`` locks are per process). ``clock``
+    threads of one process (a ``threading.Lock`` per file, shared by every ``Ledger`` of that file in
+    the process: ``fcntl`` locks are per process, so two ledgers of one file — a store and a partial
+    store under another root, written from two threads — would not exclude each other). ``clock``
     and ``sleep`` are injectable for tests; ``clock`` must be the same for every process that
     shares the file (wall-clock time by default)."""
 
@@ -194,7 +208,7 @@ class Ledger:
         self.clock = clock
         self.sleep = sleep
         self._fd: int | None = None
-        self._lock = threading.Lock()
+        self._lock = _file_lock(self.path)
 
     def _open(self) -> int:
         if self._fd is None:

@@ -353,3 +353,25 @@ def test_the_result_file_states_the_storage_and_whether_it_is_emulated(tmp_path)
 
 def test_storage_module_exports_what_it_documents():
     assert set(storage.__all__) <= set(dir(storage))
+
+
+def test_two_ledgers_of_one_file_in_one_process_never_overlap(tmp_path):
+    """Two ``Ledger`` objects of one file, reserving from two threads: ``fcntl`` locks are per
+    process, so only the per-file thread lock keeps them apart. The clock sleeps inside the
+    critical section, so without that lock both threads read the same free time (they did)."""
+    path = tmp_path / ".storage-ledger"
+
+    def clock() -> float:
+        time.sleep(0.02)
+        return time.time()
+
+    ledgers = [Ledger(path, 1e6, clock=clock) for _ in range(2)]
+    taken: list = []
+    threads = [threading.Thread(target=lambda lg=lg: taken.extend(lg.reserve(10_000) for _ in range(3)))
+               for lg in ledgers]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(taken) == 6
+    assert _serial([(path, s, e, 10_000) for s, e in taken]) == pytest.approx(6 * 0.01, abs=1e-6)
