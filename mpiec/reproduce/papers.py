@@ -5,13 +5,12 @@ plausible band and the band's sources.
 ``PAPERS`` names each paper once, with its regime (the setup below) and where each study's view of
 it lives, by import path (so this module imports neither study; ``mpiec.reproduce``'s ``__init__``
 imports only this module, so ``mpiec simulate`` reads the registry without loading a reproduction):
-``mpiec reproduce``'s (its claims,
-experiments and findings: ``mpiec.reproduce.ecrec``, ``.cpr``, ``.cnr``) and ``mpiec simulate
---paper``'s (its cluster preset in ``mpiec.simulate.papers``). Both rest on the setups' figures, so
-the two never assume different figures for the same quantity of the same paper (storage
-bandwidth, network, a worker's speed, CPR's layout and PLS target, Check-N-Run's interval and
-storage). Tags as ``mpiec.reproduce.claims.TAGS``: [P] paper, [C] the authors' code, [S] secondary
-summary, [U] inferred.
+``mpiec reproduce``'s (its claims, experiments and findings: ``mpiec.reproduce.ecrec``, ``.cpr``,
+``.cnr``) and ``mpiec simulate --paper``'s (its cluster preset in ``mpiec.simulate.papers``). Both
+rest on the setups' figures, so the two never assume different figures for the same quantity of the
+same paper (storage bandwidth, network, a worker's speed, CPR's layout and PLS target, Check-N-Run's
+interval and storage). Tags as ``mpiec.reproduce.claims.TAGS``: [P] paper, [C] the authors' code,
+[S] secondary summary, [U] inferred.
 
 Invariants: pure data and arithmetic (no import of the runtime, nor of a study at import time); a
 paper is added here or nowhere (both studies' paper choices are ``PAPERS``' keys); every [U]

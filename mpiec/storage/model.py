@@ -191,13 +191,13 @@ def _file_lock(path: Path) -> threading.RLock:
 class Ledger:
     """The job's shared write channel: a reservation ledger in the file ``path``.
 
-    ``transfer(n)`` reserves ``n / rate`` seconds of the channel (``reserve``) and sleeps until
-    the reservation ends. Safe across processes (an ``fcntl`` lock on the file) and across the
-    threads of one process (a ``threading.Lock`` per file, shared by every ``Ledger`` of that file in
+    ``transfer(n)`` reserves ``n / rate`` seconds of the channel (``reserve``) and sleeps until the
+    reservation ends. Safe across processes (an ``fcntl`` lock on the file) and across the threads
+    of one process (one re-entrant thread lock per file, shared by every ``Ledger`` of that file in
     the process: ``fcntl`` locks are per process, so two ledgers of one file — a store and a partial
     store under another root, written from two threads — would not exclude each other). ``clock``
-    and ``sleep`` are injectable for tests; ``clock`` must be the same for every process that
-    shares the file (wall-clock time by default)."""
+    and ``sleep`` are injectable for tests; ``clock`` must be the same for every process that shares
+    the file (wall-clock time by default)."""
 
     def __init__(self, path: str | Path, rate_bytes_s: float, clock: Callable[[], float] = time.time,
                  sleep: Callable[[float], None] = time.sleep):
