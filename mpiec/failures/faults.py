@@ -244,7 +244,10 @@ def parse_kill_plans(plans: list[str], cfg: Config) -> list[Kill]:
     """Every plan of ``--kill`` / ``failures.kill``; ``;`` separates plans inside one string.
 
     An empty plan (``--kill ''``, ``';;'``, ``'a;;b'``) is refused: it is a mistake, not "no kill".
+    A ``flip:`` plan is a silent corruption, not a kill (``mpiec.failures.corruption``): skipped here.
     """
+    from mpiec.failures.corruption import is_flip
+
     kills: list[Kill] = []
     for plan in plans:
         if not isinstance(plan, str):
@@ -253,6 +256,8 @@ def parse_kill_plans(plans: list[str], cfg: Config) -> list[Kill]:
             if not part.strip():
                 raise KillPlanError(f"kill plan '{_show(plan)}' has an empty plan "
                                     "(plans are separated by ';'; leave --kill out for no kill)")
+            if is_flip(part):
+                continue
             kills.extend(parse_kill_plan(part, cfg))
     return kills
 

@@ -59,6 +59,7 @@ from typing import NamedTuple
 
 from mpiec.config import Config
 from mpiec.errors import MpiecError
+from mpiec.failures.corruption import is_flip
 from mpiec.launch.resolve import load_config
 
 __all__ = ["MAX_REPEAT", "SCENARIOS", "Bench", "PlannedRun", "add_bench_args", "check_before_launch", "clock",
@@ -104,10 +105,12 @@ def scenario_plans(name: str, cfg: Config, *, horizon_s: float, mtbf_s: float, m
 
 
 def resolved_kills(plans: list[str], cfg: Config) -> list[str]:
-    """The kills a plan fires, one explicit ``slot@when`` plan each (``random:`` drawn once)."""
+    """The kills a plan fires, one explicit ``slot@when`` plan each (``random:`` drawn once), after its
+    silent corruptions (``flip:`` plans, kept as they are: their placement is already fixed)."""
+    from mpiec.failures.corruption import parse_flips
     from mpiec.failures.faults import parse_kill_plans
 
-    out = []
+    out = [str(f) for f in parse_flips(plans, cfg)]  # placed by the plan and the seed: as they are
     for k in parse_kill_plans(plans, cfg):
         if k.at_end:
             out.append(str(k))
@@ -598,7 +601,7 @@ class Bench:
         # Spares for the kills planned: none without failure runs (--scenario none gave every run
         # 3 idle spare ranks), else the scenario's kill count (at most --max-kills if drawn later).
         self.spares = (0 if not with_failures else FIXED_KILLS.get(self.scenario, a.max_kills) if sized_later
-                       else len(self.kills or []))
+                       else sum(not is_flip(k) for k in self.kills or []))  # a flip kills no rank
         self.bind()
         if warm and not self.warm_up():
             print("[mpiec bench] interrupted during the warm-up: no run measured", flush=True)

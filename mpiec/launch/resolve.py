@@ -47,6 +47,7 @@ class Resolved:
 def resolve(cfg: Config, memory: bool = True) -> Resolved:
     """Check ``cfg`` across its sections (see the module's docstring) and return the resolved run;
     ``memory = False`` skips the check against this machine's memory (a cluster's config)."""
+    from mpiec.failures.corruption import parse_flips
     from mpiec.failures.faults import (  # local: faults imports config types
         parse_kill_plans,
         unshrinkable_kill,
@@ -61,6 +62,7 @@ def resolve(cfg: Config, memory: bool = True) -> Resolved:
           f"layout.parity_ranks must be 0 or the strategy's parity count r = {r} "
           f"(strategy '{cfg.strategy.name}'), got {lay.parity_ranks}")
     kills = parse_kill_plans(cfg.failures.kill, cfg)  # raises KillPlanError, a ConfigError's sibling
+    parse_flips(cfg.failures.kill, cfg)  # the silent corruptions among them, checked alike
     if strategy_cls.recovers:  # (one that does not is lost at the first kill anyway)
         _need(not (why := unshrinkable_kill(kills, cfg, strategy_cls.shrink_refusal(cfg))), why)
     if memory:

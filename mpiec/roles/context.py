@@ -24,6 +24,7 @@ import numpy as np
 
 from mpiec.comm import Comms, tags
 from mpiec.config import Config
+from mpiec.failures.corruption import Corrupter, parse_flips
 from mpiec.failures.faults import Injector, parse_kill_plans
 from mpiec.layout import (
     MONITOR,
@@ -71,6 +72,7 @@ class RankContext:
     offsets: np.ndarray = field(init=False)
     ledger: RecoveryLedger = field(default_factory=RecoveryLedger)  # failures and recoveries so far
     faults: Injector = field(init=False)  # the planned kills, which fired, the switch armed here
+    flips: Corrupter = field(init=False)  # the planned silent corruptions (``flip:`` plans)
     events: list[tuple[Any, ...]] = field(default_factory=list)
     progress: Progress = field(default_factory=Progress)  # the step counters (roles.progress)
     run_id: str = ""  # the monitor's token for this run (kill notes carry it)
@@ -109,6 +111,7 @@ class RankContext:
         # every rank, with ``slots``).
         self.names: dict[Slot, Slot] = {slot: slot for slot in self.slots}
         self.faults = Injector(self, parse_kill_plans(self.cfg.failures.kill, self.cfg))
+        self.flips = Corrupter(self, parse_flips(self.cfg.failures.kill, self.cfg))
 
     # -- identity -----------------------------------------------------------
     @property

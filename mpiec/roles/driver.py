@@ -4,7 +4,7 @@ Owns the order in which a step runs and the strategy agent's hooks are called, f
 roles, which implement ``SteppingRole`` (what differs: their exchange, their record, their
 evaluation). Every step ``s``::
 
-    kill switch → world check (ULFM) → test stall → agent.before_step(s)
+    kill switch → planned bit flips → world check (ULFM) → test stall → agent.before_step(s)
     → role.exchange(s, status, agent.header_word(s))   (calls the agent's in-exchange hooks)
     → completed = s → (shard digests, opt-in) → agent.after_step(s, words) → agent.background(s)
     → role.finish_step(...) → evaluation when due (failures now interrupt step s + 1)
@@ -19,7 +19,7 @@ failure) propagates to the runner with ``completed`` at the last step this rank 
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 import numpy as np
 from mpi4py import MPI
@@ -96,6 +96,8 @@ def run_steps(ctx: RankContext, role: SteppingRole, agent: StepAgent) -> bool:
         t_start = time.perf_counter()
         ctx.progress.current_step = step
         status = STATUS_DYING if ctx.faults.fire_if_due(step) else STATUS_OK
+        if ctx.flips.due(step):  # a planned silent corruption of this rank's state (failures.corruption)
+            ctx.flips.at_step(step, cast("StateRole", role).state())
         if step == ctx.grow_at and ctx.slot == Slot(TRAINER, 0):
             # layout.grow_back_steps: trainer 0 starts the growth at this step boundary; the revoke in
             # the recovery's detection brings every rank there (``recovery.plan_grow``)

@@ -28,6 +28,7 @@ from mpi4py import MPI
 from mpiec import __version__
 from mpiec.comm import guard, mpi_library, recv
 from mpiec.data.factory import make_source
+from mpiec.failures.corruption import describe, notes_dir, read_notes
 from mpiec.failures.crashes import crash_line, crash_notes_dir, run_crash_notes
 from mpiec.failures.faults import kill_notes_dir, unfired_kills
 from mpiec.results import RANKS_DTYPE, ResultWriter
@@ -256,10 +257,12 @@ class Monitor:
         for e in self.evals:
             w.add_eval(*e)
         kills = self.kill_events()
+        flips, flip_summary = self.corruptions()
         at_step = ctx.progress.current_step
         late = [(at_step, ctx.now(), "report_death", ctx.holders.get(s, -1), s.role, s.index,
                  "died during the final report, after training") for s in ctx.ledger.report_deaths]
-        events = sorted(kills + late + [ev for r in reports for ev in r["events"]], key=lambda e: e[1])
+        events = sorted(kills + flips + late + [ev for r in reports for ev in r["events"]],
+                        key=lambda e: e[1])
         for ev in events:
             w.add_event(*ev)
         checkpoint_rows = list(ctx.coordinator().checkpoint_rows())
@@ -308,6 +311,7 @@ class Monitor:
             "dense_replicas_consistent": len(dense) <= 1,
             "kills_fired": len(kills),
             **self.kills_unfired(lost),
+            **flip_summary,
             "recoveries": len(breakdown),
             "reexecuted_steps": reexecuted_steps(tl),
             **layout_throughput(tl),
@@ -362,6 +366,24 @@ class Monitor:
         missed = unfired_kills(ctx.faults.kills, fired, held, lost, ctx.cfg.layout.replacement == "shrink")
         return {"kills_planned": len(ctx.faults.kills),
                 "kills_unfired": json.dumps([{"kill": str(k), "why": why} for k, why in missed])}
+
+    def corruptions(self) -> tuple[list[tuple], dict[str, Any]]:
+        """The planned silent corruptions (``flip:`` plans): a ``corrupted`` event per flip that fired
+        (its rank's note: what it hit), and, when any was planned, ``corruptions_planned``,
+        ``corruptions`` (JSON list of the notes) and ``corruptions_unfired`` (``{"flip", "why"}``)."""
+        ctx = self.ctx
+        notes = read_notes(notes_dir(ctx.out_path, ctx.run_id))
+        if not ctx.flips.flips:
+            return [], {}
+        fired = [n for n in notes if n.get("fired")]
+        events = [(n["step"], n["time"], "corrupted", n["rank"], n["role"], n["index"], describe(n))
+                  for n in fired]
+        noted = {n.get("seq") for n in notes}
+        unfired = [{"flip": n["plan"], "why": n.get("why", "")} for n in notes if not n.get("fired")]
+        unfired += [{"flip": str(f), "why": f"no rank holding {f.role}:{f.index} reached step {f.step}"}
+                    for f in ctx.flips.flips if f.seq not in noted]
+        return events, {"corruptions_planned": len(ctx.flips.flips), "corruptions": json.dumps(fired),
+                        "corruptions_unfired": json.dumps(unfired)}
 
     def kill_events(self) -> list[tuple]:
         """Kill events from the victims' notes (a victim cannot send before dying)."""
@@ -426,8 +448,14 @@ class Monitor:
         for x in json.loads(s.get("stalls", "[]")):
             say(f"stall at step {x['step']}: {x['stall_s']:.3f} s injected, {x['time_lost_s']:.3f} s of "
                 f"time lost measured (steps {x['window_steps']})")
-        if self.ctx.cfg.failures.kill and not s["kills_fired"]:
+        if s["kills_planned"] and not s["kills_fired"]:
             say("note: no planned kill fired before the run ended (see failures.kill)")
+        for n in json.loads(s.get("corruptions", "[]")):
+            say(f"silent corruption: {describe(n)} (no rank was told; whether it persisted into the final "
+                "model: compare param_checksum with a failure-free run, as mpiec bench does with each "
+                "run's twin)")
+        for n in json.loads(s.get("corruptions_unfired", "[]")):
+            say(f"note: corruption {n['flip']} did not fire: {n['why']}")
         missed = json.loads(s.get("kills_unfired", "[]"))
         if missed:
             shown = "; ".join(f"{m['kill']} ({m['why']})" for m in missed[:5])

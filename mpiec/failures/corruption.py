@@ -1,0 +1,296 @@
+"""Silent data corruption as a planned fault: the ``flip:`` plans of a kill plan, and their injection.
+
+Owns the ``flip:`` syntax (docs/running.md "Corruption"), where a flip lands and the record it
+leaves. Every other fault mpiec injects is fail-stop (a rank dies and the runtime says so); a flip
+changes one bit of a rank's live state and tells no one, as a core or a memory that computes or
+stores a wrong value does. Syntax (a plan of ``--kill`` / ``failures.kill``, beside kills)::
+
+    flip:server:1@step=20                 one bit of one embedding row's weights on server 1, at the
+                                          start of step 20 (row, column and bit drawn, see below)
+    flip:server:1@step=20:of=state        ... of the row's optimizer state (Adagrad's accumulator)
+    flip:server:1@step=20:row=4711,col=3,bit=30
+                                          placement given: ``row`` a global row id (tables in order,
+                                          as ``param_checksum`` and the shard digests number them),
+                                          ``col`` a column of the part (``of``), ``bit`` 0 (the
+                                          mantissa's lowest) .. 22 mantissa, 23 .. 30 exponent, 31 sign
+    flip:trainer:0@step=20:bit=30         one bit of a parameter of trainer 0's dense replica
+                                          (``of=state``: of its optimizer state)
+    flip:server:1@step=20:seed=7          another draw
+
+Invariants:
+
+* silent: no rank is told; the only trace is the note the corrupting rank leaves (as a kill's
+  victim does) and the monitor turns into the result file's ``corrupted`` events and
+  ``summary.corruptions`` (what was hit, the value before and after);
+* placement is a pure function of the plan, ``training.seed`` and the plan's position among the
+  run's flips, and of the rows the server holds at the step (``row`` not given: drawn among them;
+  given: a server that does not hold it then flips nothing, and the flip is reported as not fired);
+* a flip fires at most once in a run: before it flips, a rank looks for the flip's note (a
+  replacement re-executing the step after a rollback does not flip again, as a one-off hardware
+  fault would not);
+* flips need no ULFM (they run under the emulated mode and any MPI) and never change the run's
+  control flow: what they do to the model is what training, the strategy and the final
+  ``param_checksum`` make of them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
+
+import numpy as np
+
+from mpiec.errors import KillPlanError
+
+if TYPE_CHECKING:
+    from mpiec.config import Config
+    from mpiec.layout import Slot
+
+PREFIX = "flip:"
+ROLES = ("server", "trainer")
+PARTS = ("weight", "state")
+_PLAN = re.compile(r"^flip:([a-z]+):([0-9]{1,18})@step=([0-9]{1,18})(?::(.*))?$")
+_OPTIONS = {"server": ("of", "row", "col", "bit", "seed"), "trainer": ("of", "bit", "seed")}
+_SEED_LIMIT = 2**63
+
+
+@dataclass(frozen=True)
+class Flip:
+    """One planned bit flip in the live state of whichever rank holds ``role:index`` at ``step``."""
+
+    role: str
+    index: int
+    step: int
+    part: str = "weight"  # "weight": the values; "state": the optimizer's state
+    row: int | None = None  # server: a global row id (None: drawn)
+    col: int | None = None  # a column of the part (None: drawn)
+    bit: int | None = None  # 0..31 of the float32 (None: drawn)
+    seed: int = 0
+    seq: int = 0  # position among the run's flips (with the seed: the draw)
+
+    def __str__(self) -> str:
+        opts = [f"of={self.part}"] if self.part != "weight" else []
+        opts += [f"{k}={v}" for k, v in (("row", self.row), ("col", self.col), ("bit", self.bit))
+                 if v is not None]
+        if self.seed:
+            opts.append(f"seed={self.seed}")
+        return f"flip:{self.role}:{self.index}@step={self.step}" + (":" + ",".join(opts) if opts else "")
+
+
+def is_flip(plan: str) -> bool:
+    """``plan`` (one plan of a kill plan) is a corruption, not a kill."""
+    return plan.strip().startswith(PREFIX)
+
+
+def state_columns(cfg: Config) -> int:
+    """Columns of optimizer state after a server row's ``model.dim`` weights (row-wise Adagrad: 1)."""
+    return 1 if cfg.training.optimizer == "adagrad" else 0
+
+
+def parse_flip(plan: str, cfg: Config, seq: int = 0) -> Flip:
+    """One ``flip:`` plan, validated against the layout and the model (``KillPlanError``, one line)."""
+    text = plan.strip()
+    shown = text if text.isprintable() else text.encode("unicode_escape").decode("ascii")
+    m = _PLAN.match(text)
+    if not m or m.group(1) not in ROLES:
+        raise KillPlanError(f"malformed corruption plan '{shown}': expected "
+                            f"flip:ROLE:INDEX@step=N[:KEY=VALUE,...] (ROLE is {' or '.join(ROLES)}; "
+                            "e.g. flip:server:1@step=20:bit=30)")
+    role, index, step = m.group(1), int(m.group(2)), int(m.group(3))
+    count = cfg.layout.servers if role == "server" else cfg.layout.trainers
+    if index >= count:
+        raise KillPlanError(f"corruption plan '{shown}': {role}:{index} does not exist (the layout has "
+                            f"{count} {role}{'s' if count != 1 else ''})")
+    if step >= cfg.training.steps:
+        raise KillPlanError(f"corruption plan '{shown}': step {step} is not before the last step "
+                            f"(training.steps = {cfg.training.steps})")
+    opts: dict[str, str] = {}
+    for item in (m.group(4) or "").split(",") if m.group(4) is not None else []:
+        key, sep, value = (s.strip() for s in item.partition("="))
+        if not sep or not key or not value:
+            raise KillPlanError(f"corruption plan '{shown}': expected KEY=VALUE, got '{item}'")
+        if key not in _OPTIONS[role]:
+            raise KillPlanError(f"corruption plan '{shown}': unknown option '{key}' for a {role} "
+                                f"(use {', '.join(_OPTIONS[role])})")
+        if key in opts:
+            raise KillPlanError(f"corruption plan '{shown}': option '{key}' is given twice")
+        opts[key] = value
+    part = opts.pop("of", "weight")
+    if part not in PARTS:
+        raise KillPlanError(f"corruption plan '{shown}': of must be weight or state, got '{part}'")
+    numbers: dict[str, int] = {}
+    for key, value in opts.items():
+        if not re.fullmatch(r"[0-9]{1,19}", value) or int(value) >= _SEED_LIMIT:
+            raise KillPlanError(f"corruption plan '{shown}': {key} must be a whole number >= 0, "
+                                f"got '{value}'")
+        numbers[key] = int(value)
+    if numbers.get("bit", 0) > 31:
+        raise KillPlanError(f"corruption plan '{shown}': bit must be 0..31 (a float32), got {numbers['bit']}")
+    if part == "state" and role == "server" and not state_columns(cfg):
+        raise KillPlanError(f"corruption plan '{shown}': of=state, but training.optimizer = "
+                            f"'{cfg.training.optimizer}' keeps no per-row state")
+    if part == "state" and role == "trainer" and cfg.training.dense_optimizer != "adagrad":
+        raise KillPlanError(f"corruption plan '{shown}': of=state, but training.dense_optimizer = "
+                            f"'{cfg.training.dense_optimizer}' keeps no state")
+    width = cfg.model.dim if part == "weight" else state_columns(cfg)
+    if "col" in numbers and numbers["col"] >= width:
+        raise KillPlanError(f"corruption plan '{shown}': col must be below {width} (the {part} columns "
+                            f"of a row), got {numbers['col']}")
+    rows = sum(cfg.data.cardinalities)
+    if "row" in numbers and numbers["row"] >= rows:
+        raise KillPlanError(f"corruption plan '{shown}': row must be a global row id below {rows} (the "
+                            f"rows of every table), got {numbers['row']}")
+    return Flip(role, index, step, part=part, row=numbers.get("row"), col=numbers.get("col"),
+                bit=numbers.get("bit"), seed=numbers.get("seed", 0), seq=seq)
+
+
+def parse_flips(plans: list[str], cfg: Config) -> list[Flip]:
+    """The ``flip:`` plans of a kill plan's strings (``;`` separates plans), numbered in order."""
+    flips: list[Flip] = []
+    for plan in plans:
+        if not isinstance(plan, str):
+            continue  # the kill plans' parser refuses it
+        for part in plan.split(";"):
+            if is_flip(part):
+                flips.append(parse_flip(part, cfg, seq=len(flips)))
+    return flips
+
+
+def flip_bit(array: np.ndarray, flat: int, bit: int) -> tuple[float, float]:
+    """Flip ``bit`` of element ``flat`` of a C-contiguous float32 ``array`` in place; (before, after)."""
+    words = array.reshape(-1).view(np.uint32)
+    before = float(array.reshape(-1)[flat])
+    words[flat] ^= np.uint32(1 << bit)
+    return before, float(array.reshape(-1)[flat])
+
+
+def place(flip: Flip, seed: int, candidates: int, width: int) -> tuple[int, int, int]:
+    """(candidate, column, bit) of ``flip`` among ``candidates`` rows (or parameters, width 1) of
+    ``width`` columns: what the plan gives, the rest drawn from (``training.seed``, the plan's seed, its
+    position)."""
+    rng = np.random.default_rng([seed, flip.seed, flip.seq])
+    pick = int(rng.integers(candidates))
+    col = flip.col if flip.col is not None else int(rng.integers(width))
+    bit = flip.bit if flip.bit is not None else int(rng.integers(32))
+    return pick, col, bit
+
+
+def notes_dir(out_path: Path, run_id: str) -> Path:
+    """Where the corrupting ranks of one run leave their notes (as kills' victims do theirs)."""
+    return out_path.parent / f".{out_path.stem}.{run_id}.flips"
+
+
+def write_note(directory: Path, seq: int, record: dict[str, Any]) -> None:
+    directory.mkdir(parents=True, exist_ok=True)
+    tmp = directory / f".{seq}.{os.getpid()}.tmp"
+    tmp.write_text(json.dumps(record))
+    tmp.replace(directory / f"{seq}.json")  # atomic: never half a note
+
+
+def read_notes(directory: Path) -> list[dict[str, Any]]:
+    """Every complete note of ``directory``, by plan position; the directory is removed."""
+    out = []
+    if directory.is_dir():
+        for f in sorted(directory.iterdir()):
+            try:
+                if not f.name.startswith("."):
+                    out.append(json.loads(f.read_text()))
+            except (OSError, ValueError):
+                pass
+            finally:
+                f.unlink(missing_ok=True)
+        directory.rmdir()
+    return sorted(out, key=lambda r: r.get("seq", 0))
+
+
+class Holder(Protocol):
+    """What a flip reads of its rank (``roles.context.RankContext``)."""
+
+    cfg: Config
+    first_rank: int
+    out_path: Path
+    run_id: str
+    offsets: np.ndarray
+
+    @property
+    def slot(self) -> Slot: ...
+    @property
+    def kill_name(self) -> Slot: ...
+    def now(self) -> float: ...
+
+
+class Corrupter:
+    """The flips of a run on one rank: at the start of each step, the ones due for the slot name
+    this rank holds (``Holder.kill_name``, the name kill plans use) flip a bit of its live state.
+
+    ``at_step`` is called once per step, after the kill switch and before the step's exchange, with
+    the role's live arrays (``StateRole.state()``: a server's ``table`` and ``global_rows``, a
+    trainer's ``params`` and ``dense_state``); it returns at once when no flip is due."""
+
+    def __init__(self, holder: Holder, flips: list[Flip]) -> None:
+        self.holder = holder
+        self.flips = flips
+        self.steps = {f.step for f in flips}
+
+    def due(self, step: int) -> list[Flip]:
+        if step not in self.steps:
+            return []
+        name = self.holder.kill_name
+        return [f for f in self.flips if f.step == step and (f.role, f.index) == (name.role, name.index)]
+
+    def at_step(self, step: int, state: dict[str, np.ndarray]) -> None:
+        h = self.holder
+        directory = notes_dir(h.out_path, h.run_id)
+        for flip in self.due(step):
+            if (directory / f"{flip.seq}.json").exists():
+                continue  # fired (or found not to fire) before a rollback brought the run back here
+            record: dict[str, Any] = {"seq": flip.seq, "plan": str(flip), "step": step, "time": h.now(),
+                                      "rank": h.first_rank, "role": h.slot.role, "index": h.slot.index,
+                                      "part": flip.part}
+            record.update(self._server(flip, state) if flip.role == "server" else self._trainer(flip, state))
+            write_note(directory, flip.seq, record)
+
+    def _server(self, flip: Flip, state: dict[str, np.ndarray]) -> dict[str, Any]:
+        table, rows = state["table"], state["global_rows"]
+        dim = self.holder.cfg.model.dim
+        width = dim if flip.part == "weight" else table.shape[1] - dim
+        pick, col, bit = place(flip, self.holder.cfg.training.seed, len(rows), width)
+        if flip.row is not None:
+            where = np.flatnonzero(rows == flip.row)
+            if not len(where):
+                return {"fired": False, "why": f"{self.holder.slot} holds no row {flip.row} at step "
+                                               f"{flip.step}"}
+            pick = int(where[0])
+        offsets = self.holder.offsets
+        global_row = int(rows[pick])
+        tab = int(np.searchsorted(offsets, global_row, side="right") - 1)
+        column = col if flip.part == "weight" else dim + col
+        before, after = flip_bit(table, pick * table.shape[1] + column, bit)
+        return {"fired": True, "global_row": global_row, "table": tab, "row": global_row - int(offsets[tab]),
+                "col": col, "bit": bit, "before": before, "after": after}
+
+    def _trainer(self, flip: Flip, state: dict[str, np.ndarray]) -> dict[str, Any]:
+        array = state["params"] if flip.part == "weight" else state["dense_state"]
+        pick, _, bit = place(flip, self.holder.cfg.training.seed, array.size, 1)
+        before, after = flip_bit(array, pick, bit)
+        return {"fired": True, "param": pick, "bit": bit, "before": before, "after": after}
+
+
+def describe(record: dict[str, Any]) -> str:
+    """One line for a fired flip's note: what it hit."""
+    part = "weights" if record.get("part") == "weight" else "optimizer state"
+    if "global_row" in record:
+        where = (f"table {record['table']} row {record['row']} (global row {record['global_row']}) "
+                 f"col {record['col']} of its {part}")
+    else:
+        where = f"dense parameter {record['param']}" + ("" if part == "weights" else f"'s {part}")
+    return (f"{record['plan']}: bit {record['bit']} of {where} on {record['role']}:{record['index']} at step "
+            f"{record['step']}: {record['before']:.6g} -> {record['after']:.6g}")
+
+
+__all__ = ["PREFIX", "Corrupter", "Flip", "Holder", "describe", "flip_bit", "is_flip", "notes_dir",
+           "parse_flip", "parse_flips", "place", "read_notes", "state_columns", "write_note"]

@@ -1,0 +1,139 @@
+"""Silent corruption plans (``flip:``): the syntax of docs/running.md "Silent corruption", validated
+like kills; a flip's placement reproducible; the flip itself exact (one bit, recorded before/after)."""
+
+import json
+from pathlib import Path
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+from mpiec.errors import KillPlanError
+from mpiec.failures.corruption import (
+    Corrupter,
+    Flip,
+    describe,
+    flip_bit,
+    notes_dir,
+    parse_flips,
+    place,
+    read_notes,
+)
+from mpiec.failures.faults import parse_kill_plans
+from mpiec.layout import Slot, table_offsets
+from mpiec.launch.resolve import load_config
+
+
+@pytest.fixture
+def cfg():
+    return load_config("tiny", sets=["training.steps=100"])
+
+
+def test_flips_are_parsed_beside_kills_and_never_taken_for_kills(cfg):
+    plans = ["server:1@step=30;flip:server:1@step=20:bit=30,col=2", "flip:trainer:0@step=5:of=state,seed=7"]
+    assert [str(k) for k in parse_kill_plans(plans, cfg)] == ["server:1@step=30"]
+    flips = parse_flips(plans, cfg)
+    assert flips == [Flip("server", 1, 20, col=2, bit=30, seq=0),
+                     Flip("trainer", 0, 5, part="state", seed=7, seq=1)]
+    assert [str(f) for f in flips] == ["flip:server:1@step=20:col=2,bit=30",
+                                       "flip:trainer:0@step=5:of=state,seed=7"]
+    assert parse_flips([str(f) for f in flips], cfg) == flips  # what a bench passes on parses back
+
+
+@pytest.mark.parametrize("plan, needle", [
+    ("flip:parity:0@step=3", "malformed corruption plan.*ROLE is server or trainer"),
+    ("flip:server:1@time=3", "malformed corruption plan"),
+    ("flip:server:9@step=3", "server:9 does not exist"),
+    ("flip:trainer:2@step=3", "trainer:2 does not exist"),
+    ("flip:server:1@step=100", "not before the last step"),
+    ("flip:server:1@step=3:bit", "expected KEY=VALUE"),
+    ("flip:server:1@step=3:bit=32", "bit must be 0..31"),
+    ("flip:server:1@step=3:bit=-1", "bit must be a whole number"),
+    ("flip:server:1@step=3:bit=1,bit=2", "given twice"),
+    ("flip:server:1@step=3:of=grad", "of must be weight or state"),
+    ("flip:server:1@step=3:col=8", "col must be below 8"),
+    ("flip:server:1@step=3:of=state,col=1", "col must be below 1"),
+    ("flip:server:1@step=3:row=15746", "row must be a global row id below 15746"),
+    ("flip:trainer:0@step=3:row=5", "unknown option 'row' for a trainer"),
+])
+def test_bad_plans_are_one_line_naming_the_problem(cfg, plan, needle):
+    assert sum(cfg.data.cardinalities) == 15746 and cfg.model.dim == 8  # what the needles above say
+    with pytest.raises(KillPlanError, match=needle) as err:
+        load_config("tiny", sets=["training.steps=100"], kill=[plan])
+    assert "\n" not in str(err.value)
+
+
+def test_optimizer_state_is_refused_where_the_optimizer_keeps_none():
+    with pytest.raises(KillPlanError, match="training.optimizer = 'sgd' keeps no per-row state"):
+        load_config("tiny", sets=["training.optimizer='sgd'"], kill=["flip:server:0@step=3:of=state"])
+    with pytest.raises(KillPlanError, match="training.dense_optimizer = 'sgd' keeps no state"):
+        load_config("tiny", sets=["training.dense_optimizer='sgd'"], kill=["flip:trainer:0@step=3:of=state"])
+
+
+def test_flip_bit_changes_exactly_one_bit_and_says_what_it_was():
+    a = np.array([[1.0, -2.0], [0.5, 3.0]], dtype=np.float32)
+    before = a.copy()
+    assert flip_bit(a, 2, 31) == (0.5, -0.5)  # the sign
+    diff = a.view(np.uint32) ^ before.view(np.uint32)
+    assert np.count_nonzero(diff) == 1 and diff[1, 0] == 1 << 31
+    assert flip_bit(a, 2, 31) == (-0.5, 0.5) and np.array_equal(a, before)  # its own inverse
+
+
+def test_placement_is_a_function_of_the_seeds_and_the_plan_position():
+    f = Flip("server", 0, 5)
+    draws = {place(f, 1, 1000, 16) for _ in range(3)}
+    assert len(draws) == 1
+    assert place(f, 2, 1000, 16) != place(f, 1, 1000, 16)
+    assert place(Flip("server", 0, 5, seq=1), 1, 1000, 16) != place(f, 1, 1000, 16)
+    assert place(Flip("server", 0, 5, seed=3), 1, 1000, 16) != place(f, 1, 1000, 16)
+    pick, col, bit = place(Flip("server", 0, 5, col=7, bit=30), 1, 1000, 16)
+    assert (col, bit) == (7, 30) and 0 <= pick < 1000
+
+
+def _holder(tmp_path: Path, slot: Slot, cfg) -> SimpleNamespace:
+    return SimpleNamespace(cfg=cfg, first_rank=3, out_path=tmp_path / "run.h5", run_id="abc",
+                           offsets=table_offsets(cfg.data.cardinalities), slot=slot, kill_name=slot,
+                           now=lambda: 1.5)
+
+
+def test_a_server_flip_hits_the_row_it_names_once_and_leaves_a_note(cfg, tmp_path):
+    dim = cfg.model.dim
+    offsets = table_offsets(cfg.data.cardinalities)
+    rows = np.array([5, 60, 1200], dtype=np.int64)
+    table_of_1200 = int(np.searchsorted(offsets, 1200, side="right")) - 1
+    assert offsets[table_of_1200] <= 1200 < offsets[table_of_1200 + 1] and table_of_1200 > 0
+    table = np.arange(3 * (dim + 1), dtype=np.float32).reshape(3, dim + 1)
+    before = table.copy()
+    holder = _holder(tmp_path, Slot("server", 1), cfg)
+    c = Corrupter(holder, parse_flips(["flip:server:1@step=4:row=1200,col=2,bit=31",
+                                       "flip:server:1@step=4:of=state,row=5,bit=0",
+                                       "flip:server:0@step=4", "flip:server:1@step=6:row=7"], cfg))
+    assert c.due(3) == [] and len(c.due(4)) == 2  # server:0's flip is another rank's
+    c.at_step(4, {"table": table, "global_rows": rows})
+    c.at_step(4, {"table": table, "global_rows": rows})  # re-executed after a rollback: no second flip
+    changed = np.argwhere(table != before)
+    assert changed.tolist() == [[0, dim], [2, 2]]
+    assert table[2, 2] == -before[2, 2]
+    c.at_step(6, {"table": table, "global_rows": rows})  # row 7 is not held: not fired, says why
+    notes = read_notes(notes_dir(holder.out_path, holder.run_id))
+    assert [n["seq"] for n in notes] == [0, 1, 3]
+    hit, state, missed = notes
+    assert (hit["global_row"], hit["table"], hit["row"], hit["col"], hit["bit"]) == \
+        (1200, table_of_1200, 1200 - offsets[table_of_1200], 2, 31)
+    assert (hit["before"], hit["after"]) == (float(before[2, 2]), -float(before[2, 2]))
+    assert state["part"] == "state" and state["col"] == 0 and state["global_row"] == 5
+    assert not missed["fired"] and "holds no row 7 at step 6" in missed["why"]
+    assert describe(hit).startswith(f"flip:server:1@step=4:row=1200,col=2,bit=31: bit 31 of table "
+                                    f"{table_of_1200} row {1200 - offsets[table_of_1200]} (global row 1200)")
+    assert json.dumps(notes)  # what the result file stores
+    assert not notes_dir(holder.out_path, holder.run_id).exists()
+
+
+def test_a_trainer_flip_hits_its_dense_replica(cfg, tmp_path):
+    params, state = np.ones(10, dtype=np.float32), np.ones(10, dtype=np.float32)
+    holder = _holder(tmp_path, Slot("trainer", 0), cfg)
+    c = Corrupter(holder, parse_flips(["flip:trainer:0@step=2:of=state,bit=31"], cfg))
+    c.at_step(2, {"params": params, "dense_state": state})
+    assert np.all(params == 1) and np.count_nonzero(state == -1) == 1
+    (note,) = read_notes(notes_dir(holder.out_path, holder.run_id))
+    assert state[note["param"]] == -1 and "dense parameter" in describe(note)

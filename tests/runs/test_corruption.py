@@ -1,0 +1,85 @@
+"""Silent corruption (``flip:`` plans) in real runs: what a flip does to the model is exactly measurable
+against the failure-free twin, because training is deterministic.
+
+* under ``none`` a flipped embedding row persists into the final model (another checksum), and the
+  result file says what was hit;
+* ``ckpt`` checkpoints the flipped row and restores it faithfully: a kill after the checkpoint ends
+  with the checksum of the corrupted run without the kill, not the failure-free one;
+* a rollback to a checkpoint older than the flip undoes it, and the flip does not fire again when
+  the step is re-executed (a one-off fault): the failure-free checksum;
+* a flip in one trainer's dense replica makes the replicas disagree at the end.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from run_helpers import mpiec
+
+from mpiec.results import decode
+
+pytestmark = [pytest.mark.mpirun, pytest.mark.kill, pytest.mark.timeout(600)]
+
+TINY = ["--preset", "tiny"]
+CKPT = ["--strategy", "ckpt", "--set", "strategy.interval=10", "--set", "layout.spares=1"]
+EARLY = "flip:server:1@step=8:bit=22"  # before the checkpoint of step 9 (and 19)
+LATE = "flip:server:1@step=22:bit=22"  # after the checkpoint of step 19
+
+
+@pytest.fixture(scope="module")
+def reference(failure_free):
+    return failure_free(*TINY)["param_checksum"]  # shared: tests/runs/conftest.py
+
+
+@pytest.fixture(scope="module")
+def corrupted(tmp_path_factory):
+    """``none`` with the early flip: the model the flip leaves when nothing repairs it."""
+    run = mpiec(["run", *TINY, "--kill", EARLY], out=tmp_path_factory.mktemp("corrupted"))
+    assert run.code == 0, run.stdout + run.stderr
+    return run
+
+
+def hits(summary) -> list[dict]:
+    """The fired flips' notes, without when they fired."""
+    return [{k: v for k, v in n.items() if k != "time"} for n in json.loads(summary["corruptions"])]
+
+
+def test_a_flipped_row_persists_under_none_and_the_result_says_what_was_hit(corrupted, reference):
+    s = corrupted.result().summary
+    assert not s["lost"] and s["param_checksum"] and s["param_checksum"] != reference
+    (hit,) = json.loads(s["corruptions"])
+    assert s["corruptions_planned"] == 1 and json.loads(s["corruptions_unfired"]) == []
+    assert hit["plan"] == EARLY and hit["fired"] and (hit["role"], hit["index"], hit["step"]) == ("server", 1, 8)
+    assert hit["bit"] == 22 and hit["before"] != hit["after"] and hit["part"] == "weight"
+    kinds = [decode(k) for k in corrupted.result().events["kind"]]
+    assert kinds.count("corrupted") == 1
+    assert "silent corruption: " + EARLY in corrupted.stdout + corrupted.stderr
+
+
+def test_a_checkpoint_keeps_the_corruption_and_a_restore_brings_it_back(corrupted, tmp_path):
+    run = mpiec(["run", *TINY, *CKPT, "--kill", EARLY, "--kill", "server:0@step=25"], out=tmp_path)
+    assert run.code == 0, run.stdout + run.stderr
+    s = run.result().summary
+    assert s["kills_fired"] == 1 and s["recoveries"] == 1 and s["reexecuted_steps"] > 0
+    assert hits(s) == hits(corrupted.result().summary)  # the same element, the same bit, the same values
+    assert s["param_checksum"] == corrupted.result().summary["param_checksum"]  # persisted, bit for bit
+
+
+def test_a_rollback_past_the_flip_undoes_it_and_it_does_not_fire_again(reference, tmp_path):
+    run = mpiec(["run", *TINY, *CKPT, "--kill", LATE, "--kill", "server:0@step=25"], out=tmp_path)
+    assert run.code == 0, run.stdout + run.stderr
+    s = run.result().summary
+    assert s["kills_fired"] == 1 and s["reexecuted_steps"] >= 5  # steps 20..24 at least: past step 22
+    assert len(json.loads(s["corruptions"])) == 1
+    assert s["param_checksum"] == reference
+
+
+def test_a_flip_in_one_dense_replica_leaves_the_replicas_disagreeing(reference, tmp_path):
+    run = mpiec(["run", *TINY, "--kill", "flip:trainer:1@step=5:bit=22"], out=tmp_path)
+    assert run.code == 0, run.stdout + run.stderr
+    s = run.result().summary
+    (hit,) = json.loads(s["corruptions"])
+    assert (hit["role"], hit["index"]) == ("trainer", 1) and "param" in hit
+    assert not s["dense_replicas_consistent"]
+    assert s["param_checksum"] != reference  # trainer 1's gradients moved trainer 0's replica too
