@@ -29,6 +29,9 @@ Owns how runs are paired and every figure computed from more than one summary va
   the resume, over the run's own pre-failure rate: the twin's proxy), and
   ``repair_throughput_vs_twin`` (over the twin's rate on the same steps, when there is a twin);
   **unprotected** = ``unprotected_s`` (kill → end of the repair, summed).
+* **corruption** (``flip:`` plans): ``corruptions`` fired, ``corruptions_detected`` (a detection event
+  followed, ``mpiec.failures.corruption.DETECTIONS``), ``detection_steps`` (flip → detection, the
+  slowest); whether a corruption **persisted** is whether the run is not lossless (its twin decides).
 * **protection bytes** = ``protection_bytes``, else ``checkpoint_bytes + parity_bytes``.
 * **interval** of a checkpointing run = ``checkpoint_interval_steps`` and ``_rule`` of its summary
   (older files: the ``checkpoint_interval`` text, else the median gap of its full checkpoints).
@@ -370,6 +373,9 @@ class RunMetrics:
     unprotected_s: float | None = None  # kill → end of the repair, summed over the recoveries
     repair_throughput_ratio: float | None = None  # during the repairs / the run's own pre-failure rate
     repair_throughput_vs_twin: float | None = None  # the same over its twin's rate on the same steps
+    corruptions: int = 0  # planned silent corruptions (``flip:``) that fired
+    corruptions_detected: int = 0  # of them, how many a detection event followed
+    detection_steps: int | None = None  # flip → its first detection, in steps (the slowest; None: none)
 
     def as_row(self) -> dict[str, Any]:
         """Flat dict for CSV: the recovery phases become ``recovery_<phase>`` columns."""
@@ -432,5 +438,18 @@ def compare(results: list[RunResult], baseline: str = "none") -> list[RunMetrics
             repair_throughput_ratio=float(s["repair_throughput_ratio"])
             if finite(s.get("repair_throughput_ratio")) else None,
             repair_throughput_vs_twin=repair_throughput_vs_twin(r, twin),
+            **_corruption(r),
         ))
     return out
+
+
+def _corruption(r: RunResult) -> dict[str, Any]:
+    """``corruptions``, ``corruptions_detected``, ``detection_steps`` of a run's ``summary.corruptions``."""
+    try:
+        notes = json.loads(str(r.summary.get("corruptions") or "[]"))
+    except ValueError:
+        notes = []
+    notes = [n for n in notes if isinstance(n, dict)]
+    gaps = [int(n["detected_step"]) - int(n["step"]) for n in notes if n.get("detected_step") is not None]
+    return {"corruptions": len(notes), "corruptions_detected": len(gaps),
+            "detection_steps": max(gaps) if gaps else None}

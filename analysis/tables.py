@@ -73,6 +73,7 @@ __all__ = [
     "comparison_table",
     "comparison_tables",
     "failure_free_table",
+    "corruption_table",
     "failure_table",
     "format_events",
     "format_phase_breakdown",
@@ -284,6 +285,24 @@ def failure_table(metrics: list[RunMetrics], scenario: str = "") -> Table:
                  verdicts=verdicts(metrics))
 
 
+def corruption_table(metrics: list[RunMetrics]) -> Table:
+    """What each strategy made of the same silent corruption: one row per run where a flip fired."""
+    header = ["strategy", "flips", "detected", "steps to detection", "final model", "ΔAUC"]
+    rows = []
+    for m in metrics:
+        if not m.corruptions:
+            continue
+        model = ("run lost" if m.lost else DASH if m.lossless is None else
+                 "the twin's (repaired or undone)" if m.lossless else "≠ twin (persisted)")
+        rows.append([_label(m), str(m.corruptions), f"{m.corruptions_detected}/{m.corruptions}",
+                     DASH if m.detection_steps is None else str(m.detection_steps), model,
+                     _signed(m.delta_auc, ".4f")])
+    notes = ["a flip changes one bit of a rank's live state and tells no one (docs/running.md 'Silent "
+             "corruption'); detected: a detection event followed it (ecrm's verify_every re-encode: "
+             "parity_mismatch); final model: its param_checksum against the failure-free twin's"]
+    return Table("silent corruption", header, rows, right={1, 2, 3, 5}, notes=notes)
+
+
 def verdicts(metrics: list[RunMetrics]) -> list[str]:
     """One line per outcome, naming the failure runs in it: lost the run / lost data / lost time
     only / lost nothing / not checked (no failure-free twin)."""
@@ -341,6 +360,8 @@ def comparison_tables(results: list[RunResult], baseline: str = "none") -> list[
     if any(m.failure for m in metrics):
         tables.append(failure_table(metrics, _scenario(metrics, results)))
         tables[-1].verdicts.extend(unfired_lines(results))
+    if any(m.corruptions for m in metrics):
+        tables.append(corruption_table(metrics))
     if any(m.recovery for m in metrics):
         tables.append(recovery_table(metrics))
     return tables
@@ -777,6 +798,8 @@ def repeated_tables(groups: dict[tuple[str, bool], Group], baseline: str = "none
     failures = [(m, r) for (_, f), g in groups.items() if f for m, r in g]
     if failures:
         tables.append(repeated_failure_table(groups, _repeated_scenario(failures)))
+    if any(m.corruptions for m, _ in failures):
+        tables.append(corruption_table([m for m, _ in failures]))
     if any(m.recovery for m, _ in failures):
         tables.append(repeated_recovery_table(groups))
     return tables

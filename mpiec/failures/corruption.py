@@ -280,6 +280,24 @@ class Corrupter:
         return {"fired": True, "param": pick, "bit": bit, "before": before, "after": after}
 
 
+#: the events by which a strategy reports corrupted state it found (``ecrm``'s ``verify_every``
+#: re-encode; a plug-in that detects corruption emits one of these too)
+DETECTIONS = ("parity_mismatch",)
+
+
+def mark_detections(notes: list[dict[str, Any]], events: list[tuple]) -> None:
+    """Add to each fired flip's note the first detection after it (``events``: the result file's
+    rows, ``(step, time, kind, ...)``): ``detected_step`` and ``detected_by`` (None: nothing in the run
+    reported it). A detection is matched by time: the first ``DETECTIONS`` event at or after the flip."""
+    for note in notes:
+        if not note.get("fired"):
+            continue
+        later = [e for e in events if e[2] in DETECTIONS and e[1] >= note["time"]]
+        first = min(later, key=lambda e: e[1]) if later else None
+        note["detected_step"] = int(first[0]) if first else None
+        note["detected_by"] = str(first[2]) if first else None
+
+
 def describe(record: dict[str, Any]) -> str:
     """One line for a fired flip's note: what it hit."""
     part = "weights" if record.get("part") == "weight" else "optimizer state"
@@ -292,5 +310,6 @@ def describe(record: dict[str, Any]) -> str:
             f"{record['step']}: {record['before']:.6g} -> {record['after']:.6g}")
 
 
-__all__ = ["PREFIX", "Corrupter", "Flip", "Holder", "describe", "flip_bit", "is_flip", "notes_dir",
-           "parse_flip", "parse_flips", "place", "read_notes", "state_columns", "write_note"]
+__all__ = ["DETECTIONS", "PREFIX", "Corrupter", "Flip", "Holder", "describe", "flip_bit", "is_flip",
+           "mark_detections", "notes_dir", "parse_flip", "parse_flips", "place", "read_notes",
+           "state_columns", "write_note"]

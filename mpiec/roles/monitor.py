@@ -28,7 +28,7 @@ from mpi4py import MPI
 from mpiec import __version__
 from mpiec.comm import guard, mpi_library, recv
 from mpiec.data.factory import make_source
-from mpiec.failures.corruption import describe, notes_dir, read_notes
+from mpiec.failures.corruption import describe, mark_detections, notes_dir, read_notes
 from mpiec.failures.crashes import crash_line, crash_notes_dir, run_crash_notes
 from mpiec.failures.faults import kill_notes_dir, unfired_kills
 from mpiec.results import RANKS_DTYPE, ResultWriter
@@ -257,7 +257,7 @@ class Monitor:
         for e in self.evals:
             w.add_eval(*e)
         kills = self.kill_events()
-        flips, flip_summary = self.corruptions()
+        flips, flip_notes = self.corruptions()
         at_step = ctx.progress.current_step
         late = [(at_step, ctx.now(), "report_death", ctx.holders.get(s, -1), s.role, s.index,
                  "died during the final report, after training") for s in ctx.ledger.report_deaths]
@@ -265,6 +265,7 @@ class Monitor:
                         key=lambda e: e[1])
         for ev in events:
             w.add_event(*ev)
+        mark_detections(flip_notes, events)
         checkpoint_rows = list(ctx.coordinator().checkpoint_rows())
         for row in checkpoint_rows:
             w.add_checkpoint(*row)
@@ -311,7 +312,7 @@ class Monitor:
             "dense_replicas_consistent": len(dense) <= 1,
             "kills_fired": len(kills),
             **self.kills_unfired(lost),
-            **flip_summary,
+            **self.corruption_summary(flip_notes),
             "recoveries": len(breakdown),
             "reexecuted_steps": reexecuted_steps(tl),
             **layout_throughput(tl),
@@ -367,23 +368,30 @@ class Monitor:
         return {"kills_planned": len(ctx.faults.kills),
                 "kills_unfired": json.dumps([{"kill": str(k), "why": why} for k, why in missed])}
 
-    def corruptions(self) -> tuple[list[tuple], dict[str, Any]]:
-        """The planned silent corruptions (``flip:`` plans): a ``corrupted`` event per flip that fired
-        (its rank's note: what it hit), and, when any was planned, ``corruptions_planned``,
-        ``corruptions`` (JSON list of the notes) and ``corruptions_unfired`` (``{"flip", "why"}``)."""
+    def corruptions(self) -> tuple[list[tuple], list[dict[str, Any]]]:
+        """The planned silent corruptions (``flip:`` plans): a ``corrupted`` event per flip that fired,
+        and every note the corrupting ranks left (what a flip hit, or why it did not fire)."""
         ctx = self.ctx
         notes = read_notes(notes_dir(ctx.out_path, ctx.run_id))
-        if not ctx.flips.flips:
-            return [], {}
-        fired = [n for n in notes if n.get("fired")]
         events = [(n["step"], n["time"], "corrupted", n["rank"], n["role"], n["index"], describe(n))
-                  for n in fired]
+                  for n in notes if n.get("fired")]
+        return events, notes
+
+    def corruption_summary(self, notes: list[dict[str, Any]]) -> dict[str, Any]:
+        """When a flip was planned: ``corruptions_planned``, ``corruptions`` (JSON list of the fired
+        flips' notes, with the first detection after each), ``corruptions_detected`` (how many of them
+        a detection followed) and ``corruptions_unfired`` (``{"flip", "why"}``)."""
+        flips = self.ctx.flips.flips
+        if not flips:
+            return {}
+        fired = [n for n in notes if n.get("fired")]
         noted = {n.get("seq") for n in notes}
         unfired = [{"flip": n["plan"], "why": n.get("why", "")} for n in notes if not n.get("fired")]
         unfired += [{"flip": str(f), "why": f"no rank holding {f.role}:{f.index} reached step {f.step}"}
-                    for f in ctx.flips.flips if f.seq not in noted]
-        return events, {"corruptions_planned": len(ctx.flips.flips), "corruptions": json.dumps(fired),
-                        "corruptions_unfired": json.dumps(unfired)}
+                    for f in flips if f.seq not in noted]
+        return {"corruptions_planned": len(flips), "corruptions": json.dumps(fired),
+                "corruptions_detected": sum(n.get("detected_step") is not None for n in fired),
+                "corruptions_unfired": json.dumps(unfired)}
 
     def kill_events(self) -> list[tuple]:
         """Kill events from the victims' notes (a victim cannot send before dying)."""
@@ -451,9 +459,11 @@ class Monitor:
         if s["kills_planned"] and not s["kills_fired"]:
             say("note: no planned kill fired before the run ended (see failures.kill)")
         for n in json.loads(s.get("corruptions", "[]")):
-            say(f"silent corruption: {describe(n)} (no rank was told; whether it persisted into the final "
-                "model: compare param_checksum with a failure-free run, as mpiec bench does with each "
-                "run's twin)")
+            found = (f"detected at step {n['detected_step']} ({n['detected_by']}, "
+                     f"{n['detected_step'] - n['step']} steps later)" if n.get("detected_step") is not None
+                     else "nothing in the run detected it")
+            say(f"silent corruption: {describe(n)}; {found} (whether it persisted into the final model: "
+                "compare param_checksum with a failure-free run, as mpiec bench does with each run's twin)")
         for n in json.loads(s.get("corruptions_unfired", "[]")):
             say(f"note: corruption {n['flip']} did not fire: {n['why']}")
         missed = json.loads(s.get("kills_unfired", "[]"))

@@ -20,8 +20,8 @@ from mpiec.failures.corruption import (
     read_notes,
 )
 from mpiec.failures.faults import parse_kill_plans
-from mpiec.layout import Slot, table_offsets
 from mpiec.launch.resolve import load_config
+from mpiec.layout import Slot, table_offsets
 
 
 @pytest.fixture

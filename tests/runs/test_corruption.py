@@ -50,7 +50,8 @@ def test_a_flipped_row_persists_under_none_and_the_result_says_what_was_hit(corr
     assert not s["lost"] and s["param_checksum"] and s["param_checksum"] != reference
     (hit,) = json.loads(s["corruptions"])
     assert s["corruptions_planned"] == 1 and json.loads(s["corruptions_unfired"]) == []
-    assert hit["plan"] == EARLY and hit["fired"] and (hit["role"], hit["index"], hit["step"]) == ("server", 1, 8)
+    assert hit["plan"] == EARLY and hit["fired"]
+    assert (hit["role"], hit["index"], hit["step"]) == ("server", 1, 8)
     assert hit["bit"] == 22 and hit["before"] != hit["after"] and hit["part"] == "weight"
     kinds = [decode(k) for k in corrupted.result().events["kind"]]
     assert kinds.count("corrupted") == 1
