@@ -30,7 +30,8 @@ Owns how runs are paired and every figure computed from more than one summary va
   ``repair_throughput_vs_twin`` (over the twin's rate on the same steps, when there is a twin);
   **unprotected** = ``unprotected_s`` (kill → end of the repair, summed).
 * **corruption** (``flip:`` plans): ``corruptions`` fired, ``corruptions_detected`` (a detection event
-  followed, ``mpiec.failures.corruption.DETECTIONS``), ``detection_steps`` (flip → detection, the
+  followed, ``mpiec.failures.corruption.DETECTIONS``), ``corruptions_repaired`` (a repair of the
+  flipped row followed, ``REPAIRED``), ``detection_steps`` (flip → detection, the
   slowest); whether a corruption **persisted** is whether the run is not lossless (its twin decides).
 * **protection bytes** = ``protection_bytes``, else ``checkpoint_bytes + parity_bytes``.
 * **interval** of a checkpointing run = ``checkpoint_interval_steps`` and ``_rule`` of its summary
@@ -375,6 +376,7 @@ class RunMetrics:
     repair_throughput_vs_twin: float | None = None  # the same over its twin's rate on the same steps
     corruptions: int = 0  # planned silent corruptions (``flip:``) that fired
     corruptions_detected: int = 0  # of them, how many a detection event followed
+    corruptions_repaired: int = 0  # of them, how many a repair of their row followed
     detection_steps: int | None = None  # flip → its first detection, in steps (the slowest; None: none)
 
     def as_row(self) -> dict[str, Any]:
@@ -444,7 +446,8 @@ def compare(results: list[RunResult], baseline: str = "none") -> list[RunMetrics
 
 
 def _corruption(r: RunResult) -> dict[str, Any]:
-    """``corruptions``, ``corruptions_detected``, ``detection_steps`` of a run's ``summary.corruptions``."""
+    """``corruptions``, ``corruptions_detected``, ``corruptions_repaired``, ``detection_steps`` of a
+    run's ``summary.corruptions``."""
     try:
         notes = json.loads(str(r.summary.get("corruptions") or "[]"))
     except ValueError:
@@ -452,4 +455,5 @@ def _corruption(r: RunResult) -> dict[str, Any]:
     notes = [n for n in notes if isinstance(n, dict)]
     gaps = [int(n["detected_step"]) - int(n["step"]) for n in notes if n.get("detected_step") is not None]
     return {"corruptions": len(notes), "corruptions_detected": len(gaps),
+            "corruptions_repaired": sum(n.get("repaired_step") is not None for n in notes),
             "detection_steps": max(gaps) if gaps else None}

@@ -287,7 +287,7 @@ def failure_table(metrics: list[RunMetrics], scenario: str = "") -> Table:
 
 def corruption_table(metrics: list[RunMetrics]) -> Table:
     """What each strategy made of the same silent corruption: one row per run where a flip fired."""
-    header = ["strategy", "flips", "detected", "steps to detection", "final model", "ΔAUC"]
+    header = ["strategy", "flips", "detected", "steps to detection", "repaired", "final model", "ΔAUC"]
     rows = []
     for m in metrics:
         if not m.corruptions:
@@ -295,12 +295,15 @@ def corruption_table(metrics: list[RunMetrics]) -> Table:
         model = ("run lost" if m.lost else DASH if m.lossless is None else
                  "the twin's (repaired or undone)" if m.lossless else "≠ twin (persisted)")
         rows.append([_label(m), str(m.corruptions), f"{m.corruptions_detected}/{m.corruptions}",
-                     DASH if m.detection_steps is None else str(m.detection_steps), model,
-                     _signed(m.delta_auc, ".4f")])
+                     DASH if m.detection_steps is None else str(m.detection_steps),
+                     f"{m.corruptions_repaired}/{m.corruptions}", model, _signed(m.delta_auc, ".4f")])
     notes = ["a flip changes one bit of a rank's live state and tells no one (docs/running.md 'Silent "
              "corruption'); detected: a detection event followed it (ecrm's verify_every re-encode: "
-             "parity_mismatch); final model: its param_checksum against the failure-free twin's"]
-    return Table("silent corruption", header, rows, right={1, 2, 3, 5}, notes=notes)
+             "parity_mismatch); steps to detection: flip → detection (0: at the end of the flip's step); "
+             "repaired: the flipped row was corrected (ecrm, code = rs with r >= 2 locates it); final "
+             "model: its param_checksum against the failure-free twin's (a repair after the row was read "
+             "or updated leaves those effects in the model)"]
+    return Table("silent corruption", header, rows, right={1, 2, 3, 4, 6}, notes=notes)
 
 
 def verdicts(metrics: list[RunMetrics]) -> list[str]:

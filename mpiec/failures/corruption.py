@@ -283,12 +283,22 @@ class Corrupter:
 #: the events by which a strategy reports corrupted state it found (``ecrm``'s ``verify_every``
 #: re-encode; a plug-in that detects corruption emits one of these too)
 DETECTIONS = ("parity_mismatch",)
+#: the event by which a strategy reports a row it repaired (detail: ``repair_detail``)
+REPAIRED = "scrub_repair"
+_REPAIRED_ROW = re.compile(r"^global row ([0-9]+): ")
+
+
+def repair_detail(global_row: int, what: str) -> str:
+    """A ``REPAIRED`` event's detail: the row first (``mark_detections`` matches flips by it)."""
+    return f"global row {global_row}: {what}"
 
 
 def mark_detections(notes: list[dict[str, Any]], events: list[tuple]) -> None:
     """Add to each fired flip's note the first detection after it (``events``: the result file's
     rows, ``(step, time, kind, ...)``): ``detected_step`` and ``detected_by`` (None: nothing in the run
-    reported it). A detection is matched by time: the first ``DETECTIONS`` event at or after the flip."""
+    reported it), and for a server row ``repaired_step`` (the first ``REPAIRED`` event naming its row
+    after it; None: none). A detection is matched by time: the first ``DETECTIONS`` event at or after
+    the flip."""
     for note in notes:
         if not note.get("fired"):
             continue
@@ -296,6 +306,10 @@ def mark_detections(notes: list[dict[str, Any]], events: list[tuple]) -> None:
         first = min(later, key=lambda e: e[1]) if later else None
         note["detected_step"] = int(first[0]) if first else None
         note["detected_by"] = str(first[2]) if first else None
+        if "global_row" in note:
+            fixed = [e for e in events if e[2] == REPAIRED and e[1] >= note["time"]
+                     and (m := _REPAIRED_ROW.match(str(e[6]))) and int(m.group(1)) == note["global_row"]]
+            note["repaired_step"] = int(min(fixed, key=lambda e: e[1])[0]) if fixed else None
 
 
 def describe(record: dict[str, Any]) -> str:
@@ -310,6 +324,6 @@ def describe(record: dict[str, Any]) -> str:
             f"{record['step']}: {record['before']:.6g} -> {record['after']:.6g}")
 
 
-__all__ = ["DETECTIONS", "PREFIX", "Corrupter", "Flip", "Holder", "describe", "flip_bit", "is_flip",
-           "mark_detections", "notes_dir", "parse_flip", "parse_flips", "place", "read_notes",
-           "state_columns", "write_note"]
+__all__ = ["DETECTIONS", "PREFIX", "REPAIRED", "Corrupter", "Flip", "Holder", "describe", "flip_bit",
+           "is_flip", "mark_detections", "notes_dir", "parse_flip", "parse_flips", "place", "read_notes",
+           "repair_detail", "state_columns", "write_note"]

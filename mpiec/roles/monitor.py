@@ -379,8 +379,9 @@ class Monitor:
 
     def corruption_summary(self, notes: list[dict[str, Any]]) -> dict[str, Any]:
         """When a flip was planned: ``corruptions_planned``, ``corruptions`` (JSON list of the fired
-        flips' notes, with the first detection after each), ``corruptions_detected`` (how many of them
-        a detection followed) and ``corruptions_unfired`` (``{"flip", "why"}``)."""
+        flips' notes, with the first detection and repair after each), ``corruptions_detected`` and
+        ``corruptions_repaired`` (how many of them a detection, a repair of their row followed) and
+        ``corruptions_unfired`` (``{"flip", "why"}``)."""
         flips = self.ctx.flips.flips
         if not flips:
             return {}
@@ -391,6 +392,7 @@ class Monitor:
                     for f in flips if f.seq not in noted]
         return {"corruptions_planned": len(flips), "corruptions": json.dumps(fired),
                 "corruptions_detected": sum(n.get("detected_step") is not None for n in fired),
+                "corruptions_repaired": sum(n.get("repaired_step") is not None for n in fired),
                 "corruptions_unfired": json.dumps(unfired)}
 
     def kill_events(self) -> list[tuple]:
@@ -462,6 +464,8 @@ class Monitor:
             found = (f"detected at step {n['detected_step']} ({n['detected_by']}, "
                      f"{n['detected_step'] - n['step']} steps later)" if n.get("detected_step") is not None
                      else "nothing in the run detected it")
+            if n.get("repaired_step") is not None:
+                found += f", its row repaired at step {n['repaired_step']}"
             say(f"silent corruption: {describe(n)}; {found} (whether it persisted into the final model: "
                 "compare param_checksum with a failure-free run, as mpiec bench does with each run's twin)")
         for n in json.loads(s.get("corruptions_unfired", "[]")):

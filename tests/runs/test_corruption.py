@@ -7,7 +7,11 @@ against the failure-free twin, because training is deterministic.
   with the checksum of the corrupted run without the kill, not the failure-free one;
 * a rollback to a checkpoint older than the flip undoes it, and the flip does not fire again when
   the step is re-executed (a one-off fault): the failure-free checksum;
-* a flip in one trainer's dense replica makes the replicas disagree at the end.
+* a flip in one trainer's dense replica makes the replicas disagree at the end;
+* ``ecrm``'s verification detects a flipped row within ``verify_every`` steps; with one parity row
+  it cannot say which member is wrong, with Reed-Solomon r = 2 it locates the row and gives back
+  the flipped bit: verified at the end of the flip's step, before anything read the row, the run
+  ends with the failure-free checksum.
 """
 
 from __future__ import annotations
@@ -56,6 +60,7 @@ def test_a_flipped_row_persists_under_none_and_the_result_says_what_was_hit(corr
     kinds = [decode(k) for k in corrupted.result().events["kind"]]
     assert kinds.count("corrupted") == 1
     assert "silent corruption: " + EARLY in corrupted.stdout + corrupted.stderr
+    assert hit["detected_step"] is None and s["corruptions_detected"] == 0  # nothing under none sees it
 
 
 def test_a_checkpoint_keeps_the_corruption_and_a_restore_brings_it_back(corrupted, tmp_path):
@@ -84,3 +89,34 @@ def test_a_flip_in_one_dense_replica_leaves_the_replicas_disagreeing(reference, 
     assert (hit["role"], hit["index"]) == ("trainer", 1) and "param" in hit
     assert not s["dense_replicas_consistent"]
     assert s["param_checksum"] != reference  # trainer 1's gradients moved trainer 0's replica too
+
+
+def test_ecrm_with_one_parity_row_detects_the_flip_but_cannot_locate_it(reference, tmp_path):
+    run = mpiec(["run", *TINY, "--strategy", "ecrm", "--set", "strategy.verify_every=5",
+                 "--kill", "flip:server:1@step=10:bit=22"], out=tmp_path)
+    assert run.code == 0, run.stdout + run.stderr
+    s = run.result().summary
+    (hit,) = json.loads(s["corruptions"])
+    assert (hit["detected_step"], hit["detected_by"]) == (14, "parity_mismatch")  # verified after 4, 9, 14
+    assert s["corruptions_detected"] == 1 and s["corruptions_repaired"] == 0
+    assert s["scrub_unlocated"] >= 1 and s["scrub_repaired"] == 0
+    assert s["param_checksum"] != reference
+    assert "detected at step 14 (parity_mismatch, 4 steps later)" in run.stdout + run.stderr
+
+
+def test_ecrm_reed_solomon_locates_and_repairs_the_flipped_row(reference, tmp_path):
+    run = mpiec(["run", *TINY, "--strategy", "ecrm", "--set", "layout.servers=4",
+                 "--set", "strategy.code='rs'", "--set", "strategy.k=2", "--set", "strategy.r=2",
+                 "--set", "strategy.verify_every=1",
+                 "--kill", "flip:server:1@step=10:bit=22"], out=tmp_path)
+    assert run.code == 0, run.stdout + run.stderr
+    s = run.result().summary
+    (hit,) = json.loads(s["corruptions"])
+    assert hit["detected_step"] == 10 and hit["repaired_step"] == 10
+    assert s["scrub_repaired"] == 1 and s["scrub_unlocated"] == 0 and s["corruptions_repaired"] == 1
+    events = run.result().events
+    (detail,) = [decode(d) for k, d in zip(events["kind"], events["detail"], strict=True)
+                 if decode(k) == "scrub_repair"]
+    assert detail.startswith(f"global row {hit['global_row']}: stripe ")
+    assert detail.endswith("corrected from the code")
+    assert s["param_checksum"] == reference  # the failure-free model, bit for bit

@@ -29,7 +29,7 @@ import numpy as np
 from mpi4py import MPI
 
 from mpiec.data.rng import init_embedding_rows
-from mpiec.kernels.codes import SumCode
+from mpiec.kernels.codes import GFCode, SumCode
 from mpiec.kernels.gf256 import gf_mat_inv, gf_matmul
 from mpiec.kernels.rebuild import combine_into, pending_rows, take_rows
 from mpiec.layout import RowPlacement, table_offsets
@@ -38,6 +38,7 @@ from mpiec.strategies.ecrm.holders import HolderComm
 from mpiec.strategies.ecrm.parity import ParityStore
 from mpiec.strategies.ecrm.pipeline import DeltaPipeline, Outgoing, build_outgoing
 from mpiec.strategies.ecrm.rebuilder import Rebuilder, encode_jobs
+from mpiec.strategies.ecrm.scrub import Found, repair
 from mpiec.strategies.ecrm.transfer import RebuildError, run_jobs
 from mpiec.strategies.ecrm.window import CommitWindow
 
@@ -69,9 +70,9 @@ def round_gap(cost: float, previous: float, step_s: float, budget: float) -> int
     return min(MAX_GAP, max(1, math.ceil(rate / (budget * max(step_s, 1e-4)))))
 
 #: figures counted in whole numbers (the others are seconds or drifts)
-_COUNTS = ("verify_checks", "verify_mismatches", "rebuilds", "rebuild_rows", "rebuild_bytes",
-           "reencoded_rows", "replayed_steps", "rebuild_rounds", "degraded_rows", "sum_drift_checks",
-           "rebuild_steps", "rebuild_shard_steps")
+_COUNTS = ("verify_checks", "verify_mismatches", "scrub_repaired", "scrub_unlocated", "rebuilds",
+           "rebuild_rows", "rebuild_bytes", "reencoded_rows", "replayed_steps", "rebuild_rounds",
+           "degraded_rows", "sum_drift_checks", "rebuild_steps", "rebuild_shard_steps")
 
 
 class Source:
@@ -127,6 +128,7 @@ class Member:
         # CPU) stays small beside the rows' (~50-60 ns each, every member summed, 2 servers)
         self.chunk = ROUND_ROWS if self.paced else int(params.rebuild_rows)
         self.rebuilder: Rebuilder | None = None  # the rebuild in progress, None when complete
+        self.found: Found = []  # the syndromes this holder's last verification found (``scrub``)
         self.replaced_self = False  # this member is being rebuilt (its parity rows are not usable)
         self.holder_comm: HolderComm | None = None  # set by a shrink's ``handover`` only
         # paced rebuild: rounds of ``chunk`` rows, ``gap`` steps apart so that a round's CPU, every
@@ -143,14 +145,13 @@ class Member:
         self.commits = 0
         self.steps_run = 0
         self.stats: dict[str, float] = {k: 0.0 for k in (
-            "verify_checks", "verify_mismatches", "rebuilds", "rebuild_rows", "rebuild_bytes",
-            "reencoded_rows", "replayed_steps", "rebuild_s", "rebuild_sync_s", "rebuild_decode_s",
-            "rebuild_replay_s", "sum_drift_max_abs", "sum_drift_max_rel", "rebuild_total_s", "rebuild_rounds",
-            "degraded_rows", "sum_drift_checks",
+            "verify_checks", "verify_mismatches", "scrub_repaired", "scrub_unlocated", "rebuilds",
+            "rebuild_rows", "rebuild_bytes", "reencoded_rows", "replayed_steps", "rebuild_s",
+            "rebuild_sync_s", "rebuild_decode_s", "rebuild_replay_s", "sum_drift_max_abs",
+            "sum_drift_max_rel", "rebuild_total_s", "rebuild_rounds", "degraded_rows", "sum_drift_checks",
             "rebuild_encode_s", "rebuild_steps", "rebuild_cpu_s", "rebuild_decode_cpu_s",
             "rebuild_reencode_cpu_s", "rebuild_fetch_cpu_s", "rebuild_install_cpu_s", "rebuild_gb_s_cpu",
-            "rebuild_provide_cpu_s", "rebuild_round_wall_s", "rebuild_degraded_cpu_s",
-            "rebuild_shard_steps")}
+            "rebuild_provide_cpu_s", "rebuild_round_wall_s", "rebuild_degraded_cpu_s", "rebuild_shard_steps")}
 
     @property
     def comm(self) -> MPI.Intracomm:
@@ -280,13 +281,17 @@ class Member:
             self.store.array.view(np.uint8).reshape(-1)[0] ^= 0x01
 
     def verify(self, step: int) -> None:
-        """Collective over ``servers``: re-encode every stripe, compare with the parity held."""
+        """Collective over ``servers``: re-encode every stripe, compare with the parity held; a GF
+        code then locates and repairs what differs (``scrub.repair``)."""
         before = self.stats["verify_mismatches"]
+        self.found = []
         run_jobs(self, encode_jobs(self, "verify") if self.store is not None else [])
         self.stats["verify_checks"] += 1
         bad = self.stats["verify_mismatches"] - before
         if bad:
             self.env.event("parity_mismatch", step, detail=f"{int(bad)} parity rows differ from a re-encode")
+        if isinstance(self.code, GFCode):  # the same on every member: the collective matches
+            repair(self, step, self.found)
 
     # -- recovery --------------------------------------------------------------------------------------
     def rebuild(self, plan: RecoveryPlan, sequence: Callable[[], dict[str, float]]) -> bool:

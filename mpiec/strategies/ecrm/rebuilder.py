@@ -33,6 +33,7 @@ from mpiec.kernels.codes import GFCode
 from mpiec.kernels.gf256 import gf_mat_inv, gf_matmul
 from mpiec.kernels.rebuild import combine_into, pending_rows
 from mpiec.layout import RowPlacement
+from mpiec.strategies.ecrm.scrub import syndromes
 from mpiec.strategies.ecrm.stripes import member_index, residue_holders, stripe_losses
 from mpiec.strategies.ecrm.transfer import Job, RebuildError, fetch_rows
 
@@ -79,6 +80,8 @@ def encode_jobs(m: Member, mode: str = "encode", lost_ranks: frozenset[int] = fr
                     m.stats["sum_drift_checks"] += 1  # 0 checks: the 0.0 drift above is no measurement
                 if mode == "verify":
                     m.stats["verify_mismatches"] += store.mismatches(part, rows)
+                    if not store.sum:  # what the scrub locates from (``scrub``)
+                        m.found.extend(syndromes(store.stripes[part], i, store.as_bytes(part), rows))
 
             jobs.append(Job(wd, {}, finish, rows=part.size))
     return jobs
