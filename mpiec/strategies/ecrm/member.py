@@ -70,9 +70,9 @@ def round_gap(cost: float, previous: float, step_s: float, budget: float) -> int
     return min(MAX_GAP, max(1, math.ceil(rate / (budget * max(step_s, 1e-4)))))
 
 #: figures counted in whole numbers (the others are seconds or drifts)
-_COUNTS = ("verify_checks", "verify_mismatches", "scrub_repaired", "scrub_unlocated", "rebuilds",
-           "rebuild_rows", "rebuild_bytes", "reencoded_rows", "replayed_steps", "rebuild_rounds",
-           "degraded_rows", "sum_drift_checks", "rebuild_steps", "rebuild_shard_steps")
+_COUNTS = ("verify_checks", "verify_mismatches", "scrub_repaired", "scrub_unlocated", "scrub_rows_checked",
+           "rebuilds", "rebuild_rows", "rebuild_bytes", "reencoded_rows", "replayed_steps",
+           "rebuild_rounds", "degraded_rows", "sum_drift_checks", "rebuild_steps", "rebuild_shard_steps")
 
 
 class Source:
@@ -120,6 +120,8 @@ class Member:
         self.pipeline = DeltaPipeline(lambda: self.comm, self.pl, store, width, keep=keep)
         self.every = int(params.parity_every)
         self.verify_every = int(params.verify_every)
+        self.scrub_stripes = int(params.scrub_stripes)
+        self.scrub_at = 0  # the stripe the rolling scrub checks next (the same on every member)
         self.immediate = params.exchange == "immediate"
         self.rebuild_mode = params.rebuild
         self.budget = float(params.rebuild_budget)
@@ -145,8 +147,8 @@ class Member:
         self.commits = 0
         self.steps_run = 0
         self.stats: dict[str, float] = {k: 0.0 for k in (
-            "verify_checks", "verify_mismatches", "scrub_repaired", "scrub_unlocated", "rebuilds",
-            "rebuild_rows", "rebuild_bytes", "reencoded_rows", "replayed_steps", "rebuild_s",
+            "verify_checks", "verify_mismatches", "scrub_repaired", "scrub_unlocated", "scrub_rows_checked",
+            "rebuilds", "rebuild_rows", "rebuild_bytes", "reencoded_rows", "replayed_steps", "rebuild_s",
             "rebuild_sync_s", "rebuild_decode_s", "rebuild_replay_s", "sum_drift_max_abs",
             "sum_drift_max_rel", "rebuild_total_s", "rebuild_rounds", "degraded_rows", "sum_drift_checks",
             "rebuild_encode_s", "rebuild_steps", "rebuild_cpu_s", "rebuild_decode_cpu_s",
@@ -180,7 +182,27 @@ class Member:
                                           or self.verify_due(step))
 
     def verify_due(self, step: int) -> bool:
-        return self.verify_every > 0 and (step + 1) % self.verify_every == 0 and self.rebuilder is None
+        """A verification at the end of ``step`` (every ``verify_every`` steps, every step with a rolling
+        scrub; never while a rebuild runs): the same on every member."""
+        every = self.verify_every > 0 and (step + 1) % self.verify_every == 0
+        return (every or self.scrub_stripes > 0) and self.rebuilder is None
+
+    def scrub_window(self, step: int) -> np.ndarray | None:
+        """This holder's parity slots the verification checks (None: all, ``verify_every``'s full
+        pass): with a rolling scrub, those of the next ``scrub_stripes`` stripes, wrapping around.
+        A window of stripes, not of slots, so that every parity row of a stripe is checked in the
+        same verification (locating needs them all, ``scrub.locate``)."""
+        full = self.verify_every > 0 and (step + 1) % self.verify_every == 0
+        n = self.pl.n_stripes
+        start, self.scrub_at = self.scrub_at, (self.scrub_at + self.scrub_stripes) % max(n, 1)
+        if full or self.store is None:
+            return None
+        offset = (self.store.stripes - start) % max(n, 1)
+        return (self.store.stripes >= 0) & (offset < self.scrub_stripes)
+
+    def scrub_pass_steps(self) -> int:
+        """Steps of a rolling scrub's full pass over every stripe (0: no rolling scrub)."""
+        return -(-self.pl.n_stripes // self.scrub_stripes) if self.scrub_stripes else 0
 
     # -- the step ------------------------------------------------------------------------------------
     def overlap(self, step: int) -> None:
@@ -281,12 +303,16 @@ class Member:
             self.store.array.view(np.uint8).reshape(-1)[0] ^= 0x01
 
     def verify(self, step: int) -> None:
-        """Collective over ``servers``: re-encode every stripe, compare with the parity held; a GF
-        code then locates and repairs what differs (``scrub.repair``)."""
+        """Collective over ``servers``: re-encode every stripe (a rolling scrub: the window of
+        ``scrub_window``), compare with the parity held; a GF code then locates and repairs what
+        differs (``scrub.repair``)."""
         before = self.stats["verify_mismatches"]
         self.found = []
-        run_jobs(self, encode_jobs(self, "verify") if self.store is not None else [])
+        within = self.scrub_window(step)
+        run_jobs(self, encode_jobs(self, "verify", within=within) if self.store is not None else [])
         self.stats["verify_checks"] += 1
+        self.stats["scrub_rows_checked"] += int(within.sum()) if within is not None else \
+            int((self.store.stripes >= 0).sum()) if self.store is not None else 0
         bad = self.stats["verify_mismatches"] - before
         if bad:
             self.env.event("parity_mismatch", step, detail=f"{int(bad)} parity rows differ from a re-encode")
@@ -404,6 +430,7 @@ class Member:
                                                                 else 0),
             "parity_commits": self.commits,
             "parity_window_peak_bytes": src.window.peak if src is not None else 0,
+            "scrub_pass_steps": self.scrub_pass_steps(),
         }
         out.update({k: (int(v) if k in _COUNTS else v) for k, v in self.stats.items()})
         return out

@@ -44,17 +44,19 @@ CHUNK = 1 << 17  # stripes per round inside a recovery: bounds the memory a roun
 
 
 def encode_jobs(m: Member, mode: str = "encode", lost_ranks: frozenset[int] = frozenset(),
-                chunk: int = CHUNK) -> list[Job]:
-    """A holder's rounds over its parity rows, from the ``k`` data members of each stripe:
-    ``encode`` replaces them, ``verify`` counts the rows that differ, ``drift`` (``sum`` code)
-    records how far they are from a fresh encoding (``verify`` too); stripes with a member on
-    ``lost_ranks`` are skipped."""
+                chunk: int = CHUNK, within: np.ndarray | None = None) -> list[Job]:
+    """A holder's rounds over its parity rows (``within``: only the slots of this mask), from the
+    ``k`` data members of each stripe: ``encode`` replaces them, ``verify`` counts the rows that
+    differ (and keeps their syndromes, ``Member.found``), ``drift`` (``sum`` code) records how far
+    they are from a fresh encoding (``verify`` too); stripes with a member on ``lost_ranks`` are
+    skipped."""
     pl, k, S = m.pl, m.pl.k, m.pl.servers
     store = m.store
     assert store is not None  # a holder's
     jobs = []
     for residue in range(min(S, pl.n_stripes)):
-        sel = np.flatnonzero((store.stripes >= 0) & (store.stripes % S == residue))
+        used = (store.stripes >= 0) & (store.stripes % S == residue)
+        sel = np.flatnonzero(used if within is None else used & within)
         if not sel.size or set(residue_holders(pl, residue)) & lost_ranks:
             continue
         i = int(store.members[sel[0]])

@@ -95,7 +95,11 @@ class EcrmParams:
     r: int = param(1, "parity rows per stripe (xor and sum: 1)", ge=1, le=4)
     sum_dtype: Literal["float32", "float64"] = param("float32", "sum code: the parity's float type")
     verify_every: int = param(0, "re-encode every stripe and compare it with the parity every N steps "
-                              "(0: never)", ge=0)
+                              "(0: never); a GF code then locates (rs, r >= 2) and repairs what differs",
+                              ge=0)
+    scrub_stripes: int = param(0, "a rolling scrub: every step the parity rows of the next N stripes are "
+                               "re-encoded and checked, in turn (a full pass every ceil(stripes / N) "
+                               "steps), located and repaired as verify_every's; 0: off", ge=0, le=1 << 30)
     rebuild: Literal["background", "data", "sync"] = param(
         "background", "background: rebuild the rest of a lost shard in rounds while training goes on; "
         "data: its data rows inside the recovery, its parity rows in rounds after (no degraded reads); "
@@ -175,6 +179,7 @@ class ErasureCoded(Strategy):
         "parity_stage_cpu_s_per_step": "max", "parity_drain_cpu_s_per_step": "max",
         "retained_deltas_peak_bytes": "max", "retained_grads_peak_bytes": "max",
         "verify_checks": "max", "verify_mismatches": "sum", "scrub_repaired": "sum", "scrub_unlocated": "max",
+        "scrub_rows_checked": "sum", "scrub_pass_steps": "first",
         "rebuilds": "max", "rebuild_s": "max",
         "rebuild_rows": "sum", "rebuild_bytes": "sum", "reencoded_rows": "sum", "replayed_steps": "max",
         "rebuild_sync_s": "max", "rebuild_decode_s": "max", "rebuild_replay_s": "max",
