@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import importlib
+import io
 import os
 import re
 import shlex
@@ -14,14 +16,31 @@ from typing import Literal
 
 import pytest
 
-from mpiec.cli import build_parser
+from mpiec.cli import build_parser, main
 from mpiec.strategies.api.base import Strategy
 from mpiec.strategies.api.params import param
 
 
-def mpiec(*args: str) -> subprocess.CompletedProcess:
+def mpiec_process(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    """``python -m mpiec ARGS`` in a process of its own: the entry point itself."""
     return subprocess.run([sys.executable, "-P", "-m", "mpiec", *args], capture_output=True, text=True,
-                          timeout=60)
+                          timeout=60, env=env)
+
+
+def mpiec(*args: str) -> subprocess.CompletedProcess:
+    """``mpiec ARGS`` in this process: ``mpiec.cli.main``, which ``python -m mpiec`` exits with (an
+    argparse exit, ``--help`` or a usage error, is its ``SystemExit`` code). A new interpreter per
+    call cost ~0.4 s of start-up and imports each, most of this file's time; what the process adds
+    (``sys.exit(main())``, an uncaught exception's traceback) is checked by ``mpiec_process``."""
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            code = main(list(args))
+        except SystemExit as e:  # as the interpreter exits: an int, None (0), else printed and 1
+            code = e.code if isinstance(e.code, int) else 0 if e.code is None else 1
+            if not isinstance(e.code, int | None):
+                print(e.code, file=sys.stderr)
+    return subprocess.CompletedProcess(["mpiec", *args], code, out.getvalue(), err.getvalue())
 
 
 @pytest.mark.parametrize("args, needle", [
@@ -89,12 +108,25 @@ def test_malformed_criteo_line_names_the_line(tmp_path):
 
 
 def test_help_and_config_commands():
-    proc = mpiec("run", "--help")
+    """In processes of their own: ``python -m mpiec`` exits with what ``main`` returns."""
+    proc = mpiec_process("run", "--help")
     assert proc.returncode == 0 and "--kill" in proc.stdout and "server:2@step=300" in proc.stdout
-    proc = mpiec("config", "--preset", "tiny", "--ranks")
+    proc = mpiec_process("config", "--preset", "tiny", "--ranks")
     assert proc.returncode == 0 and proc.stdout.strip() == "5"
-    proc = mpiec("strategies")
+    proc = mpiec_process("strategies")
     assert proc.returncode == 0 and proc.stdout.startswith("none")
+
+
+@pytest.mark.parametrize("args, needle", [
+    (["run", "--preset", "tiny", "--set", "training.stesp=3"], "unknown config key 'training.stesp'"),
+    (["run", "--preset", "tiny", "--timeout", "0"], "must be a number of seconds > 0"),
+])
+def test_bad_input_in_a_process_of_its_own_is_exit_2_without_a_traceback(args, needle, tmp_path):
+    """The process's exit status and stderr, for a config error (``main``'s) and a usage error
+    (argparse's); the other bad-input tests call ``main`` in this process."""
+    proc = mpiec_process(*args, "--out", str(tmp_path))
+    assert proc.returncode == 2 and needle in proc.stderr, proc.stdout + proc.stderr
+    assert "Traceback" not in proc.stderr and not list(tmp_path.glob("*.h5"))
 
 
 def test_too_small_criteo_file_is_caught_before_ranks_start(tmp_path):
@@ -220,14 +252,13 @@ def _tiny_checkpoint(tmp_path, step: int = 29):
     return store.root
 
 
-def _no_launch(tmp_path) -> dict[str, str]:
-    """An mpiexec that leaves a mark if anything gets as far as starting ranks."""
-    import os
-
+def _no_launch(tmp_path, monkeypatch) -> None:
+    """An mpiexec (``$MPIEC_MPIEXEC``, read when a run launches) that leaves a mark if anything gets
+    as far as starting ranks."""
     fake = tmp_path / "mpiexec"
     fake.write_text(f"#!/bin/sh\n[ \"$1\" = --version ] && exit 0\ntouch {tmp_path / 'launched'}\nexit 3\n")
     fake.chmod(0o755)
-    return {**os.environ, "MPIEC_MPIEXEC": str(fake)}
+    monkeypatch.setenv("MPIEC_MPIEXEC", str(fake))
 
 
 @pytest.mark.parametrize("args, needle", [
@@ -237,13 +268,12 @@ def _no_launch(tmp_path) -> dict[str, str]:
     (["--preset", "laptop"], "the checkpoint's run used preset 'tiny', not 'laptop'; leave --preset out"),
     (["--kill", "server:1@step=10"], "kill server:1@step=10 is planned before step 30"),
 ])
-def test_resume_conflicts_are_one_line_exit_2(tmp_path, args, needle):
+def test_resume_conflicts_are_one_line_exit_2(tmp_path, args, needle, monkeypatch):
     """Issue 12, items 8, 9, 10, 17: each ran (rc 3 with five lines naming no cause, 0 steps and nan
     throughput, another preset's label, a kill that never fired)."""
     root = _tiny_checkpoint(tmp_path)
-    proc = subprocess.run([sys.executable, "-P", "-m", "mpiec", "run", "--resume", str(root), *args,
-                           "--out", str(tmp_path / "out")], capture_output=True, text=True, timeout=60,
-                          env=_no_launch(tmp_path))
+    _no_launch(tmp_path, monkeypatch)
+    proc = mpiec("run", "--resume", str(root), *args, "--out", str(tmp_path / "out"))
     lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
     assert proc.returncode == 2 and len(lines) == 1 and needle in lines[0], proc.stdout + proc.stderr
     assert not (tmp_path / "launched").exists() and not (tmp_path / "out").exists()
