@@ -31,7 +31,13 @@ def mpiec(*args: str) -> subprocess.CompletedProcess:
     """``mpiec ARGS`` in this process: ``mpiec.cli.main``, which ``python -m mpiec`` exits with (an
     argparse exit, ``--help`` or a usage error, is its ``SystemExit`` code). A new interpreter per
     call cost ~0.4 s of start-up and imports each, most of this file's time; what the process adds
-    (``sys.exit(main())``, an uncaught exception's traceback) is checked by ``mpiec_process``."""
+    (``sys.exit(main())``, an uncaught exception's traceback) is checked by ``mpiec_process``.
+
+    numba is imported first, so ``main`` leaves the kernel modules as they are: its deferral
+    (``mpiec.kernels.defer``, lazy modules for the command's own process) would stay in pytest's
+    process for the tests after this one, some of which run kernels in threads."""
+    import numba  # noqa: F401
+
     out, err = io.StringIO(), io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
         try:
