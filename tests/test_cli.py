@@ -10,6 +10,7 @@ import re
 import shlex
 import subprocess
 import sys
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -39,14 +40,23 @@ def mpiec(*args: str) -> subprocess.CompletedProcess:
     import numba  # noqa: F401
 
     out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err), \
+            warnings.catch_warnings(record=True) as shown:
+        # the filters a new interpreter starts with (pytest's own would hide a warning the command
+        # prints on stderr, which the one-line checks count)
+        warnings.resetwarnings()
+        warnings.simplefilter("default")
+        for category in (ResourceWarning, ImportWarning, PendingDeprecationWarning, DeprecationWarning):
+            warnings.simplefilter("ignore", category)  # in front of "default"
         try:
             code = main(list(args))
         except SystemExit as e:  # as the interpreter exits: an int, None (0), else printed and 1
             code = e.code if isinstance(e.code, int) else 0 if e.code is None else 1
             if not isinstance(e.code, int | None):
                 print(e.code, file=sys.stderr)
-    return subprocess.CompletedProcess(["mpiec", *args], code, out.getvalue(), err.getvalue())
+    text = err.getvalue() + "".join(warnings.formatwarning(w.message, w.category, w.filename, w.lineno)
+                                    for w in shown)
+    return subprocess.CompletedProcess(["mpiec", *args], code, out.getvalue(), text)
 
 
 @pytest.mark.parametrize("args, needle", [
