@@ -22,10 +22,10 @@ from mpiec.strategies.api.base import Strategy
 from mpiec.strategies.api.params import param
 
 
-def mpiec_process(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+def mpiec_process(*args: str) -> subprocess.CompletedProcess:
     """``python -m mpiec ARGS`` in a process of its own: the entry point itself."""
     return subprocess.run([sys.executable, "-P", "-m", "mpiec", *args], capture_output=True, text=True,
-                          timeout=60, env=env)
+                          timeout=60)
 
 
 def mpiec(*args: str) -> subprocess.CompletedProcess:
