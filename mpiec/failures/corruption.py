@@ -13,9 +13,14 @@ stores a wrong value does. Syntax (a plan of ``--kill`` / ``failures.kill``, bes
                                           as ``param_checksum`` and the shard digests number them),
                                           ``col`` a column of the part (``of``), ``bit`` 0 (the
                                           mantissa's lowest) .. 22 mantissa, 23 .. 30 exponent, 31 sign
-    flip:trainer:0@step=20:bit=30         one bit of a parameter of trainer 0's dense replica
+    flip:trainer:0@step=20:bit=22         one bit of a parameter of trainer 0's dense replica
                                           (``of=state``: of its optimizer state)
+    flip:server:1@step=20:of=checkpoint   at rest: one bit of server 1's part of the newest complete
+                                          checkpoint on disk at step 20 (a trainer: the ``trainer``
+                                          part), an element of its largest file drawn
     flip:server:1@step=20:seed=7          another draw
+    flip:server:*@step=20                 a row drawn among all the model's rows, flipped by whichever
+                                          server holds it (the same row under every placement)
 
 Invariants:
 
@@ -25,6 +30,7 @@ Invariants:
 * placement is a pure function of the plan, ``training.seed`` and the plan's position among the
   run's flips, and of the rows the server holds at the step (``row`` not given: drawn among them;
   given: a server that does not hold it then flips nothing, and the flip is reported as not fired);
+  ``server:*`` draws among all rows, so it hits the same row whatever the strategy's placement;
 * a flip fires at most once in a run: before it flips, a rank looks for the flip's note (a
   replacement re-executing the step after a rollback does not flip again, as a one-off hardware
   fault would not);
@@ -52,8 +58,9 @@ if TYPE_CHECKING:
 
 PREFIX = "flip:"
 ROLES = ("server", "trainer")
-PARTS = ("weight", "state")
-_PLAN = re.compile(r"^flip:([a-z]+):([0-9]{1,18})@step=([0-9]{1,18})(?::(.*))?$")
+PARTS = ("weight", "state", "checkpoint")
+_PLAN = re.compile(r"^flip:([a-z]+):([0-9]{1,18}|\*)@step=([0-9]{1,18})(?::(.*))?$")
+ANY = -1  # ``server:*``: whichever server holds the row
 _OPTIONS = {"server": ("of", "row", "col", "bit", "seed"), "trainer": ("of", "bit", "seed")}
 _SEED_LIMIT = 2**63
 
@@ -72,13 +79,19 @@ class Flip:
     seed: int = 0
     seq: int = 0  # position among the run's flips (with the seed: the draw)
 
+    @property
+    def target(self) -> str:
+        """Who flips: ``server:1``, or ``the server holding its row`` for ``server:*``."""
+        return "the server holding its row" if self.index == ANY else f"{self.role}:{self.index}"
+
     def __str__(self) -> str:
         opts = [f"of={self.part}"] if self.part != "weight" else []
         opts += [f"{k}={v}" for k, v in (("row", self.row), ("col", self.col), ("bit", self.bit))
                  if v is not None]
         if self.seed:
             opts.append(f"seed={self.seed}")
-        return f"flip:{self.role}:{self.index}@step={self.step}" + (":" + ",".join(opts) if opts else "")
+        who = "*" if self.index == ANY else str(self.index)
+        return f"flip:{self.role}:{who}@step={self.step}" + (":" + ",".join(opts) if opts else "")
 
 
 def is_flip(plan: str) -> bool:
@@ -100,7 +113,11 @@ def parse_flip(plan: str, cfg: Config, seq: int = 0) -> Flip:
         raise KillPlanError(f"malformed corruption plan '{shown}': expected "
                             f"flip:ROLE:INDEX@step=N[:KEY=VALUE,...] (ROLE is {' or '.join(ROLES)}; "
                             "e.g. flip:server:1@step=20:bit=30)")
-    role, index, step = m.group(1), int(m.group(2)), int(m.group(3))
+    role, step = m.group(1), int(m.group(3))
+    index = ANY if m.group(2) == "*" else int(m.group(2))
+    if index == ANY and role != "server":
+        raise KillPlanError(f"corruption plan '{shown}': only a server row can be named by '*' (whichever "
+                            "server holds it); name the trainer")
     count = cfg.layout.servers if role == "server" else cfg.layout.trainers
     if index >= count:
         raise KillPlanError(f"corruption plan '{shown}': {role}:{index} does not exist (the layout has "
@@ -121,7 +138,14 @@ def parse_flip(plan: str, cfg: Config, seq: int = 0) -> Flip:
         opts[key] = value
     part = opts.pop("of", "weight")
     if part not in PARTS:
-        raise KillPlanError(f"corruption plan '{shown}': of must be weight or state, got '{part}'")
+        raise KillPlanError(f"corruption plan '{shown}': of must be weight, state or checkpoint, "
+                            f"got '{part}'")
+    if part == "checkpoint" and index == ANY:
+        raise KillPlanError(f"corruption plan '{shown}': of=checkpoint flips a bit of one server's part: "
+                            "name the server")
+    if part == "checkpoint" and {"row", "col"} & set(opts):
+        raise KillPlanError(f"corruption plan '{shown}': of=checkpoint flips a bit of a file at rest; row "
+                            "and col name an element of a rank's memory (leave them out)")
     numbers: dict[str, int] = {}
     for key, value in opts.items():
         if not re.fullmatch(r"[0-9]{1,19}", value) or int(value) >= _SEED_LIMIT:
@@ -136,7 +160,7 @@ def parse_flip(plan: str, cfg: Config, seq: int = 0) -> Flip:
     if part == "state" and role == "trainer" and cfg.training.dense_optimizer != "adagrad":
         raise KillPlanError(f"corruption plan '{shown}': of=state, but training.dense_optimizer = "
                             f"'{cfg.training.dense_optimizer}' keeps no state")
-    width = cfg.model.dim if part == "weight" else state_columns(cfg)
+    width = cfg.model.dim if part != "state" else state_columns(cfg)
     if "col" in numbers and numbers["col"] >= width:
         raise KillPlanError(f"corruption plan '{shown}': col must be below {width} (the {part} columns "
                             f"of a row), got {numbers['col']}")
@@ -221,6 +245,7 @@ class Holder(Protocol):
     @property
     def kill_name(self) -> Slot: ...
     def now(self) -> float: ...
+    def checkpoint_root(self) -> Path | None: ...
 
 
 class Corrupter:
@@ -240,7 +265,8 @@ class Corrupter:
         if step not in self.steps:
             return []
         name = self.holder.kill_name
-        return [f for f in self.flips if f.step == step and (f.role, f.index) == (name.role, name.index)]
+        return [f for f in self.flips
+                if f.step == step and f.role == name.role and f.index in (name.index, ANY)]
 
     def at_step(self, step: int, state: dict[str, np.ndarray]) -> None:
         h = self.holder
@@ -251,15 +277,29 @@ class Corrupter:
             record: dict[str, Any] = {"seq": flip.seq, "plan": str(flip), "step": step, "time": h.now(),
                                       "rank": h.first_rank, "role": h.slot.role, "index": h.slot.index,
                                       "part": flip.part}
-            record.update(self._server(flip, state) if flip.role == "server" else self._trainer(flip, state))
-            write_note(directory, flip.seq, record)
+            hit: dict[str, Any] | None
+            if flip.part == "checkpoint":
+                hit = self._at_rest(flip)
+            elif flip.role == "server":
+                hit = self._server(flip, state)
+            else:
+                hit = self._trainer(flip, state)
+            if hit is not None:  # None: ``server:*``'s row is another server's
+                write_note(directory, flip.seq, record | hit)
 
-    def _server(self, flip: Flip, state: dict[str, np.ndarray]) -> dict[str, Any]:
+    def _server(self, flip: Flip, state: dict[str, np.ndarray]) -> dict[str, Any] | None:
         table, rows = state["table"], state["global_rows"]
         dim = self.holder.cfg.model.dim
         width = dim if flip.part == "weight" else table.shape[1] - dim
-        pick, col, bit = place(flip, self.holder.cfg.training.seed, len(rows), width)
-        if flip.row is not None:
+        if flip.index == ANY:  # the row drawn among all rows (the same on every server): its holder flips
+            drawn, col, bit = place(flip, self.holder.cfg.training.seed, int(self.holder.offsets[-1]), width)
+            where = np.flatnonzero(rows == (flip.row if flip.row is not None else drawn))
+            if not len(where):
+                return None
+            pick = int(where[0])
+        else:
+            pick, col, bit = place(flip, self.holder.cfg.training.seed, len(rows), width)
+        if flip.row is not None and flip.index != ANY:
             where = np.flatnonzero(rows == flip.row)
             if not len(where):
                 return {"fired": False, "why": f"{self.holder.slot} holds no row {flip.row} at step "
@@ -273,6 +313,42 @@ class Corrupter:
         return {"fired": True, "global_row": global_row, "table": tab, "row": global_row - int(offsets[tab]),
                 "col": col, "bit": bit, "before": before, "after": after}
 
+    def _at_rest(self, flip: Flip) -> dict[str, Any]:
+        """One bit of this slot's part of the newest complete checkpoint, in its largest file."""
+        from mpiec.storage.checkpoint import CheckpointError, CheckpointStore
+
+        root = self.holder.checkpoint_root()
+        if root is None:
+            return {"fired": False, "why": f"strategy {self.holder.cfg.strategy.name} writes no checkpoints"}
+        store = CheckpointStore(root, warn=False)
+        steps = store.complete_steps()
+        if not steps:
+            return {"fired": False, "why": f"no complete checkpoint in {root} at step {flip.step}"}
+        name = f"server-{flip.index}" if flip.role == "server" else "trainer"
+        try:
+            entry = store.manifest(steps[0])["parts"].get(name)
+        except CheckpointError as exc:
+            return {"fired": False, "why": str(exc)}
+        if not entry or not entry["files"]:
+            return {"fired": False, "why": f"the checkpoint of step {steps[0]} has no part {name!r}"}
+        biggest = max(entry["files"].values(), key=lambda fe: int(fe["bytes"]))
+        path = store.step_dir(steps[0]) / biggest["file"]
+        array = np.load(path, mmap_mode="r")
+        itemsize, count, offset = array.dtype.itemsize, array.size, int(array.offset)
+        del array
+        if not count:
+            return {"fired": False, "why": f"{path} holds no element"}
+        pick, _, bit = place(flip, self.holder.cfg.training.seed, count, 1)
+        bit %= 8 * itemsize
+        byte = offset + pick * itemsize + bit // 8  # little-endian: bit b of an element is in its byte b // 8
+        with open(path, "r+b") as f:
+            f.seek(byte)
+            old = f.read(1)[0]
+            f.seek(byte)
+            f.write(bytes([old ^ (1 << (bit % 8))]))
+        return {"fired": True, "checkpoint_step": steps[0], "file": path.name, "path": str(path),
+                "element": pick, "bit": bit, "byte": byte}
+
     def _trainer(self, flip: Flip, state: dict[str, np.ndarray]) -> dict[str, Any]:
         array = state["params"] if flip.part == "weight" else state["dense_state"]
         pick, _, bit = place(flip, self.holder.cfg.training.seed, array.size, 1)
@@ -283,6 +359,8 @@ class Corrupter:
 #: the events by which a strategy reports corrupted state it found (``ecrm``'s ``verify_every``
 #: re-encode; a plug-in that detects corruption emits one of these too)
 DETECTIONS = ("parity_mismatch",)
+#: the event by which a checkpoint restore reports a part it refused (its detail names the file)
+REFUSED = "restore_failed"
 #: the event by which a strategy reports a row it repaired (detail: ``repair_detail``)
 REPAIRED = "scrub_repair"
 _REPAIRED_ROW = re.compile(r"^global row ([0-9]+): ")
@@ -302,7 +380,11 @@ def mark_detections(notes: list[dict[str, Any]], events: list[tuple]) -> None:
     for note in notes:
         if not note.get("fired"):
             continue
-        later = [e for e in events if e[2] in DETECTIONS and e[1] >= note["time"]]
+        if "file" in note:  # at rest: found when a restore refuses the file
+            later = [e for e in events if e[2] == REFUSED and e[1] >= note["time"]
+                     and note["file"] in str(e[6])]
+        else:
+            later = [e for e in events if e[2] in DETECTIONS and e[1] >= note["time"]]
         first = min(later, key=lambda e: e[1]) if later else None
         note["detected_step"] = int(first[0]) if first else None
         note["detected_by"] = str(first[2]) if first else None
@@ -315,6 +397,10 @@ def mark_detections(notes: list[dict[str, Any]], events: list[tuple]) -> None:
 def describe(record: dict[str, Any]) -> str:
     """One line for a fired flip's note: what it hit."""
     part = "weights" if record.get("part") == "weight" else "optimizer state"
+    if "file" in record:
+        return (f"{record['plan']}: bit {record['bit']} of element {record['element']} of {record['file']} "
+                f"(the checkpoint of step {record['checkpoint_step']}, at rest) on "
+                f"{record['role']}:{record['index']}'s disk at step {record['step']}")
     if "global_row" in record:
         where = (f"table {record['table']} row {record['row']} (global row {record['global_row']}) "
                  f"col {record['col']} of its {part}")
@@ -324,6 +410,6 @@ def describe(record: dict[str, Any]) -> str:
             f"{record['step']}: {record['before']:.6g} -> {record['after']:.6g}")
 
 
-__all__ = ["DETECTIONS", "PREFIX", "REPAIRED", "Corrupter", "Flip", "Holder", "describe", "flip_bit",
-           "is_flip", "mark_detections", "notes_dir", "parse_flip", "parse_flips", "place", "read_notes",
-           "repair_detail", "state_columns", "write_note"]
+__all__ = ["DETECTIONS", "PREFIX", "REFUSED", "REPAIRED", "Corrupter", "Flip", "Holder", "describe",
+           "flip_bit", "is_flip", "mark_detections", "notes_dir", "parse_flip", "parse_flips", "place",
+           "read_notes", "repair_detail", "state_columns", "write_note"]

@@ -74,8 +74,9 @@ SCENARIOS = {
     "trainer": "the last trainer at half the training time",
     "two-servers": "server 0 at 35 %% and server 1 at 70 %% of the training time",
     "random": "exponential inter-arrival times at --mtbf over servers and trainers (at most --max-kills)",
-    "corruption": "no kill: one bit of an embedding row's weights on server 1 (0 with one server) flips at "
-                  "35 %% of the steps (bit 22, the mantissa's highest; the row drawn from the seed)",
+    "corruption": "no kill: one bit of an embedding row's weights flips at 35 %% of the steps (bit 22, the "
+                  "mantissa's highest; the row drawn from the seed among all rows, the same under every "
+                  "strategy's placement, flipped by the server that holds it)",
     "none": "no failure run: failure-free runs only",
 }
 FIXED_KILLS = {"server": 1, "trainer": 1, "two-servers": 2, "corruption": 0}
@@ -100,7 +101,7 @@ def scenario_plans(name: str, cfg: Config, *, horizon_s: float, mtbf_s: float, m
     if name == "two-servers":
         return [f"server:0@{at(0.35)}", f"server:{min(1, servers - 1)}@{at(0.7)}"]
     if name == "corruption":  # a flip is placed by step whatever the horizon: it kills no one
-        return [f"flip:server:{min(1, servers - 1)}@step={max(1, int(cfg.training.steps * 0.35))}:bit=22"]
+        return [f"flip:server:*@step={max(1, int(cfg.training.steps * 0.35))}:bit=22"]
     if name == "random":
         return [f"random:mtbf={mtbf_s:.3f}s,seed={seed},max={max_kills},targets=server+trainer"]
     if name == "none":

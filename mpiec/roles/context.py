@@ -122,6 +122,11 @@ class RankContext:
     def slot(self) -> Slot:
         return self.slots[self.rank]
 
+    def checkpoint_root(self) -> Path | None:
+        """Where this run's checkpoints are: ``--resume DIR``'s root, else the strategy's (None: it
+        writes none)."""
+        return Path(self.resume_from) if self.resume_from else self.strategy.checkpoint_root(self.out_path)
+
     @property
     def kill_name(self) -> Slot:
         """The name kill plans use for this rank's slot (``names``)."""

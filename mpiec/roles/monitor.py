@@ -388,7 +388,7 @@ class Monitor:
         fired = [n for n in notes if n.get("fired")]
         noted = {n.get("seq") for n in notes}
         unfired = [{"flip": n["plan"], "why": n.get("why", "")} for n in notes if not n.get("fired")]
-        unfired += [{"flip": str(f), "why": f"no rank holding {f.role}:{f.index} reached step {f.step}"}
+        unfired += [{"flip": str(f), "why": f"{f.target} did not reach step {f.step}"}
                     for f in flips if f.seq not in noted]
         return {"corruptions_planned": len(flips), "corruptions": json.dumps(fired),
                 "corruptions_detected": sum(n.get("detected_step") is not None for n in fired),

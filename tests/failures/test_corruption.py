@@ -50,7 +50,10 @@ def test_flips_are_parsed_beside_kills_and_never_taken_for_kills(cfg):
     ("flip:server:1@step=3:bit=32", "bit must be 0..31"),
     ("flip:server:1@step=3:bit=-1", "bit must be a whole number"),
     ("flip:server:1@step=3:bit=1,bit=2", "given twice"),
-    ("flip:server:1@step=3:of=grad", "of must be weight or state"),
+    ("flip:server:1@step=3:of=grad", "of must be weight, state or checkpoint"),
+    ("flip:server:1@step=3:of=checkpoint,row=5", "of=checkpoint flips a bit of a file at rest"),
+    ("flip:server:*@step=3:of=checkpoint", "name the server"),
+    ("flip:trainer:*@step=3", "only a server row can be named by"),
     ("flip:server:1@step=3:col=8", "col must be below 8"),
     ("flip:server:1@step=3:of=state,col=1", "col must be below 1"),
     ("flip:server:1@step=3:row=15746", "row must be a global row id below 15746"),
@@ -127,6 +130,61 @@ def test_a_server_flip_hits_the_row_it_names_once_and_leaves_a_note(cfg, tmp_pat
                                     f"{table_of_1200} row {1200 - offsets[table_of_1200]} (global row 1200)")
     assert json.dumps(notes)  # what the result file stores
     assert not notes_dir(holder.out_path, holder.run_id).exists()
+
+
+def test_a_flip_of_any_server_is_made_by_the_one_holding_the_drawn_row(cfg, tmp_path):
+    dim = cfg.model.dim
+    flips = parse_flips(["flip:server:*@step=2:bit=31"], cfg)
+    assert str(flips[0]) == "flip:server:*@step=2:bit=31" and flips[0].target == "the server holding its row"
+    total = sum(cfg.data.cardinalities)
+    row = place(flips[0], cfg.training.seed, total, dim)[0]  # the row every server computes
+    halves = [np.arange(0, total // 2), np.arange(total // 2, total)]
+    tables = [np.ones((len(h), dim + 1), dtype=np.float32) for h in halves]
+    for i, (rows, table) in enumerate(zip(halves, tables, strict=True)):
+        Corrupter(_holder(tmp_path, Slot("server", i), cfg), flips).at_step(
+            2, {"table": table, "global_rows": rows.astype(np.int64)})
+    (note,) = read_notes(notes_dir(tmp_path / "run.h5", "abc"))
+    owner = int(row >= total // 2)
+    assert note["global_row"] == row and note["index"] == owner
+    assert np.count_nonzero(tables[owner] == -1) == 1 and np.all(tables[1 - owner] == 1)
+
+
+def test_a_checkpoint_flip_changes_one_bit_of_the_newest_part_and_the_restore_refuses_it(cfg, tmp_path):
+    from mpiec.storage.checkpoint import CheckpointError, CheckpointStore
+
+    root = tmp_path / "ck"
+    store = CheckpointStore(root, warn=False)
+    table = np.arange(40, dtype=np.float32).reshape(10, 4)
+    for step in (9, 19):
+        info = store.write_part(step, "server-1", {"table": table, "global_rows": np.arange(10)})
+        store.commit(step, {"server-1": info})
+    before = {p: p.read_bytes() for p in root.rglob("*.npy")}
+    holder = _holder(tmp_path, Slot("server", 1), cfg)
+    holder.checkpoint_root = lambda: root
+    Corrupter(holder, parse_flips(["flip:server:1@step=22:of=checkpoint,bit=3"], cfg)).at_step(22, {})
+    (note,) = read_notes(notes_dir(holder.out_path, holder.run_id))
+    assert note["fired"] and note["checkpoint_step"] == 19 and note["file"] == "server-1.table.npy"
+    changed = [p for p in before if p.read_bytes() != before[p]]
+    assert changed == [root / "step-000000019" / "server-1.table.npy"]
+    diff = np.frombuffer(changed[0].read_bytes(), np.uint8) ^ np.frombuffer(before[changed[0]], np.uint8)
+    assert np.count_nonzero(diff) == 1 and int(diff[note["byte"]]) == 1 << 3
+    with pytest.raises(CheckpointError, match="server-1.table.npy: corrupted"):
+        store.read_part(19, "server-1")
+    assert np.array_equal(store.read_part(9, "server-1")["table"], table)  # the older one is intact
+    assert "at rest" in describe(note)
+
+
+def test_a_checkpoint_flip_without_a_checkpoint_says_why(cfg, tmp_path):
+    holder = _holder(tmp_path, Slot("trainer", 0), cfg)
+    c = Corrupter(holder, parse_flips(["flip:trainer:0@step=2:of=checkpoint",
+                                       "flip:trainer:0@step=3:of=checkpoint"], cfg))
+    holder.checkpoint_root = lambda: None
+    c.at_step(2, {})
+    holder.checkpoint_root = lambda: tmp_path / "empty"
+    c.at_step(3, {})
+    first, second = read_notes(notes_dir(holder.out_path, holder.run_id))
+    assert not first["fired"] and "writes no checkpoints" in first["why"]
+    assert not second["fired"] and "no complete checkpoint" in second["why"]
 
 
 def test_a_trainer_flip_hits_its_dense_replica(cfg, tmp_path):

@@ -120,3 +120,36 @@ def test_ecrm_reed_solomon_locates_and_repairs_the_flipped_row(reference, tmp_pa
     assert detail.startswith(f"global row {hit['global_row']}: stripe ")
     assert detail.endswith("corrected from the code")
     assert s["param_checksum"] == reference  # the failure-free model, bit for bit
+
+
+@pytest.mark.parametrize("strategy, outcome", [
+    (["ckpt"], "failure-free"),
+    (["cnr", "--set", "strategy.quantization='none'"], "failure-free"),
+    (["cpr"], "completes"),  # partial recovery: the replacement's rows are older by design
+    (["log"], "lost"),  # its logs reach back to the newest checkpoint only
+], ids=["ckpt", "cnr", "cpr", "log"])
+def test_a_flipped_checkpoint_part_is_refused_on_restore_naming_its_file(strategy, outcome, reference,
+                                                                         tmp_path):
+    """Server 1's part of the checkpoint of step 19 gets one flipped bit at rest (step 22); server 1
+    dies at step 25: its restore refuses the part (CRC-32), names the file, and the strategy falls
+    back to what it has."""
+    run = mpiec(["run", *TINY, "--strategy", *strategy, "--set", "strategy.interval=10",
+                 "--set", "layout.spares=1", "--kill", "flip:server:1@step=22:of=checkpoint",
+                 "--kill", "server:1@step=25"], out=tmp_path)
+    assert run.code == (1 if outcome == "lost" else 0), run.stdout + run.stderr
+    s = run.result().summary
+    (hit,) = json.loads(s["corruptions"])
+    assert hit["checkpoint_step"] == 19 and hit["file"] == "server-1.table.npy"
+    assert (hit["detected_step"], hit["detected_by"]) == (25, "restore_failed")
+    events = run.result().events
+    refused = [decode(d) for k, d in zip(events["kind"], events["detail"], strict=True)
+               if decode(k) == "restore_failed"]
+    # the rank that read the part names it; under a full rollback the others say the step is unusable
+    assert any("step-000000019/server-1.table.npy: corrupted" in d for d in refused)
+    assert all("step-000000019" in d or "step 19" in d for d in refused)
+    if outcome == "failure-free":
+        assert s["param_checksum"] == reference  # an older checkpoint, replayed: nothing lost
+    elif outcome == "lost":
+        assert s["lost"] and "does not keep the gradients" in s["abort_reason"]
+    else:
+        assert not s["lost"] and s["param_checksum"]
