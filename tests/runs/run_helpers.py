@@ -48,3 +48,12 @@ def worker_processes(marker: str) -> list[str]:
     """Command lines of live processes mentioning ``marker`` (a run's output path)."""
     out = subprocess.run(["ps", "-eo", "pid,args"], capture_output=True, text=True).stdout
     return [line for line in out.splitlines() if marker in line and "ps -eo" not in line]
+
+
+def resumed_at(result) -> list[int]:
+    """The steps the recoveries of a run resumed at (its ``restore_end`` events)."""
+    from mpiec.results import decode
+
+    ev = result.events
+    return [int(decode(d).rsplit(" ", 1)[1]) for k, d in zip(ev["kind"], ev["detail"], strict=True)
+            if decode(k) == "restore_end" and decode(d).startswith("resume at step ")]

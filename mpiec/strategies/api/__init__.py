@@ -8,7 +8,8 @@
 * ``header`` — named bit fields of the step header's word;
 * ``plan`` — ``Failure``, ``RecoveryPlan``, ``Scope``, ``ServerShard``;
 * ``compose`` — agents made of parts;
-* ``costs`` — ``CostModel``, the simulator's price of a strategy.
+* ``costs`` — ``CostModel``, the simulator's price of a strategy;
+* ``cover`` — ``CorruptionCover``, what a strategy sees of a silent corruption.
 
 A plug-in imports these modules (``from mpiec.strategies.api.base import Strategy``); the older
 paths ``mpiec.strategies.base``, ``.agents``, ``.env``, ``.params``, ``.costs`` and ``.compose``

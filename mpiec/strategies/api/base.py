@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from mpiec.strategies.api.agents import Agent, Coordinator, ParityAgent, ServerAgent, TrainerAgent
 from mpiec.strategies.api.costs import CostModel
+from mpiec.strategies.api.cover import CorruptionCover
 from mpiec.strategies.api.header import HeaderLayout
 from mpiec.strategies.api.params import NoParams, typed_params
 from mpiec.strategies.api.plan import Failure, RecoveryPlan, Scope, ServerShard
@@ -108,6 +109,17 @@ class Strategy:
             return ""
         return (f"strategy {cls.name} cannot restore rows onto fewer servers (layout.replacement = "
                 "shrink): give the run spares")
+
+    def corruption_cover(self) -> CorruptionCover:
+        """What this strategy sees of a silent corruption (``flip:`` plans) under its config.
+        Default: nothing in memory; a checkpoint part at rest is refused on restore when the strategy
+        writes checkpoints (every checkpoint store checks each file's CRC-32). Launcher, ranks,
+        tests; no MPI."""
+        from pathlib import Path
+
+        writes = self.checkpoint_root(Path("run.h5")) is not None
+        return CorruptionCover(parts_refused=writes, how="checkpoint parts' CRC-32 on restore" if writes
+                               else "nothing checks the live state or writes checkpoints")
 
     def header_fields(self) -> dict[str, tuple[tuple[str, int], ...]]:
         """The step header's fields of this strategy's parts: ``{namespace: ((field, bits), ...)}``

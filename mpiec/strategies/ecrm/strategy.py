@@ -55,6 +55,7 @@ Parity is exact at every commit (``verify_every`` checks at commits only).
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
@@ -67,6 +68,7 @@ from mpiec.strategies.api import compose
 from mpiec.strategies.api.agents import Coordinator, ServerAgent, TrainerAgent
 from mpiec.strategies.api.base import Strategy
 from mpiec.strategies.api.costs import CostModel
+from mpiec.strategies.api.cover import CorruptionCover
 from mpiec.strategies.api.env import RankEnv
 from mpiec.strategies.api.params import param, typed_params
 from mpiec.strategies.checkpointing.kit import KIT_RULES, CheckpointKit, CommitterPart, RollbackPlanner
@@ -257,6 +259,29 @@ class ErasureCoded(Strategy):
 
     def checkpoint_root(self, out_path: Path) -> Path | None:
         return self.fallback.root(out_path) if self.fallback is not None else None
+
+    def corruption_cover(self) -> CorruptionCover:
+        """``verify_every`` / ``scrub_stripes``: a flipped row is detected by the next check of its
+        stripe (no check runs while a rebuild is in progress); a GF code with r >= 2 locates and
+        repairs it (``scrub``). With ``parity_every > 1`` a flip on a row updated since the last commit
+        is encoded with it: no claim then."""
+        base = super().corruption_cover()
+        p = self.params
+        waits = [int(p.verify_every) - 1] if p.verify_every else []
+        if p.scrub_stripes:
+            stripes = stripe_placement(self.cfg.layout, int(sum(self.cfg.data.cardinalities)), self.k,
+                                       self.r).n_stripes
+            waits.append(-(-stripes // int(p.scrub_stripes)) - 1)
+        if not waits or self.every > 1:
+            why = "parity_every > 1 may encode a flip with its row" if waits else \
+                "verify_every = scrub_stripes = 0"
+            return dataclasses.replace(base, how=f"parity kept, never compared ({why})")
+        repaired = self.code.name != "sum" and self.r >= 2
+        check = f"verify_every = {p.verify_every}" if p.verify_every else f"scrub_stripes = {p.scrub_stripes}"
+        how = (f"parity re-encoded and compared ({check}); " +
+               ("the syndromes locate the row (rs, r >= 2)" if repaired else "one parity row: not located"))
+        return dataclasses.replace(base, rows_within=min(waits), rows_repaired=repaired,
+                                   how=how + ("; " + base.how if base.parts_refused else ""))
 
     def figures(self) -> dict[str, Any]:
         """The summary keys every rank reports alike (merged by ``first``)."""
