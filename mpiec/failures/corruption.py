@@ -375,16 +375,20 @@ def mark_detections(notes: list[dict[str, Any]], events: list[tuple]) -> None:
     """Add to each fired flip's note the first detection after it (``events``: the result file's
     rows, ``(step, time, kind, ...)``): ``detected_step`` and ``detected_by`` (None: nothing in the run
     reported it), and for a server row ``repaired_step`` (the first ``REPAIRED`` event naming its row
-    after it; None: none). A detection is matched by time: the first ``DETECTIONS`` event at or after
-    the flip."""
+    after it; None: none). A part at rest is detected by the first ``REFUSED`` event naming its file;
+    a server row by the first ``DETECTIONS`` event at or after the flip (they name no row: with two
+    row flips in a run, the first detection after each is taken); a dense flip by nothing (no
+    detector compares the replicas during training)."""
     for note in notes:
         if not note.get("fired"):
             continue
         if "file" in note:  # at rest: found when a restore refuses the file
             later = [e for e in events if e[2] == REFUSED and e[1] >= note["time"]
                      and note["file"] in str(e[6])]
-        else:
+        elif "global_row" in note:
             later = [e for e in events if e[2] in DETECTIONS and e[1] >= note["time"]]
+        else:
+            later = []
         first = min(later, key=lambda e: e[1]) if later else None
         note["detected_step"] = int(first[0]) if first else None
         note["detected_by"] = str(first[2]) if first else None

@@ -195,3 +195,21 @@ def test_a_trainer_flip_hits_its_dense_replica(cfg, tmp_path):
     assert np.all(params == 1) and np.count_nonzero(state == -1) == 1
     (note,) = read_notes(notes_dir(holder.out_path, holder.run_id))
     assert state[note["param"]] == -1 and "dense parameter" in describe(note)
+
+
+def test_detections_are_matched_to_the_flips_they_can_see():
+    from mpiec.failures.corruption import mark_detections
+
+    row = {"fired": True, "time": 1.0, "step": 4, "global_row": 77}
+    dense = {"fired": True, "time": 1.1, "step": 4, "param": 3}
+    part = {"fired": True, "time": 1.2, "step": 5, "file": "server-1.table.npy"}
+    events = [(4, 0.5, "parity_mismatch", 0, "server", 0, "1 parity rows differ"),  # before the flips
+              (6, 2.0, "parity_mismatch", 0, "server", 0, "1 parity rows differ"),
+              (6, 2.1, "scrub_repair", 0, "server", 1, "global row 78: stripe 39, data member 0"),
+              (7, 2.5, "scrub_repair", 0, "server", 1, "global row 77: stripe 38, data member 1"),
+              (8, 3.0, "restore_failed", 0, "server", 1, "checkpoint of step 19 unusable"),
+              (8, 3.1, "restore_failed", 0, "server", 1, ".../step-000000019/server-1.table.npy: corrupted")]
+    mark_detections([row, dense, part], events)
+    assert (row["detected_step"], row["detected_by"], row["repaired_step"]) == (6, "parity_mismatch", 7)
+    assert dense["detected_step"] is None and dense["detected_by"] is None  # no detector sees it
+    assert (part["detected_step"], part["detected_by"]) == (8, "restore_failed")

@@ -75,3 +75,20 @@ def test_a_clean_stripe_has_no_syndrome():
     code, data, parity = stripe(3, 2)
     assert found_after(code, data, parity) == {}
     assert locate(code.parity_rows, {}) is None
+
+
+def test_merged_jobs_ask_each_holder_once_and_give_each_job_its_own_rows():
+    from mpiec.strategies.ecrm.transfer import Job, merge_jobs
+
+    seen: list[tuple[str, dict]] = []
+    a = Job({0: np.array([5, 6]), 2: np.array([1])}, {}, lambda d, p: seen.append(("a", d)), rows=2)
+    b = Job({2: np.array([7, 8, 9])}, {}, lambda d, p: seen.append(("b", d)), rows=3)
+    (job,) = merge_jobs([a, b])
+    assert {h: idx.tolist() for h, idx in job.want_data.items()} == {0: [5, 6], 2: [1, 7, 8, 9]}
+    assert job.rows == 5
+    rows = {0: np.array([[50], [60]]), 2: np.array([[10], [70], [80], [90]])}  # what the holders send
+    job.finish(rows, {})
+    (_, got_a), (_, got_b) = seen
+    assert {h: r.ravel().tolist() for h, r in got_a.items()} == {0: [50, 60], 2: [10]}
+    assert {h: r.ravel().tolist() for h, r in got_b.items()} == {2: [70, 80, 90]}
+    assert merge_jobs([a]) == [a] and merge_jobs([]) == []

@@ -39,7 +39,7 @@ from mpiec.strategies.ecrm.parity import ParityStore
 from mpiec.strategies.ecrm.pipeline import DeltaPipeline, Outgoing, build_outgoing
 from mpiec.strategies.ecrm.rebuilder import Rebuilder, encode_jobs
 from mpiec.strategies.ecrm.scrub import Found, repair
-from mpiec.strategies.ecrm.transfer import RebuildError, run_jobs
+from mpiec.strategies.ecrm.transfer import RebuildError, merge_jobs, run_jobs
 from mpiec.strategies.ecrm.window import CommitWindow
 
 if TYPE_CHECKING:
@@ -309,7 +309,8 @@ class Member:
         before = self.stats["verify_mismatches"]
         self.found = []
         within = self.scrub_window(step)
-        run_jobs(self, encode_jobs(self, "verify", within=within) if self.store is not None else [])
+        jobs = encode_jobs(self, "verify", within=within) if self.store is not None else []
+        run_jobs(self, merge_jobs(jobs) if within is not None else jobs)  # a window: one round
         self.stats["verify_checks"] += 1
         self.stats["scrub_rows_checked"] += int(within.sum()) if within is not None else \
             int((self.store.stripes >= 0).sum()) if self.store is not None else 0

@@ -27,8 +27,8 @@ if TYPE_CHECKING:
 
 STATUS = 4  # figures a member's fetch carries beside its counts (a round: rows left per phase, CPU, gap)
 
-__all__ = ["STATUS", "Job", "RebuildError", "check_all", "collective", "fetch", "fetch_rows", "run_jobs",
-           "run_round"]
+__all__ = ["STATUS", "Job", "RebuildError", "check_all", "collective", "fetch", "fetch_rows", "merge_jobs",
+           "run_jobs", "run_round"]
 
 
 def fetch_rows(comm: MPI.Intracomm, want: dict[int, np.ndarray], width: int,
@@ -88,6 +88,33 @@ class Job:
     want_parity: dict[int, np.ndarray]
     finish: Callable[[dict[int, np.ndarray], dict[int, np.ndarray]], None]
     rows: int = 0  # rows the round rebuilds or checks (for the figures)
+
+
+def merge_jobs(jobs: list[Job]) -> list[Job]:
+    """``jobs`` as one round: every holder asked once for the rows of all of them, each job's
+    ``finish`` given its own rows (a rolling scrub's window: one round instead of one per residue
+    class, each round a handful of collectives on every member). Data rows only (the verification's
+    jobs); the memory is the sum of the jobs', so only for small jobs."""
+    if len(jobs) < 2:
+        return jobs
+    if any(j.want_parity for j in jobs):
+        raise ValueError("merge_jobs merges data-row jobs only")
+    holders = sorted({h for j in jobs for h in j.want_data})
+    want = {h: np.concatenate([j.want_data[h] for j in jobs if h in j.want_data]) for h in holders}
+    spans: list[dict[int, tuple[int, int]]] = []
+    at = dict.fromkeys(holders, 0)
+    for j in jobs:
+        mine = {}
+        for h, idx in j.want_data.items():
+            mine[h] = (at[h], at[h] + idx.size)
+            at[h] += idx.size
+        spans.append(mine)
+
+    def finish(got_d: dict[int, np.ndarray], got_p: dict[int, np.ndarray]) -> None:
+        for j, mine in zip(jobs, spans, strict=True):
+            j.finish({h: got_d[h][a:b] for h, (a, b) in mine.items()}, {})
+
+    return [Job(want, {}, finish, rows=sum(j.rows for j in jobs))]
 
 
 def run_round(m: Member, job: Job | None) -> int:
