@@ -147,6 +147,10 @@ class FailuresConfig:
     mtbf_steps: float = key(0.0, "the same in steps (mpiec bench gives a failure-free run its scenario's)",
                             ge=0, le=MAX_SECONDS)
     timeout_s: float = key(0.0, "whole-run wall-clock bound; 0 = derived from steps", ge=0, le=MAX_SECONDS)
+    dense_check_every: int = key(0, "every N steps the trainers compare a digest of their dense "
+                                 "replicas (in the step's dense all-gather): a silent corruption of one "
+                                 "is detected, and with 3+ trainers its replica replaced by the majority's; "
+                                 "0 = off", ge=0, le=MAX_STEPS)
     mode: str = key("auto", "failure handling: ULFM, emulated (the launcher restarts nothing), or auto",
                     choices=("auto", "ulfm", "emulated"))
     detector: str = key("runtime", "runtime: the launcher's daemons report deaths; heartbeat: also "

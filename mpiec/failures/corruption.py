@@ -356,9 +356,12 @@ class Corrupter:
         return {"fired": True, "param": pick, "bit": bit, "before": before, "after": after}
 
 
-#: the events by which a strategy reports corrupted state it found (``ecrm``'s ``verify_every``
+#: the events by which a strategy reports corrupted rows it found (``ecrm``'s ``verify_every``
 #: re-encode; a plug-in that detects corruption emits one of these too)
 DETECTIONS = ("parity_mismatch",)
+#: the runtime's cross-check of the dense replicas (``failures.dense_check_every``): its detection
+#: and its repair (detail ``trainer I: ...``)
+REPLICA_MISMATCH, REPLICA_REPAIR = "replica_mismatch", "replica_repair"
 #: the event by which a checkpoint restore reports a part it refused (its detail names the file)
 REFUSED = "restore_failed"
 #: the event by which a strategy reports a row it repaired (detail: ``repair_detail``)
@@ -377,8 +380,8 @@ def mark_detections(notes: list[dict[str, Any]], events: list[tuple]) -> None:
     reported it), and for a server row ``repaired_step`` (the first ``REPAIRED`` event naming its row
     after it; None: none). A part at rest is detected by the first ``REFUSED`` event naming its file;
     a server row by the first ``DETECTIONS`` event at or after the flip (they name no row: with two
-    row flips in a run, the first detection after each is taken); a dense flip by nothing (no
-    detector compares the replicas during training)."""
+    row flips in a run, the first detection after each is taken); a dense flip by the replicas'
+    cross-check (``REPLICA_MISMATCH``; repaired: ``REPLICA_REPAIR`` naming its trainer)."""
     for note in notes:
         if not note.get("fired"):
             continue
@@ -387,8 +390,11 @@ def mark_detections(notes: list[dict[str, Any]], events: list[tuple]) -> None:
                      and note["file"] in str(e[6])]
         elif "global_row" in note:
             later = [e for e in events if e[2] in DETECTIONS and e[1] >= note["time"]]
-        else:
-            later = []
+        else:  # a dense replica's: the replicas' cross-check, if on
+            later = [e for e in events if e[2] == REPLICA_MISMATCH and e[1] >= note["time"]]
+            fixed = [e for e in events if e[2] == REPLICA_REPAIR and e[1] >= note["time"]
+                     and str(e[6]).startswith(f"trainer {note['index']}:")]
+            note["repaired_step"] = int(min(fixed, key=lambda e: e[1])[0]) if fixed else None
         first = min(later, key=lambda e: e[1]) if later else None
         note["detected_step"] = int(first[0]) if first else None
         note["detected_by"] = str(first[2]) if first else None
@@ -414,6 +420,6 @@ def describe(record: dict[str, Any]) -> str:
             f"{record['step']}: {record['before']:.6g} -> {record['after']:.6g}")
 
 
-__all__ = ["DETECTIONS", "PREFIX", "REFUSED", "REPAIRED", "Corrupter", "Flip", "Holder", "describe",
-           "flip_bit", "is_flip", "mark_detections", "notes_dir", "parse_flip", "parse_flips", "place",
-           "read_notes", "repair_detail", "state_columns", "write_note"]
+__all__ = ["DETECTIONS", "PREFIX", "REFUSED", "REPAIRED", "REPLICA_MISMATCH", "REPLICA_REPAIR", "Corrupter",
+           "Flip", "Holder", "describe", "flip_bit", "is_flip", "mark_detections", "notes_dir", "parse_flip",
+           "parse_flips", "place", "read_notes", "repair_detail", "state_columns", "write_note"]

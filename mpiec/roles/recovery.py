@@ -39,7 +39,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, cast
 
-import numpy as np
 from mpi4py import MPI
 
 from mpiec.comm import Comms, PeerFailure, agree_min, build_comms, guard, intracomm, shrink
@@ -48,6 +47,7 @@ from mpiec.failures.crashes import crash_line, run_crash_notes
 from mpiec.layout import MONITOR, PARITY, SERVER, SPARE, TRAINER, Slot
 from mpiec.roles.context import RankContext
 from mpiec.roles.driver import Role, StateRole
+from mpiec.roles.replicas import broadcast_replica
 from mpiec.strategies.api.base import Failure, RecoveryPlan, Scope, ServerShard
 from mpiec.strategies.replay import RebuildError
 
@@ -658,13 +658,7 @@ def copy_dense_replica(ctx: RankContext, role: StateRole, plan: RecoveryPlan) ->
     if not replaced:
         return
     source = min(i for i in range(ctx.n_trainers) if i not in replaced)
-    state = role.state()
-    for name in sorted(state):
-        buf = np.ascontiguousarray(state[name])
-        with guard("dense replica copy", nonblocking_collective=True):
-            ctx.comms.trainers_comm().Bcast(buf, root=source)
-        state[name] = buf
-    role.load_state(state)
+    broadcast_replica(ctx.comms.trainers_comm(), role, source, "dense replica copy")
 
 
 __all__ = ["Detection", "detect_ulfm", "detect_emulated", "merge", "share_plan", "carry_out", "log_detection",

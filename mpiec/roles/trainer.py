@@ -46,6 +46,7 @@ from mpiec.roles.exchange import (
     EmulatedFailure,
     exchange_headers,
 )
+from mpiec.roles.replicas import ReplicaCheck, broadcast_replica
 from mpiec.roles.shards import block_gradients, merge_arrays, tree_sum
 from mpiec.strategies.api.plan import RecoveryPlan
 
@@ -90,8 +91,10 @@ class Trainer:
         self.shape = model_shape(cfg)
         self.reset()
         self.P = self.params.size
-        self.dense_buf = np.zeros(self.P + 1, dtype=np.float32)  # grads + loss sum
-        self.dense_all = np.zeros((self.n_trainers, self.P + 1), dtype=np.float32)  # every block's
+        self.check = ReplicaCheck(cfg.failures.dense_check_every)  # the replicas' cross-check (opt-in)
+        # grads + loss sum (+ the check's digest slots, when it is on)
+        self.dense_buf = np.zeros(self.P + 1 + self.check.slots, dtype=np.float32)
+        self.dense_all = np.zeros((self.n_trainers, self.dense_buf.size), dtype=np.float32)  # every block's
         self.source = make_source(cfg)
         ev = self.source.eval_batch(cfg.data.eval_samples)
         check_eval_size(cfg, len(ev.labels))
@@ -182,6 +185,21 @@ class Trainer:
                                inv.reshape(batch.ids.shape), bag_bounds(self.ctx.cfg.data.bags), n_rows,
                                self.G, self.V, self.block)
 
+    def cross_check(self, step: int) -> tuple[list[int], int | None]:
+        """A due check (``failures.dense_check_every``): compare the gathered digests, clear their
+        slots; (the trainers whose replica disagrees, a majority trainer to copy from) — see
+        ``roles.replicas``."""
+        if not self.check.due(step):
+            return [], None
+        odd, source = self.check.verdict(self.dense_all[:, self.P + 1:])
+        self.dense_all[:, self.P + 1:] = 0
+        self.dense_buf[self.P + 1:] = 0
+        if odd and self.index == (source if source is not None else 0):  # one event, from one trainer
+            who = (f"trainer(s) {odd} disagree with the majority" if source is not None
+                   else f"the {self.n_trainers} trainers disagree: no majority to tell which is right")
+            self.ctx.event("replica_mismatch", step, detail=f"dense replicas differ: {who}")
+        return odd, source
+
     def reduce_dense(self) -> None:
         """Every trainer: the step's dense gradient and loss sum into ``dense_buf``, from the
         gathered blocks (``dense_all``) summed in the fixed tree."""
@@ -230,7 +248,9 @@ class Trainer:
 
         t0 = time.perf_counter()
         dense, grad_rows = self.shard_gradients(batch, emb, inv, int(counts.sum()))
-        self.dense_buf[:] = dense
+        self.dense_buf[: self.P + 1] = dense
+        if self.check.due(step):
+            self.dense_buf[self.P + 1:] = self.check.digest(self.params, self.dense_state)
         t_compute = time.perf_counter() - t0
 
         t0 = time.perf_counter()
@@ -253,10 +273,17 @@ class Trainer:
         t_wait = time.perf_counter() - t0 + t_pull
 
         t0 = time.perf_counter()
+        odd, source = self.cross_check(step)
         self.reduce_dense()
         if self.keep_undo:
             self._undo = (step, self.params.copy(), self.dense_state.copy())
         self.apply_dense()
+        if odd and source is not None:  # make the replicas one again (every trainer decided alike)
+            broadcast_replica(ctx.comms.trainers_comm(), self, source, f"step {step} replica repair")
+            if self.index in odd:
+                ctx.event("replica_repair", step, detail=f"trainer {self.index}: dense replica replaced "
+                                                         f"by trainer {source}'s (the majority of "
+                                                         f"{self.n_trainers})")
         t_compute += time.perf_counter() - t0
         self._times = (t_data, t_compute, t_comm, t_wait, t_strategy)
         self._server_apply_s = float(headers[self.n_trainers:, 2].max()) * 1e-6  # servers' last apply

@@ -159,3 +159,34 @@ def test_a_flipped_checkpoint_part_is_refused_on_restore_naming_its_file(strateg
         assert run.code == 0 and s["param_checksum"] == reference  # an older checkpoint, replayed
     else:
         assert run.code == 0 and not s["lost"] and s["param_checksum"]
+
+
+def test_the_replicas_cross_check_trains_what_a_run_without_it_trains(reference, tmp_path):
+    run = mpiec(["run", *TINY, "--set", "failures.dense_check_every=1"], out=tmp_path)
+    assert run.code == 0, run.stdout + run.stderr
+    assert run.result().summary["param_checksum"] == reference
+
+
+def test_the_replicas_cross_check_repairs_a_dense_flip_with_three_trainers(reference, tmp_path):
+    run = mpiec(["run", *TINY, "--set", "layout.trainers=3", "--set", "failures.dense_check_every=1",
+                 "--kill", "flip:trainer:1@step=5:bit=22"], out=tmp_path)
+    assert run.code == 0, run.stdout + run.stderr
+    s = run.result().summary
+    (hit,) = json.loads(s["corruptions"])
+    assert (hit["detected_step"], hit["detected_by"], hit["repaired_step"]) == (5, "replica_mismatch", 5)
+    assert s["dense_replicas_consistent"]  # one again: trainer 1 took the majority's replica
+    assert s["param_checksum"] != reference  # step 5's gradients were computed with the flipped weight
+
+
+def test_the_replicas_cross_check_detects_but_cannot_locate_with_two_trainers(tmp_path):
+    run = mpiec(["run", *TINY, "--set", "failures.dense_check_every=2",
+                 "--kill", "flip:trainer:0@step=6:bit=22"], out=tmp_path)
+    assert run.code == 0, run.stdout + run.stderr
+    s = run.result().summary
+    (hit,) = json.loads(s["corruptions"])
+    assert (hit["detected_step"], hit["detected_by"], hit["repaired_step"]) == (7, "replica_mismatch", None)
+    assert not s["dense_replicas_consistent"]
+    events = run.result().events
+    (detail,) = [decode(d) for k, d in zip(events["kind"], events["detail"], strict=True)
+                 if decode(k) == "replica_mismatch"][:1]
+    assert "no majority" in detail
