@@ -250,11 +250,13 @@ def test_a_death_during_a_spawn_ends_the_run_lost_with_its_result(reference, tmp
     watch writes the result (lost) ``layout.spawn_grace_s`` after the death and the launcher ends
     the job. Before: nothing until the time limit (exit 3, no result file).
 
-    Two outcomes are right, and which one comes depends on where the death lands in Open MPI's
-    spawn: cut (exit 1, the line, a lost result: 13 of 20 runs here, 8 of the 10 with a busy loop
-    beside), or, when the spawn fails on every survivor alike or the death falls after it returned,
-    a recovery that spawns again (exit 0, the failure-free checksum: 7 of 20).
-    Never the time limit."""
+    Three outcomes are right, and which one comes depends on where the death lands in Open MPI's
+    spawn: cut inside it (exit 1, the line naming the spawn, a lost result: 13 of 20 runs here, 8 of
+    the 10 with a busy loop beside); after it returned, in a world that now holds a spawned process,
+    whose recovery ULFM does not complete (open-mpi/ompi #12585): cut by the same watch with the line
+    saying so (exit 1, lost; seen once in a clean-clone suite run, 2026-12-02); or, when the spawn
+    fails on every survivor alike or the death falls after it returned and ULFM recovers, a recovery
+    that spawns again (exit 0, the failure-free checksum: 7 of 20). Never the time limit."""
     run = mpiec(["run", *TINY, "--timeout", "200", "--set", "layout.spares=0",
                  "--set", "layout.replacement='spawn'", "--set", "layout.spawn_grace_s=5",
                  "--kill", "server:1@step=10", "--kill", "server:0@step=10+800ms"], out=tmp_path, timeout=260)
@@ -264,8 +266,11 @@ def test_a_death_during_a_spawn_ends_the_run_lost_with_its_result(reference, tmp
     if run.code == 0:
         assert s["param_checksum"] == reference and "MPI_Comm_spawn" not in run.stderr
     else:
-        line = ("server:0 (kill server:0@step=10+800ms) died while MPI_Comm_spawn started a process for "
-                "server:1")
+        cut = ("server:0 (kill server:0@step=10+800ms) died while MPI_Comm_spawn started a process for "
+               "server:1")
+        after = ("server:0 (kill server:0@step=10+800ms) died and the recovery did not complete within 5 s "
+                 "(layout.spawn_grace_s): Open MPI's ULFM does not reliably recover a run that spawned")
+        line = cut if cut in run.stderr else after
         assert line in run.stderr, run.stdout + run.stderr
         assert s["lost"] and line in s["abort_reason"]
     assert not [p for p in tmp_path.iterdir() if p.suffix != ".h5" and not p.name.endswith(".ckpt")]
