@@ -6,6 +6,10 @@ The kill test must stay last: it leaves the world with one rank fewer.
 
 from __future__ import annotations
 
+import atexit
+import os
+import sys
+
 import numpy as np
 import pytest
 from mpi4py import MPI
@@ -38,6 +42,12 @@ def test_data_comm_is_ordered_by_slot_not_world_rank():
             assert comms.trainers.Get_rank() == me.index
 
 
+def _end_without_finalize() -> None:
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
+
+
 @pytest.mark.mpi(min_size=4)
 def test_killed_rank_is_detected_and_shrunk_away():
     if not ulfm_available():
@@ -51,5 +61,9 @@ def test_killed_rank_is_detected_and_shrunk_away():
         wait(world.Iallreduce(MPI.IN_PLACE, buf, MPI.SUM), "test")
     world.Revoke()
     new, dead = shrink(world)
+    # MPI_Finalize after a real failure can wait for good (Open MPI 5, as the worker knows: it
+    # skips it too): end the survivors after pytest's report, before mpi4py's finalize (atexit
+    # runs the last registered first)
+    atexit.register(_end_without_finalize)
     assert dead == [2] and new.Get_size() == world.Get_size() - 1
     assert agree_min(new, new.Get_rank() + 3) == 3
