@@ -50,10 +50,15 @@ def worker_processes(marker: str) -> list[str]:
     return [line for line in out.splitlines() if marker in line and "ps -eo" not in line]
 
 
-def resumed_at(result) -> list[int]:
-    """The steps the recoveries of a run resumed at (its ``restore_end`` events)."""
+def event_details(result, kind: str) -> list[str]:
+    """The details of a result's events of ``kind``, in file order."""
     from mpiec.results import decode
 
     ev = result.events
-    return [int(decode(d).rsplit(" ", 1)[1]) for k, d in zip(ev["kind"], ev["detail"], strict=True)
-            if decode(k) == "restore_end" and decode(d).startswith("resume at step ")]
+    return [decode(d) for k, d in zip(ev["kind"], ev["detail"], strict=True) if decode(k) == kind]
+
+
+def resumed_at(result) -> list[int]:
+    """The steps the recoveries of a run resumed at (its ``restore_end`` events)."""
+    return [int(d.rsplit(" ", 1)[1]) for d in event_details(result, "restore_end")
+            if d.startswith("resume at step ")]

@@ -19,7 +19,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from run_helpers import mpiec, resumed_at
+from run_helpers import event_details, mpiec, resumed_at
 
 from mpiec.results import decode
 
@@ -42,6 +42,16 @@ def corrupted(tmp_path_factory):
     run = mpiec(["run", *TINY, "--kill", EARLY], out=tmp_path_factory.mktemp("corrupted"))
     assert run.code == 0, run.stdout + run.stderr
     return run
+
+
+def flipped(args: list[str], tmp_path):
+    """``mpiec run`` of tiny with ``args`` (one flip among them), completed: (the run, its summary,
+    the flip's note)."""
+    run = mpiec(["run", *TINY, *args], out=tmp_path)
+    assert run.code == 0, run.stdout + run.stderr
+    s = run.result().summary
+    (hit,) = json.loads(s["corruptions"])
+    return run, s, hit
 
 
 def hits(summary) -> list[dict]:
@@ -82,21 +92,15 @@ def test_a_rollback_past_the_flip_undoes_it_and_it_does_not_fire_again(reference
 
 
 def test_a_flip_in_one_dense_replica_leaves_the_replicas_disagreeing(reference, tmp_path):
-    run = mpiec(["run", *TINY, "--kill", "flip:trainer:1@step=5:bit=22"], out=tmp_path)
-    assert run.code == 0, run.stdout + run.stderr
-    s = run.result().summary
-    (hit,) = json.loads(s["corruptions"])
+    run, s, hit = flipped(["--kill", "flip:trainer:1@step=5:bit=22"], tmp_path)
     assert (hit["role"], hit["index"]) == ("trainer", 1) and "param" in hit
     assert not s["dense_replicas_consistent"]
     assert s["param_checksum"] != reference  # trainer 1's gradients moved trainer 0's replica too
 
 
 def test_ecrm_with_one_parity_row_detects_the_flip_but_cannot_locate_it(reference, tmp_path):
-    run = mpiec(["run", *TINY, "--strategy", "ecrm", "--set", "strategy.verify_every=5",
-                 "--kill", "flip:server:1@step=10:bit=22"], out=tmp_path)
-    assert run.code == 0, run.stdout + run.stderr
-    s = run.result().summary
-    (hit,) = json.loads(s["corruptions"])
+    run, s, hit = flipped(["--strategy", "ecrm", "--set", "strategy.verify_every=5",
+                          "--kill", "flip:server:1@step=10:bit=22"], tmp_path)
     assert (hit["detected_step"], hit["detected_by"]) == (14, "parity_mismatch")  # verified after 4, 9, 14
     assert s["corruptions_detected"] == 1 and s["corruptions_repaired"] == 0
     assert s["scrub_unlocated"] >= 1 and s["scrub_repaired"] == 0
@@ -105,18 +109,13 @@ def test_ecrm_with_one_parity_row_detects_the_flip_but_cannot_locate_it(referenc
 
 
 def test_ecrm_reed_solomon_locates_and_repairs_the_flipped_row(reference, tmp_path):
-    run = mpiec(["run", *TINY, "--strategy", "ecrm", "--set", "layout.servers=4",
-                 "--set", "strategy.code='rs'", "--set", "strategy.k=2", "--set", "strategy.r=2",
-                 "--set", "strategy.verify_every=1",
-                 "--kill", "flip:server:1@step=10:bit=22"], out=tmp_path)
-    assert run.code == 0, run.stdout + run.stderr
-    s = run.result().summary
-    (hit,) = json.loads(s["corruptions"])
+    run, s, hit = flipped(["--strategy", "ecrm", "--set", "layout.servers=4",
+                          "--set", "strategy.code='rs'", "--set", "strategy.k=2", "--set", "strategy.r=2",
+                          "--set", "strategy.verify_every=1",
+                          "--kill", "flip:server:1@step=10:bit=22"], tmp_path)
     assert hit["detected_step"] == 10 and hit["repaired_step"] == 10
     assert s["scrub_repaired"] == 1 and s["scrub_unlocated"] == 0 and s["corruptions_repaired"] == 1
-    events = run.result().events
-    (detail,) = [decode(d) for k, d in zip(events["kind"], events["detail"], strict=True)
-                 if decode(k) == "scrub_repair"]
+    (detail,) = event_details(run.result(), "scrub_repair")
     assert detail.startswith(f"global row {hit['global_row']}: stripe ")
     assert detail.endswith("corrected from the code")
     assert s["param_checksum"] == reference  # the failure-free model, bit for bit
@@ -143,9 +142,7 @@ def test_a_flipped_checkpoint_part_is_refused_on_restore_naming_its_file(strateg
     flipped = hit["checkpoint_step"]
     assert flipped in (9, 19) and hit["file"] == "server-1.table.npy"
     assert flipped + 1 not in resumed_at(result)  # never restored from the flipped part
-    events = result.events
-    refused = [decode(d) for k, d in zip(events["kind"], events["detail"], strict=True)
-               if decode(k) == "restore_failed"]
+    refused = event_details(result, "restore_failed")
     named = [d for d in refused if f"step-{flipped:09d}/server-1.table.npy: corrupted" in d]
     if named or strategy[0] != "cnr":  # cnr names the chain link (a diff or its baseline) instead
         tried = bool(named)
@@ -168,25 +165,17 @@ def test_the_replicas_cross_check_trains_what_a_run_without_it_trains(reference,
 
 
 def test_the_replicas_cross_check_repairs_a_dense_flip_with_three_trainers(reference, tmp_path):
-    run = mpiec(["run", *TINY, "--set", "layout.trainers=3", "--set", "failures.dense_check_every=1",
-                 "--kill", "flip:trainer:1@step=5:bit=22"], out=tmp_path)
-    assert run.code == 0, run.stdout + run.stderr
-    s = run.result().summary
-    (hit,) = json.loads(s["corruptions"])
+    run, s, hit = flipped(["--set", "layout.trainers=3", "--set", "failures.dense_check_every=1",
+                          "--kill", "flip:trainer:1@step=5:bit=22"], tmp_path)
     assert (hit["detected_step"], hit["detected_by"], hit["repaired_step"]) == (5, "replica_mismatch", 5)
     assert s["dense_replicas_consistent"]  # one again: trainer 1 took the majority's replica
     assert s["param_checksum"] != reference  # step 5's gradients were computed with the flipped weight
 
 
 def test_the_replicas_cross_check_detects_but_cannot_locate_with_two_trainers(tmp_path):
-    run = mpiec(["run", *TINY, "--set", "failures.dense_check_every=2",
-                 "--kill", "flip:trainer:0@step=6:bit=22"], out=tmp_path)
-    assert run.code == 0, run.stdout + run.stderr
-    s = run.result().summary
-    (hit,) = json.loads(s["corruptions"])
+    run, s, hit = flipped(["--set", "failures.dense_check_every=2",
+                          "--kill", "flip:trainer:0@step=6:bit=22"], tmp_path)
     assert (hit["detected_step"], hit["detected_by"], hit["repaired_step"]) == (7, "replica_mismatch", None)
     assert not s["dense_replicas_consistent"]
-    events = run.result().events
-    (detail,) = [decode(d) for k, d in zip(events["kind"], events["detail"], strict=True)
-                 if decode(k) == "replica_mismatch"][:1]
+    detail = event_details(run.result(), "replica_mismatch")[0]
     assert "no majority" in detail
