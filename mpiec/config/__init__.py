@@ -151,6 +151,10 @@ class FailuresConfig:
                                  "replicas (in the step's dense all-gather): a silent corruption of one "
                                  "is detected, and with 3+ trainers its replica replaced by the majority's; "
                                  "0 = off", ge=0, le=MAX_STEPS)
+    message_checksums: bool = key(False, "each trainer's embedding-gradient message carries a checksum per "
+                                  "server (an XOR-fold of its words), checked before the server applies "
+                                  "it: a corrupted message is a detected fault and the step is executed "
+                                  "again")
     mode: str = key("auto", "failure handling: ULFM, emulated (the launcher restarts nothing), or auto",
                     choices=("auto", "ulfm", "emulated"))
     detector: str = key("runtime", "runtime: the launcher's daemons report deaths; heartbeat: also "

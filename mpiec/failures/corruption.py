@@ -15,6 +15,10 @@ stores a wrong value does. Syntax (a plan of ``--kill`` / ``failures.kill``, bes
                                           mantissa's lowest) .. 22 mantissa, 23 .. 30 exponent, 31 sign
     flip:trainer:0@step=20:bit=22         one bit of a parameter of trainer 0's dense replica
                                           (``of=state``: of its optimizer state)
+    flip:trainer:0@step=20:of=gradient    in transit: one bit of an element of the embedding-gradient
+                                          message trainer 0 sends the servers in step 20 (what the
+                                          servers receive; the trainer and its strategy keep the sent
+                                          values), an element drawn among the message's
     flip:server:1@step=20:of=checkpoint   at rest: one bit of server 1's part of the newest complete
                                           checkpoint on disk at step 20 (a trainer: the ``trainer``
                                           part), an element of its largest file drawn
@@ -58,7 +62,7 @@ if TYPE_CHECKING:
 
 PREFIX = "flip:"
 ROLES = ("server", "trainer")
-PARTS = ("weight", "state", "checkpoint")
+PARTS = ("weight", "state", "checkpoint", "gradient")
 _PLAN = re.compile(r"^flip:([a-z]+):([0-9]{1,18}|\*)@step=([0-9]{1,18})(?::(.*))?$")
 ANY = -1  # ``server:*``: whichever server holds the row
 _OPTIONS = {"server": ("of", "row", "col", "bit", "seed"), "trainer": ("of", "bit", "seed")}
@@ -72,7 +76,7 @@ class Flip:
     role: str
     index: int
     step: int
-    part: str = "weight"  # "weight": the values; "state": the optimizer's state
+    part: str = "weight"  # "weight": the values; "state": the optimizer's state; "gradient": a message
     row: int | None = None  # server: a global row id (None: drawn)
     col: int | None = None  # a column of the part (None: drawn)
     bit: int | None = None  # 0..31 of the float32 (None: drawn)
@@ -138,8 +142,11 @@ def parse_flip(plan: str, cfg: Config, seq: int = 0) -> Flip:
         opts[key] = value
     part = opts.pop("of", "weight")
     if part not in PARTS:
-        raise KillPlanError(f"corruption plan '{shown}': of must be weight, state or checkpoint, "
+        raise KillPlanError(f"corruption plan '{shown}': of must be weight, state, checkpoint or gradient, "
                             f"got '{part}'")
+    if part == "gradient" and role != "trainer":
+        raise KillPlanError(f"corruption plan '{shown}': of=gradient flips a bit of the gradient message a "
+                            "trainer sends: name the trainer (flip:trainer:I@step=N:of=gradient)")
     if part == "checkpoint" and index == ANY:
         raise KillPlanError(f"corruption plan '{shown}': of=checkpoint flips a bit of one server's part: "
                             "name the server")
@@ -272,8 +279,8 @@ class Corrupter:
         h = self.holder
         directory = notes_dir(h.out_path, h.run_id)
         for flip in self.due(step):
-            if (directory / f"{flip.seq}.json").exists():
-                continue  # fired (or found not to fire) before a rollback brought the run back here
+            if flip.part == "gradient" or (directory / f"{flip.seq}.json").exists():
+                continue  # a message's fires in ``in_message``; or it fired before a rollback came back here
             record: dict[str, Any] = {"seq": flip.seq, "plan": str(flip), "step": step, "time": h.now(),
                                       "rank": h.first_rank, "role": h.slot.role, "index": h.slot.index,
                                       "part": flip.part}
@@ -286,6 +293,33 @@ class Corrupter:
                 hit = self._trainer(flip, state)
             if hit is not None:  # None: ``server:*``'s row is another server's
                 write_note(directory, flip.seq, record | hit)
+
+    def in_message(self, step: int, rows: np.ndarray, counts: np.ndarray,
+                   first_server: int) -> np.ndarray:
+        """The gradient message of ``step`` as it arrives: ``rows`` (``counts[d]`` of them for data
+        rank ``d``; servers from data rank ``first_server``) itself, or, when an ``of=gradient``
+        flip is due, a copy with one bit flipped (in transit: the sender keeps what it sent).
+        Called by a trainer once per step after the gradients are computed, before they are sent."""
+        h = self.holder
+        directory = notes_dir(h.out_path, h.run_id)
+        for flip in self.due(step):
+            if flip.part != "gradient" or (directory / f"{flip.seq}.json").exists():
+                continue
+            record: dict[str, Any] = {"seq": flip.seq, "plan": str(flip), "step": step, "time": h.now(),
+                                      "rank": h.first_rank, "role": h.slot.role, "index": h.slot.index,
+                                      "part": flip.part}
+            if not rows.size:
+                why = f"{h.slot} sent no gradient rows at step {step}"
+                write_note(directory, flip.seq, record | {"fired": False, "why": why})
+                continue
+            pick, _, bit = place(flip, h.cfg.training.seed, rows.size, 1)
+            rows = rows.copy()
+            before, after = flip_bit(rows, pick, bit)
+            dest = int(np.searchsorted(np.cumsum(counts), pick // rows.shape[1], side="right"))
+            write_note(directory, flip.seq, record | {
+                "fired": True, "message": "gradient", "element": pick, "bit": bit, "before": before,
+                "after": after, "server": dest - first_server})
+        return rows
 
     def _server(self, flip: Flip, state: dict[str, np.ndarray]) -> dict[str, Any] | None:
         table, rows = state["table"], state["global_rows"]
@@ -359,6 +393,10 @@ class Corrupter:
 #: the events by which a strategy reports corrupted rows it found (``ecrm``'s ``verify_every``
 #: re-encode; a plug-in that detects corruption emits one of these too)
 DETECTIONS = ("parity_mismatch",)
+#: the runtime's check of the gradient messages (``failures.message_checksums``): its detection
+MESSAGE_CORRUPT = "message_corrupt"
+#: the event that ends a recovery (detail ``resume at step N``): a refused message's step executed again
+RESUMED = "restore_end"
 #: the runtime's cross-check of the dense replicas (``failures.dense_check_every``): its detection
 #: and its repair (detail ``trainer I: ...``)
 REPLICA_MISMATCH, REPLICA_REPAIR = "replica_mismatch", "replica_repair"
@@ -381,11 +419,19 @@ def mark_detections(notes: list[dict[str, Any]], events: list[tuple]) -> None:
     after it; None: none). A part at rest is detected by the first ``REFUSED`` event naming its file;
     a server row by the first ``DETECTIONS`` event at or after the flip (they name no row: with two
     row flips in a run, the first detection after each is taken); a dense flip by the replicas'
-    cross-check (``REPLICA_MISMATCH``; repaired: ``REPLICA_REPAIR`` naming its trainer)."""
+    cross-check (``REPLICA_MISMATCH``; repaired: ``REPLICA_REPAIR`` naming its trainer); a message's
+    by a server's check of that step (``MESSAGE_CORRUPT``; repaired when a recovery after it resumed,
+    ``RESUMED``: the step executed again without the flip, which fires once)."""
     for note in notes:
         if not note.get("fired"):
             continue
-        if "file" in note:  # at rest: found when a restore refuses the file
+        if "message" in note:  # in transit: a server's check of the step's message, then the step again
+            later = [e for e in events if e[2] == MESSAGE_CORRUPT and e[1] >= note["time"]
+                     and str(e[6]).startswith(f"step {note['step']}: ")]
+            again = [e for e in events if e[2] == RESUMED and later and e[1] >= min(x[1] for x in later)
+                     and str(e[6]).startswith("resume at step ")]
+            note["repaired_step"] = int(min(again, key=lambda e: e[1])[0]) if again else None
+        elif "file" in note:  # at rest: found when a restore refuses the file
             later = [e for e in events if e[2] == REFUSED and e[1] >= note["time"]
                      and note["file"] in str(e[6])]
         elif "global_row" in note:
@@ -407,6 +453,10 @@ def mark_detections(notes: list[dict[str, Any]], events: list[tuple]) -> None:
 def describe(record: dict[str, Any]) -> str:
     """One line for a fired flip's note: what it hit."""
     part = "weights" if record.get("part") == "weight" else "optimizer state"
+    if "message" in record:
+        return (f"{record['plan']}: bit {record['bit']} of element {record['element']} of the gradient "
+                f"message {record['role']}:{record['index']} sent at step {record['step']} (in transit, to "
+                f"server {record['server']}): {record['before']:.6g} -> {record['after']:.6g}")
     if "file" in record:
         return (f"{record['plan']}: bit {record['bit']} of element {record['element']} of {record['file']} "
                 f"(the checkpoint of step {record['checkpoint_step']}, at rest) on "
@@ -420,6 +470,9 @@ def describe(record: dict[str, Any]) -> str:
             f"{record['step']}: {record['before']:.6g} -> {record['after']:.6g}")
 
 
-__all__ = ["DETECTIONS", "PREFIX", "REFUSED", "REPAIRED", "REPLICA_MISMATCH", "REPLICA_REPAIR", "Corrupter",
-           "Flip", "Holder", "describe", "flip_bit", "is_flip", "mark_detections", "notes_dir", "parse_flip",
-           "parse_flips", "place", "read_notes", "repair_detail", "state_columns", "write_note"]
+__all__ = [
+    "DETECTIONS", "MESSAGE_CORRUPT", "PREFIX", "RESUMED", "REFUSED", "REPAIRED", "REPLICA_MISMATCH",
+    "REPLICA_REPAIR", "Corrupter", "Flip", "Holder", "describe", "flip_bit", "is_flip", "mark_detections",
+    "notes_dir", "parse_flip", "parse_flips", "place", "read_notes", "repair_detail", "state_columns",
+    "write_note"
+]

@@ -35,6 +35,7 @@ from mpiec.kernels.embedding import (
     sgd_apply,
     sgd_apply_delta,
 )
+from mpiec.roles import message_sums
 from mpiec.roles.context import RankContext, server_rows
 from mpiec.roles.driver import eval_due, eval_rounds, run_steps
 from mpiec.roles.exchange import STATUS_OK, exchange_headers
@@ -203,12 +204,21 @@ class Server:
         gather_rows(self.shard.table, slots, self.dim, rows)
         reqs = [ialltoallv(data, rows, counts, _EMPTY_F32, zeros, width=self.dim)]
         grads = None
+        sums = self.ctx.cfg.failures.message_checksums and with_grads
         if with_grads:
             grads = np.empty((slots.size, self.dim), dtype=np.float32)
             reqs.append(ialltoallv(data, _EMPTY_F32, zeros, grads, counts, width=self.dim))
+            if sums:  # the trainers' folds of what they sent (``roles.message_sums``)
+                nothing, sent = np.zeros(counts.size, dtype=np.int64), np.zeros(counts.size, dtype=np.int64)
+                reqs.append(message_sums.post(data, nothing, sent))
             wait(reqs[0], where)  # the rows are out: the trainers compute, the strategy may work
             self.ctx.server_agent().overlap(step)
         waitall(reqs, where)
+        if sums:
+            assert grads is not None
+            bad = message_sums.mismatches(grads, counts, sent, self.ctx.n_trainers)
+            if bad:
+                message_sums.refuse(self.ctx, step, bad, counts)
         return slots, grads, headers
 
     def replay(self, step: int, slots: np.ndarray, grads: np.ndarray, counts: np.ndarray) -> None:

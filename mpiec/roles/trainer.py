@@ -37,6 +37,7 @@ from mpiec.layout import RowPlacement, shard_samples, trainer_blocks
 from mpiec.model.dlrm import DLRMShape, init_params, pool_bags, predict
 from mpiec.model.metrics import accuracy, auc, logloss
 from mpiec.results import EVAL_DTYPE, TIMELINE_DTYPE
+from mpiec.roles import message_sums
 from mpiec.roles.context import TAG_DONE, TAG_EVAL, TAG_FAILURE, TAG_STEPS, RankContext
 from mpiec.roles.driver import eval_due, eval_rounds, run_steps
 from mpiec.roles.exchange import (
@@ -255,7 +256,14 @@ class Trainer:
 
         t0 = time.perf_counter()
         zeros = np.zeros_like(counts)
-        r_sparse = ialltoallv(ctx.comms.data_comm(), grad_rows, counts, _EMPTY_F32, zeros, width=self.dim)
+        sent = grad_rows  # as it arrives: a planned flip of the message (failures.corruption) changes a copy
+        if ctx.flips.due(step):
+            sent = ctx.flips.in_message(step, grad_rows, counts, self.n_trainers)
+        r_sparse = ialltoallv(ctx.comms.data_comm(), sent, counts, _EMPTY_F32, zeros, width=self.dim)
+        reqs = [r_sparse]
+        if cfg.failures.message_checksums:  # the folds of what this trainer sent (``roles.message_sums``)
+            self._folds = (message_sums.folds(grad_rows, counts), np.zeros(counts.size, dtype=np.int64))
+            reqs.append(message_sums.post(ctx.comms.data_comm(), *self._folds))
         r_dense = ctx.comms.trainers_comm().Iallgather([self.dense_buf, MPI.FLOAT],
                                                        [self.dense_all, MPI.FLOAT])
         t_comm = time.perf_counter() - t0
@@ -269,7 +277,7 @@ class Trainer:
         t_data += time.perf_counter() - t0
 
         t0 = time.perf_counter()
-        waitall([r_sparse, r_dense], f"step {step} push")
+        waitall([*reqs, r_dense], f"step {step} push")
         t_wait = time.perf_counter() - t0 + t_pull
 
         t0 = time.perf_counter()

@@ -50,7 +50,8 @@ def test_flips_are_parsed_beside_kills_and_never_taken_for_kills(cfg):
     ("flip:server:1@step=3:bit=32", "bit must be 0..31"),
     ("flip:server:1@step=3:bit=-1", "bit must be a whole number"),
     ("flip:server:1@step=3:bit=1,bit=2", "given twice"),
-    ("flip:server:1@step=3:of=grad", "of must be weight, state or checkpoint"),
+    ("flip:server:1@step=3:of=grad", "of must be weight, state, checkpoint or gradient"),
+    ("flip:server:1@step=3:of=gradient", "of=gradient flips a bit of the gradient message a trainer sends"),
     ("flip:server:1@step=3:of=checkpoint,row=5", "of=checkpoint flips a bit of a file at rest"),
     ("flip:server:*@step=3:of=checkpoint", "name the server"),
     ("flip:trainer:*@step=3", "only a server row can be named by"),
@@ -213,3 +214,41 @@ def test_detections_are_matched_to_the_flips_they_can_see():
     assert (row["detected_step"], row["detected_by"], row["repaired_step"]) == (6, "parity_mismatch", 7)
     assert dense["detected_step"] is None and dense["detected_by"] is None  # no detector sees it
     assert (part["detected_step"], part["detected_by"]) == (8, "restore_failed")
+
+
+def test_a_gradient_flip_changes_what_arrives_not_what_the_trainer_keeps(cfg, tmp_path):
+    rows = np.arange(12, dtype=np.float32).reshape(6, 2) + 1
+    counts = np.array([0, 0, 2, 4])  # 2 trainers, then 2 servers: 2 rows for server 0, 4 for server 1
+    holder = _holder(tmp_path, Slot("trainer", 1), cfg)
+    c = Corrupter(holder, parse_flips(["flip:trainer:1@step=4:of=gradient,bit=31"], cfg))
+    c.at_step(4, {"params": np.ones(3, np.float32), "dense_state": np.ones(3, np.float32)})  # not here
+    assert not notes_dir(holder.out_path, holder.run_id).exists()
+    sent = c.in_message(4, rows, counts, first_server=2)
+    assert sent is not rows and np.all(rows == np.arange(12).reshape(6, 2) + 1)  # the trainer's copy kept
+    (changed,) = np.flatnonzero(sent.reshape(-1) != rows.reshape(-1))
+    assert sent.reshape(-1)[changed] == -rows.reshape(-1)[changed]  # bit 31: the sign
+    assert c.in_message(4, rows, counts, first_server=2) is rows  # fired once: a note exists
+    (note,) = read_notes(notes_dir(holder.out_path, holder.run_id))
+    assert note["fired"] and note["element"] == changed and note["server"] == (0 if changed < 4 else 1)
+    assert "gradient message trainer:1 sent at step 4 (in transit" in describe(note)
+
+
+def test_a_gradient_flip_with_nothing_sent_says_why(cfg, tmp_path):
+    holder = _holder(tmp_path, Slot("trainer", 0), cfg)
+    c = Corrupter(holder, parse_flips(["flip:trainer:0@step=4:of=gradient"], cfg))
+    empty = np.zeros((0, 2), np.float32)
+    assert c.in_message(4, empty, np.zeros(4, dtype=np.int64), first_server=2) is empty
+    (note,) = read_notes(notes_dir(holder.out_path, holder.run_id))
+    assert not note["fired"] and "sent no gradient rows at step 4" in note["why"]
+
+
+def test_a_message_flip_is_detected_by_its_steps_check_and_repaired_by_the_step_again():
+    from mpiec.failures.corruption import mark_detections
+
+    hit = {"fired": True, "time": 1.0, "step": 4, "message": "gradient", "element": 3}
+    missed = {"fired": True, "time": 1.0, "step": 9, "message": "gradient", "element": 3}
+    events = [(4, 1.1, "message_corrupt", 3, "server", 0, "step 4: the gradient message from trainer 0 ..."),
+              (4, 1.3, "restore_end", 3, "server", 0, "resume at step 4")]
+    mark_detections([hit, missed], events)
+    assert (hit["detected_step"], hit["detected_by"], hit["repaired_step"]) == (4, "message_corrupt", 4)
+    assert (missed["detected_step"], missed["repaired_step"]) == (None, None)  # step 9's was not checked

@@ -58,6 +58,19 @@ def event_details(result, kind: str) -> list[str]:
     return [decode(d) for k, d in zip(ev["kind"], ev["detail"], strict=True) if decode(k) == kind]
 
 
+def story(run: Run) -> str:
+    """What a run said about its failures and recoveries, and the events it recorded: the message of
+    an assertion on a recovery's outcome, so that a rare outcome says which path it took."""
+    from mpiec.results import decode
+
+    said = [line for line in run.stdout.splitlines()
+            if any(w in line for w in ("recover", "grow", "lost", "fail", "died", "kill"))]
+    ev = run.result().events
+    rows = zip(ev["step"], ev["kind"], ev["detail"], strict=True)
+    events = [f"{int(s)} {decode(k)}: {decode(d)[:160]}" for s, k, d in rows]
+    return "\n".join(["console:", *said, "events:", *events, "stderr:", run.stderr[-2000:]])
+
+
 def resumed_at(result) -> list[int]:
     """The steps the recoveries of a run resumed at (its ``restore_end`` events)."""
     return [int(d.rsplit(" ", 1)[1]) for d in event_details(result, "restore_end")

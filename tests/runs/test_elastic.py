@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from run_helpers import mpiec
+from run_helpers import mpiec, story
 
 from mpiec.results import decode
 
@@ -172,7 +172,7 @@ def test_a_shrink_grows_back_onto_a_spawned_rank_losslessly(strategy, kill, refe
     run = shrink_run(tmp_path, [*strategy, *GROW], [kill], "layout.servers=4")
     assert run.code == 0, run.stdout + run.stderr
     res = run.result()
-    assert res.summary["param_checksum"] == reference and res.summary["recoveries"] == 2
+    assert res.summary["param_checksum"] == reference and res.summary["recoveries"] == 2, story(run)
     assert "grow back onto spawned ranks: spawned -> " in run.stdout and "growth 2:" in run.stdout
     tl = res.timeline[res.timeline["epoch"] == 2]  # after the growth: the configured layout again
     assert set(tl["servers"]) == {4} and set(tl["trainers"]) == {2} and len(tl) > 0

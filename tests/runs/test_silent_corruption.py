@@ -179,3 +179,35 @@ def test_the_replicas_cross_check_detects_but_cannot_locate_with_two_trainers(tm
     assert not s["dense_replicas_consistent"]
     detail = event_details(run.result(), "replica_mismatch")[0]
     assert "no majority" in detail
+
+
+GRADIENT = "flip:trainer:1@step=21:of=gradient,bit=30"  # in transit: what server receives, an exponent bit
+CHECKSUMS = ["--set", "failures.message_checksums=true"]
+
+
+def test_a_gradient_message_flip_persists_without_the_checksums(reference, tmp_path):
+    run, s, hit = flipped(["--strategy", "ckpt", "--kill", GRADIENT], tmp_path)
+    assert hit["fired"] and hit["message"] == "gradient" and hit["before"] != hit["after"]
+    assert hit["detected_step"] is None and s["recoveries"] == 0
+    assert s["param_checksum"] != reference  # the servers applied the flipped gradient
+
+
+@pytest.mark.parametrize("strategy", [["--strategy", "ckpt"],
+                                      ["--strategy", "ecrm", "--set", "layout.servers=3"]],
+                         ids=["ckpt", "ecrm"])
+def test_the_checksums_refuse_a_flipped_message_and_the_step_runs_again(strategy, reference, tmp_path):
+    run, s, hit = flipped([*strategy, *CHECKSUMS, "--kill", GRADIENT], tmp_path)
+    assert (hit["detected_step"], hit["detected_by"], hit["repaired_step"]) == (21, "message_corrupt", 21)
+    assert s["param_checksum"] == reference and s["recoveries"] == 1 and s["kills_fired"] == 0
+    assert "step 21: the gradient message from trainer 1 (" in run.stdout
+    assert set(resumed_at(run.result())) == {21}  # every rank resumed at the refused step
+
+
+def test_the_checksums_change_nothing_without_a_flip_and_none_cannot_go_on_after_one(reference, tmp_path):
+    run = mpiec(["run", *TINY, *CHECKSUMS], out=tmp_path / "clean")
+    assert run.code == 0 and run.result().summary["param_checksum"] == reference, run.stdout + run.stderr
+    run = mpiec(["run", *TINY, *CHECKSUMS, "--kill", GRADIENT], out=tmp_path / "none")
+    s = run.result().summary
+    assert run.code == 1 and s["lost"] and "strategy none does not recover" in s["abort_reason"]
+    (hit,) = json.loads(s["corruptions"])
+    assert (hit["detected_step"], hit["repaired_step"]) == (21, None)
