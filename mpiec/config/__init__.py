@@ -229,11 +229,15 @@ class Config:
     @property
     def variant(self) -> str:
         """The strategy and its own keys as `mpiec bench --strategies` spells them (ckpt:interval=10),
-        then ``replacement=...`` unless the layout replaces dead ranks by spares (the default), and
-        ``virtual_trainers=...`` when set."""
+        then ``replacement=...`` unless the layout replaces dead ranks by spares (the default),
+        ``virtual_trainers=...`` when set, and the runtime's corruption detectors when on
+        (``dense_check_every=N``, ``message_checksums=true``)."""
         params = sorted(self.strategy.params.items())
         layout = [f"replacement={self.layout.replacement}"] if self.layout.replacement != "spare" else []
         layout += [f"virtual_trainers={self.layout.virtual_trainers}"] if self.layout.virtual_trainers else []
+        f = self.failures
+        layout += [f"dense_check_every={f.dense_check_every}"] if f.dense_check_every else []
+        layout += ["message_checksums=true"] if f.message_checksums else []
         return ":".join([self.strategy.name] + [f"{k}={v}" for k, v in params] + layout)
 
     def to_dict(self) -> dict[str, Any]:

@@ -234,11 +234,15 @@ def add_bench_args(p: argparse.ArgumentParser) -> None:
 
 #: keys of a variant that set the layout, not the strategy (``ckpt:replacement=shrink``)
 LAYOUT_KEYS = ("replacement", "spares", "virtual_trainers")
+#: keys of a variant that set the runtime's corruption detectors (``none:message_checksums=true``):
+#: their failure-free cost is an overhead against ``none`` like a strategy's
+DETECTOR_KEYS = ("dense_check_every", "message_checksums")
 
 
 def variant_config(args: argparse.Namespace, variant: str, kill: list[str]) -> Config:
     """``ckpt:interval=10:mode=async``: a strategy with its own keys (``LAYOUT_KEYS`` set
-    ``layout.*`` instead: ``ckpt:replacement=shrink``, ``none:virtual_trainers=2``).
+    ``layout.*`` instead: ``ckpt:replacement=shrink``, ``none:virtual_trainers=2``; ``DETECTOR_KEYS``
+    ``failures.*``: ``none:message_checksums=true``).
     ``--set strategy.KEY=...`` applies only to the strategies that know KEY."""
     from mpiec.strategies import get_strategy_class
 
@@ -259,6 +263,8 @@ def variant_config(args: argparse.Namespace, variant: str, kill: list[str]) -> C
         if key.strip() in LAYOUT_KEYS:
             value = value.strip()
             sets.append(f"layout.{key.strip()}={value if value.isdigit() else repr(value)}")
+        elif key.strip() in DETECTOR_KEYS:
+            sets.append(f"failures.{item.strip()}")
         else:
             sets.append(f"strategy.{item}")
     return load_config(preset=args.preset, config_file=args.config, sets=sets, strategy=name.strip(),

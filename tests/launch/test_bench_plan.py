@@ -176,3 +176,14 @@ def test_a_variant_can_shrink_instead_of_taking_spares():
     assert cfg.strategy.params == {"interval": 5} and cfg.variant == "ckpt:interval=5:replacement=shrink"
     assert variant_config(args, "ckpt:spares=2", []).layout.spares == 2
     assert variant_config(args, "ckpt", []).variant == "ckpt"
+
+
+def test_a_variant_can_turn_the_runtimes_corruption_detectors_on():
+    from mpiec.cli_args import bench_parser
+    from mpiec.launch.bench import run_label, variant_config
+
+    args = bench_parser().parse_args(["--preset", "tiny"])
+    cfg = variant_config(args, "none:message_checksums=true:dense_check_every=2", [])
+    assert cfg.failures.message_checksums and cfg.failures.dense_check_every == 2
+    assert cfg.strategy.params == {} and cfg.variant == "none:dense_check_every=2:message_checksums=true"
+    assert run_label(cfg.variant) != run_label(variant_config(args, "none", []).variant)  # their own files

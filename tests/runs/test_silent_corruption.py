@@ -11,7 +11,9 @@ against the failure-free twin, because training is deterministic.
 * ``ecrm``'s verification detects a flipped row within ``verify_every`` steps; with one parity row
   it cannot say which member is wrong, with Reed-Solomon r = 2 it locates the row and gives back
   the flipped bit: verified at the end of the flip's step, before anything read the row, the run
-  ends with the failure-free checksum.
+  ends with the failure-free checksum;
+* a flipped gradient message is applied and persists, unless the runtime's message checksums are
+  on: the server refuses the message, the step is executed again and the run is lossless.
 """
 
 from __future__ import annotations
