@@ -22,6 +22,8 @@ stores a wrong value does. Syntax (a plan of ``--kill`` / ``failures.kill``, bes
     flip:server:1@step=20:of=checkpoint   at rest: one bit of server 1's part of the newest complete
                                           checkpoint on disk at step 20 (a trainer: the ``trainer``
                                           part), an element of its largest file drawn
+    flip:server:1@step=20:of=parity       one bit of one of the parity rows server 1 keeps in memory
+                                          (a code's redundancy, ``ServerAgent.redundancy``), drawn
     flip:server:1@step=20:seed=7          another draw
     flip:server:*@step=20                 a row drawn among all the model's rows, flipped by whichever
                                           server holds it (the same row under every placement)
@@ -57,12 +59,15 @@ import numpy as np
 from mpiec.errors import KillPlanError
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from mpiec.config import Config
     from mpiec.layout import Slot
+    from mpiec.strategies.api.cover import Redundancy
 
 PREFIX = "flip:"
 ROLES = ("server", "trainer")
-PARTS = ("weight", "state", "checkpoint", "gradient")
+PARTS = ("weight", "state", "checkpoint", "gradient", "parity")
 _PLAN = re.compile(r"^flip:([a-z]+):([0-9]{1,18}|\*)@step=([0-9]{1,18})(?::(.*))?$")
 ANY = -1  # ``server:*``: whichever server holds the row
 _OPTIONS = {"server": ("of", "row", "col", "bit", "seed"), "trainer": ("of", "bit", "seed")}
@@ -142,8 +147,11 @@ def parse_flip(plan: str, cfg: Config, seq: int = 0) -> Flip:
         opts[key] = value
     part = opts.pop("of", "weight")
     if part not in PARTS:
-        raise KillPlanError(f"corruption plan '{shown}': of must be weight, state, checkpoint or gradient, "
-                            f"got '{part}'")
+        raise KillPlanError(f"corruption plan '{shown}': of must be weight, state, checkpoint, gradient or "
+                            f"parity, got '{part}'")
+    if part == "parity" and (role != "server" or index == ANY or {"row", "col"} & set(opts)):
+        raise KillPlanError(f"corruption plan '{shown}': of=parity flips a bit of a parity row one server "
+                            "keeps: name the server, without row or col (flip:server:I@step=N:of=parity)")
     if part == "gradient" and role != "trainer":
         raise KillPlanError(f"corruption plan '{shown}': of=gradient flips a bit of the gradient message a "
                             "trainer sends: name the trainer (flip:trainer:I@step=N:of=gradient)")
@@ -275,7 +283,10 @@ class Corrupter:
         return [f for f in self.flips
                 if f.step == step and f.role == name.role and f.index in (name.index, ANY)]
 
-    def at_step(self, step: int, state: dict[str, np.ndarray]) -> None:
+    def at_step(self, step: int, state: dict[str, np.ndarray],
+                redundancy: Callable[[], Redundancy | None] | None = None) -> None:
+        """Fire the flips due at ``step`` on this rank's ``state`` (``StateRole.state()``), or for
+        ``of=parity`` on the rows ``redundancy()`` returns (the server's agent's, asked only then)."""
         h = self.holder
         directory = notes_dir(h.out_path, h.run_id)
         for flip in self.due(step):
@@ -287,6 +298,8 @@ class Corrupter:
             hit: dict[str, Any] | None
             if flip.part == "checkpoint":
                 hit = self._at_rest(flip)
+            elif flip.part == "parity":
+                hit = self._parity(flip, redundancy() if redundancy is not None else None)
             elif flip.role == "server":
                 hit = self._server(flip, state)
             else:
@@ -346,6 +359,21 @@ class Corrupter:
         before, after = flip_bit(table, pick * table.shape[1] + column, bit)
         return {"fired": True, "global_row": global_row, "table": tab, "row": global_row - int(offsets[tab]),
                 "col": col, "bit": bit, "before": before, "after": after}
+
+    def _parity(self, flip: Flip, held: Redundancy | None) -> dict[str, Any]:
+        """One bit of one of the parity rows this server keeps, drawn among them."""
+        if held is None:
+            return {"fired": False, "why": f"{self.holder.slot} keeps no parity rows (strategy "
+                                           f"{self.holder.cfg.strategy.name})"}
+        rows = held.rows
+        pick, _, bit = place(flip, self.holder.cfg.training.seed, rows.size, 1)
+        slot = pick // rows.shape[1]
+        words = rows.reshape(-1)
+        bit %= 8 * words.itemsize
+        word = words[pick:pick + 1].view(np.uint8)  # little-endian: bit b is in byte b // 8
+        word[bit // 8] ^= np.uint8(1 << (bit % 8))
+        return {"fired": True, "parity_row": int(slot), "stripe": int(held.stripes[slot]),
+                "parity_member": int(held.members[slot]), "element": int(pick), "bit": int(bit)}
 
     def _at_rest(self, flip: Flip) -> dict[str, Any]:
         """One bit of this slot's part of the newest complete checkpoint, in its largest file."""
@@ -434,7 +462,7 @@ def mark_detections(notes: list[dict[str, Any]], events: list[tuple]) -> None:
         elif "file" in note:  # at rest: found when a restore refuses the file
             later = [e for e in events if e[2] == REFUSED and e[1] >= note["time"]
                      and note["file"] in str(e[6])]
-        elif "global_row" in note:
+        elif "global_row" in note or "parity_row" in note:
             later = [e for e in events if e[2] in DETECTIONS and e[1] >= note["time"]]
         else:  # a dense replica's: the replicas' cross-check, if on
             later = [e for e in events if e[2] == REPLICA_MISMATCH and e[1] >= note["time"]]
@@ -444,6 +472,11 @@ def mark_detections(notes: list[dict[str, Any]], events: list[tuple]) -> None:
         first = min(later, key=lambda e: e[1]) if later else None
         note["detected_step"] = int(first[0]) if first else None
         note["detected_by"] = str(first[2]) if first else None
+        if "parity_row" in note:  # the scrub names a parity member by its stripe and index
+            named = f"stripe {note['stripe']}, parity member {note['parity_member']}: "
+            fixed = [e for e in events if e[2] == REPAIRED and e[1] >= note["time"]
+                     and str(e[6]).startswith(named)]
+            note["repaired_step"] = int(min(fixed, key=lambda e: e[1])[0]) if fixed else None
         if "global_row" in note:
             fixed = [e for e in events if e[2] == REPAIRED and e[1] >= note["time"]
                      and (m := _REPAIRED_ROW.match(str(e[6]))) and int(m.group(1)) == note["global_row"]]
@@ -453,6 +486,10 @@ def mark_detections(notes: list[dict[str, Any]], events: list[tuple]) -> None:
 def describe(record: dict[str, Any]) -> str:
     """One line for a fired flip's note: what it hit."""
     part = "weights" if record.get("part") == "weight" else "optimizer state"
+    if "parity_row" in record:
+        return (f"{record['plan']}: bit {record['bit']} of parity row {record['parity_row']} (stripe "
+                f"{record['stripe']}, parity member {record['parity_member']}) on {record['role']}:"
+                f"{record['index']} at step {record['step']}")
     if "message" in record:
         return (f"{record['plan']}: bit {record['bit']} of element {record['element']} of the gradient "
                 f"message {record['role']}:{record['index']} sent at step {record['step']} (in transit, to "

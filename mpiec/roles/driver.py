@@ -28,6 +28,7 @@ from mpiec.comm import PeerFailure, check_world
 from mpiec.layout import TRAINER, Slot
 from mpiec.roles import digests
 from mpiec.roles.exchange import STATUS_DYING, STATUS_OK, Diverged
+from mpiec.strategies.api.agents import ServerAgent
 
 if TYPE_CHECKING:
     from mpiec.config import Config
@@ -97,7 +98,8 @@ def run_steps(ctx: RankContext, role: SteppingRole, agent: StepAgent) -> bool:
         ctx.progress.current_step = step
         status = STATUS_DYING if ctx.faults.fire_if_due(step) else STATUS_OK
         if ctx.flips.due(step):  # a planned silent corruption of this rank's state (failures.corruption)
-            ctx.flips.at_step(step, cast("StateRole", role).state())
+            ctx.flips.at_step(step, cast("StateRole", role).state(),
+                              agent.redundancy if isinstance(agent, ServerAgent) else None)
         if step == ctx.grow_at and ctx.slot == Slot(TRAINER, 0):
             # layout.grow_back_steps: trainer 0 starts the growth at this step boundary; the revoke in
             # the recovery's detection brings every rank there (``recovery.plan_grow``)

@@ -50,7 +50,10 @@ def test_flips_are_parsed_beside_kills_and_never_taken_for_kills(cfg):
     ("flip:server:1@step=3:bit=32", "bit must be 0..31"),
     ("flip:server:1@step=3:bit=-1", "bit must be a whole number"),
     ("flip:server:1@step=3:bit=1,bit=2", "given twice"),
-    ("flip:server:1@step=3:of=grad", "of must be weight, state, checkpoint or gradient"),
+    ("flip:server:1@step=3:of=grad", "of must be weight, state, checkpoint, gradient or parity"),
+    ("flip:trainer:0@step=3:of=parity", "of=parity flips a bit of a parity row one server keeps"),
+    ("flip:server:*@step=3:of=parity", "of=parity flips a bit of a parity row one server keeps"),
+    ("flip:server:1@step=3:of=parity,row=4", "of=parity flips a bit of a parity row one server keeps"),
     ("flip:server:1@step=3:of=gradient", "of=gradient flips a bit of the gradient message a trainer sends"),
     ("flip:server:1@step=3:of=checkpoint,row=5", "of=checkpoint flips a bit of a file at rest"),
     ("flip:server:*@step=3:of=checkpoint", "name the server"),
@@ -252,3 +255,33 @@ def test_a_message_flip_is_detected_by_its_steps_check_and_repaired_by_the_step_
     mark_detections([hit, missed], events)
     assert (hit["detected_step"], hit["detected_by"], hit["repaired_step"]) == (4, "message_corrupt", 4)
     assert (missed["detected_step"], missed["repaired_step"]) == (None, None)  # step 9's was not checked
+
+
+def test_a_parity_flip_changes_one_bit_of_one_held_parity_row_and_names_its_stripe(cfg, tmp_path):
+    from mpiec.failures.corruption import mark_detections
+    from mpiec.strategies.api.cover import Redundancy
+
+    rows = np.zeros((4, 6), dtype=np.uint8)
+    held = Redundancy(rows, stripes=np.array([10, 11, 12, 13]), members=np.array([0, 1, 0, 1]))
+    holder = _holder(tmp_path, Slot("server", 1), cfg)
+    c = Corrupter(holder, parse_flips(["flip:server:1@step=3:of=parity"], cfg))
+    c.at_step(3, {"table": np.ones((2, 9), np.float32), "global_rows": np.arange(2)}, lambda: held)
+    assert np.count_nonzero(rows) == 1 and bin(int(rows.sum())).count("1") == 1
+    (note,) = read_notes(notes_dir(holder.out_path, holder.run_id))
+    slot = int(np.flatnonzero(rows.any(axis=1))[0])
+    assert note["fired"] and note["parity_row"] == slot and note["stripe"] == 10 + slot
+    assert note["parity_member"] == slot % 2 and "(stripe 1" in describe(note)
+    note["time"] = 1.0
+    events = [(3, 1.1, "parity_mismatch", 0, "server", 1, "1 parity rows differ"),
+              (3, 1.2, "scrub_repair", 0, "server", 1,
+               f"stripe {note['stripe']}, parity member {note['parity_member']}: re-encoded from the data")]
+    mark_detections([note], events)
+    assert (note["detected_by"], note["repaired_step"]) == ("parity_mismatch", 3)
+
+
+def test_a_parity_flip_on_a_server_without_parity_says_why(cfg, tmp_path):
+    holder = _holder(tmp_path, Slot("server", 0), cfg)
+    c = Corrupter(holder, parse_flips(["flip:server:0@step=3:of=parity"], cfg))
+    c.at_step(3, {"table": np.ones((2, 9), np.float32), "global_rows": np.arange(2)}, lambda: None)
+    (note,) = read_notes(notes_dir(holder.out_path, holder.run_id))
+    assert not note["fired"] and "keeps no parity rows" in note["why"]

@@ -213,3 +213,20 @@ def test_the_checksums_change_nothing_without_a_flip_and_none_cannot_go_on_after
     assert run.code == 1 and s["lost"] and "strategy none does not recover" in s["abort_reason"]
     (hit,) = json.loads(s["corruptions"])
     assert (hit["detected_step"], hit["repaired_step"]) == (21, None)
+
+
+@pytest.mark.parametrize("code, checked, repaired", [
+    ([], False, False),
+    (["--set", "strategy.verify_every=1"], True, False),
+    (["--set", "strategy.code='rs'", "--set", "strategy.k=2", "--set", "strategy.r=2",
+      "--set", "strategy.verify_every=1"], True, True),
+], ids=["ecrm", "xor-verified", "rs-verified"])
+def test_a_flipped_parity_row_is_seen_by_the_check_and_located_by_rs(code, checked, repaired, reference,
+                                                                      tmp_path):
+    run, s, hit = flipped(["--strategy", "ecrm", "--set", "layout.servers=4", *code,
+                           "--kill", "flip:server:1@step=12:of=parity"], tmp_path)
+    assert hit["fired"] and {"stripe", "parity_member", "parity_row"} <= set(hit)
+    seen = (12, "parity_mismatch") if checked else (None, None)
+    assert (hit["detected_step"], hit["detected_by"]) == seen
+    assert hit["repaired_step"] == (12 if repaired else None)
+    assert s["param_checksum"] == reference  # parity is no part of the model (until a rebuild reads it)

@@ -39,6 +39,7 @@ from mpiec.strategies.api.plan import Failure, RecoveryPlan
 if TYPE_CHECKING:
     from mpiec.layout import Slot
     from mpiec.strategies.api.base import ServerShard
+    from mpiec.strategies.api.cover import Redundancy
     from mpiec.strategies.api.env import RankEnv
 
 
@@ -149,6 +150,13 @@ class ServerAgent(StepAgent):
         Right after the table took ``step``, before ``step`` completes on this server. A peer
         failure raised here leaves ``step`` applied but not completed; reconciliation undoes it
         from the server's undo record, so the hook needs no cleanup of the rows."""
+
+    def redundancy(self) -> Redundancy | None:
+        """The redundant rows this agent keeps in its server's memory (a code's parity rows), live:
+        a planned silent corruption (``flip:server:I@step=N:of=parity``) flips a bit of one of them.
+        Called at the start of a step, before its exchange, only when such a flip is due on this
+        server. Default: None (no redundant rows kept here)."""
+        return None
 
 
 class ParityAgent(StepAgent):

@@ -26,8 +26,8 @@ torchft's transport/state split, no code taken):
   composite stops and answers False) or None (not its scope: abstains); the answer is True when
   some part said True and none False, else False (the agents' default); ``rebuild`` calls
   every part (collective) and is True only if all are;
-  ``plan``, ``on_no_spare``, ``on_shrink``, ``handover``, ``resume_steps``: the first part that
-  answers something else than None decides (a part that does not decide returns None, so a
+  ``plan``, ``on_no_spare``, ``on_shrink``, ``handover``, ``resume_steps``, ``redundancy``: the
+  first part that answers something else than None decides (a part that does not decide returns None, so a
   strategy's own planner can leave a case to the kit's rollback planner); ``on_grow``: True
   only if every implementing part agrees, asked in order until one refuses (a later part, e.g.
   the kit's planner dropping the checkpoint in flight, only acts on a growth that happens);
@@ -57,6 +57,7 @@ from mpiec.strategies.api.header import HeaderLayout, HeaderView
 if TYPE_CHECKING:
     from mpiec.layout import Slot
     from mpiec.strategies.api.base import Strategy
+    from mpiec.strategies.api.cover import Redundancy
     from mpiec.strategies.api.env import RankEnv
     from mpiec.strategies.api.plan import Failure, RecoveryPlan, ServerShard
 
@@ -66,7 +67,8 @@ RULES: dict[str, str] = {
                            "after_apply", "on_recovered", "on_message")},
     "header_word": "pack", "summary": "merge", "restore": "all-in-order, None abstains", "rebuild": "all",
     "on_grow": "all-in-order", "checkpoint_rows": "concat",
-    **{h: "first-answer" for h in ("plan", "on_no_spare", "on_shrink", "handover", "resume_steps")},
+    **{h: "first-answer" for h in ("plan", "on_no_spare", "on_shrink", "handover", "resume_steps",
+                                   "redundancy")},
 }
 
 #: what an agent does where no part answers a decision (the agents' documented defaults)
@@ -82,6 +84,7 @@ DEFAULTS: dict[str, str] = {
     "checkpoint_rows": "[]: no checkpoint rows",
     "header_word": "0: no header field",
     "summary": "{}: no figures",
+    "redundancy": "None: no redundant rows kept in the server's memory",
 }
 
 
@@ -239,6 +242,10 @@ class ComposedServer(_StepComposite, ServerAgent):
                     delta: np.ndarray | None, replayed: bool = False) -> None:
         for fn in self.hooks("after_apply"):
             fn(step, slots, old, delta, replayed)
+
+    def redundancy(self) -> Redundancy | None:
+        answer: Redundancy | None = self._first("redundancy")
+        return answer
 
 
 class ComposedParity(_StepComposite, ParityAgent):

@@ -3,7 +3,8 @@
 Owns the declaration ``Strategy.corruption_cover()`` returns and the corruption matrix test, the
 docs' table and the bench read (no study branches on a strategy's name). The kinds are those of the
 ``flip:`` plans (``mpiec.failures.corruption``): an embedding row at rest between its updates, a
-checkpoint part at rest, an element of a trainer's dense replica.
+checkpoint part at rest, an element of a trainer's dense replica. Also the shape in which a server
+agent hands its redundant rows to a planned flip (``Redundancy``).
 
 Invariants: a claim is one the strategy meets *every time* under the flips the suite draws (the
 matrix holds it to it); ``None`` or ``False`` claims nothing (a detection may still happen by
@@ -13,6 +14,9 @@ chance, e.g. a rollback to a checkpoint older than the flip undoes it).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import NamedTuple
+
+import numpy as np
 
 
 @dataclass(frozen=True)
@@ -37,4 +41,14 @@ class CorruptionCover:
             raise ValueError("a strategy that repairs rows detects them: give rows_within")
 
 
-__all__ = ["CorruptionCover"]
+class Redundancy(NamedTuple):
+    """The redundant rows a server agent keeps in memory (``ServerAgent.redundancy``): ``rows`` a
+    C-contiguous 2-D array (a row per slot), ``stripes[i]`` and ``members[i]`` the stripe and parity
+    index of slot ``i`` (a planned flip of ``of=parity`` names them; a repair names them back)."""
+
+    rows: np.ndarray
+    stripes: np.ndarray
+    members: np.ndarray
+
+
+__all__ = ["CorruptionCover", "Redundancy"]

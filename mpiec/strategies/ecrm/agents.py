@@ -31,6 +31,7 @@ import numpy as np
 from mpiec.layout import TRAINER, servers_rank
 from mpiec.strategies.api.agents import Agent, ParityAgent
 from mpiec.strategies.api.compose import Part
+from mpiec.strategies.api.cover import Redundancy
 from mpiec.strategies.api.plan import Failure, RecoveryPlan, Scope
 from mpiec.strategies.ecrm.handover import handover_server, handover_trainer
 from mpiec.strategies.ecrm.rebuild import rebuild_parity, rebuild_server, rebuild_trainer
@@ -62,6 +63,13 @@ class EcrmServer(Part):
 
     def overlap(self, step: int) -> None:
         self.member.overlap(step)
+
+    def redundancy(self) -> Redundancy | None:
+        """The parity rows this server holds (None: it holds none, e.g. with dedicated parity ranks)."""
+        store = self.member.store
+        if store is None or not store.stripes.size:
+            return None
+        return Redundancy(store.array, store.stripes, store.members)
 
     def after_apply(self, step: int, slots: np.ndarray, old: np.ndarray | None,
                     delta: np.ndarray | None, replayed: bool = False) -> None:
