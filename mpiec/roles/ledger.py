@@ -27,6 +27,7 @@ class RecoveryLedger:
     dead_names: list[Slot] = field(default_factory=list)
     report_deaths: list[Slot] = field(default_factory=list)  # slots that died during the final report
     empty_failures: int = 0  # monitor: consecutive failures in which no rank had died
+    growth_attempts: int = 0  # monitor: growths planned since the last completed recovery
     # monitor: an unfinished recovery re-placed the rows over fewer servers (a failure cut it short):
     # the next attempt must finish the re-placement (a rollback of every server onto it)
     relayout: bool = False

@@ -55,6 +55,10 @@ if TYPE_CHECKING:
     from mpiec.roles.trainer import Trainer
 
 INT_MAX = 2**31 - 1
+#: a planned growth (``layout.grow_back_steps``) cut this many times with no rank dead (its
+#: ``MPI_Comm_spawn`` failing: open-mpi/ompi #12585) is given up, so a spawn that keeps failing
+#: cannot hold the run in growth attempts until its time limit
+GROWTH_ATTEMPTS = 3
 _ROLE_RANK = {TRAINER: 0, "server": 1, "parity": 2, SPARE: 3, MONITOR: 4}
 
 
@@ -208,6 +212,10 @@ def make_plan(ctx: RankContext, failure: Failure) -> RecoveryPlan:
     ctx.progress.current_step = max(ctx.progress.current_step, failure.committed + 1)
     # trainer 0's planned growth (layout.grow_back_steps): the revoke it started, at the step it was due
     grow = not failure.dead and 0 <= ctx.grow_at <= failure.committed + 1 and not ctx.ledger.relayout
+    given_up = grow and ctx.ledger.growth_attempts >= GROWTH_ATTEMPTS
+    if given_up:  # its spawn failed again and again with no rank dead: go on without growing
+        grow = False
+    ctx.ledger.growth_attempts += grow
     ctx.ledger.empty_failures = 0 if failure.dead or grow else ctx.ledger.empty_failures + 1
     crashes = run_crash_notes(ctx.out_path, ctx.run_id)
     slots = list(ctx.slots)  # the plan's table: spares promoted into their slots below (or by ``plan_grow``)
@@ -269,6 +277,10 @@ def make_plan(ctx: RankContext, failure: Failure) -> RecoveryPlan:
     grow_back = ctx.cfg.layout.grow_back_steps
     plan.grow_at = (-1 if plan.grow or plan.aborts else failure.committed + 1 + grow_back
                     if plan.dropped and grow_back and ctx.ulfm else ctx.grow_at)
+    if given_up and not plan.aborts:
+        plan.grow_at = -1
+        plan.grow_short = (f"the growth back was cut {GROWTH_ATTEMPTS} times with no rank dead (its "
+                           f"spawn failed): the run goes on with {layout_line(slots)}")
     if plan.grow_at >= 0 and ctx.cfg.layout.grow_from == "spares" and not any(
             s.role == SPARE for s in plan.slots):
         plan.grow_at = -1  # nothing to grow onto: no revoke for an empty growth (``plan.grow_short`` says so)
@@ -576,6 +588,7 @@ def carry_out(ctx: RankContext, role: Role | None, plan: RecoveryPlan, detection
     if ctx.rank == 0:
         ctx.ledger.pending = set()
         ctx.ledger.relayout = False
+        ctx.ledger.growth_attempts = 0
     ctx.ledger.unrecovered = []
     ctx.ledger.dead_names = []
     ctx.event("restore_end", plan.step, ctx.rank, detail=f"resume at step {restored + 1}")

@@ -251,6 +251,20 @@ def test_trainers_keep_their_names_and_a_growth_takes_a_dropped_one(tmp_path):
     assert grow.names[Slot("trainer", 0)] == Slot("trainer", 1)
 
 
+def test_a_growth_cut_again_and_again_with_no_rank_dead_is_given_up(tmp_path):
+    """A spawn that keeps failing (no death, so no recovery completes in between) is retried
+    ``GROWTH_ATTEMPTS`` times, then the run goes on without growing: never a loop to the time limit."""
+    from mpiec.roles.recovery import GROWTH_ATTEMPTS
+
+    ctx = context(tmp_path, spares=0, **{"layout.replacement": "'shrink'", "layout.grow_back_steps": 5})
+    adopt(ctx, make_plan(ctx, fail(ctx, [Slot("trainer", 0)], committed=11)))
+    ctx.grow_at = 17
+    again = Failure(step=17, committed=16, dead=[], survivors=list(ctx.slots))
+    plans = [make_plan(ctx, again) for _ in range(GROWTH_ATTEMPTS + 1)]  # each attempt cut in its spawn
+    assert all(p.grow for p in plans[:-1]) and not plans[-1].grow and not plans[-1].aborts
+    assert plans[-1].grow_at == -1 and "cut 3 times with no rank dead" in plans[-1].grow_short
+
+
 HELD = {"layout.replacement": "'shrink'", "layout.grow_back_steps": 5, "layout.grow_from": "'spares'",
         "layout.servers": 4}
 

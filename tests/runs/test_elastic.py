@@ -163,20 +163,36 @@ def test_resume_onto_fewer_trainers_ends_with_the_same_checksum(reference, tmp_p
 GROW = ["--set", "layout.grow_back_steps=5"]
 
 
+def spawn_failed_without_a_death(res) -> bool:
+    """A recovery began in a growth's ``MPI_Comm_spawn`` failing while no rank had died."""
+    detected = [decode(e["detail"]) for e in res.events if decode(e["kind"]) == "detect"]
+    shrunk = [decode(e["detail"]) for e in res.events if decode(e["kind"]) == "shrink"]
+    return any(d.startswith("spawn (") for d in detected) and "dead []" in shrunk
+
+
 @pytest.mark.parametrize("strategy,kill", [(["--strategy", "ckpt"], "server:1@step=10"),
                                            (ECRM, "server:2@step=10+2ms"),
                                            (["--strategy", "log"], "server:2@step=10"),
                                            (["--strategy", "ckpt"], "trainer:0@step=10")],
                          ids=["ckpt-server", "ecrm-server", "log-server", "ckpt-trainer"])
 def test_a_shrink_grows_back_onto_a_spawned_rank_losslessly(strategy, kill, reference, tmp_path):
+    """Two recoveries: the shrink, then the growth. Or three, when the growth's spawn failed with no
+    rank dead (seen once in ~40 clean-clone suites, ``MPI_Comm_spawn`` under ULFM, open-mpi/ompi
+    #12585): the ranks cannot tell how far an interrupted growth re-placed the rows, so the next
+    attempt rolls every server back onto the placement it has, and trainer 0 starts the growth again
+    (reproduced by making the spawn fail once: lossless either way). A growth of trainers only moves
+    no rows: a cut one is simply planned again, no epoch of its own."""
     run = shrink_run(tmp_path, [*strategy, *GROW], [kill], "layout.servers=4")
     assert run.code == 0, run.stdout + run.stderr
     res = run.result()
-    assert res.summary["param_checksum"] == reference and res.summary["recoveries"] == 2, story(run)
-    assert "grow back onto spawned ranks: spawned -> " in run.stdout and "growth 2:" in run.stdout
-    tl = res.timeline[res.timeline["epoch"] == 2]  # after the growth: the configured layout again
+    n = res.summary["recoveries"]
+    assert res.summary["param_checksum"] == reference, story(run)
+    assert n == 2 or (n == 3 and spawn_failed_without_a_death(res)), story(run)
+    assert "grow back onto spawned ranks: spawned -> " in run.stdout and f"growth {n}:" in run.stdout
+    tl = res.timeline[res.timeline["epoch"] == n]  # after the growth: the configured layout again
     assert set(tl["servers"]) == {4} and set(tl["trainers"]) == {2} and len(tl) > 0
-    assert set(res.timeline["epoch"]) == {0, 1, 2}
+    # the rollback of a cut growth may resume right at the growth's step (no step in its epoch)
+    assert {0, 1, n} <= set(res.timeline["epoch"]) <= set(range(n + 1))
 
 
 def test_a_strategy_that_cannot_move_rows_grows_its_trainers_only(reference, tmp_path):
