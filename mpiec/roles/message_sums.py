@@ -6,7 +6,8 @@ that carries the folds beside the message, and the server's check of what arrive
 does not match is a detected fault: the server records a ``message_corrupt`` event and raises
 ``PeerFailure`` before it applies anything of the step, so the recovery's agreement puts the
 committed step before it, every rank that finished the step undoes it, and the step is executed
-again (a strategy that does not recover loses the run, saying why).
+again (a strategy that does not recover loses the run, saying why; without ULFM the server stops
+the job with the line naming the message: nothing could bring the others to a recovery).
 
 Invariants:
 
@@ -26,6 +27,7 @@ import numpy as np
 from mpi4py import MPI
 
 from mpiec.comm import PeerFailure
+from mpiec.errors import MpiecError
 from mpiec.failures.corruption import MESSAGE_CORRUPT
 
 if TYPE_CHECKING:
@@ -65,6 +67,9 @@ def refuse(ctx: RankContext, step: int, bad: list[int], counts: np.ndarray) -> N
     who = ", ".join(f"trainer {i} ({int(counts[i])} rows)" for i in bad)
     detail = f"step {step}: the gradient message from {who} to {ctx.slot} failed its checksum"
     ctx.event(EVENT, step, detail=detail)
+    if not ctx.ulfm:  # no revoke to bring the others to a recovery: the job ends, saying why
+        raise MpiecError(f"{detail}: not applied; without ULFM (failures.mode = emulated, or an MPI "
+                         "without it) no step can be executed again, so the run stops")
     print(f"[mpiec] {detail}: not applied, the step is executed again", flush=True)
     raise PeerFailure(MPI.ERR_OTHER, f"step {step} push (a corrupted gradient message from {who})")
 

@@ -230,3 +230,11 @@ def test_a_flipped_parity_row_is_seen_by_the_check_and_located_by_rs(code, check
     assert (hit["detected_step"], hit["detected_by"]) == seen
     assert hit["repaired_step"] == (12 if repaired else None)
     assert s["param_checksum"] == reference  # parity is no part of the model (until a rebuild reads it)
+
+
+def test_without_ulfm_a_refused_message_stops_the_run_naming_it(tmp_path):
+    run = mpiec(["run", *TINY, "--strategy", "ckpt", "--set", "failures.mode='emulated'", *CHECKSUMS,
+                 "--kill", GRADIENT, "--timeout", "90"], out=tmp_path, timeout=200)
+    out = run.stdout + run.stderr
+    assert run.code == 3 and "exceeded its time limit" not in out, out  # the job ends, not its limit
+    assert "step 21: the gradient message from trainer 1 (" in out and "without ULFM" in out
