@@ -215,7 +215,7 @@ def make_plan(ctx: RankContext, failure: Failure) -> RecoveryPlan:
     given_up = grow and ctx.ledger.growth_attempts >= GROWTH_ATTEMPTS
     if given_up:  # its spawn failed again and again with no rank dead: go on without growing
         grow = False
-    ctx.ledger.growth_attempts += grow
+    ctx.ledger.growth_attempts += int(grow)
     ctx.ledger.empty_failures = 0 if failure.dead or grow else ctx.ledger.empty_failures + 1
     crashes = run_crash_notes(ctx.out_path, ctx.run_id)
     slots = list(ctx.slots)  # the plan's table: spares promoted into their slots below (or by ``plan_grow``)

@@ -93,6 +93,9 @@ class Trainer:
         self.reset()
         self.P = self.params.size
         self.check = ReplicaCheck(cfg.failures.dense_check_every)  # the replicas' cross-check (opt-in)
+        # failures.message_checksums: the folds of the step's gradient message and their receive
+        # buffer, alive until the push completes (``roles.message_sums``)
+        self._folds: tuple[np.ndarray, np.ndarray] | None = None
         # grads + loss sum (+ the check's digest slots, when it is on)
         self.dense_buf = np.zeros(self.P + 1 + self.check.slots, dtype=np.float32)
         self.dense_all = np.zeros((self.n_trainers, self.dense_buf.size), dtype=np.float32)  # every block's
