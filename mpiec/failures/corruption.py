@@ -433,6 +433,7 @@ REFUSED = "restore_failed"
 #: the event by which a strategy reports a row it repaired (detail: ``repair_detail``)
 REPAIRED = "scrub_repair"
 _REPAIRED_ROW = re.compile(r"^global row ([0-9]+): ")
+_RESUMED_AT = re.compile(r"^resume at step ([0-9]+)$")
 
 
 def repair_detail(global_row: int, what: str) -> str:
@@ -481,6 +482,12 @@ def mark_detections(notes: list[dict[str, Any]], events: list[tuple]) -> None:
             fixed = [e for e in events if e[2] == REPAIRED and e[1] >= note["time"]
                      and (m := _REPAIRED_ROW.match(str(e[6]))) and int(m.group(1)) == note["global_row"]]
             note["repaired_step"] = int(min(fixed, key=lambda e: e[1])[0]) if fixed else None
+        in_memory = "global_row" in note or "parity_row" in note
+        if note.get("repaired_step") is None and "step" in note and in_memory:
+            # undone by a rollback past it: a recovery after it that resumed at or before its step
+            back = [e for e in events if e[2] == RESUMED and e[1] >= note["time"]
+                    and (m := _RESUMED_AT.match(str(e[6]))) and int(m.group(1)) <= note["step"]]
+            note["repaired_step"] = int(min(back, key=lambda e: e[1])[0]) if back else None
 
 
 def describe(record: dict[str, Any]) -> str:

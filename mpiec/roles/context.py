@@ -180,12 +180,14 @@ class RankContext:
         """Holds a trainer, server or parity slot whose state is live (not awaiting restore)."""
         return self.slot.role not in (MONITOR, SPARE) and not self.awaiting_restore
 
-    def tell_monitor(self, payload: Any) -> None:
-        """An agent's message to the monitor's strategy (``Strategy.on_message``); small, eager."""
+    def tell_monitor(self, payload: Any, synchronous: bool = False) -> None:
+        """An agent's message to the monitor's strategy (``Strategy.on_message``); small, eager, or
+        ``synchronous``: back once the monitor received it (its receive loop handles it at once)."""
         from mpiec.comm import guard
 
         with guard("message to the monitor"):
-            self.comms.world.send((self.slot, payload), dest=self.monitor_rank, tag=TAG_STRATEGY)
+            send = self.comms.world.ssend if synchronous else self.comms.world.send
+            send((self.slot, payload), dest=self.monitor_rank, tag=TAG_STRATEGY)
 
     # -- the strategy's agent, typed for the role that calls it ---------------
     # ``runner.make_agent`` builds ``agent`` with the strategy's factory method for the role

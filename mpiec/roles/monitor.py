@@ -220,8 +220,9 @@ class Monitor:
             say(f"{plan.reason}: {replaced}; training resumes at step {plan.restored + 1}")
             return
         dropped = f", went on without {', '.join(map(str, plan.dropped))}" if plan.dropped else ""
-        if plan.handover or (plan.dropped and plan.scope is Scope.ROLLBACK):
-            dropped += f" ({plan.reason})"
+        died = plan.failure is not None and plan.failure.dead
+        if plan.reason and (plan.handover or (plan.dropped and plan.scope is Scope.ROLLBACK) or not died):
+            dropped += f" ({plan.reason})"  # also for a failure no death caused: what did
         say(f"recovered ({plan.scope.value}): {replaced}{dropped}; training resumes at step "
             f"{plan.restored + 1}")
 

@@ -285,3 +285,15 @@ def test_a_parity_flip_on_a_server_without_parity_says_why(cfg, tmp_path):
     c.at_step(3, {"table": np.ones((2, 9), np.float32), "global_rows": np.arange(2)}, lambda: None)
     (note,) = read_notes(notes_dir(holder.out_path, holder.run_id))
     assert not note["fired"] and "keeps no parity rows" in note["why"]
+
+
+def test_a_row_flip_undone_by_a_rollback_past_it_counts_as_repaired():
+    from mpiec.failures.corruption import mark_detections
+
+    undone = {"fired": True, "time": 1.0, "step": 12, "global_row": 5}
+    kept = {"fired": True, "time": 1.0, "step": 12, "global_row": 6}
+    mark_detections([undone], [(12, 1.1, "parity_mismatch", 0, "server", 0, "1 parity rows differ"),
+                               (12, 1.3, "restore_end", 1, "server", 0, "resume at step 10")])
+    mark_detections([kept], [(14, 1.3, "restore_end", 1, "server", 0, "resume at step 13")])  # after it
+    assert (undone["detected_step"], undone["repaired_step"]) == (12, 12)
+    assert kept["repaired_step"] is None

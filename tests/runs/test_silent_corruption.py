@@ -238,3 +238,21 @@ def test_without_ulfm_a_refused_message_stops_the_run_naming_it(tmp_path):
     out = run.stdout + run.stderr
     assert run.code == 3 and "exceeded its time limit" not in out, out  # the job ends, not its limit
     assert "step 21: the gradient message from trainer 1 (" in out and "without ULFM" in out
+
+
+CHECKS = [["--set", "strategy.verify_every=1"], ["--set", "strategy.scrub_stripes=2000"]]
+
+
+@pytest.mark.parametrize("check", CHECKS, ids=["verify_every", "scrub_stripes"])
+def test_one_parity_row_and_a_fallback_roll_back_past_an_unlocated_flip(check, reference, tmp_path):
+    """xor (r = 1) cannot say which member is wrong; with ``fallback = "ckpt"`` the run rolls back to
+    a fallback checkpoint from before the last check every stripe passed, and the flip, fired once,
+    is gone: the failure-free model."""
+    run, s, hit = flipped(["--strategy", "ecrm", *check, "--set", "strategy.fallback='ckpt'",
+                           "--set", "strategy.fallback_interval=3", "--kill", "flip:server:1@step=12:bit=22"],
+                          tmp_path)
+    assert hit["detected_by"] == "parity_mismatch" and hit["detected_step"] >= 12
+    assert s["scrub_unlocated"] >= 1 and s["recoveries"] == 1 and s["kills_fired"] == 0
+    assert "not located (r = 1): rollback to the newest fallback checkpoint at or before step " in run.stdout
+    assert min(resumed_at(run.result())) <= 12 and hit["repaired_step"] is not None
+    assert s["param_checksum"] == reference

@@ -60,7 +60,7 @@ class RankView(Protocol):
     def now(self) -> float: ...
     def event(self, kind: str, step: int, rank: int = -1, slot: Slot | None = None,
               detail: str = "", at: float | None = None) -> None: ...
-    def tell_monitor(self, payload: Any) -> None: ...
+    def tell_monitor(self, payload: Any, synchronous: bool = False) -> None: ...
 
 
 class RankEnv:
@@ -159,9 +159,11 @@ class RankEnv:
         """Log an event of this rank at ``step`` (the result file's ``events``)."""
         self._view.event(kind, step, self._view.rank, detail=detail, at=at)
 
-    def tell_monitor(self, payload: Any) -> None:
-        """Send ``payload`` to the coordinator's ``on_message`` (small, eager, in order)."""
-        self._view.tell_monitor(payload)
+    def tell_monitor(self, payload: Any, synchronous: bool = False) -> None:
+        """Send ``payload`` to the coordinator's ``on_message`` (small, eager, in order);
+        ``synchronous``: return only once the monitor has received it (before a failure this rank
+        is about to raise reaches the monitor)."""
+        self._view.tell_monitor(payload, synchronous)
 
 
 class DenseState(Protocol):

@@ -24,6 +24,7 @@ a hook of a member of ``servers`` runs its collectives in the same order on ever
 
 from __future__ import annotations
 
+import dataclasses
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -39,6 +40,7 @@ from mpiec.strategies.ecrm.stripes import residue_holders, stripe_losses
 from mpiec.strategies.ecrm.transfer import RebuildError
 
 if TYPE_CHECKING:
+    from mpiec.layout import Slot
     from mpiec.strategies.api.base import ServerShard
     from mpiec.strategies.api.env import RankEnv, ShardState
     from mpiec.strategies.checkpointing.kit import RollbackPlanner
@@ -244,6 +246,15 @@ class EcrmCoordinator(Part):
         self.figures = figures
         self.fallback = fallback
         self.handing_over = False  # a handover planned and not completed (``on_shrink``)
+        # a member's verification found stripes the code cannot locate: (step, stripes, the last
+        # step before which every stripe passed a check), until a recovery completes
+        self.unlocated: tuple[int, str, int] | None = None
+
+    def on_message(self, source: Slot, payload: Any) -> None:
+        """Member 0's ``("unlocated", step, stripes, clean_at)`` (``Member.unlocated``), received before
+        the failure its members raise next."""
+        if isinstance(payload, tuple) and payload and payload[0] == "unlocated":
+            self.unlocated = (int(payload[1]), str(payload[2]), int(payload[3]))
 
     def resume_steps(self) -> list[int]:
         """Nothing to ``--resume`` from: a fallback checkpoint records ckpt's config, and resumes as
@@ -251,6 +262,14 @@ class EcrmCoordinator(Part):
         return []
 
     def plan(self, failure: Failure) -> RecoveryPlan:
+        if self.unlocated is not None and self.fallback is not None:  # whatever else happened meanwhile
+            step, stripes, clean = self.unlocated
+            before = dataclasses.replace(failure, committed=min(failure.committed, clean))
+            plan = self.fallback.rollback(before)
+            plan.reason = (f"stripe(s) {stripes} found corrupted after step {step} and not located (r = "
+                           f"{self.r}): rollback to the newest fallback checkpoint at or before step "
+                           f"{clean}, the last check every stripe passed")
+            return plan
         if self.handing_over:  # the ranks' rows may be half re-placed: only a rollback is sure
             why = "a failure interrupted the handover of the dropped servers' rows"
             if self.fallback is None:
@@ -326,6 +345,7 @@ class EcrmCoordinator(Part):
 
     def on_recovered(self, plan: RecoveryPlan) -> None:
         self.handing_over = False
+        self.unlocated = None
 
     def summary(self) -> dict[str, Any]:
         return dict(self.figures)

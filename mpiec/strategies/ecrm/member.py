@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any, cast
 import numpy as np
 from mpi4py import MPI
 
+from mpiec.comm import PeerFailure
 from mpiec.data.rng import init_embedding_rows
 from mpiec.kernels.codes import GFCode, SumCode
 from mpiec.kernels.gf256 import gf_mat_inv, gf_matmul
@@ -41,6 +42,7 @@ from mpiec.strategies.ecrm.rebuilder import Rebuilder, encode_jobs
 from mpiec.strategies.ecrm.scrub import Found, repair
 from mpiec.strategies.ecrm.transfer import RebuildError, merge_jobs, run_jobs
 from mpiec.strategies.ecrm.window import CommitWindow
+from mpiec.strategies.replay import collective
 
 if TYPE_CHECKING:
     from mpiec.config import Config
@@ -131,6 +133,10 @@ class Member:
         self.chunk = ROUND_ROWS if self.paced else int(params.rebuild_rows)
         self.rebuilder: Rebuilder | None = None  # the rebuild in progress, None when complete
         self.found: Found = []  # the syndromes this holder's last verification found (``scrub``)
+        self.verified: list[int] = []  # the steps verifications ran after (the same on every member)
+        # strategy.fallback = "ckpt": a corrupted stripe the code cannot locate (r = 1) rolls the run
+        # back to a fallback checkpoint from before it (``unlocated``)
+        self.roll_back_unlocated = params.fallback == "ckpt"
         self.replaced_self = False  # this member is being rebuilt (its parity rows are not usable)
         self.holder_comm: HolderComm | None = None  # set by a shrink's ``handover`` only
         # paced rebuild: rounds of ``chunk`` rows, ``gap`` steps apart so that a round's CPU, every
@@ -317,8 +323,34 @@ class Member:
         bad = self.stats["verify_mismatches"] - before
         if bad:
             self.env.event("parity_mismatch", step, detail=f"{int(bad)} parity rows differ from a re-encode")
-        if isinstance(self.code, GFCode):  # the same on every member: the collective matches
-            repair(self, step, self.found)
+        unlocated = repair(self, step, self.found) if isinstance(self.code, GFCode) else []
+        self.verified.append(step)
+        if unlocated and self.roll_back_unlocated:  # the same on every member: the collective matches
+            self.unlocated(step, unlocated)
+
+    def clean_at(self) -> int:
+        """The last step after which every stripe passed a check, before the verification just
+        made (-1: none; the initial state is clean): a rolling scrub's stripe was checked a pass
+        (``scrub_pass_steps`` verifications) before."""
+        passes = self.scrub_pass_steps() if self.scrub_stripes else 1
+        earlier = self.verified[:-1]
+        return earlier[-passes] if len(earlier) >= passes else -1
+
+    def unlocated(self, step: int, stripes: list[int]) -> None:
+        """Collective over ``servers``: corrupted stripes the code cannot locate (one parity row per
+        stripe: a flipped data row and a flipped parity row look alike). Member 0 tells the
+        coordinator from which step on the state is suspect (it waits until the monitor has the
+        message), then every member raises the failure whose recovery rolls back to the newest
+        fallback checkpoint from before it (``EcrmCoordinator.plan``)."""
+        clean = self.clean_at()
+        more = f" and {len(stripes) - 4} more" if len(stripes) > 4 else ""
+        shown = ", ".join(map(str, stripes[:4])) + more
+        if self.comm.Get_rank() == 0:
+            self.env.tell_monitor(("unlocated", step, shown, clean), synchronous=True)
+        with collective("ecrm unlocated corruption"):
+            self.comm.Barrier()  # nobody raises before the monitor has member 0's message
+        raise PeerFailure(MPI.ERR_OTHER, f"ecrm verification after step {step}: stripe(s) {shown} "
+                                         "corrupted, not located")
 
     # -- recovery --------------------------------------------------------------------------------------
     def rebuild(self, plan: RecoveryPlan, sequence: Callable[[], dict[str, float]]) -> bool:

@@ -81,11 +81,11 @@ def locate(coef: np.ndarray, found: dict[int, np.ndarray]) -> Location | None:
     return None
 
 
-def repair(m: Member, step: int, mine: Found) -> None:
+def repair(m: Member, step: int, mine: Found) -> list[int]:
     """Collective over ``servers`` (every member, after every verification of a GF code): gather the
-    syndromes, locate each stripe's corruption and XOR the error out of the row this member holds.
-    Events: ``scrub_repair`` on the member that repaired a row, ``scrub_unlocated`` on member 0 for
-    a stripe it could not place."""
+    syndromes, locate each stripe's corruption and XOR the error out of the row this member holds;
+    the stripes it could not place (the same list on every member). Events: ``scrub_repair`` on the
+    member that repaired a row, ``scrub_unlocated`` on member 0 for a stripe it could not place."""
     with collective("ecrm verification"):
         everyone = m.comm.allgather(mine)
     stripes: dict[int, dict[int, np.ndarray]] = {}
@@ -93,12 +93,14 @@ def repair(m: Member, step: int, mine: Found) -> None:
         for stripe, p, syn in found:
             stripes.setdefault(stripe, {})[p] = syn
     if not stripes:
-        return
+        return []
+    unlocated: list[int] = []
     pl, me = m.pl, m.comm.Get_rank()
     coef = m.code.parity_rows if isinstance(m.code, GFCode) else None
     for stripe, found in sorted(stripes.items()):
         where = locate(coef, found) if coef is not None else None
         if where is None:
+            unlocated.append(stripe)
             m.stats["scrub_unlocated"] += 1
             if me == 0:
                 why = ("one parity row per stripe (r = 1): a flipped data row and a flipped parity row "
@@ -124,6 +126,7 @@ def repair(m: Member, step: int, mine: Found) -> None:
             m.store.array.view(np.uint8).reshape(m.store.array.shape[0], -1)[slot] ^= where.error
             m.env.event("scrub_repair", step, detail=f"stripe {stripe}, parity member {where.member - pl.k}: "
                                                      "re-encoded from the data")
+    return unlocated
 
 
 __all__ = ["Found", "Location", "locate", "repair", "syndromes"]

@@ -263,8 +263,10 @@ class ErasureCoded(Strategy):
     def corruption_cover(self) -> CorruptionCover:
         """``verify_every`` / ``scrub_stripes``: a flipped row is detected by the next check of its
         stripe (no check runs while a rebuild is in progress); a GF code with r >= 2 locates and
-        repairs it (``scrub``). With ``parity_every > 1`` a flip on a row updated since the last commit
-        is encoded with it: no claim then."""
+        repairs it (``scrub``), with one parity row ``fallback = "ckpt"`` rolls back to a fallback
+        checkpoint from before the last check it passed (``Member.unlocated``). With
+        ``parity_every > 1`` a flip on a row updated since the last commit is encoded with it: no
+        claim then."""
         base = super().corruption_cover()
         p = self.params
         waits = [int(p.verify_every) - 1] if p.verify_every else []
@@ -276,10 +278,14 @@ class ErasureCoded(Strategy):
             why = "parity_every > 1 may encode a flip with its row" if waits else \
                 "verify_every = scrub_stripes = 0"
             return dataclasses.replace(base, how=f"parity kept, never compared ({why})")
-        repaired = self.code.name != "sum" and self.r >= 2
+        located = self.code.name != "sum" and self.r >= 2
+        rolled = not located and self.code.name != "sum" and p.fallback == "ckpt"
         check = f"verify_every = {p.verify_every}" if p.verify_every else f"scrub_stripes = {p.scrub_stripes}"
         how = (f"parity re-encoded and compared ({check}); " +
-               ("the syndromes locate the row (rs, r >= 2)" if repaired else "one parity row: not located"))
+               ("the syndromes locate the row (rs, r >= 2)" if located else
+                "one parity row: not located, the run rolls back to a fallback checkpoint from before it"
+                if rolled else "one parity row: not located"))
+        repaired = located or rolled
         return dataclasses.replace(base, rows_within=min(waits), rows_repaired=repaired,
                                    how=how + ("; " + base.how if base.parts_refused else ""))
 
