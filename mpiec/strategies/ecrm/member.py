@@ -133,7 +133,8 @@ class Member:
         self.chunk = ROUND_ROWS if self.paced else int(params.rebuild_rows)
         self.rebuilder: Rebuilder | None = None  # the rebuild in progress, None when complete
         self.found: Found = []  # the syndromes this holder's last verification found (``scrub``)
-        self.verified: list[int] = []  # the steps verifications ran after (the same on every member)
+        # the steps the latest verifications ran after (the same on every member; ``clean_at``)
+        self.verified: list[int] = []
         # strategy.fallback = "ckpt": a corrupted stripe the code cannot locate (r = 1) rolls the run
         # back to a fallback checkpoint from before it (``unlocated``)
         self.roll_back_unlocated = params.fallback == "ckpt"
@@ -324,17 +325,20 @@ class Member:
         if bad:
             self.env.event("parity_mismatch", step, detail=f"{int(bad)} parity rows differ from a re-encode")
         unlocated = repair(self, step, self.found) if isinstance(self.code, GFCode) else []
-        self.verified.append(step)
+        self.verified = [*self.verified[-self.passes():], step]  # what ``clean_at`` reads, no more
         if unlocated and self.roll_back_unlocated:  # the same on every member: the collective matches
             self.unlocated(step, unlocated)
+
+    def passes(self) -> int:
+        """Verifications between two checks of one stripe: a rolling scrub's pass, else 1."""
+        return self.scrub_pass_steps() if self.scrub_stripes else 1
 
     def clean_at(self) -> int:
         """The last step after which every stripe passed a check, before the verification just
         made (-1: none; the initial state is clean): a rolling scrub's stripe was checked a pass
         (``scrub_pass_steps`` verifications) before."""
-        passes = self.scrub_pass_steps() if self.scrub_stripes else 1
         earlier = self.verified[:-1]
-        return earlier[-passes] if len(earlier) >= passes else -1
+        return earlier[-self.passes()] if len(earlier) >= self.passes() else -1
 
     def unlocated(self, step: int, stripes: list[int]) -> None:
         """Collective over ``servers``: corrupted stripes the code cannot locate (one parity row per
@@ -402,6 +406,8 @@ class Member:
         self.pipeline.reset(plan.restored)
         if self.source is not None:
             self.source.window.reset(plan.restored)
+        # checks of steps a rollback undid say nothing about the steps executed again
+        self.verified = [v for v in self.verified if v <= plan.restored]
 
     # -- what the rebuild reads --------------------------------------------------------------------
     def table_bytes(self) -> np.ndarray:
