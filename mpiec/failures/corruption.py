@@ -81,7 +81,7 @@ class Flip:
     role: str
     index: int
     step: int
-    part: str = "weight"  # "weight": the values; "state": the optimizer's state; "gradient": a message
+    part: str = "weight"  # one of ``PARTS``: weights, optimizer state, a file at rest, a message, parity
     row: int | None = None  # server: a global row id (None: drawn)
     col: int | None = None  # a column of the part (None: drawn)
     bit: int | None = None  # 0..31 of the float32 (None: drawn)
@@ -287,14 +287,11 @@ class Corrupter:
                 redundancy: Callable[[], Redundancy | None] | None = None) -> None:
         """Fire the flips due at ``step`` on this rank's ``state`` (``StateRole.state()``), or for
         ``of=parity`` on the rows ``redundancy()`` returns (the server's agent's, asked only then)."""
-        h = self.holder
-        directory = notes_dir(h.out_path, h.run_id)
+        directory = notes_dir(self.holder.out_path, self.holder.run_id)
         for flip in self.due(step):
             if flip.part == "gradient" or (directory / f"{flip.seq}.json").exists():
                 continue  # a message's fires in ``in_message``; or it fired before a rollback came back here
-            record: dict[str, Any] = {"seq": flip.seq, "plan": str(flip), "step": step, "time": h.now(),
-                                      "rank": h.first_rank, "role": h.slot.role, "index": h.slot.index,
-                                      "part": flip.part}
+            record = self._record(flip, step)
             hit: dict[str, Any] | None
             if flip.part == "checkpoint":
                 hit = self._at_rest(flip)
@@ -318,9 +315,7 @@ class Corrupter:
         for flip in self.due(step):
             if flip.part != "gradient" or (directory / f"{flip.seq}.json").exists():
                 continue
-            record: dict[str, Any] = {"seq": flip.seq, "plan": str(flip), "step": step, "time": h.now(),
-                                      "rank": h.first_rank, "role": h.slot.role, "index": h.slot.index,
-                                      "part": flip.part}
+            record = self._record(flip, step)
             if not rows.size:
                 why = f"{h.slot} sent no gradient rows at step {step}"
                 write_note(directory, flip.seq, record | {"fired": False, "why": why})
@@ -333,6 +328,12 @@ class Corrupter:
                 "fired": True, "message": "gradient", "element": pick, "bit": bit, "before": before,
                 "after": after, "server": dest - first_server})
         return rows
+
+    def _record(self, flip: Flip, step: int) -> dict[str, Any]:
+        """The start of a flip's note: which plan, when, on which rank (what it hit is added)."""
+        h = self.holder
+        return {"seq": flip.seq, "plan": str(flip), "step": step, "time": h.now(), "rank": h.first_rank,
+                "role": h.slot.role, "index": h.slot.index, "part": flip.part}
 
     def _server(self, flip: Flip, state: dict[str, np.ndarray]) -> dict[str, Any] | None:
         table, rows = state["table"], state["global_rows"]
