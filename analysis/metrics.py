@@ -33,6 +33,10 @@ Owns how runs are paired and every figure computed from more than one summary va
   followed, ``mpiec.failures.corruption.DETECTIONS``), ``corruptions_repaired`` (a repair of the
   flipped row followed, ``REPAIRED``), ``detection_steps`` (flip → detection, the
   slowest); whether a corruption **persisted** is whether the run is not lossless (its twin decides).
+* **model difference** (when the run and its twin both wrote ``final_model``, ``output.final_model``):
+  ``rows_differing`` = embedding rows whose weights are not bitwise the twin's, ``max_weight_error``
+  = the largest |weight − twin's| over every embedding weight and dense parameter (nan where either
+  is not finite: a flipped exponent bit), ``dense_differs`` = a dense parameter is not the twin's.
 * **protection bytes** = ``protection_bytes``, else ``checkpoint_bytes + parity_bytes``.
 * **interval** of a checkpointing run = ``checkpoint_interval_steps`` and ``_rule`` of its summary
   (older files: the ``checkpoint_interval`` text, else the median gap of its full checkpoints).
@@ -64,6 +68,7 @@ __all__ = [
     "failure_run",
     "finite",
     "interval_label",
+    "model_difference",
     "kills_fired",
     "overhead_pct",
     "planned_kills",
@@ -378,6 +383,9 @@ class RunMetrics:
     corruptions_detected: int = 0  # of them, how many a detection event followed
     corruptions_repaired: int = 0  # of them, how many a repair of their row followed
     detection_steps: int | None = None  # flip → its first detection, in steps (the slowest; None: none)
+    rows_differing: int | None = None  # embedding rows not bitwise the twin's (both wrote final_model)
+    max_weight_error: float | None = None  # the largest |weight − twin's| (nan: a non-finite weight)
+    dense_differs: bool | None = None  # a dense parameter is not bitwise the twin's
 
     def as_row(self) -> dict[str, Any]:
         """Flat dict for CSV: the recovery phases become ``recovery_<phase>`` columns."""
@@ -441,8 +449,24 @@ def compare(results: list[RunResult], baseline: str = "none") -> list[RunMetrics
             if finite(s.get("repair_throughput_ratio")) else None,
             repair_throughput_vs_twin=repair_throughput_vs_twin(r, twin),
             **_corruption(r),
+            **(model_difference(r, twin) if twin is not None else {}),
         ))
     return out
+
+
+def model_difference(run: RunResult, twin: RunResult) -> dict[str, Any]:
+    """``rows_differing``, ``max_weight_error``, ``dense_differs`` of a run against its twin; {}
+    unless both hold a final model of the same shape."""
+    a, b = run.final_model, twin.final_model
+    if a is None or b is None or a.embeddings.shape != b.embeddings.shape or a.dense.shape != b.dense.shape:
+        return {}
+    rows = a.embeddings.view(np.uint32) != b.embeddings.view(np.uint32)  # bitwise: -0.0 ≠ 0.0, nan = nan
+    dense = a.dense.view(np.uint32) != b.dense.view(np.uint32)
+    with np.errstate(invalid="ignore", over="ignore"):
+        diffs = np.abs(np.concatenate([(a.embeddings - b.embeddings)[rows], a.dense[dense] - b.dense[dense]]))
+    worst = (float(diffs.max()) if diffs.size else 0.0) if np.isfinite(diffs).all() else math.nan
+    return {"rows_differing": int(rows.any(axis=1).sum()), "max_weight_error": worst,
+            "dense_differs": bool(dense.any())}
 
 
 def _corruption(r: RunResult) -> dict[str, Any]:

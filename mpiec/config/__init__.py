@@ -188,6 +188,9 @@ class OutputConfig:
     dir: str = key("results", "folder of the result file (--out)")
     name: str = key("", "result file stem, a plain file name; empty = <preset>-<strategy>-<seed>-<timestamp>")
     progress: bool = key(True, "print progress lines")
+    final_model: bool = key(False, "write the trained model into the result file (group final_model: "
+                            "the dense parameters and every embedding row's weights) when the run "
+                            "completes; a bench compares it with the failure-free twin's")
 
 
 @dataclass

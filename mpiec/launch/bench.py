@@ -389,6 +389,7 @@ class Bench:
             if value is not None and not value > 0:
                 raise MpiecError(f"{what} must be > 0, got {value}")
         self.scenario = "custom" if args.kill else "trace" if args.trace else (args.scenario or "server")
+        self.flips = self.scenario == "corruption" or any(is_flip(k) for k in args.kill or [])
         self.trace = None
         if args.trace:
             from mpiec.failures.traces import load_trace
@@ -512,7 +513,8 @@ class Bench:
     def fair(self, cfg: Config, failure: bool, repeat: int | None = None,
              kills: list[str] | None = None) -> Config:
         """``cfg`` with the scenario's MTBF for the interval rules, spares for the kills, a name
-        (``-r<repeat>`` in a repeated bench); ``kills``: this failure run's (shifted) kills."""
+        (``-r<repeat>`` in a repeated bench), the final model kept when the plan flips bits (the
+        corruption table compares it with the twin's); ``kills``: this failure run's (shifted) kills."""
         from mpiec.strategies.checkpointing import expected_mtbf_s
 
         shifted = kills
@@ -522,7 +524,8 @@ class Bench:
                                            if failure else [])
         if cfg.layout.replacement != "shrink":  # a shrinking variant runs on the spares it names (0)
             cfg.layout = dataclasses.replace(cfg.layout, spares=max(cfg.layout.spares, self.spares))
-        cfg.output = dataclasses.replace(cfg.output)
+        # a flip's damage is measured against the twin's model: both runs keep theirs
+        cfg.output = dataclasses.replace(cfg.output, final_model=cfg.output.final_model or self.flips)
         if kills and not (cfg.failures.mtbf_s > 0 or cfg.failures.mtbf_steps > 0):
             probe = dataclasses.replace(cfg, failures=dataclasses.replace(cfg.failures, kill=list(kills)))
             mtbf_s, mtbf_steps = expected_mtbf_s(probe)

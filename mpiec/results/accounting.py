@@ -85,13 +85,27 @@ def param_checksum(dense: tuple[np.ndarray, np.ndarray], shards: list[tuple[np.n
     rows = np.concatenate([r for r, _ in shards])
     if rows.size != total_rows or (rows.size and not np.array_equal(np.sort(rows), np.arange(total_rows))):
         return ""
-    width = max(t.shape[1] for _, t in shards)
-    table = np.concatenate([t.reshape(-1, width) for _, t in shards])
-    order = np.argsort(rows, kind="stable")
+    table, order = _global_order(rows, shards)
     block = 1 << 16
     for lo in range(0, order.size, block):
         h.update(np.ascontiguousarray(table[order[lo:lo + block]]).tobytes())
     return h.hexdigest()
+
+
+def _global_order(rows: np.ndarray,
+                  shards: list[tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarray, np.ndarray]:
+    """The shards' rows stacked, and the order that puts them by global id."""
+    width = max(t.shape[1] for _, t in shards)
+    return np.concatenate([t.reshape(-1, width) for _, t in shards]), np.argsort(rows, kind="stable")
+
+
+def embedding_weights(shards: list[tuple[np.ndarray, np.ndarray]], dim: int) -> np.ndarray:
+    """The embedding weights of the shards (``(global_rows, table)`` pairs whose rows are
+    ``[weights | optimizer state]``), a row per global id: the ``final_model`` a result file keeps.
+    The shards must hold every row once (as ``param_checksum`` checks)."""
+    rows = np.concatenate([r for r, _ in shards])
+    table, order = _global_order(rows, shards)
+    return np.ascontiguousarray(table[order, :dim], dtype=np.float32)
 
 
 #: Records at the start of the run left out of the reference step time (warm-up: JIT, caches).
@@ -507,6 +521,6 @@ def reexecuted_steps(timeline: np.ndarray) -> int:
     return int(timeline["reexec"].sum()) if len(timeline) else 0
 
 
-__all__ = ["Reference", "efficiency", "expected_s", "final_samples", "layout_throughput", "merge_timelines",
-           "param_checksum", "recovery_breakdown", "reexecuted_steps", "reference", "stall_losses",
-           "step_intervals", "summary_efficiency", "unique_steps"]
+__all__ = ["Reference", "efficiency", "embedding_weights", "expected_s", "final_samples", "layout_throughput",
+           "merge_timelines", "param_checksum", "recovery_breakdown", "reexecuted_steps", "reference",
+           "stall_losses", "step_intervals", "summary_efficiency", "unique_steps"]

@@ -31,6 +31,10 @@ Invariants:
   ``None``) are stored as JSON strings and their names listed in the root
   attribute ``json_attrs``; ``config`` is always JSON. ``read_result`` decodes
   them back. Each dataset carries a ``units`` attribute (JSON, column → unit).
+* **The final model, on request.** ``output.final_model`` adds the group ``final_model``
+  (``dense``: the flat dense parameters; ``embeddings``: the embedding weights, a row per global
+  row id, without the optimizer state) to a completed run's file; ``read_final_model`` reads it
+  (``read_result`` does not: it can be the largest part of the file).
 * **Validated reading.** ``read_result`` raises ``ResultFileError`` with a
   one-line message naming the file and the problem for anything that is not a
   supported mpiec result file.
@@ -75,6 +79,8 @@ __all__ = [
     "Overheads",
     "RunResult",
     "read_result",
+    "read_final_model",
+    "FinalModel",
     "decode",
     "overheads",
     "recoveries",
@@ -83,6 +89,8 @@ __all__ = [
 ]
 
 SCHEMA_VERSION = 6
+#: the optional group of the trained model (``output.final_model``)
+FINAL_MODEL = "final_model"
 SUPPORTED_SCHEMA_VERSIONS = frozenset({1, 2, 3, 4, 5, 6})
 #: Columns and summary attributes added in version 2; a version-1 file reads with defaults.
 _ADDED_IN_2 = {"timeline": ("epoch", "reexec"), "ranks": ("digest",),
@@ -442,6 +450,7 @@ class ResultWriter:
         self._eval: list[tuple] = []
         self._checkpoints: list[tuple] = []
         self._ranks = np.zeros(0, RANKS_DTYPE)
+        self._final_model: dict[str, np.ndarray] = {}
         self._closed = False
         self._overwrite = overwrite
         self._written = False  # the target is ours once we wrote it
@@ -571,6 +580,16 @@ class ResultWriter:
             arr = arr.astype(RANKS_DTYPE)
         self._ranks = arr.copy()
 
+    def set_final_model(self, dense: np.ndarray, embeddings: np.ndarray) -> None:
+        """The trained model, written as group ``final_model`` (``output.final_model``): ``dense``
+        the flat dense parameters, ``embeddings`` the embedding weights, a row per global row id."""
+        self._check_open()
+        emb = np.asarray(embeddings)
+        if emb.ndim != 2 or emb.dtype != np.float32:
+            raise ValueError(f"set_final_model: embeddings must be 2-D float32, got {emb.dtype} {emb.shape}")
+        self._final_model = {"dense": np.asarray(dense, dtype=np.float32).ravel().copy(),
+                             "embeddings": emb.copy()}
+
     # -- arrays ------------------------------------------------------------
     def _arrays(self) -> dict[str, np.ndarray]:
         timeline = (
@@ -688,6 +707,10 @@ class ResultWriter:
                     name, data=arr, maxshape=(None,), chunks=(max(1, min(len(arr), 65536)),)
                 )
                 ds.attrs["units"] = json.dumps(_UNITS[name])
+            if self._final_model:
+                model = f.create_group(FINAL_MODEL)
+                for name, arr in self._final_model.items():
+                    model.create_dataset(name, data=arr)
             grp = f.create_group("summary")
             for key, value in summ.items():
                 self._put_attr(grp.attrs, key, value, "summary")
@@ -805,6 +828,7 @@ class RunResult:
     checkpoints: np.ndarray
     ranks: np.ndarray
     summary: dict[str, Any] = field(default_factory=dict)
+    final_model: FinalModel | None = None  # the trained model, when the run wrote it (output.final_model)
 
     @property
     def name(self) -> str:
@@ -914,6 +938,42 @@ def overheads(r: Any) -> Overheads:
                      unproductive_s=_finite(s.get("unproductive_s")))
 
 
+@dataclass(frozen=True)
+class FinalModel:
+    """A run's trained model as its result file holds it (``output.final_model``)."""
+
+    dense: np.ndarray  # float32, the flat dense parameters
+    embeddings: np.ndarray  # float32 (global rows, dim): the embedding weights
+
+
+def read_final_model(path: str | Path) -> FinalModel | None:
+    """The ``final_model`` group of a result file (``RunResult.final_model`` holds the same); None
+    when the run did not write one (a run without ``output.final_model``, or one that did not
+    complete). ``ResultFileError`` names a group that is there but malformed."""
+    path = Path(path)
+    try:
+        with h5py.File(path, "r") as f:
+            return _final_model_of(path, f)
+    except ResultFileError:
+        raise
+    except (OSError, KeyError, ValueError, TypeError) as exc:
+        raise ResultFileError(f"result file {path}: unreadable ({' '.join(str(exc).split())})") from None
+
+
+def _final_model_of(path: Path, f: h5py.File) -> FinalModel | None:
+    if FINAL_MODEL not in f:
+        return None
+    grp = f[FINAL_MODEL]
+    if not isinstance(grp, h5py.Group) or any(
+            k not in grp or not isinstance(grp[k], h5py.Dataset) for k in ("dense", "embeddings")):
+        raise ResultFileError(f"result file {path}: group {FINAL_MODEL} lacks dense or embeddings")
+    dense, emb = np.asarray(grp["dense"][()]), np.asarray(grp["embeddings"][()])
+    if emb.ndim != 2 or emb.dtype != np.float32 or dense.ndim != 1 or dense.dtype != np.float32:
+        raise ResultFileError(f"result file {path}: {FINAL_MODEL} holds {dense.dtype} {dense.shape} and "
+                              f"{emb.dtype} {emb.shape}, not float32 vectors and rows")
+    return FinalModel(dense, emb)
+
+
 def read_result(path: str | Path) -> RunResult:
     """Read and validate one result file; ``ResultFileError`` if it is not a
     complete mpiec result file of a supported schema version."""
@@ -1016,7 +1076,7 @@ def _read_open(path: Path, f: h5py.File) -> RunResult:
     if not isinstance(summary["defaulted"], list):
         raise fail("summary attribute defaulted is not a JSON list")
 
-    return RunResult(path=path, attrs=attrs, summary=summary, **arrays)
+    return RunResult(path=path, attrs=attrs, summary=summary, final_model=_final_model_of(path, f), **arrays)
 
 
 _NUMERIC_KINDS = frozenset("biuf")

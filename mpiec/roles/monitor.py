@@ -34,6 +34,7 @@ from mpiec.failures.faults import kill_notes_dir, unfired_kills
 from mpiec.results import RANKS_DTYPE, ResultWriter
 from mpiec.results.accounting import (
     cpu_per_step,
+    embedding_weights,
     layout_throughput,
     merge_timelines,
     param_checksum,
@@ -291,6 +292,8 @@ class Monitor:
             shards = [(servers[i]["role"]["global_rows"], servers[i]["role"]["table"])
                       for i in range(ctx.n_servers)]
             checksum = param_checksum(t0["role"]["dense"], shards, int(ctx.offsets[-1]))
+            if checksum and ctx.cfg.output.final_model:
+                w.set_final_model(t0["role"]["dense"][0], embedding_weights(shards, ctx.cfg.model.dim))
         steps_done = unique_steps(tl)
         if stopped and ctx.progress.current_step > steps_done:  # every trainer may be gone: the agreed step
             steps_done = ctx.progress.current_step

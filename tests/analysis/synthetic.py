@@ -40,9 +40,11 @@ def write_run(
     rss_mb: list[float] | None = None,
     checkpoints: list[tuple[int, str, int]] | None = None,
     recoveries: list[dict] | None = None,
+    final_model: tuple[np.ndarray, np.ndarray] | None = None,
 ):
     """A result file. ``kill_plan`` goes to ``config.failures.kill`` (the twin pairing ignores it),
-    ``auc`` is the last evaluation's AUC, ``recoveries`` the ``recovery_breakdown`` list."""
+    ``auc`` is the last evaluation's AUC, ``recoveries`` the ``recovery_breakdown`` list, ``final_model``
+    (dense, embeddings) the ``final_model`` group."""
     cfg = {"strategy": {"name": strategy}, "seed": seed, **(config or {})}
     if kill_plan is not None:
         cfg["failures"] = {"kill": kill_plan}
@@ -83,6 +85,8 @@ def write_run(
         ranks["rank"] = np.arange(len(rss_mb))
         ranks["peak_rss_mb"] = rss_mb
         w.set_ranks(ranks)
+    if final_model is not None:
+        w.set_final_model(*final_model)
     full = {"throughput_sps": throughput, "lost": lost, "param_checksum": "" if lost else checksum}
     if recoveries is not None:
         full["recovery_breakdown"] = json.dumps(recoveries)

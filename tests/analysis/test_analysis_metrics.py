@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from mpiec.analysis import compare, load_results
 from mpiec.analysis.metrics import RECOVERY_PHASES, interval_label, recovery_means, twin_for
@@ -138,3 +140,34 @@ def test_a_repeats_twin_is_the_failure_free_run_of_its_round(tmp_path, make_run)
     make_run(tmp_path / "tiny-ckpt-server-s1-r2.h5", "ckpt", kill_at=20, kill_plan=["server:1@step=20"])
     m = by_run(load_results(tmp_path))
     assert m["tiny-ckpt-server-s1-r2"].twin_run == "tiny-ckpt-ff-s1-r2"
+
+
+def test_the_final_models_say_how_many_rows_a_flip_moved_and_by_how_much(tmp_path, make_run):
+    import math
+
+    import numpy as np
+    from mpiec.analysis.tables import DASH, corruption_table
+
+    dense = np.ones(3, np.float32)
+    emb = np.zeros((5, 2), np.float32)
+    moved = emb.copy()
+    moved[3, 1] = 0.25
+    moved[4, 0] = -0.0  # bitwise another weight: a row that differs, by 0
+    flip = json.dumps([{"step": 4, "detected_step": None, "repaired_step": None}])
+    make_run(tmp_path / "ff.h5", "none", kill_plan=[], final_model=(dense, emb), checksum="a")
+    make_run(tmp_path / "flip.h5", "none", kill_plan=["flip:server:1@step=4"], checksum="b",
+             final_model=(dense, moved), summary={"corruptions": flip})
+    nan = moved.copy()
+    nan[0, 0] = np.inf
+    make_run(tmp_path / "inf.h5", "none", kill_plan=["flip:server:0@step=4"], checksum="c",
+             final_model=(dense, nan), summary={"corruptions": flip}, variant="none")
+    make_run(tmp_path / "none.h5", "none", kill_plan=["flip:server:1@step=4"], checksum="d",
+             summary={"corruptions": flip})
+    m = by_run(load_results(tmp_path))
+    assert (m["flip"].rows_differing, m["flip"].max_weight_error, m["flip"].dense_differs) == (2, 0.25, False)
+    assert m["inf"].rows_differing == 3 and math.isnan(m["inf"].max_weight_error)
+    assert m["none"].rows_differing is None and m["none"].max_weight_error is None  # no model kept
+    assert m["ff"].rows_differing is None  # no twin
+    assert corruption_table([m["flip"]]).rows[0][6:8] == ["2", "0.25"]
+    assert corruption_table([m["inf"]]).rows[0][6:8] == ["3", "nan"]
+    assert corruption_table([m["none"]]).rows[0][6:8] == [DASH, DASH]

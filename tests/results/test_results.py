@@ -506,3 +506,37 @@ def test_the_caller_can_give_the_checkpoint_counts(tmp_path):
     s = read_result(path).summary
     assert s["checkpoints_failed"] == 4 and s["unprotected"] is True
     assert "checkpoints_failed" not in s["defaulted"]
+
+
+def test_the_final_model_round_trips_and_is_absent_unless_written(tmp_path):
+    from mpiec.results import read_final_model
+
+    emb = np.arange(12, dtype=np.float32).reshape(4, 3)
+    w = ResultWriter(tmp_path / "model.h5", ATTRS)
+    w.add_steps(steps(0, 2))
+    w.set_final_model(np.array([[1.5, -2.0]], dtype=np.float32), emb)
+    w.close({})
+    r = read_result(tmp_path / "model.h5")
+    assert r.final_model is not None
+    assert np.array_equal(r.final_model.embeddings, emb) and r.final_model.dense.tolist() == [1.5, -2.0]
+    assert np.array_equal(read_final_model(tmp_path / "model.h5").embeddings, emb)
+    w = ResultWriter(tmp_path / "plain.h5", ATTRS)
+    w.add_steps(steps(0, 2))
+    w.close({})
+    assert read_result(tmp_path / "plain.h5").final_model is None
+    assert read_final_model(tmp_path / "plain.h5") is None
+    with pytest.raises(ValueError, match="2-D float32"):
+        ResultWriter(tmp_path / "bad.h5", ATTRS).set_final_model(np.zeros(2, np.float32), np.zeros(3))
+
+
+def test_a_malformed_final_model_is_one_line_naming_the_file(tmp_path):
+    path = tmp_path / "model.h5"
+    w = ResultWriter(path, ATTRS)
+    w.add_steps(steps(0, 2))
+    w.set_final_model(np.zeros(2, np.float32), np.zeros((2, 2), np.float32))
+    w.close({})
+    with h5py.File(path, "a") as f:
+        del f["final_model/embeddings"]
+        f["final_model/embeddings"] = np.zeros(3, np.float64)
+    with pytest.raises(ResultFileError, match=r"model\.h5: final_model holds .* not float32 vectors"):
+        read_result(path)

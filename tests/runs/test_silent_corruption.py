@@ -11,7 +11,8 @@ against the failure-free twin, because training is deterministic.
 * ``ecrm``'s verification detects a flipped row within ``verify_every`` steps; with one parity row
   it cannot say which member is wrong, with Reed-Solomon r = 2 it locates the row and gives back
   the flipped bit: verified at the end of the flip's step, before anything read the row, the run
-  ends with the failure-free checksum;
+  ends with the failure-free checksum, and its kept final model (``output.final_model``) shows how
+  far the unrepaired flip moved the model under ``none``;
 * a flipped gradient message is applied and persists, unless the runtime's message checksums are
   on: the server refuses the message, the step is executed again and the run is lossless.
 """
@@ -20,7 +21,9 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import pytest
+from mpiec.analysis.metrics import model_difference
 from run_helpers import event_details, mpiec, resumed_at
 
 from mpiec.results import decode
@@ -41,7 +44,8 @@ def reference(failure_free):
 @pytest.fixture(scope="module")
 def corrupted(tmp_path_factory):
     """``none`` with the early flip: the model the flip leaves when nothing repairs it."""
-    run = mpiec(["run", *TINY, "--kill", EARLY], out=tmp_path_factory.mktemp("corrupted"))
+    run = mpiec(["run", *TINY, "--kill", EARLY, "--set", "output.final_model=true"],
+                out=tmp_path_factory.mktemp("corrupted"))
     assert run.code == 0, run.stdout + run.stderr
     return run
 
@@ -110,10 +114,10 @@ def test_ecrm_with_one_parity_row_detects_the_flip_but_cannot_locate_it(referenc
     assert "detected at step 14 (parity_mismatch, 4 steps later)" in run.stdout + run.stderr
 
 
-def test_ecrm_reed_solomon_locates_and_repairs_the_flipped_row(reference, tmp_path):
+def test_ecrm_reed_solomon_locates_and_repairs_the_flipped_row(reference, corrupted, tmp_path):
     run, s, hit = flipped(["--strategy", "ecrm", "--set", "layout.servers=4",
                           "--set", "strategy.code='rs'", "--set", "strategy.k=2", "--set", "strategy.r=2",
-                          "--set", "strategy.verify_every=1",
+                          "--set", "strategy.verify_every=1", "--set", "output.final_model=true",
                           "--kill", "flip:server:1@step=10:bit=22"], tmp_path)
     assert hit["detected_step"] == 10 and hit["repaired_step"] == 10
     assert s["scrub_repaired"] == 1 and s["scrub_unlocated"] == 0 and s["corruptions_repaired"] == 1
@@ -121,6 +125,15 @@ def test_ecrm_reed_solomon_locates_and_repairs_the_flipped_row(reference, tmp_pa
     assert detail.startswith(f"global row {hit['global_row']}: stripe ")
     assert detail.endswith("corrected from the code")
     assert s["param_checksum"] == reference  # the failure-free model, bit for bit
+    # the final models kept (output.final_model): the failure-free one here, and under none the
+    # flipped row (and whatever it moved since) off it
+    (early,) = json.loads(corrupted.result().summary["corruptions"])
+    moved = model_difference(corrupted.result(), run.result())
+    assert moved["rows_differing"] >= 1 and 0 < moved["max_weight_error"] < 1
+    a, b = corrupted.result().final_model, run.result().final_model
+    assert not np.array_equal(a.embeddings[early["global_row"]], b.embeddings[early["global_row"]])
+    assert model_difference(run.result(), run.result()) == {"rows_differing": 0, "max_weight_error": 0.0,
+                                                          "dense_differs": False}
 
 
 @pytest.mark.parametrize("strategy", [
