@@ -239,11 +239,12 @@ LAYOUT_KEYS = ("replacement", "spares", "virtual_trainers")
 DETECTOR_KEYS = ("dense_check_every", "message_checksums")
 
 
-def variant_config(args: argparse.Namespace, variant: str, kill: list[str]) -> Config:
+def variant_config(args: argparse.Namespace, variant: str, kill: list[str], memory: bool = True) -> Config:
     """``ckpt:interval=10:mode=async``: a strategy with its own keys (``LAYOUT_KEYS`` set
     ``layout.*`` instead: ``ckpt:replacement=shrink``, ``none:virtual_trainers=2``; ``DETECTOR_KEYS``
     ``failures.*``: ``none:message_checksums=true``).
-    ``--set strategy.KEY=...`` applies only to the strategies that know KEY."""
+    ``--set strategy.KEY=...`` applies only to the strategies that know KEY; ``memory``: check that
+    the ranks fit this machine's memory (a simulated job need not)."""
     from mpiec.strategies import get_strategy_class
 
     name, *own = variant.split(":")
@@ -268,7 +269,7 @@ def variant_config(args: argparse.Namespace, variant: str, kill: list[str]) -> C
         else:
             sets.append(f"strategy.{item}")
     return load_config(preset=args.preset, config_file=args.config, sets=sets, strategy=name.strip(),
-                       kill=kill, steps=args.steps)
+                       kill=kill, steps=args.steps, memory=memory)
 
 
 class Progress:

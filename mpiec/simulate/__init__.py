@@ -11,8 +11,9 @@ reads through the job's storage), ``diffs`` (cnr's chain sizes and quantization)
 checkpoint interval, with the suite's interval rules), ``model`` (the event engine and the figures
 of a simulated run), ``predict`` (measured runs replayed, predicted vs measured), ``scale`` (the
 sweep over node counts in trials until the intervals are narrow, crossovers, table, plot),
-``papers`` / ``paper_run`` (the seed papers' setups and their verdicts), ``reference`` (the shipped
-calibration), ``cli`` (the command). docs/simulate.md describes the model and its validation.
+``papers`` / ``paper_run`` (the seed papers' setups and their verdicts), ``corruption`` (silent
+corruptions: the published prevalence, an assumed rate band, each strategy's declaration),
+``reference`` (the shipped calibration), ``cli`` (the command). docs/simulate.md describes the model and its validation.
 """
 
 from .costs import Costs, load_costs

@@ -35,8 +35,10 @@ from pathlib import Path
 from mpiec.errors import MpiecError
 from mpiec.reproduce.papers import PAPERS
 from mpiec.storage.model import PROFILES
+from mpiec.strategies.api.cover import CorruptionCover
 
 from .checkpoint_io import storage_model
+from .corruption import PER_DEFECTIVE_H, PREVALENCE, check_prevalence, corruption_row, format_rows, parse_band
 from .costs import Costs, load_costs
 from .diffs import DIFF_POLICIES
 from .failure_args import add_failure_arguments, check_failure_arguments, failure_process
@@ -157,6 +159,18 @@ def build_parser() -> argparse.ArgumentParser:
                    help="a paper's cluster and workload (its figures: mpiec/reproduce/papers.py); prints its "
                    "headline beside the simulated figure")
     s.add_argument("--seed", type=int, default=0, help="seed of the failure draws (0)")
+    c = p.add_argument_group("silent corruption (--corruption)")
+    c.add_argument("--corruption", nargs="?", const="", metavar="VARIANTS",
+                   help="also print how likely the final model carries an embedding row corrupted silently "
+                   "that the strategy never repaired, per job size: for the simulated strategies at their "
+                   "defaults, or for VARIANTS spelled as mpiec bench --strategies spells them "
+                   "(ecrm:code=rs:k=2:r=2:verify_every=10)")
+    c.add_argument("--sdc-prevalence", type=float, default=PREVALENCE, metavar="P",
+                   help=f"share of machines with a silent-corruption defect (default {PREVALENCE:g}: "
+                   "published, Meta arXiv:2203.08989)")
+    c.add_argument("--sdc-per-defective-h", metavar="LO,HI",
+                   help=f"corruptions a defective machine leaves in its shard per hour, a band (default "
+                   f"{PER_DEFECTIVE_H[0]:g},{PER_DEFECTIVE_H[1]:g}: assumed, not published)")
     s.add_argument("--no-speed", action="store_true",
                    help="--predict: keep the costs at the calibration's speed instead of the run's")
     s.add_argument("--no-agree-scaling", action="store_true",
@@ -336,6 +350,8 @@ DEFAULT_RESCHEDULE_S = 300.0
 
 def _check_numbers(args: argparse.Namespace) -> None:
     _positive(args.hours, "--hours", MAX_HOURS)
+    check_prevalence(args.sdc_prevalence)
+    parse_band(args.sdc_per_defective_h)
     _positive(args.step_time, "--step-time", STEP_TIMES[1], low=STEP_TIMES[0], low_included=True)
     _positive(args.target_pls, "--target-pls", 1.0)  # cpr's rule for strategy.target_pls
     check_failure_arguments(args)
@@ -438,6 +454,7 @@ def run(args: argparse.Namespace) -> int:
     # a trace maps its nodes per job size
     processes = {n: failure_process(args, n) for n in sizes} if args.trace else process
     names = _strategies(args, costs)
+    covers = _corruption_covers(args, names) if args.corruption is not None else {}
 
     def header() -> None:
         given = " (--step-time)" if args.step_time else \
@@ -486,6 +503,9 @@ def run(args: argparse.Namespace) -> int:
           "(kill -> back to 95 % speed + re-executed steps)"
           + ("; goodput / node = goodput x nodes / (nodes + idle spares)" if setup.spares or setup.shrink
              else ""))
+    if args.corruption is not None:
+        holders = [(n, args.servers if dedicated else n * bool(args.servers_per_node)) for n in sizes]
+        print(_corruption_table(args, covers, holders))
     if args.csv:
         with open(args.csv, "w", newline="") as fh:
             w = csv.writer(fh)
@@ -499,6 +519,33 @@ def run(args: argparse.Namespace) -> int:
         plot(rows, args.plot, f"{base.preset}, {process.describe()}, step {step_s * 1e3:.3g} ms")
         print(f"plot: {args.plot}")
     return 0
+
+
+Covers = dict[tuple[int | None, bool], tuple[CorruptionCover, list[str]]]
+
+
+def _corruption_covers(args: argparse.Namespace, names: list[str]) -> Covers:
+    """``--corruption``: each variant's declared cover under the job's config (the simulated
+    strategies' defaults unless variants are given); variants that declare the same, together."""
+    from mpiec.launch.bench import variant_config
+    from mpiec.strategies import get_strategy_class
+
+    variants = [v.strip() for v in args.corruption.split(",") if v.strip()] or names
+    spec = argparse.Namespace(preset=args.preset, config=args.config, sets=list(args.set or []), steps=None)
+    same: Covers = {}
+    for v in variants:
+        cfg = variant_config(spec, v, [], memory=False)
+        c = get_strategy_class(cfg.strategy.name)(cfg).corruption_cover()
+        same.setdefault((c.rows_within, c.rows_repaired), (c, []))[1].append(v)
+    return same
+
+
+def _corruption_table(args: argparse.Namespace, covers: Covers, sizes: list[tuple[int, int]]) -> str:
+    """The ``--corruption`` table at every job size (``sizes``: (nodes, nodes holding a shard))."""
+    band = parse_band(args.sdc_per_defective_h)
+    rows = [corruption_row(", ".join(vs), c, shards, args.hours, args.sdc_prevalence, band)
+            for _, shards in sizes for c, vs in covers.values()]
+    return format_rows(rows, args.sdc_prevalence, band, args.hours)
 
 
 def main(argv: list[str]) -> int:

@@ -72,6 +72,10 @@ def test_plot_is_written(tmp_path):
     (["--csv", "/nonexistent/dir/x.csv"], "directory does not exist"),
     (["--plot", "x.h5"], ".h5 names are for result files"),
     (["--set", "layout.servers=0"], "layout.servers"),
+    (["--corruption", "--sdc-prevalence", "0"], "--sdc-prevalence: expected a share of machines in (0, 1]"),
+    (["--corruption", "--sdc-per-defective-h", "2,1"], "--sdc-per-defective-h: expected 0 < LO <= HI"),
+    (["--corruption", "--sdc-per-defective-h", "x"], "--sdc-per-defective-h: expected LO,HI per hour"),
+    (["--corruption", "ecrm:nope=1"], "nope"),
 ])
 def test_bad_input_is_one_line_and_exit_2(argv, message, capsys):
     assert main([*argv, "--trials", "1", "--nodes", "8"] if "--nodes" not in argv else argv) == 2
