@@ -13,7 +13,8 @@ of a simulated run), ``predict`` (measured runs replayed, predicted vs measured)
 sweep over node counts in trials until the intervals are narrow, crossovers, table, plot),
 ``papers`` / ``paper_run`` (the seed papers' setups and their verdicts), ``corruption`` (silent
 corruptions: the published prevalence, an assumed rate band, each strategy's declaration),
-``reference`` (the shipped calibration), ``cli`` (the command). docs/simulate.md describes the model and its validation.
+``reference`` (the shipped calibration), ``cli`` (the command). docs/simulate.md describes the
+model and its validation.
 """
 
 from .costs import Costs, load_costs
