@@ -47,9 +47,11 @@ Invariants:
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
@@ -435,6 +437,50 @@ REFUSED = "restore_failed"
 REPAIRED = "scrub_repair"
 _REPAIRED_ROW = re.compile(r"^global row ([0-9]+): ")
 _RESUMED_AT = re.compile(r"^resume at step ([0-9]+)$")
+
+
+#: what a rank records of a corruption it found or repaired: kept on disk at once as well
+#: (``keep_event``), so that the result file has it even when that rank dies later in the run (its
+#: final report, which carries its other events, is then never handed in)
+KEPT = frozenset({*DETECTIONS, MESSAGE_CORRUPT, REPLICA_MISMATCH, REPLICA_REPAIR, REFUSED, REPAIRED})
+
+
+def kept_dir(out_path: Path, run_id: str) -> Path:
+    """Where the ranks of one run keep their ``KEPT`` events."""
+    return out_path.parent / f".{out_path.stem}.{run_id}.found"
+
+
+def event_row(event: tuple) -> tuple:
+    """An event row ``(step, time, kind, rank, role, index, detail)`` in plain Python types: as
+    ``keep_event`` writes it and ``read_kept_events`` gives it back (rows compare equal)."""
+    step, at, kind, who, role, index, detail = event
+    return int(step), float(at), str(kind), int(who), str(role), int(index), str(detail)
+
+
+def keep_event(directory: Path, rank: int, event: tuple) -> None:
+    """Keep one event row of ``rank`` on disk."""
+    directory.mkdir(parents=True, exist_ok=True)
+    name = f"{rank}-{time.monotonic_ns()}"
+    tmp = directory / f".{name}.tmp"
+    tmp.write_text(json.dumps(list(event_row(event))))
+    tmp.replace(directory / f"{name}.json")  # atomic: never half a row
+
+
+def read_kept_events(directory: Path) -> list[tuple]:
+    """Every event row kept in ``directory`` (the directory is removed)."""
+    out = []
+    if directory.is_dir():
+        for f in sorted(directory.iterdir()):
+            try:
+                if not f.name.startswith("."):
+                    out.append(tuple(json.loads(f.read_text())))
+            except (OSError, ValueError):
+                pass
+            finally:
+                f.unlink(missing_ok=True)
+        with contextlib.suppress(OSError):
+            directory.rmdir()
+    return out
 
 
 def repair_detail(global_row: int, what: str) -> str:

@@ -24,7 +24,7 @@ import numpy as np
 
 from mpiec.comm import Comms, tags
 from mpiec.config import Config
-from mpiec.failures.corruption import Corrupter, parse_flips
+from mpiec.failures.corruption import KEPT, Corrupter, keep_event, kept_dir, parse_flips
 from mpiec.failures.faults import Injector, parse_kill_plans
 from mpiec.layout import (
     MONITOR,
@@ -231,6 +231,8 @@ class RankContext:
         s = slot or self.slot
         self.events.append((step, self.now() if at is None else at, kind,
                             self.first_rank if rank == self.rank else rank, s.role, s.index, detail))
+        if kind in KEPT:  # a corruption found or repaired: in the result even if this rank dies later
+            keep_event(kept_dir(self.out_path, self.run_id), self.first_rank, self.events[-1])
         if TRACE_EVENTS:  # MPIEC_TRACE_EVENTS=1: every event on stderr as it happens (debugging hangs)
             print(f"[trace {self.now():8.3f} rank {self.first_rank} {self.slot}] {kind} step {step} {s} "
                   f"{detail}", file=sys.stderr, flush=True)

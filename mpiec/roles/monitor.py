@@ -28,7 +28,15 @@ from mpi4py import MPI
 from mpiec import __version__
 from mpiec.comm import guard, mpi_library, recv
 from mpiec.data.factory import make_source
-from mpiec.failures.corruption import describe, mark_detections, notes_dir, read_notes
+from mpiec.failures.corruption import (
+    describe,
+    event_row,
+    kept_dir,
+    mark_detections,
+    notes_dir,
+    read_kept_events,
+    read_notes,
+)
 from mpiec.failures.crashes import crash_line, crash_notes_dir, run_crash_notes
 from mpiec.failures.faults import kill_notes_dir, unfired_kills
 from mpiec.results import RANKS_DTYPE, ResultWriter
@@ -263,8 +271,10 @@ class Monitor:
         at_step = ctx.progress.current_step
         late = [(at_step, ctx.now(), "report_death", ctx.holders.get(s, -1), s.role, s.index,
                  "died during the final report, after training") for s in ctx.ledger.report_deaths]
-        events = sorted(kills + flips + late + [ev for r in reports for ev in r["events"]],
-                        key=lambda e: e[1])
+        reported = [ev for r in reports for ev in r["events"]]
+        seen = {event_row(ev) for ev in reported}  # a kept event of a rank that reported is there already
+        kept = [ev for ev in read_kept_events(kept_dir(ctx.out_path, ctx.run_id)) if ev not in seen]
+        events = sorted(kills + flips + late + reported + kept, key=lambda e: e[1])
         for ev in events:
             w.add_event(*ev)
         mark_detections(flip_notes, events)

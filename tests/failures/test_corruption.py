@@ -297,3 +297,16 @@ def test_a_row_flip_undone_by_a_rollback_past_it_counts_as_repaired():
     mark_detections([kept], [(14, 1.3, "restore_end", 1, "server", 0, "resume at step 13")])  # after it
     assert (undone["detected_step"], undone["repaired_step"]) == (12, 12)
     assert kept["repaired_step"] is None
+
+
+def test_kept_events_come_back_as_the_rows_a_report_carries_and_the_folder_goes(tmp_path):
+    from mpiec.failures.corruption import event_row, keep_event, read_kept_events
+
+    where = tmp_path / ".run.x.found"
+    row = (np.int64(21), 0.1234567891234, "message_corrupt", np.int32(3), "server", 1, "step 21: ...")
+    keep_event(where, 3, row)
+    keep_event(where, 4, (22, 1.5, "parity_mismatch", 4, "server", 0, ""))
+    back = read_kept_events(where)
+    assert sorted(back) == sorted([event_row(row), (22, 1.5, "parity_mismatch", 4, "server", 0, "")])
+    assert event_row(row) in back and not where.exists()
+    assert read_kept_events(where) == []  # nothing kept: nothing to read

@@ -9,6 +9,10 @@ followed by that server's death (so that a restore reads it). Every run ends in 
 its result file, every flip fired or said why not, and
 
 * ``rows_within = W``: the row flip detected within W steps; ``rows_repaired``: its row repaired;
+* ``ecrm``'s parity rows: a flipped one (``of=parity``) detected within W steps as well, and with
+  ``rows_repaired`` re-encoded (its checks see parity as they see data);
+* the runtime's message checksums (on for every strategy that recovers): a gradient message flipped
+  in transit (``of=gradient``, any bit) refused in its step and that step executed again;
 * ``parts_refused``: no recovery resumed from the flipped checkpoint, and the restore that read
   the flipped part refused it (``restore_failed`` naming its file);
 * a recovered lossless run that refused the part ends with the failure-free checksum only when the
@@ -33,19 +37,21 @@ SEED = int(os.environ.get("MPIEC_CORRUPTION_MATRIX_SEED", "41"))
 STEPS = 40
 BASE = ["--preset", "tiny", "--steps", str(STEPS)]
 
-# (id, arguments incl. the layout)
+CHECKSUMS = ["--set", "failures.message_checksums=true"]
+# (id, arguments incl. the layout); a strategy that recovers runs with the runtime's message
+# checksums and gets a gradient flip in transit; ecrm's parity rows get a flip too
 VARIANTS = [
     ("none", ["--strategy", "none"]),
-    ("ckpt", ["--strategy", "ckpt", "--set", "strategy.interval=10", "--set", "layout.spares=1"]),
+    ("ckpt", ["--strategy", "ckpt", "--set", "strategy.interval=10", "--set", "layout.spares=1", *CHECKSUMS]),
     ("cnr", ["--strategy", "cnr", "--set", "strategy.interval=10", "--set", "strategy.quantization='none'",
-             "--set", "layout.spares=1"]),
-    ("log", ["--strategy", "log", "--set", "strategy.interval=10", "--set", "layout.spares=1"]),
-    ("ecsnap", ["--strategy", "ecsnap", "--set", "layout.servers=3"]),
+             "--set", "layout.spares=1", *CHECKSUMS]),
+    ("log", ["--strategy", "log", "--set", "strategy.interval=10", "--set", "layout.spares=1", *CHECKSUMS]),
+    ("ecsnap", ["--strategy", "ecsnap", "--set", "layout.servers=3", *CHECKSUMS]),
     ("ecrm-xor-verify", ["--strategy", "ecrm", "--set", "layout.servers=3",
-                         "--set", "strategy.verify_every=3"]),
+                         "--set", "strategy.verify_every=3", *CHECKSUMS]),
     ("ecrm-rs-scrub", ["--strategy", "ecrm", "--set", "layout.servers=4", "--set", "strategy.code='rs'",
                        "--set", "strategy.k=2", "--set", "strategy.r=2",
-                       "--set", "strategy.scrub_stripes=2500"]),
+                       "--set", "strategy.scrub_stripes=2500", *CHECKSUMS]),
 ]
 
 
@@ -55,13 +61,21 @@ def cover(args: list[str]):
     return get_strategy_class(args[1])(cfg).corruption_cover(), cfg
 
 
-def draw(seed: int, servers: int, checkpoints: bool) -> list[str]:
+def draw(seed: int, servers: int, checkpoints: bool, gradient: bool, parity: bool) -> list[str]:
     rng = random.Random(seed)
     plans = [f"flip:server:*@step={rng.randint(3, 14)}:bit={rng.randint(0, 22)},seed={rng.randint(1, 999)}",
              f"flip:trainer:{rng.randint(0, 1)}@step={rng.randint(3, 30)}:bit={rng.randint(0, 22)}"]
     if checkpoints:  # after the checkpoint of step 19, before the next; its server dies two steps later
         server, step = rng.randrange(servers), rng.randint(21, 27)
         plans += [f"flip:server:{server}@step={step}:of=checkpoint", f"server:{server}@step={step + 2}"]
+    # in transit (any bit: the server checks it before it applies anything), and a parity row
+    rng2 = random.Random(seed * 7919)  # a second stream: the draws above stay those of earlier seeds
+    if gradient:
+        plans.append(f"flip:trainer:{rng2.randint(0, 1)}@step={rng2.randint(3, 34)}:of=gradient,"
+                     f"bit={rng2.randint(0, 31)}")
+    if parity:
+        plans.append(f"flip:server:{rng2.randrange(servers)}@step={rng2.randint(3, 14)}:of=parity,"
+                     f"seed={rng2.randint(1, 999)}")
     return plans
 
 
@@ -77,7 +91,9 @@ def test_corruption_matrix(variant, tmp_path):
     name, args = variant
     claims, cfg = cover(args)
     seed = SEED + VARIANTS.index(variant)
-    plans = draw(seed, cfg.layout.servers, claims.parts_refused)
+    checksums, parity = cfg.failures.message_checksums, cfg.strategy.name == "ecrm"
+    plans = draw(seed, cfg.layout.servers, claims.parts_refused, checksums, parity)
+    flips = [p for p in plans if p.startswith("flip:")]
     run = mpiec(["run", *BASE, *args, *(x for p in plans for x in ("--kill", p)), "--timeout", "90"],
                 out=tmp_path, timeout=150)
     where = f"{name} seed {seed} {plans}"
@@ -93,6 +109,18 @@ def test_corruption_matrix(variant, tmp_path):
         assert found is not None and found - row["step"] <= claims.rows_within, f"{where}: {claims} but {row}"
     if claims.rows_repaired:
         assert row["repaired_step"] is not None, f"{where}: {claims} but {row}"
+    gradient = next((notes.get(i) for i, p in enumerate(flips) if ":of=gradient" in p), None)
+    if gradient is not None:  # refused before anything applied it, its step executed again
+        assert (gradient["detected_step"], gradient["detected_by"], gradient["repaired_step"]) == \
+            (gradient["step"], "message_corrupt", gradient["step"]), f"{where}: {gradient}"
+    if parity:  # ecrm's checks see a parity row as they see a data row; rs locates and re-encodes it
+        at = next(i for i, p in enumerate(flips) if ":of=parity" in p)
+        if at in notes and claims.rows_within is not None:  # fired (else among the unfired, said why)
+            found = notes[at]["detected_step"]
+            assert found is not None and found - notes[at]["step"] <= claims.rows_within, \
+                f"{where}: {notes[at]}"
+            if claims.rows_repaired:
+                assert notes[at]["repaired_step"] is not None, f"{where}: {notes[at]}"
     if claims.parts_refused and 2 in notes:  # fired: a checkpoint was complete at its step
         at_rest, resumed = notes[2], resumed_at(run.result())
         flipped = at_rest["checkpoint_step"]

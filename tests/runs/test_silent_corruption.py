@@ -218,6 +218,19 @@ def test_the_checksums_refuse_a_flipped_message_and_the_step_runs_again(strategy
     assert set(resumed_at(run.result())) == {21}  # every rank resumed at the refused step
 
 
+def test_a_detection_outlives_the_server_that_made_it(reference, tmp_path):
+    """Both servers die after one of them refused the flipped message: its ``message_corrupt`` event
+    was kept on disk when it was recorded, so the result file still says who found the flip."""
+    run, s, hit = flipped(["--strategy", "ckpt", "--set", "strategy.interval=10", "--set", "layout.spares=2",
+                           *CHECKSUMS, "--kill", GRADIENT, "--kill", "server:0@step=25",
+                           "--kill", "server:1@step=25"], tmp_path)
+    assert s["kills_fired"] == 2 and s["recoveries"] == 2
+    assert (hit["detected_step"], hit["detected_by"], hit["repaired_step"]) == (21, "message_corrupt", 21)
+    (detail,) = event_details(run.result(), "message_corrupt")
+    assert detail.startswith("step 21: the gradient message from trainer 1 (")
+    assert s["param_checksum"] == reference
+
+
 def test_the_checksums_change_nothing_without_a_flip_and_none_cannot_go_on_after_one(reference, tmp_path):
     run = mpiec(["run", *TINY, *CHECKSUMS], out=tmp_path / "clean")
     assert run.code == 0 and run.result().summary["param_checksum"] == reference, run.stdout + run.stderr
