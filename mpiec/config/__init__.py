@@ -151,6 +151,11 @@ class FailuresConfig:
                                  "replicas (in the step's dense all-gather): a silent corruption of one "
                                  "is detected, and with 3+ trainers its replica replaced by the majority's; "
                                  "0 = off", ge=0, le=MAX_STEPS)
+    shard_check_every: int = key(0, "every server folds each of its rows (an XOR of its words) when it "
+                                 "updates it, checks a row before its next update and every row every N "
+                                 "steps: a row changed at rest (a silent corruption) is found and named, "
+                                 "not repaired; rows not updated since the last recovery are not checked; "
+                                 "0 = off", ge=0, le=MAX_STEPS)
     message_checksums: bool = key(False, "each trainer's embedding-gradient message carries a checksum per "
                                   "server (an XOR-fold of its words), checked before the server applies "
                                   "it: a corrupted message is a detected fault and the step is executed "
@@ -234,12 +239,13 @@ class Config:
         """The strategy and its own keys as `mpiec bench --strategies` spells them (ckpt:interval=10),
         then ``replacement=...`` unless the layout replaces dead ranks by spares (the default),
         ``virtual_trainers=...`` when set, and the runtime's corruption detectors when on
-        (``dense_check_every=N``, ``message_checksums=true``)."""
+        (``dense_check_every=N``, ``shard_check_every=N``, ``message_checksums=true``)."""
         params = sorted(self.strategy.params.items())
         layout = [f"replacement={self.layout.replacement}"] if self.layout.replacement != "spare" else []
         layout += [f"virtual_trainers={self.layout.virtual_trainers}"] if self.layout.virtual_trainers else []
         f = self.failures
         layout += [f"dense_check_every={f.dense_check_every}"] if f.dense_check_every else []
+        layout += [f"shard_check_every={f.shard_check_every}"] if f.shard_check_every else []
         layout += ["message_checksums=true"] if f.message_checksums else []
         return ":".join([self.strategy.name] + [f"{k}={v}" for k, v in params] + layout)
 

@@ -421,9 +421,12 @@ class Corrupter:
         return {"fired": True, "param": pick, "bit": bit, "before": before, "after": after}
 
 
-#: the events by which a strategy reports corrupted rows it found (``ecrm``'s ``verify_every``
-#: re-encode; a plug-in that detects corruption emits one of these too)
-DETECTIONS = ("parity_mismatch",)
+#: the runtime's check of a server's own rows (``failures.shard_check_every``): its detection
+SHARD_MISMATCH = "shard_mismatch"
+#: the events by which a strategy or the runtime reports corrupted rows it found (``ecrm``'s
+#: ``verify_every`` re-encode, the runtime's shard check; a plug-in that detects corruption emits
+#: one of these too)
+DETECTIONS = ("parity_mismatch", SHARD_MISMATCH)
 #: the runtime's check of the gradient messages (``failures.message_checksums``): its detection
 MESSAGE_CORRUPT = "message_corrupt"
 #: the event that ends a recovery (detail ``resume at step N``): a refused message's step executed again

@@ -236,7 +236,7 @@ def add_bench_args(p: argparse.ArgumentParser) -> None:
 LAYOUT_KEYS = ("replacement", "spares", "virtual_trainers")
 #: keys of a variant that set the runtime's corruption detectors (``none:message_checksums=true``):
 #: their failure-free cost is an overhead against ``none`` like a strategy's
-DETECTOR_KEYS = ("dense_check_every", "message_checksums")
+DETECTOR_KEYS = ("dense_check_every", "shard_check_every", "message_checksums")
 
 
 def variant_config(args: argparse.Namespace, variant: str, kill: list[str], memory: bool = True) -> Config:

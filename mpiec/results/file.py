@@ -238,7 +238,7 @@ EVENT_KINDS = (
     "rebuild_start", "rebuild_end", "rebuild_failed", "parity_mismatch", "checkpoint_start", "checkpoint_end",
     "restore",
     "restore_start", "restore_end", "restore_failed", "undo", "resume", "checkpoint_fail", "abort",
-    "corrupted", "scrub_repair", "scrub_unlocated", "replica_mismatch", "replica_repair",
+    "corrupted", "scrub_repair", "scrub_unlocated", "replica_mismatch", "replica_repair", "shard_mismatch",
 )
 
 #: Root attributes every file has (the writer fills the first group itself).

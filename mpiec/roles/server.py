@@ -27,6 +27,7 @@ from mpi4py import MPI
 
 from mpiec.comm import alltoallv_buffers, guard, ialltoallv, wait, waitall
 from mpiec.data.rng import init_embedding_rows
+from mpiec.failures.corruption import SHARD_MISMATCH
 from mpiec.failures.stall import StallHook
 from mpiec.kernels.embedding import (
     adagrad_apply,
@@ -39,6 +40,7 @@ from mpiec.roles import message_sums
 from mpiec.roles.context import RankContext, server_rows
 from mpiec.roles.driver import eval_due, eval_rounds, run_steps
 from mpiec.roles.exchange import STATUS_OK, exchange_headers
+from mpiec.roles.shard_check import SHOW_ROWS, ShardCheck
 from mpiec.roles.shards import sum_pushes
 from mpiec.strategies.api.base import ServerShard
 from mpiec.strategies.api.plan import RecoveryPlan
@@ -143,12 +145,18 @@ class Server:
         self._undo: tuple[int, np.ndarray, np.ndarray] | None = None  # (step, slots, rows before)
         self.eval_pending = False  # redo the evaluation after the restored step (set on recovery)
         self.stall = StallHook(ctx)  # test hook (MPIEC_STALL): sleep at a known step
+        self.check = ShardCheck(cfg.failures.shard_check_every)  # rows changed at rest (opt-in)
+        if ctx.awaiting_restore:
+            self.check.forget(self.shard.table.shape[0])
+        else:
+            self.check.rebase(self.shard.table)
 
     # -- state ----------------------------------------------------------------
     def reset(self) -> None:
         """The initial shard: a pure function of the seed."""
         self.shard.table[...] = init_shard(self.ctx, self.shard.index).table
         self._undo = None
+        self.check.rebase(self.shard.table)
 
     def state(self) -> dict[str, np.ndarray]:
         """The shard (live arrays): rows ``[weights | optimizer state]`` and their global ids."""
@@ -165,11 +173,14 @@ class Server:
         else:
             load_rows_by_id(self.shard, rows, table)
         self._undo = None
+        self.check.rebase(self.shard.table)  # in a recovery, after_recovery forgets it again
 
     def load_rows(self, rows: np.ndarray, table: np.ndarray) -> int:
         """Load the rows of ``table`` (global ids ``rows``) this shard holds; returns how many."""
         self._undo = None
-        return load_rows_by_id(self.shard, np.asarray(rows), np.asarray(table))
+        loaded = load_rows_by_id(self.shard, np.asarray(rows), np.asarray(table))
+        self.check.rebase(self.shard.table)  # in a recovery, after_recovery forgets it again
+        return loaded
 
     def n_rows(self) -> int:
         """Real rows of the shard (stripe padding excluded)."""
@@ -185,6 +196,7 @@ class Server:
 
     def after_recovery(self, plan: RecoveryPlan) -> None:
         self._undo = None
+        self.check.forget(self.shard.table.shape[0])  # a strategy may go on writing rows its own way
         self.eval_pending = plan.restored >= 0 and eval_due(self.ctx.cfg, plan.restored)
 
     def serve(self, step: int, status: int, where: str, with_grads: bool,
@@ -248,6 +260,8 @@ class Server:
         t0, c0 = time.perf_counter(), time.thread_time()
         uniq, acc = sum_pushes(slots, grads, np.asarray(counts, dtype=np.int64), self.virtual)
         table = self.shard.table
+        if not replayed:  # a row changed at rest since its last update is found before this one
+            self.report(step, self.check.before_update(table, uniq), "before its update")
         # the rows before the update, copied by the optimizer while it has them in cache
         old = np.empty((uniq.size, table.shape[1]), np.float32) if self.needs_old else None
         delta = np.empty((uniq.size, table.shape[1] * 4), dtype=np.uint8) if self.needs_delta else None
@@ -259,6 +273,7 @@ class Server:
             sgd_apply_delta(table, uniq, acc, self.lr, delta, old)
         if old is not None:
             self._undo = (step, uniq, old)
+        self.check.after_update(table, uniq)
         if not replayed:
             self.ctx.progress.applied = step  # the table holds it now, completed or not (recovery.reconcile)
             self.apply_cpu_s += time.thread_time() - c0  # the optimizer's own, before after_apply
@@ -285,7 +300,21 @@ class Server:
             self.serve(-1, STATUS_OK, f"eval after step {step}", with_grads=False)
 
     def after_step(self, step: int) -> None:
-        pass
+        if self.check.due(step):
+            self.report(step, self.check.scan(self.shard.table), "in the shard check")
+
+    def report(self, step: int, slots: np.ndarray, where: str) -> None:
+        """``slots``: rows of this shard changed at rest (``roles.shard_check``): one event and one
+        line naming their global rows; each is not reported again before its next update."""
+        if not slots.size:
+            return
+        self.check.found(slots)
+        rows = self.shard.global_rows[slots]
+        shown = ", ".join(map(str, rows[:SHOW_ROWS])) + (", ..." if rows.size > SHOW_ROWS else "")
+        detail = (f"global row {rows[0]}: {rows.size} row(s) of {self.ctx.slot} changed at rest, found "
+                  f"{where} (global rows {shown}); not repaired")
+        self.ctx.event(SHARD_MISMATCH, step, detail=detail)
+        print(f"[mpiec] step {step}: {detail}", flush=True)
 
     def run(self) -> None:
         run_steps(self.ctx, self, self.ctx.server_agent())

@@ -234,7 +234,7 @@ def _usable(m: Measured) -> bool:
     s = m.summary
     f = m.cfg.failures
     return (bool(s.get("complete", True)) and not s.get("lost", False) and not s.get("emulated", False)
-            and not f.message_checksums and not f.dense_check_every)
+            and not f.message_checksums and not f.dense_check_every and not f.shard_check_every)
 
 
 def _mean(xs: list[float]) -> float:

@@ -8,7 +8,9 @@ strategy that writes checkpoints, a bit of a server's part of the newest checkpo
 followed by that server's death (so that a restore reads it). Every run ends in bounded time with
 its result file, every flip fired or said why not, and
 
-* ``rows_within = W``: the row flip detected within W steps; ``rows_repaired``: its row repaired;
+* ``rows_within = W``: the row flip detected within W steps (the strategy's declaration, or the
+  runtime's shard check, ``failures.shard_check_every = N``: within N - 1); ``rows_repaired``: its
+  row repaired;
 * ``ecrm``'s parity rows: a flipped one (``of=parity``) detected within W steps as well, and with
   ``rows_repaired`` re-encoded (its checks see parity as they see data);
 * the runtime's message checksums (on for every strategy that recovers): a gradient message flipped
@@ -21,6 +23,7 @@ its result file, every flip fired or said why not, and
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import random
@@ -49,6 +52,7 @@ VARIANTS = [
     ("ecsnap", ["--strategy", "ecsnap", "--set", "layout.servers=3", *CHECKSUMS]),
     ("ecrm-xor-verify", ["--strategy", "ecrm", "--set", "layout.servers=3",
                          "--set", "strategy.verify_every=3", *CHECKSUMS]),
+    ("none-shard-check", ["--strategy", "none", "--set", "failures.shard_check_every=4"]),
     ("ecrm-rs-scrub", ["--strategy", "ecrm", "--set", "layout.servers=4", "--set", "strategy.code='rs'",
                        "--set", "strategy.k=2", "--set", "strategy.r=2",
                        "--set", "strategy.scrub_stripes=2500", *CHECKSUMS]),
@@ -56,9 +60,15 @@ VARIANTS = [
 
 
 def cover(args: list[str]):
+    """What the variant claims: its strategy's declaration, and the runtime's shard check's (a row
+    found within N - 1 steps, by the scan at the latest; not repaired)."""
     sets = [args[i + 1] for i in range(len(args) - 1) if args[i] == "--set"]
     cfg = load_config("tiny", strategy=args[1], sets=[*sets, f"training.steps={STEPS}"])
-    return get_strategy_class(args[1])(cfg).corruption_cover(), cfg
+    claims = get_strategy_class(args[1])(cfg).corruption_cover()
+    every = cfg.failures.shard_check_every
+    if every and (claims.rows_within is None or claims.rows_within > every - 1):
+        claims = dataclasses.replace(claims, rows_within=every - 1)
+    return claims, cfg
 
 
 def draw(seed: int, servers: int, checkpoints: bool, gradient: bool, parity: bool) -> list[str]:

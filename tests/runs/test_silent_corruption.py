@@ -14,7 +14,9 @@ against the failure-free twin, because training is deterministic.
   ends with the failure-free checksum, and its kept final model (``output.final_model``) shows how
   far the unrepaired flip moved the model under ``none``;
 * a flipped gradient message is applied and persists, unless the runtime's message checksums are
-  on: the server refuses the message, the step is executed again and the run is lossless.
+  on: the server refuses the message, the step is executed again and the run is lossless;
+* the runtime's shard check finds a flipped row before its next update and names it (it does not
+  repair it), and finds nothing in a clean run.
 """
 
 from __future__ import annotations
@@ -196,6 +198,17 @@ def test_the_replicas_cross_check_detects_but_cannot_locate_with_two_trainers(tm
     assert "no majority" in detail
 
 
+def test_the_shard_check_finds_a_flipped_row_before_its_update_and_names_it(tmp_path):
+    """Row 0 (the hottest of table 0) flipped at the start of step 8 is found before the next update
+    of it (the scan every 1,000 steps never runs in 40): located, not repaired."""
+    run, s, hit = flipped(["--set", "failures.shard_check_every=1000",
+                           "--kill", "flip:server:0@step=8:row=0,bit=22"], tmp_path)
+    assert hit["detected_by"] == "shard_mismatch" and 8 <= hit["detected_step"] <= 12
+    assert hit["repaired_step"] is None and s["corruptions_detected"] == 1
+    (detail,) = event_details(run.result(), "shard_mismatch")
+    assert detail.startswith("global row 0: 1 row(s) of server:0 changed at rest, found before its update")
+
+
 GRADIENT = "flip:trainer:1@step=21:of=gradient,bit=30"  # in transit: what server receives, an exponent bit
 CHECKSUMS = ["--set", "failures.message_checksums=true"]
 
@@ -232,8 +245,10 @@ def test_a_detection_outlives_the_server_that_made_it(reference, tmp_path):
 
 
 def test_the_checksums_change_nothing_without_a_flip_and_none_cannot_go_on_after_one(reference, tmp_path):
-    run = mpiec(["run", *TINY, *CHECKSUMS], out=tmp_path / "clean")
+    # the shard check too, at its strictest: it finds nothing and changes nothing in a clean run
+    run = mpiec(["run", *TINY, *CHECKSUMS, "--set", "failures.shard_check_every=1"], out=tmp_path / "clean")
     assert run.code == 0 and run.result().summary["param_checksum"] == reference, run.stdout + run.stderr
+    assert not event_details(run.result(), "shard_mismatch")
     run = mpiec(["run", *TINY, *CHECKSUMS, "--kill", GRADIENT], out=tmp_path / "none")
     s = run.result().summary
     assert run.code == 1 and s["lost"] and "strategy none does not recover" in s["abort_reason"]
