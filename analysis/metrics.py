@@ -30,7 +30,8 @@ Owns how runs are paired and every figure computed from more than one summary va
   ``repair_throughput_vs_twin`` (over the twin's rate on the same steps, when there is a twin);
   **unprotected** = ``unprotected_s`` (kill → end of the repair, summed).
 * **corruption** (``flip:`` plans): ``corruptions`` fired, ``corruptions_detected`` (a detection event
-  followed, ``mpiec.failures.corruption.DETECTIONS``), ``corruptions_repaired`` (a repair of the
+  followed, ``mpiec.failures.corruption.DETECTIONS``), ``corruptions_located`` (it, or a repair, named
+  the flipped row), ``corruptions_repaired`` (a repair of the
   flipped row followed, ``REPAIRED``), ``detection_steps`` (flip → detection, the
   slowest); whether a corruption **persisted** is whether the run is not lossless (its twin decides).
 * **model difference** (when the run and its twin both wrote ``final_model``, ``output.final_model``):
@@ -382,6 +383,7 @@ class RunMetrics:
     corruptions: int = 0  # planned silent corruptions (``flip:``) that fired
     corruptions_detected: int = 0  # of them, how many a detection event followed
     corruptions_repaired: int = 0  # of them, how many a repair of their row followed
+    corruptions_located: int = 0  # of them, how many a detection or repair named the row of
     detection_steps: int | None = None  # flip → its first detection, in steps (the slowest; None: none)
     rows_differing: int | None = None  # embedding rows not bitwise the twin's (both wrote final_model)
     max_weight_error: float | None = None  # the largest |weight − twin's| (nan: a non-finite weight)
@@ -480,4 +482,5 @@ def _corruption(r: RunResult) -> dict[str, Any]:
     gaps = [int(n["detected_step"]) - int(n["step"]) for n in notes if n.get("detected_step") is not None]
     return {"corruptions": len(notes), "corruptions_detected": len(gaps),
             "corruptions_repaired": sum(n.get("repaired_step") is not None for n in notes),
+            "corruptions_located": sum(bool(n.get("located")) for n in notes),
             "detection_steps": max(gaps) if gaps else None}

@@ -287,8 +287,8 @@ def failure_table(metrics: list[RunMetrics], scenario: str = "") -> Table:
 
 def corruption_table(metrics: list[RunMetrics]) -> Table:
     """What each strategy made of the same silent corruption: one row per run where a flip fired."""
-    header = ["strategy", "flips", "detected", "steps to detection", "repaired", "final model", "rows ≠ twin",
-              "max |Δw|", "ΔAUC"]
+    header = ["strategy", "flips", "detected", "steps to detection", "located", "repaired", "final model",
+              "rows ≠ twin", "max |Δw|", "ΔAUC"]
     rows = []
     for m in metrics:
         if not m.corruptions:
@@ -297,20 +297,22 @@ def corruption_table(metrics: list[RunMetrics]) -> Table:
                  "the twin's (repaired or undone)" if m.lossless else "≠ twin (persisted)")
         rows.append([_label(m), str(m.corruptions), f"{m.corruptions_detected}/{m.corruptions}",
                      DASH if m.detection_steps is None else str(m.detection_steps),
-                     f"{m.corruptions_repaired}/{m.corruptions}", model,
+                     f"{m.corruptions_located}/{m.corruptions}", f"{m.corruptions_repaired}/{m.corruptions}",
+                     model,
                      DASH if m.rows_differing is None else str(m.rows_differing),
                      DASH if m.max_weight_error is None else f"{m.max_weight_error:.3g}",
                      _signed(m.delta_auc, ".4f")])
     notes = ["a flip changes one bit of a rank's live state and tells no one (docs/running.md 'Silent "
              "corruption'); detected: a detection event followed it (ecrm's verify_every re-encode: "
-             "parity_mismatch); steps to detection: flip → detection (0: at the end of the flip's step); "
+             "parity_mismatch, the runtime's shard_mismatch); steps to detection: flip → detection (0: "
+             "at the end of the flip's step); located: the detection or a repair named the flipped row; "
              "repaired: the flipped row was corrected (ecrm, code = rs with r >= 2 locates it); final "
              "model: its param_checksum against the failure-free twin's (a repair after the row was read "
              "or updated leaves those effects in the model); rows ≠ twin, max |Δw|: the embedding rows "
              "not bitwise the twin's and the largest weight difference, embedding or dense (nan: a "
              "weight no longer finite), from both runs' final_model (output.final_model; a bench sets "
              "it for plans with flips)"]
-    return Table("silent corruption", header, rows, right={1, 2, 3, 4, 6, 7, 8}, notes=notes)
+    return Table("silent corruption", header, rows, right={1, 2, 3, 4, 5, 7, 8, 9}, notes=notes)
 
 
 def verdicts(metrics: list[RunMetrics]) -> list[str]:

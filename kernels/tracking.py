@@ -1,7 +1,8 @@
-"""Row tracking for checkpoint strategies: modified-row bitsets and access counters.
+"""Row tracking: modified-row bitsets, access counters and row folds.
 
 Owns: the per-shard bookkeeping of Check-N-Run (which rows changed since a
-checkpoint) and CPR-MFU (how often each row was accessed).
+checkpoint), CPR-MFU (how often each row was accessed) and the runtime's shard
+check (a 32-bit XOR fold per row, ``fold_rows``).
 
 Invariants:
 
@@ -29,6 +30,7 @@ __all__ = [
     "bitset_set",
     "bitset_test",
     "counters_add",
+    "fold_rows",
     "take_rows",
     "top_fraction",
 ]
@@ -176,3 +178,15 @@ def top_fraction(counts, fraction):
             t += 1
             ties -= 1
     return out
+
+
+@njit(cache=True)
+def fold_rows(words: np.ndarray, rows: np.ndarray, out: np.ndarray) -> None:
+    """``out[i]`` = the XOR of the 32-bit words of row ``rows[i]`` of ``words`` (a C-contiguous
+    uint32 view of a table), without copying the rows."""
+    for i in range(rows.size):
+        r = rows[i]
+        x = np.uint32(0)
+        for j in range(words.shape[1]):
+            x ^= words[r, j]
+        out[i] = x

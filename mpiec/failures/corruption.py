@@ -486,6 +486,18 @@ def read_kept_events(directory: Path) -> list[tuple]:
     return out
 
 
+_ROW_LIST = re.compile(r"global rows ([0-9, ]+)")
+
+
+def _names_row(detail: str, global_row: int) -> bool:
+    """A detection's detail names ``global_row``: ``global row G: ...`` first, or among ``global
+    rows A, B, ...`` (the runtime's shard check)."""
+    if (m := _REPAIRED_ROW.match(detail)) and int(m.group(1)) == global_row:
+        return True
+    return any(global_row in {int(x) for x in m.group(1).replace(" ", "").split(",") if x}
+               for m in _ROW_LIST.finditer(detail))
+
+
 def repair_detail(global_row: int, what: str) -> str:
     """A ``REPAIRED`` event's detail: the row first (``mark_detections`` matches flips by it)."""
     return f"global row {global_row}: {what}"
@@ -500,7 +512,8 @@ def mark_detections(notes: list[dict[str, Any]], events: list[tuple]) -> None:
     row flips in a run, the first detection after each is taken); a dense flip by the replicas'
     cross-check (``REPLICA_MISMATCH``; repaired: ``REPLICA_REPAIR`` naming its trainer); a message's
     by a server's check of that step (``MESSAGE_CORRUPT``; repaired when a recovery after it resumed,
-    ``RESUMED``: the step executed again without the flip, which fires once)."""
+    ``RESUMED``: the step executed again without the flip, which fires once). A server row's note
+    gets ``located``: its detection (or a repair) named its global row."""
     for note in notes:
         if not note.get("fired"):
             continue
@@ -532,6 +545,9 @@ def mark_detections(notes: list[dict[str, Any]], events: list[tuple]) -> None:
             fixed = [e for e in events if e[2] == REPAIRED and e[1] >= note["time"]
                      and (m := _REPAIRED_ROW.match(str(e[6]))) and int(m.group(1)) == note["global_row"]]
             note["repaired_step"] = int(min(fixed, key=lambda e: e[1])[0]) if fixed else None
+        if "global_row" in note:  # the detection named the row, or a repair did
+            note["located"] = note["repaired_step"] is not None or any(
+                _names_row(str(e[6]), note["global_row"]) for e in later)
         in_memory = "global_row" in note or "parity_row" in note
         if note.get("repaired_step") is None and "step" in note and in_memory:
             # undone by a rollback past it: a recovery after it that resumed at or before its step

@@ -168,6 +168,6 @@ def test_the_final_models_say_how_many_rows_a_flip_moved_and_by_how_much(tmp_pat
     assert m["inf"].rows_differing == 3 and math.isnan(m["inf"].max_weight_error)
     assert m["none"].rows_differing is None and m["none"].max_weight_error is None  # no model kept
     assert m["ff"].rows_differing is None  # no twin
-    assert corruption_table([m["flip"]]).rows[0][6:8] == ["2", "0.25"]
-    assert corruption_table([m["inf"]]).rows[0][6:8] == ["3", "nan"]
-    assert corruption_table([m["none"]]).rows[0][6:8] == [DASH, DASH]
+    assert corruption_table([m["flip"]]).rows[0][7:9] == ["2", "0.25"]
+    assert corruption_table([m["inf"]]).rows[0][7:9] == ["3", "nan"]
+    assert corruption_table([m["none"]]).rows[0][7:9] == [DASH, DASH]

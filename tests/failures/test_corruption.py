@@ -310,3 +310,19 @@ def test_kept_events_come_back_as_the_rows_a_report_carries_and_the_folder_goes(
     assert sorted(back) == sorted([event_row(row), (22, 1.5, "parity_mismatch", 4, "server", 0, "")])
     assert event_row(row) in back and not where.exists()
     assert read_kept_events(where) == []  # nothing kept: nothing to read
+
+
+def test_a_detection_locates_a_row_when_it_names_it():
+    from mpiec.failures.corruption import mark_detections
+
+    def note(row):
+        return {"fired": True, "step": 5, "time": 1.0, "global_row": row}
+
+    events = [(6, 2.0, "shard_mismatch", 3, "server", 0,
+               "global row 7: 3 row(s) of server:0 changed at rest, found in the shard check "
+               "(global rows 7, 12, 40); not repaired"),
+              (6, 2.0, "parity_mismatch", 4, "server", 1, "stripe 9: parity differs")]
+    named, listed, other = note(7), note(40), note(41)
+    mark_detections([named, listed, other], events)
+    assert (named["located"], listed["located"], other["located"]) == (True, True, False)
+    assert other["detected_by"] == "shard_mismatch"  # detected (the first after it), not located

@@ -31,3 +31,11 @@ def test_counters_top_fraction():
     assert T.top_fraction(counts, 0.3).tolist() == [1, 3, 9]
     assert T.top_fraction(counts, 0.0).size == 0
     assert T.top_fraction(counts, 1.0).tolist() == list(range(10))
+
+
+def test_fold_rows_is_the_xor_of_each_rows_words():
+    table = np.random.default_rng(5).standard_normal((9, 6)).astype(np.float32)
+    rows = np.array([8, 0, 3, 3], dtype=np.int64)
+    out = np.empty(rows.size, np.uint32)
+    T.fold_rows(table.view(np.uint32), rows, out)
+    assert np.array_equal(out, np.bitwise_xor.reduce(table[rows].view(np.uint32), axis=1))

@@ -79,6 +79,7 @@ def test_a_flipped_row_persists_under_none_and_the_result_says_what_was_hit(corr
     assert kinds.count("corrupted") == 1
     assert "silent corruption: " + EARLY in corrupted.stdout + corrupted.stderr
     assert hit["detected_step"] is None and s["corruptions_detected"] == 0  # nothing under none sees it
+    assert hit["located"] is False
 
 
 def test_a_checkpoint_keeps_the_corruption_and_a_restore_brings_it_back(corrupted, tmp_path):
@@ -110,7 +111,7 @@ def test_ecrm_with_one_parity_row_detects_the_flip_but_cannot_locate_it(referenc
     run, s, hit = flipped(["--strategy", "ecrm", "--set", "strategy.verify_every=5",
                           "--kill", "flip:server:1@step=10:bit=22"], tmp_path)
     assert (hit["detected_step"], hit["detected_by"]) == (14, "parity_mismatch")  # verified after 4, 9, 14
-    assert s["corruptions_detected"] == 1 and s["corruptions_repaired"] == 0
+    assert s["corruptions_detected"] == 1 and s["corruptions_repaired"] == 0 and hit["located"] is False
     assert s["scrub_unlocated"] >= 1 and s["scrub_repaired"] == 0
     assert s["param_checksum"] != reference
     assert "detected at step 14 (parity_mismatch, 4 steps later)" in run.stdout + run.stderr
@@ -121,7 +122,7 @@ def test_ecrm_reed_solomon_locates_and_repairs_the_flipped_row(reference, corrup
                           "--set", "strategy.code='rs'", "--set", "strategy.k=2", "--set", "strategy.r=2",
                           "--set", "strategy.verify_every=1", "--set", "output.final_model=true",
                           "--kill", "flip:server:1@step=10:bit=22"], tmp_path)
-    assert hit["detected_step"] == 10 and hit["repaired_step"] == 10
+    assert hit["detected_step"] == 10 and hit["repaired_step"] == 10 and hit["located"] is True
     assert s["scrub_repaired"] == 1 and s["scrub_unlocated"] == 0 and s["corruptions_repaired"] == 1
     (detail,) = event_details(run.result(), "scrub_repair")
     assert detail.startswith(f"global row {hit['global_row']}: stripe ")
@@ -204,7 +205,7 @@ def test_the_shard_check_finds_a_flipped_row_before_its_update_and_names_it(tmp_
     run, s, hit = flipped(["--set", "failures.shard_check_every=1000",
                            "--kill", "flip:server:0@step=8:row=0,bit=22"], tmp_path)
     assert hit["detected_by"] == "shard_mismatch" and 8 <= hit["detected_step"] <= 12
-    assert hit["repaired_step"] is None and s["corruptions_detected"] == 1
+    assert hit["repaired_step"] is None and s["corruptions_detected"] == 1 and hit["located"] is True
     (detail,) = event_details(run.result(), "shard_mismatch")
     assert detail.startswith("global row 0: 1 row(s) of server:0 changed at rest, found before its update")
 
