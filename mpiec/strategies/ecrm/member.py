@@ -385,7 +385,11 @@ class Member:
         rb = self.rebuilder
         if rb is not None and rb.decoding and rb.phase != "decode":  # decoded inside the recovery
             self.shard_back = True
-        if rb is not None and rb.phase is None:
+        if rb is not None and rb.phase is not None and plan.step >= self.env.cfg.training.steps:
+            # a failure after the last step (in its evaluation, or at the end-of-training agreement):
+            # no step is left to carry a background rebuild, and the final state must be complete
+            rb.finish()
+        if rb is not None and (rb.phase is None or plan.step >= self.env.cfg.training.steps):
             self.rebuild_done(plan.step)
         return True
 
